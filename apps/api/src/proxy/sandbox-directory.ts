@@ -1,0 +1,28 @@
+/** The port envd listens on inside every sandbox. */
+export const ENVD_PORT = 49983;
+
+/** What the proxy needs to know about one sandbox to route traffic to it. */
+export interface RoutableSandbox {
+  sandboxId: string;
+  state: 'running' | 'paused';
+  /** Address of the container, reachable from the API process (container IP on the sandbox network). */
+  address: string | undefined;
+  /** Token envd checks in `X-Access-Token`; also the key of signed `/files` URLs. */
+  envdAccessToken: string;
+  /** Non-null when `network.allowPublicTraffic` is false: required on every non-envd port. */
+  trafficAccessToken: string | null;
+  /** Upstream Host for non-envd ports, `${PORT}` replaced by the port. */
+  maskRequestHost: string | undefined;
+  /** `autoResume.enabled`: traffic may resume the sandbox when it is paused. */
+  autoResume: boolean;
+}
+
+/** The lifecycle side of the platform, as seen by the proxy. Implemented by the sandbox lifecycle. */
+export interface SandboxDirectory {
+  /** Current routing facts for one sandbox, or undefined when it does not exist. */
+  find(sandboxId: string): RoutableSandbox | undefined;
+  /** Every running sandbox: used to find the owner of a signed `/files` URL that carries no routing headers. */
+  running(): Iterable<RoutableSandbox>;
+  /** Resumes a paused sandbox on behalf of proxy traffic (only called when `autoResume` is true). */
+  resumeForTraffic(sandboxId: string): Promise<RoutableSandbox>;
+}

@@ -1,0 +1,28 @@
+import { ENVD_VERSION, loadEnvdConfig, wantsVersion } from './config.ts';
+import { SystemUsers } from './identity/system-users.ts';
+import { createLogger } from './logger.ts';
+import { buildEnvdServer } from './server.ts';
+import { EnvdState } from './state.ts';
+
+async function main(): Promise<void> {
+  const argv = process.argv.slice(2);
+  if (wantsVersion(argv)) {
+    process.stdout.write(`${ENVD_VERSION}\n`);
+    return;
+  }
+  const config = loadEnvdConfig(process.env, argv);
+  const logger = createLogger(config.logLevel);
+  const app = await buildEnvdServer({ config, state: new EnvdState(), users: new SystemUsers(), logger });
+  await app.listen({ port: config.port, host: config.host });
+  logger.info({ port: config.port, version: ENVD_VERSION }, 'envd listening');
+  const stop = (): void => {
+    void app.close().finally(() => process.exit(0));
+  };
+  process.on('SIGTERM', stop);
+  process.on('SIGINT', stop);
+}
+
+main().catch((error: unknown) => {
+  process.stderr.write(`envd failed to start: ${error instanceof Error ? error.message : String(error)}\n`);
+  process.exit(1);
+});
