@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# Builds every image Tidepool needs, skipping whatever is already current:
+#   tidepool/debian:bookworm        docker/debian/build-debian.sh
+#   tidepool/envd-runtime:<hash>    the assembled /opt/tidepool (docker/envd-runtime)
+#   tidepool/base:<hash> + :latest  the `base` template (docker/base/Dockerfile)
+# Prints the base image reference (tidepool/base:latest) as the last line of stdout.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+IMAGES_FORMAT=1 # bump to force a rebuild of the base image when this script changes meaning
+export DOCKER_BUILDKIT=0 # the classic builder is what docker.io 20.10 and a buildx-less CLI share
+
+log() { printf '[build-images] %s\n' "$*" >&2; }
+die() { printf '[build-images] ERROR: %s\n' "$*" >&2; exit 1; }
+label() { docker image inspect --format "{{ index .Config.Labels \"$2\" }}" "$1" 2>/dev/null || true; }
+now() { date +%s; }
+
+# Builds run one at a time per machine: tests, scripts and the CLI may all ask at once.
+LOCK_FILE="${TIDEPOOL_BUILD_LOCK:-/tmp/tidepool-build-images.lock}"
+exec 9>"$LOCK_FILE"
+if ! flock -n 9; then
+  log "another image build is running; waiting for it"
+  flock 9
+fi
+
+start=$(now)
+bash "$ROOT/scripts/ensure-docker.sh"
+bash "$ROOT/docker/debian/build-debian.sh"
+
+# -- envd runtime ------------------------------------------------------------------------------
+RUNTIME_HASH="$(bash "$ROOT/docker/envd-runtime/build-runtime.sh" | tail -n 1)"
+[[ -n "$RUNTIME_HASH" ]] || die "build-runtime.sh printed no hash"
+RUNTIME_DIR="$ROOT/.build/envd-runtime/$RUNTIME_HASH"
+ENVD_VERSION="$(cat "$RUNTIME_DIR/opt/tidepool/VERSION")"
+RUNTIME_IMAGE="tidepool/envd-runtime:$RUNTIME_HASH"
+if [[ "$(label "$RUNTIME_IMAGE" dev.tidepool.runtime-hash)" == "$RUNTIME_HASH" ]]; then
+  log "$RUNTIME_IMAGE is up to date"
+else
+  log "building $RUNTIME_IMAGE"
+  docker build -q -f "$ROOT/docker/envd-runtime/Dockerfile" \
+    --build-arg "RUNTIME_HASH=$RUNTIME_HASH" --build-arg "ENVD_VERSION=$ENVD_VERSION" \
+    -t "$RUNTIME_IMAGE" "$RUNTIME_DIR" >/dev/null || die "building $RUNTIME_IMAGE failed"
+fi
+docker tag "$RUNTIME_IMAGE" tidepool/envd-runtime:latest
+
+# -- base template -----------------------------------------------------------------------------
+DEBIAN_ID="$(docker image inspect --format '{{.Id}}' tidepool/debian:bookworm)"
+IMAGE_HASH="$( { printf 'format=%s debian=%s runtime=%s\n' "$IMAGES_FORMAT" "$DEBIAN_ID" "$RUNTIME_HASH"; cat "$ROOT/docker/base/Dockerfile"; } | sha256sum | cut -c1-16)"
+BASE_IMAGE="tidepool/base:$IMAGE_HASH"
+if [[ "$(label "$BASE_IMAGE" dev.tidepool.image-hash)" == "$IMAGE_HASH" ]]; then
+  log "$BASE_IMAGE is up to date"
+else
+  log "building $BASE_IMAGE (the apt layer takes a few minutes the first time, then it is cached)"
+  docker build -f "$ROOT/docker/base/Dockerfile" \
+    --build-arg "RUNTIME_IMAGE=$RUNTIME_IMAGE" \
+    --build-arg "ENVD_VERSION=$ENVD_VERSION" \
+    --build-arg "RUNTIME_HASH=$RUNTIME_HASH" \
+    --build-arg "IMAGE_HASH=$IMAGE_HASH" \
+    -t "$BASE_IMAGE" "$ROOT/docker/base" >&2 || die "building $BASE_IMAGE failed"
+fi
+if [[ "$(docker image inspect --format '{{.Id}}' tidepool/base:latest 2>/dev/null || true)" != "$(docker image inspect --format '{{.Id}}' "$BASE_IMAGE")" ]]; then
+  docker tag "$BASE_IMAGE" tidepool/base:latest
+fi
+log "tidepool/base:latest = $BASE_IMAGE (envd $ENVD_VERSION, runtime $RUNTIME_HASH) in $(( $(now) - start )) s"
+echo "tidepool/base:latest"
