@@ -57,9 +57,22 @@ else
     --build-arg "RUNTIME_HASH=$RUNTIME_HASH" \
     --build-arg "IMAGE_HASH=$IMAGE_HASH" \
     -t "$BASE_IMAGE" "$ROOT/docker/base" >&2 || die "building $BASE_IMAGE failed"
+  # Smoke test: envd loads its native addons at startup, so a glibc/ABI mismatch shows up here.
+  got="$(docker run --rm --entrypoint /opt/tidepool/bin/envd "$BASE_IMAGE" -version 2>&1)" || true
+  if [[ "$got" != "$ENVD_VERSION" ]]; then
+    docker rmi "$BASE_IMAGE" >/dev/null 2>&1 || true
+    die "envd does not start inside $BASE_IMAGE: $got"
+  fi
 fi
 if [[ "$(docker image inspect --format '{{.Id}}' tidepool/base:latest 2>/dev/null || true)" != "$(docker image inspect --format '{{.Id}}' "$BASE_IMAGE")" ]]; then
   docker tag "$BASE_IMAGE" tidepool/base:latest
 fi
+# Old hash tags only hold disk space; untag them (images in use by containers stay).
+for repo in tidepool/envd-runtime tidepool/base; do
+  keep="$RUNTIME_HASH"; [[ "$repo" == tidepool/base ]] && keep="$IMAGE_HASH"
+  docker image ls --format '{{.Tag}}' "$repo" | grep -v -x -e latest -e "$keep" | while read -r tag; do
+    docker rmi "$repo:$tag" >/dev/null 2>&1 || true
+  done
+done
 log "tidepool/base:latest = $BASE_IMAGE (envd $ENVD_VERSION, runtime $RUNTIME_HASH) in $(( $(now) - start )) s"
 echo "tidepool/base:latest"
