@@ -1,6 +1,17 @@
+import http, { type IncomingMessage, type ServerResponse } from 'node:http';
+import type { Socket } from 'node:net';
+import type { Duplex } from 'node:stream';
 import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
-import type { SandboxDirectory } from './sandbox-directory.ts';
+import { checkTrafficToken, mayAutoResume } from './access-checks.ts';
+import { cleanRequestPath, isEnvdControlRoute } from './control-routes.ts';
+import { forwardHttp } from './http-forwarder.ts';
+import { proxyErrors, sendProxyError, writeProxyErrorToSocket, type ProxyErrorReply } from './proxy-errors.ts';
+import { resolveRouteTarget } from './route-target.ts';
+import { ENVD_PORT, type RoutableSandbox, type SandboxDirectory } from './sandbox-directory.ts';
+import { findSignedUrlOwner, parseSignedFilesQuery } from './signed-url-owner.ts';
+import { applyHostMask, stripHopByHop } from './upstream-headers.ts';
+import { forwardUpgrade } from './websocket-forwarder.ts';
 
 export interface SandboxProxyOptions {
   directory: SandboxDirectory;
@@ -9,5 +20,210 @@ export interface SandboxProxyOptions {
   logger: Logger;
 }
 
-// Placeholder: implemented by the proxy work.
-export function installSandboxProxy(_app: FastifyInstance, _options: SandboxProxyOptions): void {}
+/** A sandbox that may receive this request, and the port it is for. */
+interface Admitted {
+  sandbox: RoutableSandbox & { address: string };
+  port: number;
+}
+
+type Admission = Admitted | ProxyErrorReply;
+
+function isReply(value: Admission): value is ProxyErrorReply {
+  return 'status' in value;
+}
+
+/** Status carried by an error thrown from `resumeForTraffic` (`statusCode`, `status` or numeric `code`). */
+function errorStatus(err: unknown): number | undefined {
+  if (typeof err !== 'object' || err === null) return undefined;
+  const e = err as { statusCode?: unknown; status?: unknown; code?: unknown };
+  for (const value of [e.statusCode, e.status, e.code]) if (typeof value === 'number') return value;
+  return undefined;
+}
+
+/**
+ * The routing edge: decides whether a request is for a sandbox, applies the edge rules (control routes, traffic
+ * token, auto-resume) and hands it to the HTTP or upgrade forwarder. Everything else is left to the API.
+ */
+export class SandboxProxy {
+  /** One keep-alive pool for every sandbox; Node keys it by address:port, so it is per sandbox port in effect. */
+  readonly agent = new http.Agent({
+    keepAlive: true,
+    keepAliveMsecs: 15_000,
+    maxSockets: Infinity,
+    maxFreeSockets: 1024,
+    // Only idle pooled sockets are reaped by this; active streams are not cut by it.
+    timeout: 60_000,
+    scheduling: 'lifo',
+  });
+  private readonly resumes = new Map<string, Promise<RoutableSandbox>>();
+  private readonly tunnels = new Set<Duplex>();
+
+  constructor(private readonly options: SandboxProxyOptions) {}
+
+  /** Returns false when the request is not for a sandbox (the API handles it). */
+  handleRequest(req: IncomingMessage, res: ServerResponse): boolean {
+    const admission = this.route(req);
+    if (admission === undefined) return false;
+    const go = (result: Admission): void => {
+      if (isReply(result)) {
+        sendProxyError(res, req.headers, result);
+        return;
+      }
+      const { sandbox, port } = result;
+      forwardHttp(req, res, { sandboxId: sandbox.sandboxId, address: sandbox.address, port }, {
+        agent: this.agent,
+        headers: applyHostMask(stripHopByHop(req.rawHeaders), port === ENVD_PORT ? undefined : sandbox.maskRequestHost, port),
+        stillRoutable: () => this.stillRoutable(sandbox),
+        logger: this.options.logger,
+      });
+    };
+    if (admission instanceof Promise) admission.then(go, (err) => this.internalError(err, () => go(proxyErrors.sandboxNotFound(''))));
+    else go(admission);
+    return true;
+  }
+
+  /** Returns false when the upgrade is not for a sandbox. */
+  handleUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer): boolean {
+    const admission = this.route(req);
+    if (admission === undefined) return false;
+    const go = (result: Admission): void => {
+      if (isReply(result)) {
+        writeProxyErrorToSocket(socket, req.headers, result);
+        return;
+      }
+      const { sandbox, port } = result;
+      (socket as Socket).setNoDelay?.(true);
+      this.track(socket);
+      forwardUpgrade(req, socket, head, { sandboxId: sandbox.sandboxId, address: sandbox.address, port }, {
+        headers: applyHostMask(req.rawHeaders, port === ENVD_PORT ? undefined : sandbox.maskRequestHost, port),
+        stillRoutable: () => this.stillRoutable(sandbox),
+        logger: this.options.logger,
+        track: (upstream) => this.track(upstream),
+      });
+    };
+    if (admission instanceof Promise) admission.then(go, (err) => this.internalError(err, () => go(proxyErrors.sandboxNotFound(''))));
+    else go(admission);
+    return true;
+  }
+
+  /** Cuts every proxied tunnel and pooled upstream connection (server shutdown). */
+  close(): void {
+    for (const socket of this.tunnels) socket.destroy();
+    this.tunnels.clear();
+    this.agent.destroy();
+  }
+
+  private track(socket: Duplex): void {
+    this.tunnels.add(socket);
+    socket.once('close', () => this.tunnels.delete(socket));
+  }
+
+  private internalError(err: unknown, then: () => void): void {
+    this.options.logger.error({ err }, 'sandbox proxy failed');
+    then();
+  }
+
+  private stillRoutable(sandbox: RoutableSandbox): boolean {
+    const now = this.options.directory.find(sandbox.sandboxId);
+    return now !== undefined && now.state === 'running' && now.address === sandbox.address;
+  }
+
+  /** undefined: not sandbox traffic. Otherwise the admission decision, synchronous unless a resume is needed. */
+  private route(req: IncomingMessage): Admission | Promise<Admission> | undefined {
+    const url = req.url ?? '/';
+    const target = resolveRouteTarget(req.method, url, req.headers, this.options.domain);
+    switch (target.kind) {
+      case 'api':
+        return undefined;
+      case 'invalid':
+        return proxyErrors.invalidRoute(target.message);
+      case 'signed-files': {
+        const query = parseSignedFilesQuery(req.method, url);
+        const owner = query && findSignedUrlOwner(query, this.options.directory.running());
+        if (!owner) return proxyErrors.sandboxNotFound('');
+        return this.admit(owner.sandboxId, ENVD_PORT, req);
+      }
+      case 'sandbox':
+        return this.admit(target.sandboxId, target.port, req);
+    }
+  }
+
+  private admit(sandboxId: string, port: number, req: IncomingMessage): Admission | Promise<Admission> {
+    if (port === ENVD_PORT && isEnvdControlRoute(req.url ?? '/')) {
+      return proxyErrors.controlRoute(cleanRequestPath(req.url ?? '/'));
+    }
+    const sandbox = this.options.directory.find(sandboxId);
+    if (!sandbox) return proxyErrors.sandboxNotFound(sandboxId);
+    if (sandbox.state === 'paused') {
+      if (!sandbox.autoResume) return proxyErrors.sandboxNotFound(sandboxId);
+      if (!mayAutoResume(sandbox, port, req.headers)) return proxyErrors.resumeForbidden(sandboxId);
+      return this.resume(sandboxId).then(
+        (resumed) => this.admitRunning(resumed, port, req),
+        (err: unknown) => this.resumeFailure(sandboxId, err),
+      );
+    }
+    return this.admitRunning(sandbox, port, req);
+  }
+
+  private admitRunning(sandbox: RoutableSandbox, port: number, req: IncomingMessage): Admission {
+    if (sandbox.state !== 'running' || !sandbox.address) return proxyErrors.sandboxNotFound(sandbox.sandboxId);
+    const denied = checkTrafficToken(sandbox, port, req.headers);
+    if (denied) return denied;
+    return { sandbox: sandbox as RoutableSandbox & { address: string }, port };
+  }
+
+  /** One resume per sandbox at a time, however many requests wait for it. */
+  private resume(sandboxId: string): Promise<RoutableSandbox> {
+    let pending = this.resumes.get(sandboxId);
+    if (!pending) {
+      pending = this.options.directory.resumeForTraffic(sandboxId).finally(() => this.resumes.delete(sandboxId));
+      this.resumes.set(sandboxId, pending);
+    }
+    return pending;
+  }
+
+  private resumeFailure(sandboxId: string, err: unknown): ProxyErrorReply {
+    const status = errorStatus(err);
+    this.options.logger.info({ sandboxId, status, err: (err as Error)?.message }, 'auto-resume refused');
+    if (status === 409) return proxyErrors.stillTransitioning(sandboxId);
+    if (status === 429) return proxyErrors.resumeLimited(sandboxId, (err as Error)?.message || 'Too many sandboxes');
+    if (status === 403 || status === 401) return proxyErrors.resumeForbidden(sandboxId);
+    return proxyErrors.sandboxNotFound(sandboxId);
+  }
+}
+
+type RequestListener = (req: IncomingMessage, res: ServerResponse) => void;
+
+/**
+ * Puts the sandbox proxy in front of the API on the same listener. The server's `request` listener (fastify's
+ * handler) is wrapped, so sandbox traffic is taken over before fastify sees it: no routing, no body parsing,
+ * bodies stream raw both ways. Upgrades are piped as raw TCP.
+ */
+export function installSandboxProxy(app: FastifyInstance, options: SandboxProxyOptions): SandboxProxy {
+  const proxy = new SandboxProxy(options);
+  const server = app.server as http.Server;
+  const apiListeners = server.listeners('request') as RequestListener[];
+  if (apiListeners.length === 0) throw new Error('installSandboxProxy: the fastify server has no request listener');
+  server.removeAllListeners('request');
+  const toApi: RequestListener =
+    apiListeners.length === 1
+      ? apiListeners[0]!
+      : (req, res) => {
+          for (const listener of apiListeners) listener.call(server, req, res);
+        };
+  server.on('request', (req: IncomingMessage, res: ServerResponse) => {
+    if (!proxy.handleRequest(req, res)) toApi.call(server, req, res);
+  });
+  const onUpgrade = (req: IncomingMessage, socket: Duplex, head: Buffer): void => {
+    if (proxy.handleUpgrade(req, socket, head)) return;
+    // Nobody else takes upgrades: refuse instead of leaving the socket hanging.
+    if (server.listenerCount('upgrade') === 1) {
+      socket.end('HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\nconnection: close\r\n\r\n');
+    }
+  };
+  server.on('upgrade', onUpgrade);
+  app.addHook('preClose', async () => {
+    proxy.close();
+  });
+  return proxy;
+}

@@ -1,0 +1,117 @@
+import type { IncomingHttpHeaders, ServerResponse } from 'node:http';
+import { STATUS_CODES } from 'node:http';
+import type { Duplex } from 'node:stream';
+
+/** An answer the proxy gives itself, without reaching the sandbox (reference §3.5). */
+export interface ProxyErrorReply {
+  status: number;
+  /** JSON object, or plain text for the routing errors that the reference answers in text. */
+  body: Record<string, unknown> | string;
+}
+
+export const TRAFFIC_TOKEN_HEADER = 'e2b-traffic-access-token';
+
+export const proxyErrors = {
+  invalidRoute: (message: string): ProxyErrorReply => ({ status: 400, body: message }),
+  sandboxNotFound: (sandboxId: string): ProxyErrorReply => ({
+    status: 502,
+    body: { sandboxId, message: 'The sandbox was not found', code: 502 },
+  }),
+  portNotOpen: (sandboxId: string, port: number): ProxyErrorReply => ({
+    status: 502,
+    body: { sandboxId, message: 'The sandbox is running but port is not open', port, code: 502 },
+  }),
+  trafficTokenMissing: (sandboxId: string): ProxyErrorReply => ({
+    status: 403,
+    body: {
+      sandboxId,
+      message: `Sandbox is secured with traffic access token. Token header '${TRAFFIC_TOKEN_HEADER}' is missing`,
+      code: 403,
+    },
+  }),
+  trafficTokenInvalid: (sandboxId: string): ProxyErrorReply => ({
+    status: 403,
+    body: {
+      sandboxId,
+      message: `Sandbox is secured with traffic access token. Provided token in header '${TRAFFIC_TOKEN_HEADER}' is invalid`,
+      code: 403,
+    },
+  }),
+  resumeForbidden: (sandboxId: string): ProxyErrorReply => ({
+    status: 403,
+    body: {
+      sandboxId,
+      message:
+        "This sandbox can't be resumed with the credentials provided. Send a valid access token, or resume it through the API.",
+      code: 403,
+    },
+  }),
+  stillTransitioning: (sandboxId: string): ProxyErrorReply => ({
+    status: 409,
+    body: { sandboxId, message: 'The sandbox is still transitioning. Try again in a moment.', code: 409 },
+  }),
+  resumeLimited: (sandboxId: string, message: string): ProxyErrorReply => ({
+    status: 429,
+    body: { sandboxId, message, code: 429 },
+  }),
+  controlRoute: (path: string): ProxyErrorReply => ({
+    status: 404,
+    body: {
+      message: 'This endpoint is reserved for the E2B control plane and is not reachable through the sandbox URL',
+      path,
+      code: 404,
+    },
+  }),
+};
+
+/** Browser navigations get an HTML page instead of JSON, like the reference edge. */
+export function wantsHtml(headers: IncomingHttpHeaders): boolean {
+  const agent = headers['user-agent'] ?? '';
+  if (!/Mozilla\/|Chrome\/|Safari\/|Firefox\//.test(agent)) return false;
+  if ((headers.accept ?? '').includes('application/json')) return false;
+  if (headers['x-requested-with']) return false;
+  const mode = headers['sec-fetch-mode'];
+  if (mode === 'cors' || mode === 'no-cors' || mode === 'same-origin' || mode === 'websocket') return false;
+  return true;
+}
+
+function escapeHtml(text: string): string {
+  return text.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
+}
+
+/** Serialises a reply: content type and bytes. */
+export function renderProxyError(reply: ProxyErrorReply, headers: IncomingHttpHeaders): { type: string; payload: Buffer } {
+  if (typeof reply.body === 'string') {
+    return { type: 'text/plain; charset=utf-8', payload: Buffer.from(reply.body) };
+  }
+  if (wantsHtml(headers)) {
+    const message = String(reply.body.message ?? STATUS_CODES[reply.status] ?? 'Error');
+    const title = `${reply.status} ${STATUS_CODES[reply.status] ?? ''}`.trim();
+    const html = `<!doctype html><html><head><meta charset="utf-8"><title>${escapeHtml(title)}</title></head><body><h1>${escapeHtml(title)}</h1><p>${escapeHtml(message)}</p></body></html>`;
+    return { type: 'text/html; charset=utf-8', payload: Buffer.from(html) };
+  }
+  return { type: 'application/json', payload: Buffer.from(JSON.stringify(reply.body)) };
+}
+
+export function sendProxyError(res: ServerResponse, headers: IncomingHttpHeaders, reply: ProxyErrorReply): void {
+  if (res.headersSent) {
+    res.destroy();
+    return;
+  }
+  const { type, payload } = renderProxyError(reply, headers);
+  res.writeHead(reply.status, { 'content-type': type, 'content-length': payload.length });
+  res.end(payload);
+}
+
+/** The same reply written onto a raw socket (upgrade requests), then the socket is closed. */
+export function writeProxyErrorToSocket(socket: Duplex, headers: IncomingHttpHeaders, reply: ProxyErrorReply): void {
+  if (!socket.writable) {
+    socket.destroy();
+    return;
+  }
+  const { type, payload } = renderProxyError(reply, headers);
+  const head =
+    `HTTP/1.1 ${reply.status} ${STATUS_CODES[reply.status] ?? ''}\r\n` +
+    `content-type: ${type}\r\ncontent-length: ${payload.length}\r\nconnection: close\r\n\r\n`;
+  socket.end(Buffer.concat([Buffer.from(head, 'latin1'), payload]));
+}
