@@ -1,0 +1,117 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import type { Readable } from 'node:stream';
+import { exitInfo, type ExitInfo } from './exit-status.ts';
+import { StdinUnavailableError, TtyUnavailableError, type OutputKind, type ProcessIo } from './process-handle.ts';
+import type { LaunchPlan } from './exec-helper.ts';
+
+/** How long output may stay silent after the exit before the pipes are abandoned (grandchildren holding them). */
+const DRAIN_IDLE_MS = 150;
+
+export interface PipeSpawnOptions {
+  cwd: string;
+  env: Record<string, string>;
+  stdin: boolean;
+}
+
+/** Spawns a process with stdout/stderr pipes and either a stdin pipe or /dev/null. */
+export function spawnPipeProcess(plan: LaunchPlan, opts: PipeSpawnOptions): Promise<ProcessIo> {
+  const child = spawn(plan.file, plan.args, {
+    cwd: opts.cwd,
+    env: opts.env,
+    uid: plan.uid,
+    gid: plan.gid,
+    stdio: [opts.stdin ? 'pipe' : 'ignore', 'pipe', 'pipe'],
+    windowsHide: true,
+  });
+  if (child.pid === undefined) {
+    return new Promise((_resolve, reject) => {
+      child.once('error', reject);
+    });
+  }
+  return Promise.resolve(new PipeProcess(child, child.pid));
+}
+
+class PipeProcess implements ProcessIo {
+  readonly isPty = false;
+  private stdinOpen: boolean;
+
+  constructor(private readonly child: ChildProcess, readonly pid: number) {
+    this.stdinOpen = child.stdin !== null;
+    child.stdin?.on('error', () => {
+      this.stdinOpen = false;
+    });
+    child.stdin?.on('close', () => {
+      this.stdinOpen = false;
+    });
+  }
+
+  attach(sink: { data(kind: OutputKind, data: Uint8Array): void; exit(info: ExitInfo): void }): void {
+    const child = this.child;
+    let exit: ExitInfo | undefined;
+    let openStreams = 0;
+    let idleTimer: NodeJS.Timeout | undefined;
+
+    const finish = (): void => {
+      if (!exit) return;
+      clearTimeout(idleTimer);
+      const info = exit;
+      exit = undefined;
+      child.stdout?.destroy();
+      child.stderr?.destroy();
+      sink.exit(info);
+    };
+    const armIdleTimer = (): void => {
+      if (!exit) return;
+      clearTimeout(idleTimer);
+      idleTimer = setTimeout(finish, DRAIN_IDLE_MS);
+    };
+    const watch = (stream: Readable | null, kind: OutputKind): void => {
+      if (!stream) return;
+      openStreams++;
+      stream.on('data', (chunk: Buffer) => {
+        sink.data(kind, chunk);
+        armIdleTimer();
+      });
+      stream.on('error', () => {});
+      stream.once('close', () => {
+        openStreams--;
+        if (openStreams === 0) finish();
+      });
+    };
+    watch(child.stdout, 'stdout');
+    watch(child.stderr, 'stderr');
+    child.once('exit', (code, signal) => {
+      this.stdinOpen = false;
+      exit = exitInfo(code, signal);
+      if (openStreams === 0) finish();
+      else armIdleTimer();
+    });
+    child.on('error', () => {});
+  }
+
+  writeStdin(data: Uint8Array): Promise<void> {
+    const stdin = this.child.stdin;
+    if (!stdin || !this.stdinOpen || stdin.writableEnded || stdin.destroyed) return Promise.reject(new StdinUnavailableError());
+    return new Promise((resolve, reject) => {
+      stdin.write(data, (error) => (error ? reject(new StdinUnavailableError()) : resolve()));
+    });
+  }
+
+  writePty(_data: Uint8Array): void {
+    throw new TtyUnavailableError();
+  }
+
+  closeStdin(): void {
+    const stdin = this.child.stdin;
+    this.stdinOpen = false;
+    if (stdin && !stdin.writableEnded) stdin.end();
+  }
+
+  resize(): void {
+    throw new TtyUnavailableError();
+  }
+
+  signal(signal: NodeJS.Signals): void {
+    this.child.kill(signal);
+  }
+}
