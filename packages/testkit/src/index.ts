@@ -1,0 +1,25 @@
+// @tidepool/testkit: shared helpers for suites that need Docker, the `base` image or a real envd.
+//
+//   import { ensureBaseImage, startEnvdContainer } from '@tidepool/testkit';
+//   beforeAll(async () => { envd = await startEnvdContainer(); });   // builds images if needed
+//   afterAll(() => envd?.stop());
+export {
+  BASE_IMAGE,
+  docker,
+  ensureBaseImage,
+  ensureDockerEngine,
+  removeTestContainers,
+  repoRoot,
+  run,
+  type RunResult,
+} from './docker.ts';
+export {
+  ENVD_PORT,
+  initEnvd,
+  startEnvdContainer,
+  waitForEnvd,
+  type EnvdContainer,
+  type EnvdInit,
+  type StartEnvdContainerOptions,
+} from './envd-container.ts';
+export { getFreePort } from './ports.ts';
