@@ -1,7 +1,11 @@
+import { closeSync, constants as fsConstants, openSync } from 'node:fs';
 import * as nodePty from 'node-pty';
 import { exitInfo, type ExitInfo } from './exit-status.ts';
 import { StdinUnavailableError, type OutputKind, type ProcessIo } from './process-handle.ts';
 import type { LaunchPlan } from './exec-helper.ts';
+
+/** Output silence after the exit before the end is reported. */
+const EXIT_QUIET_MS = 50;
 
 export interface PtySpawnOptions {
   cwd: string;
@@ -29,18 +33,56 @@ class PtyProcess implements ProcessIo {
   readonly pid: number;
   private exited = false;
 
+  /**
+   * envd's own descriptor of the terminal's slave side. Without it the master reads EIO as soon
+   * as the last process closes the slave, and output still queued in the line discipline is
+   * lost; with it, output is drained first and the descriptor is closed after the exit.
+   */
+  private slaveFd: number | undefined;
+
   constructor(private readonly term: nodePty.IPty) {
     this.pid = term.pid;
+    const ptsName = (term as nodePty.IPty & { ptsName?: string }).ptsName;
+    try {
+      this.slaveFd = ptsName ? openSync(ptsName, fsConstants.O_RDWR | fsConstants.O_NOCTTY) : undefined;
+    } catch {
+      this.slaveFd = undefined;
+    }
+  }
+
+  private releaseSlave(): void {
+    if (this.slaveFd === undefined) return;
+    try {
+      closeSync(this.slaveFd);
+    } catch {
+      // already gone
+    }
+    this.slaveFd = undefined;
   }
 
   attach(sink: { data(kind: OutputKind, data: Uint8Array): void; exit(info: ExitInfo): void }): void {
+    // node-pty may still deliver output after its exit event (it only waits a bounded time for
+    // the terminal to drain), so the exit is reported once output has been quiet for a moment.
+    let pendingExit: ExitInfo | undefined;
+    let quietTimer: NodeJS.Timeout | undefined;
+    const armQuietTimer = (): void => {
+      clearTimeout(quietTimer);
+      quietTimer = setTimeout(() => {
+        const info = pendingExit;
+        pendingExit = undefined;
+        this.releaseSlave();
+        if (info) sink.exit(info);
+      }, EXIT_QUIET_MS);
+    };
     // With `encoding: null` node-pty hands out Buffers, typed as string.
     this.term.onData((data: string | Buffer) => {
       sink.data('pty', typeof data === 'string' ? Buffer.from(data, 'utf8') : data);
+      if (pendingExit) armQuietTimer();
     });
     this.term.onExit(({ exitCode, signal }) => {
       this.exited = true;
-      sink.exit(exitInfo(exitCode, signal ? signal : null));
+      pendingExit = exitInfo(exitCode, signal ? signal : null);
+      armQuietTimer();
     });
   }
 
