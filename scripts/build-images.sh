@@ -70,8 +70,8 @@ fi
 # Old hash tags only hold disk space; untag them (images in use by containers stay).
 for repo in tidepool/envd-runtime tidepool/base; do
   keep="$RUNTIME_HASH"; [[ "$repo" == tidepool/base ]] && keep="$IMAGE_HASH"
-  docker image ls --format '{{.Tag}}' "$repo" | grep -v -x -e latest -e "$keep" | while read -r tag; do
-    docker rmi "$repo:$tag" >/dev/null 2>&1 || true
+  for tag in $(docker image ls --format '{{.Tag}}' "$repo"); do
+    [[ "$tag" == latest || "$tag" == "$keep" ]] || docker rmi "$repo:$tag" >/dev/null 2>&1 || true
   done
 done
 log "tidepool/base:latest = $BASE_IMAGE (envd $ENVD_VERSION, runtime $RUNTIME_HASH) in $(( $(now) - start )) s"
