@@ -46,20 +46,20 @@ async function until(check: () => boolean | Promise<boolean>, timeoutMs = 5000):
 type Stream = AsyncIterable<StartResponse | ConnectResponse>;
 
 /** Reads a stream up to its `start` event, and returns the pid plus a collector for the rest. */
-async function openStream(stream: Stream): Promise<{ pid: number; rest: Promise<ProcessEvent[]> }> {
+async function openStream(stream: Stream): Promise<{ pid: number; live: ProcessEvent[]; rest: Promise<ProcessEvent[]> }> {
   const iterator = stream[Symbol.asyncIterator]();
   const first = await iterator.next();
   if (first.done || first.value.event?.event.case !== 'start') throw new Error(`expected start event, got ${JSON.stringify(first.value)}`);
   const pid = first.value.event.event.value.pid;
+  const events: ProcessEvent[] = [];
   const rest = (async () => {
-    const events: ProcessEvent[] = [];
     for (;;) {
       const next = await iterator.next();
       if (next.done) return events;
       if (next.value.event) events.push(next.value.event);
     }
   })();
-  return { pid, rest };
+  return { pid, live: events, rest };
 }
 
 function output(events: ProcessEvent[], kind: 'stdout' | 'stderr' | 'pty' = 'stdout'): string {
@@ -163,8 +163,7 @@ describe.each([
     const watcher = await openStream(client.connect({ process: byTag }));
     expect(watcher.pid).toBe(pid);
     await client.sendInput({ process: byTag, input: { input: { case: 'stdin', value: encoder.encode('hi\n') } } });
-    await until(() => true);
-    await new Promise((r) => setTimeout(r, 100));
+    await until(() => output(watcher.live) === 'got hi\n');
     await client.sendSignal({ process: byTag, signal: Signal.SIGKILL });
     const events = await rest;
     expect(output(events)).toBe('got hi\n');
