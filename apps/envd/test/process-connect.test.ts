@@ -130,6 +130,26 @@ describe.each([
     expect(Math.max(...sizes)).toBeLessThanOrEqual(32 * 1024);
   });
 
+  it('delivers large output intact to a slow reader (backpressure)', async () => {
+    const total = 12 * 1024 * 1024;
+    const stream = client.start({ process: { cmd: '/bin/sh', args: ['-c', `head -c ${total} /dev/zero; echo -n END >&2`] } });
+    let bytes = 0;
+    let stderr = '';
+    let ended = false;
+    let n = 0;
+    for await (const message of stream) {
+      const event = message.event?.event;
+      if (event?.case === 'data' && event.value.output.case === 'stdout') bytes += event.value.output.value.length;
+      if (event?.case === 'data' && event.value.output.case === 'stderr') stderr += decoder.decode(event.value.output.value);
+      if (event?.case === 'end') ended = event.value.exitCode === 0;
+      // Stall now and then so that the server-side queue fills up and reading pauses.
+      if (++n % 64 === 0) await new Promise((r) => setTimeout(r, 5));
+    }
+    expect(bytes).toBe(total);
+    expect(stderr).toBe('END');
+    expect(ended).toBe(true);
+  });
+
   it('feeds stdin through StreamInput (stdin absent means a pipe)', async () => {
     const { pid, rest } = await openStream(client.start({ process: { cmd: 'cat' } }));
     async function* input(): AsyncGenerator<StreamInputRequest> {

@@ -14,6 +14,10 @@ export function endEvent(exit: ExitInfo): ProcessEventInit {
   return { event: { case: 'end', value: { exitCode: exit.exitCode, exited: exit.exited, status: exit.status, error: exit.error } } };
 }
 
+/** Output queued for one slow subscriber above which reading from the process pauses. */
+const QUEUE_HIGH_WATER_BYTES = 4 * 1024 * 1024;
+const QUEUE_LOW_WATER_BYTES = 1024 * 1024;
+
 const KEEPALIVE: ProcessEventInit = { event: { case: 'keepalive', value: {} } };
 
 function toEvent(event: HandleEvent): ProcessEventInit {
@@ -33,16 +37,38 @@ export function isDeadlineAbort(signal: AbortSignal): boolean {
  */
 export class ProcessSubscription {
   private readonly queue: HandleEvent[] = [];
+  private queuedBytes = 0;
+  private throttling = false;
   private wake: (() => void) | undefined;
   private readonly unsubscribe: () => void;
+  private readonly listener = (event: HandleEvent): void => {
+    this.queue.push(event);
+    if (event.type === 'data') {
+      this.queuedBytes += event.data.length;
+      if (!this.throttling && this.queuedBytes > QUEUE_HIGH_WATER_BYTES) {
+        this.throttling = true;
+        this.handle.setBackpressure(this.listener, true);
+      }
+    }
+    const wake = this.wake;
+    this.wake = undefined;
+    wake?.();
+  };
 
   constructor(private readonly handle: ProcessHandle) {
-    this.unsubscribe = handle.subscribe((event) => {
-      this.queue.push(event);
-      const wake = this.wake;
-      this.wake = undefined;
-      wake?.();
-    });
+    this.unsubscribe = handle.subscribe(this.listener);
+  }
+
+  private take(): HandleEvent | undefined {
+    const event = this.queue.shift();
+    if (event?.type === 'data') {
+      this.queuedBytes -= event.data.length;
+      if (this.throttling && this.queuedBytes < QUEUE_LOW_WATER_BYTES) {
+        this.throttling = false;
+        this.handle.setBackpressure(this.listener, false);
+      }
+    }
+    return event;
   }
 
   /**
@@ -61,7 +87,7 @@ export class ProcessSubscription {
           if (isDeadlineAbort(signal)) throw signal.reason;
           return;
         }
-        const next = this.queue.shift();
+        const next = this.take();
         if (next) {
           yield toEvent(next);
           if (next.type === 'end') return;

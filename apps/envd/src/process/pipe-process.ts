@@ -34,6 +34,7 @@ export function spawnPipeProcess(plan: LaunchPlan, opts: PipeSpawnOptions): Prom
 class PipeProcess implements ProcessIo {
   readonly isPty = false;
   private stdinOpen: boolean;
+  private paused = false;
 
   constructor(private readonly child: ChildProcess, readonly pid: number) {
     this.stdinOpen = child.stdin !== null;
@@ -63,7 +64,7 @@ class PipeProcess implements ProcessIo {
     const armIdleTimer = (): void => {
       if (!exit) return;
       clearTimeout(idleTimer);
-      idleTimer = setTimeout(finish, DRAIN_IDLE_MS);
+      idleTimer = setTimeout(() => (this.paused ? armIdleTimer() : finish()), DRAIN_IDLE_MS);
     };
     const watch = (stream: Readable | null, kind: OutputKind): void => {
       if (!stream) return;
@@ -113,5 +114,17 @@ class PipeProcess implements ProcessIo {
 
   signal(signal: NodeJS.Signals): void {
     this.child.kill(signal);
+  }
+
+  pause(): void {
+    this.paused = true;
+    this.child.stdout?.pause();
+    this.child.stderr?.pause();
+  }
+
+  resume(): void {
+    this.paused = false;
+    this.child.stdout?.resume();
+    this.child.stderr?.resume();
   }
 }

@@ -23,6 +23,9 @@ export interface ProcessIo {
   closeStdin(): void;
   resize(cols: number, rows: number): void;
   signal(signal: NodeJS.Signals): void;
+  /** Stops reading output (backpressure from slow subscribers) until `resume()`. */
+  pause(): void;
+  resume(): void;
 }
 
 export class StdinUnavailableError extends Error {
@@ -64,6 +67,7 @@ export class ProcessHandle {
   private readonly io: ProcessIo;
   private readonly maxChunkBytes: number;
   private readonly listeners = new Set<HandleListener>();
+  private readonly pausers = new Set<object>();
   private held: HandleEvent[] | undefined = [];
   private exitInfo: ExitInfo | undefined;
   private resolveEnded!: (info: ExitInfo) => void;
@@ -89,7 +93,19 @@ export class ProcessHandle {
   /** Adds a listener; returns the function that removes it. */
   subscribe(listener: HandleListener): () => void {
     this.listeners.add(listener);
-    return () => this.listeners.delete(listener);
+    return () => {
+      this.listeners.delete(listener);
+      this.setBackpressure(listener, false);
+    };
+  }
+
+  /** A subscriber that falls behind holds output reading until it catches up. */
+  setBackpressure(owner: object, on: boolean): void {
+    const before = this.pausers.size;
+    if (on) this.pausers.add(owner);
+    else this.pausers.delete(owner);
+    if (before === 0 && this.pausers.size > 0) this.io.pause();
+    else if (before > 0 && this.pausers.size === 0) this.io.resume();
   }
 
   /** Delivers what was held back since the spawn and switches to live delivery. */

@@ -62,6 +62,11 @@ export function registerProcessService(router: ConnectRouter, envd: EnvdContext)
         yield* asResponses(replayExit(found.exited.pid, found.exited.exit));
         return;
       }
+      const exit = found.live.exit;
+      if (exit) {
+        yield* asResponses(replayExit(found.live.pid, exit));
+        return;
+      }
       yield* streamOf(new ProcessSubscription(found.live), ctx);
     },
 

@@ -32,6 +32,7 @@ class PtyProcess implements ProcessIo {
   readonly isPty = true;
   readonly pid: number;
   private exited = false;
+  private paused = false;
 
   /**
    * envd's own descriptor of the terminal's slave side. Without it the master reads EIO as soon
@@ -68,6 +69,7 @@ class PtyProcess implements ProcessIo {
     const armQuietTimer = (): void => {
       clearTimeout(quietTimer);
       quietTimer = setTimeout(() => {
+        if (this.paused) return armQuietTimer();
         const info = pendingExit;
         pendingExit = undefined;
         this.releaseSlave();
@@ -105,5 +107,15 @@ class PtyProcess implements ProcessIo {
   signal(signal: NodeJS.Signals): void {
     if (this.exited) return;
     process.kill(this.pid, signal);
+  }
+
+  pause(): void {
+    this.paused = true;
+    this.term.pause();
+  }
+
+  resume(): void {
+    this.paused = false;
+    this.term.resume();
   }
 }
