@@ -175,7 +175,7 @@ describe.each([
 
   it('selects processes by tag for List, Connect, SendInput and SendSignal', async () => {
     const tag = `tagged-${binary}`;
-    const { pid, rest } = await openStream(client.start({ process: { cmd: '/bin/sh', args: ['-c', 'read line; echo "got $line"; sleep 30'] }, tag }));
+    const { pid, rest } = await openStream(client.start({ process: { cmd: '/bin/sh', args: ['-c', 'read line; echo "got $line"; exec sleep 30'] }, tag }));
     const listed = (await client.list({})).processes.find((p) => p.pid === pid);
     expect(listed?.tag).toBe(tag);
     expect(listed?.config?.cmd).toBe('/bin/sh');
