@@ -1,0 +1,90 @@
+import { execFile } from 'node:child_process';
+import http from 'node:http';
+import { promisify } from 'node:util';
+import { now } from './bench-stats.ts';
+
+const exec = promisify(execFile);
+
+export async function docker(args: string[]): Promise<string> {
+  const { stdout } = await exec('docker', args, { maxBuffer: 16 * 1024 * 1024 });
+  return stdout.trim();
+}
+
+const agent = new http.Agent({ keepAlive: true });
+
+/** One GET; resolves with the status, rejects on connection errors. */
+export function httpGet(url: string, headers: Record<string, string> = {}, timeoutMs = 1_000): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const req = http.get(url, { headers, agent, timeout: timeoutMs }, (res) => {
+      res.resume();
+      res.on('end', () => resolve(res.statusCode ?? 0));
+    });
+    req.on('timeout', () => req.destroy(new Error('timeout')));
+    req.on('error', reject);
+  });
+}
+
+async function waitForHealth(url: string, timeoutMs = 30_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    try {
+      const status = await httpGet(`${url}/health`, {}, 500);
+      if (status >= 200 && status < 300) return;
+    } catch {
+      // not listening yet
+    }
+    if (Date.now() > deadline) throw new Error(`${url} did not become healthy`);
+    await new Promise((r) => setTimeout(r, 5));
+  }
+}
+
+export interface DockerRunSample {
+  /** `docker run -d` until it returned. */
+  runMs: number;
+  /** `docker run -d` until envd inside answered `/health` (IP looked up with docker inspect). */
+  healthyMs: number;
+}
+
+/** The baseline for create→ready: plain `docker run -d` of the same image, then poll envd. */
+export async function dockerRunBaseline(image: string, network: string | undefined, count: number): Promise<DockerRunSample[]> {
+  const samples: DockerRunSample[] = [];
+  for (let i = 0; i < count; i += 1) {
+    const start = now();
+    const args = ['run', '-d', '--label', 'dev.tidepool.bench=1'];
+    if (network) args.push('--network', network);
+    const id = await docker([...args, image]);
+    const runMs = now() - start;
+    try {
+      const ip = await docker(['inspect', '--format', '{{range .NetworkSettings.Networks}}{{.IPAddress}} {{end}}', id]);
+      await waitForHealth(`http://${ip.split(' ')[0]}:49983`);
+      samples.push({ runMs, healthyMs: now() - start });
+    } finally {
+      await docker(['rm', '-f', id]).catch(() => undefined);
+    }
+  }
+  return samples;
+}
+
+export interface PauseSample {
+  pauseMs: number;
+  unpauseMs: number;
+}
+
+/** The baseline for pause/resume: `docker pause` / `docker unpause` of a running container of the image. */
+export async function dockerPauseBaseline(image: string, count: number): Promise<PauseSample[]> {
+  const id = await docker(['run', '-d', '--label', 'dev.tidepool.bench=1', image]);
+  const samples: PauseSample[] = [];
+  try {
+    for (let i = 0; i < count; i += 1) {
+      let start = now();
+      await docker(['pause', id]);
+      const pauseMs = now() - start;
+      start = now();
+      await docker(['unpause', id]);
+      samples.push({ pauseMs, unpauseMs: now() - start });
+    }
+  } finally {
+    await docker(['rm', '-f', id]).catch(() => undefined);
+  }
+  return samples;
+}
