@@ -74,6 +74,6 @@ export interface SandboxRuntime {
   inspect(containerId: string): Promise<{ status: ContainerStatus; address: string | undefined }>;
   /** Every container that belongs to a sandbox of this platform (by label). */
   listManaged(): Promise<ManagedContainer[]>;
-  /** One metrics sample of a running sandbox. */
-  sampleMetrics(containerId: string, address: string): Promise<SandboxMetricSample>;
+  /** One metrics sample of a running sandbox, read from its envd (`GET /metrics`). */
+  sampleMetrics(address: string, accessToken: string): Promise<SandboxMetricSample>;
 }
