@@ -1,0 +1,178 @@
+import Docker from 'dockerode';
+import type { Logger } from 'pino';
+import { initEnvd, readEnvdMetrics, waitForEnvd } from './envd-client.ts';
+import type {
+  ContainerStatus,
+  EnvdInit,
+  ManagedContainer,
+  SandboxMetricSample,
+  SandboxRuntime,
+  StartSandboxSpec,
+  StartedSandbox,
+} from './sandbox-runtime.ts';
+
+export const SANDBOX_LABEL = 'dev.tidepool.sandbox-id';
+export const TEMPLATE_LABEL = 'dev.tidepool.template-id';
+export const ENVD_VERSION_LABEL = 'dev.tidepool.envd-version';
+const PAUSED_IMAGE_REPOSITORY = 'tidepool/paused';
+
+export interface DockerRuntimeOptions {
+  /** Name of the bridge network sandboxes join; created when missing. */
+  network: string;
+  logger: Logger;
+  docker?: Docker;
+  /** How long a new container may take before envd answers. */
+  envdReadyTimeoutMs?: number;
+}
+
+function statusCode(error: unknown): number | undefined {
+  return typeof error === 'object' && error !== null && 'statusCode' in error ? Number((error as { statusCode: unknown }).statusCode) : undefined;
+}
+
+function toStatus(state: string | undefined): ContainerStatus {
+  if (state === 'running') return 'running';
+  if (state === 'paused') return 'paused';
+  return 'stopped';
+}
+
+/** Sandboxes as Docker containers on one bridge network, reached by container IP. */
+export class DockerRuntime implements SandboxRuntime {
+  private readonly docker: Docker;
+  private readonly network: string;
+  private readonly logger: Logger;
+  private readonly envdReadyTimeoutMs: number;
+
+  constructor(options: DockerRuntimeOptions) {
+    this.docker = options.docker ?? new Docker();
+    this.network = options.network;
+    this.logger = options.logger;
+    this.envdReadyTimeoutMs = options.envdReadyTimeoutMs ?? 30_000;
+  }
+
+  async prepare(): Promise<void> {
+    await this.docker.ping();
+    try {
+      await this.docker.getNetwork(this.network).inspect();
+    } catch (error) {
+      if (statusCode(error) !== 404) throw error;
+      await this.docker.createNetwork({ Name: this.network, Driver: 'bridge', CheckDuplicate: true, Labels: { 'dev.tidepool.managed': 'true' } });
+      this.logger.info({ network: this.network }, 'created sandbox network');
+    }
+  }
+
+  async imageExists(image: string): Promise<boolean> {
+    try {
+      await this.docker.getImage(image).inspect();
+      return true;
+    } catch (error) {
+      if (statusCode(error) === 404) return false;
+      throw error;
+    }
+  }
+
+  async imageEnvdVersion(image: string): Promise<string | undefined> {
+    const info = await this.docker.getImage(image).inspect();
+    return info.Config?.Labels?.[ENVD_VERSION_LABEL];
+  }
+
+  async start(spec: StartSandboxSpec): Promise<StartedSandbox> {
+    const log = this.logger.child({ sandboxId: spec.sandboxId });
+    const container = await this.docker.createContainer({
+      Image: spec.image,
+      name: `tidepool-${spec.sandboxId}`,
+      Hostname: spec.sandboxId,
+      Labels: { [SANDBOX_LABEL]: spec.sandboxId, [TEMPLATE_LABEL]: spec.templateId },
+      Env: [`E2B_SANDBOX_ID=${spec.sandboxId}`, `E2B_TEMPLATE_ID=${spec.templateId}`],
+      HostConfig: {
+        NetworkMode: this.network,
+        NanoCpus: Math.round(spec.cpuCount * 1e9),
+        Memory: spec.memoryMB * 1024 * 1024,
+        RestartPolicy: { Name: 'no' },
+      },
+    });
+    try {
+      await container.start();
+      const { address } = await this.inspect(container.id);
+      if (!address) throw new Error(`container has no address on network '${this.network}'`);
+      await waitForEnvd(address, this.envdReadyTimeoutMs, async () => (await this.inspect(container.id)).status === 'running');
+      const envdVersion = await initEnvd(address, spec.init, false);
+      log.debug({ containerId: container.id, address }, 'sandbox container ready');
+      return { containerId: container.id, address, envdVersion };
+    } catch (error) {
+      log.warn({ err: error }, 'sandbox container failed to start; removing it');
+      await this.remove(container.id);
+      throw error;
+    }
+  }
+
+  async pause(containerId: string): Promise<void> {
+    await this.docker.getContainer(containerId).pause();
+  }
+
+  async unpause(containerId: string): Promise<void> {
+    await this.docker.getContainer(containerId).unpause();
+  }
+
+  async reinit(address: string, init: EnvdInit): Promise<string> {
+    return initEnvd(address, init, true);
+  }
+
+  async commit(containerId: string, sandboxId: string): Promise<string> {
+    const container = this.docker.getContainer(containerId);
+    const { status } = await this.inspect(containerId);
+    await container.commit({ repo: PAUSED_IMAGE_REPOSITORY, tag: sandboxId, pause: status === 'running' });
+    return `${PAUSED_IMAGE_REPOSITORY}:${sandboxId}`;
+  }
+
+  async remove(containerId: string): Promise<void> {
+    const container = this.docker.getContainer(containerId);
+    try {
+      await container.remove({ force: true, v: true });
+    } catch (error) {
+      const code = statusCode(error);
+      if (code === 404) return;
+      if (code === 409) {
+        // A frozen container must be thawed before it can be killed on some engines.
+        await container.unpause().catch(() => undefined);
+        await container.remove({ force: true, v: true }).catch((again: unknown) => {
+          if (statusCode(again) !== 404) throw again;
+        });
+        return;
+      }
+      throw error;
+    }
+  }
+
+  async removeImage(image: string): Promise<void> {
+    try {
+      await this.docker.getImage(image).remove({ force: true });
+    } catch (error) {
+      if (statusCode(error) !== 404) throw error;
+    }
+  }
+
+  async inspect(containerId: string): Promise<{ status: ContainerStatus; address: string | undefined }> {
+    try {
+      const info = await this.docker.getContainer(containerId).inspect();
+      const address = info.NetworkSettings?.Networks?.[this.network]?.IPAddress || undefined;
+      return { status: toStatus(info.State?.Status), address };
+    } catch (error) {
+      if (statusCode(error) === 404) return { status: 'missing', address: undefined };
+      throw error;
+    }
+  }
+
+  async listManaged(): Promise<ManagedContainer[]> {
+    const containers = await this.docker.listContainers({ all: true, filters: { label: [SANDBOX_LABEL] } });
+    return containers.map((c) => ({
+      containerId: c.Id,
+      sandboxId: c.Labels[SANDBOX_LABEL],
+      status: toStatus(c.State),
+      address: c.NetworkSettings?.Networks?.[this.network]?.IPAddress || undefined,
+    }));
+  }
+
+  async sampleMetrics(address: string, accessToken: string): Promise<SandboxMetricSample> {
+    return readEnvdMetrics(address, accessToken);
+  }
+}

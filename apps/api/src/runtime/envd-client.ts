@@ -1,0 +1,87 @@
+import type { EnvdInit, SandboxMetricSample } from './sandbox-runtime.ts';
+
+const ENVD_PORT = 49983;
+
+export class EnvdUnavailableError extends Error {}
+
+function envdUrl(address: string, path: string): string {
+  const host = address.includes(':') ? `[${address}]` : address;
+  return `http://${host}:${ENVD_PORT}${path}`;
+}
+
+const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** Polls `GET /health` until envd answers 2xx or the deadline passes. */
+export async function waitForEnvd(address: string, timeoutMs: number, isAlive: () => Promise<boolean>): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  let attempt = 0;
+  while (Date.now() < deadline) {
+    try {
+      const response = await fetch(envdUrl(address, '/health'), { signal: AbortSignal.timeout(1_000) });
+      await response.arrayBuffer();
+      if (response.ok) return;
+    } catch {
+      // not listening yet
+    }
+    attempt += 1;
+    // Check the container now and then: a crashed envd should fail fast, not at the deadline.
+    if (attempt % 50 === 0 && !(await isAlive())) throw new EnvdUnavailableError('the sandbox container exited before envd started');
+    await sleep(attempt < 200 ? 5 : 50);
+  }
+  throw new EnvdUnavailableError(`envd did not answer within ${timeoutMs} ms`);
+}
+
+/** Sends `/init`; returns the version envd reports in `X-Envd-Version`. */
+export async function initEnvd(address: string, init: EnvdInit, presentToken: boolean): Promise<string> {
+  const headers: Record<string, string> = { 'content-type': 'application/json' };
+  if (presentToken) headers['x-access-token'] = init.accessToken;
+  let lastError = '';
+  for (let attempt = 0; attempt < 20; attempt++) {
+    try {
+      const response = await fetch(envdUrl(address, '/init'), {
+        method: 'POST',
+        headers,
+        body: JSON.stringify({ ...init, timestamp: new Date().toISOString() }),
+        signal: AbortSignal.timeout(5_000),
+      });
+      const text = await response.text();
+      if (response.ok) return response.headers.get('x-envd-version') ?? '0.0.0';
+      lastError = `status ${response.status}: ${text}`;
+      if (response.status >= 400 && response.status < 500) break;
+    } catch (error) {
+      lastError = error instanceof Error ? error.message : String(error);
+    }
+    await sleep(10);
+  }
+  throw new EnvdUnavailableError(`envd rejected /init (${lastError})`);
+}
+
+interface EnvdMetrics {
+  ts?: number;
+  cpu_count?: number;
+  cpu_used_pct?: number;
+  mem_total?: number;
+  mem_used?: number;
+  mem_cache?: number;
+  disk_used?: number;
+  disk_total?: number;
+}
+
+export async function readEnvdMetrics(address: string, accessToken: string): Promise<SandboxMetricSample> {
+  const response = await fetch(envdUrl(address, '/metrics'), {
+    headers: { 'x-access-token': accessToken },
+    signal: AbortSignal.timeout(5_000),
+  });
+  if (!response.ok) throw new EnvdUnavailableError(`envd /metrics answered ${response.status}`);
+  const body = (await response.json()) as EnvdMetrics;
+  return {
+    timestamp: body.ts ? new Date(body.ts > 1e12 ? body.ts : body.ts * 1000) : new Date(),
+    cpuCount: body.cpu_count ?? 0,
+    cpuUsedPct: body.cpu_used_pct ?? 0,
+    memUsed: body.mem_used ?? 0,
+    memTotal: body.mem_total ?? 0,
+    memCache: body.mem_cache ?? 0,
+    diskUsed: body.disk_used ?? 0,
+    diskTotal: body.disk_total ?? 0,
+  };
+}
