@@ -9,7 +9,7 @@
 #              TIDEPOOL_CACHE_DIR (default /var/cache/tidepool, else ~/.cache/tidepool).
 set -euo pipefail
 
-IMAGE="tidepool/debian:bookworm"
+IMAGE="${TIDEPOOL_DEBIAN_IMAGE:-tidepool/debian:bookworm}" # override only to test the script
 MIRROR="${TIDEPOOL_DEBIAN_MIRROR:-http://deb.debian.org/debian}"
 
 log() { printf '[debian] %s\n' "$*" >&2; }
