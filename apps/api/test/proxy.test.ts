@@ -66,6 +66,12 @@ function upstreamHandler(req: IncomingMessage, res: ServerResponse): void {
     });
     return;
   }
+  if (url.pathname === '/reject-upload') {
+    // Answers at once without reading the body, like a 4xx before the upload is done.
+    res.writeHead(413, { 'content-type': 'application/json' });
+    res.end('{"code":413}');
+    return;
+  }
   if (url.pathname === '/stream') {
     res.writeHead(200, { 'content-type': 'application/connect+json' });
     res.write('first;');
@@ -303,6 +309,20 @@ describe('sandbox proxy (integration)', () => {
     probe.firstUploadBytes = undefined;
     expect(r.status).toBe(200);
     expect(JSON.parse(r.body)).toEqual({ total, sha256: hash.digest('hex'), te: 'chunked' });
+  });
+
+  it('survives an upstream that answers before the upload ends', async () => {
+    const r = await new Promise<Reply>((resolve, reject) => {
+      const req = http.request({ host: '127.0.0.1', port: apiPort, method: 'POST', path: '/reject-upload', headers: envdHeaders('sbxpublic'), agent: clientAgent }, (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (c: Buffer) => chunks.push(c));
+        res.on('end', () => resolve({ status: res.statusCode!, headers: res.headers, body: Buffer.concat(chunks).toString() }));
+      });
+      req.on('error', reject);
+      req.end(Buffer.alloc(8 * 1024 * 1024, 1));
+    });
+    expect(r).toMatchObject({ status: 413, body: '{"code":413}' });
+    expect((await request(apiPort, '/health', { headers: envdHeaders('sbxpublic') })).status).toBe(200);
   });
 
   it('delivers server-streamed responses incrementally', async () => {

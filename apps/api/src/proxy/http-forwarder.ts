@@ -91,6 +91,14 @@ export function forwardHttp(
         if (err) {
           upstream.destroy();
           res.destroy();
+          return;
+        }
+        if (!req.complete) {
+          // Answered before the upload ended (e.g. an early 4xx): drop the rest of the body like Node's own
+          // server does, so the client connection stays usable and the server can close it when idle.
+          req.unpipe(upstream);
+          upstream.destroy();
+          req.resume();
         }
       });
     });

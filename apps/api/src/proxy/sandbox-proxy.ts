@@ -222,8 +222,13 @@ export function installSandboxProxy(app: FastifyInstance, options: SandboxProxyO
     }
   };
   server.on('upgrade', onUpgrade);
-  app.addHook('preClose', async () => {
-    proxy.close();
-  });
+  try {
+    // Proxied streams (commands, pty, WebSockets) would otherwise hold app.close() open until they end.
+    app.addHook('preClose', async () => {
+      proxy.close();
+    });
+  } catch (err) {
+    options.logger.warn({ err }, 'sandbox proxy installed after boot: call proxy.close() on shutdown yourself');
+  }
   return proxy;
 }
