@@ -1,0 +1,66 @@
+import type { FastifyInstance } from 'fastify';
+import { ENVD_VERSION } from '../config.ts';
+import type { EnvdContext } from '../context.ts';
+import { tokensEqual } from './access-token-guard.ts';
+import { EnvdHttpError } from './http-error.ts';
+
+interface InitBody {
+  envVars?: Record<string, string>;
+  accessToken?: string;
+  timestamp?: string;
+  defaultUser?: string;
+  defaultWorkdir?: string;
+}
+
+function parseInitBody(raw: unknown): InitBody {
+  if (raw === undefined || raw === null || raw === '') return {};
+  if (typeof raw !== 'object' || Array.isArray(raw)) throw new EnvdHttpError(400, 'init body must be a JSON object');
+  const body = raw as Record<string, unknown>;
+  const text = (key: string): string | undefined => {
+    const value = body[key];
+    if (value === undefined || value === null) return undefined;
+    if (typeof value !== 'string') throw new EnvdHttpError(400, `${key} must be a string`);
+    return value;
+  };
+  let envVars: Record<string, string> | undefined;
+  if (body.envVars !== undefined && body.envVars !== null) {
+    if (typeof body.envVars !== 'object' || Array.isArray(body.envVars)) throw new EnvdHttpError(400, 'envVars must be an object of strings');
+    envVars = {};
+    for (const [key, value] of Object.entries(body.envVars as Record<string, unknown>)) {
+      if (typeof value !== 'string') throw new EnvdHttpError(400, `envVars.${key} must be a string`);
+      envVars[key] = value;
+    }
+  }
+  return { envVars, accessToken: text('accessToken'), timestamp: text('timestamp'), defaultUser: text('defaultUser'), defaultWorkdir: text('defaultWorkdir') };
+}
+
+/**
+ * `POST /init`: the control plane hands over env vars, the access token and defaults.
+ * The first call may set the token; later calls must present the same one.
+ */
+export function registerInitRoute(app: FastifyInstance, ctx: EnvdContext): void {
+  app.post('/init', async (request, reply) => {
+    const body = parseInitBody(request.body);
+    const state = ctx.state;
+    if (state.accessToken) {
+      const header = request.headers['x-access-token'];
+      const presented = typeof header === 'string' && header !== '' ? header : body.accessToken;
+      if (!presented) throw new EnvdHttpError(401, 'access token reset not authorized');
+      if (!tokensEqual(presented, state.accessToken) || (body.accessToken !== undefined && !tokensEqual(body.accessToken, state.accessToken))) {
+        throw new EnvdHttpError(401, 'access token validation failed');
+      }
+    }
+    const at = body.timestamp ? Date.parse(body.timestamp) : Date.now();
+    if (Number.isNaN(at)) throw new EnvdHttpError(400, `timestamp '${body.timestamp}' is not an RFC 3339 date`);
+    if (body.defaultUser !== undefined && !ctx.users.lookup(body.defaultUser)) throw new EnvdHttpError(400, `default user '${body.defaultUser}' does not exist`);
+    if (at >= state.lastInitAt) {
+      state.lastInitAt = at;
+      if (body.accessToken) state.accessToken = body.accessToken;
+      if (body.envVars) state.envVars = body.envVars;
+      if (body.defaultUser) state.defaultUser = body.defaultUser;
+      if (body.defaultWorkdir !== undefined) state.defaultWorkdir = body.defaultWorkdir || undefined;
+      ctx.logger.info({ defaultUser: state.defaultUser, envVars: Object.keys(state.envVars).length }, 'initialised by the control plane');
+    }
+    return reply.code(204).header('x-envd-version', ENVD_VERSION).header('cache-control', 'no-store').send();
+  });
+}

@@ -1,0 +1,68 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import { ENVD_VERSION } from '../src/config.ts';
+import { type RunningEnvd, startEnvd } from './support/start-envd.ts';
+
+let envd: RunningEnvd | undefined;
+afterEach(async () => {
+  await envd?.close();
+  envd = undefined;
+});
+
+async function init(body: unknown, headers: Record<string, string> = {}): Promise<Response> {
+  return fetch(`${envd!.url}/init`, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: JSON.stringify(body) });
+}
+
+describe('control routes', () => {
+  it('answers /health with 204 and no-store', async () => {
+    envd = await startEnvd();
+    const response = await fetch(`${envd.url}/health`);
+    expect(response.status).toBe(204);
+    expect(response.headers.get('cache-control')).toBe('no-store');
+  });
+
+  it('/init sets token, env vars and defaults and reports the version', async () => {
+    envd = await startEnvd();
+    const response = await init({ accessToken: 'secret', envVars: { A: '1' }, defaultUser: 'root', defaultWorkdir: '/tmp', timestamp: new Date().toISOString() });
+    expect(response.status).toBe(204);
+    expect(response.headers.get('x-envd-version')).toBe(ENVD_VERSION);
+    expect(envd.ctx.state.accessToken).toBe('secret');
+    expect(envd.ctx.state.defaultWorkdir).toBe('/tmp');
+    const envs = await fetch(`${envd.url}/envs`, { headers: { 'x-access-token': 'secret' } });
+    expect(await envs.json()).toMatchObject({ A: '1', E2B_SANDBOX: 'true' });
+    expect((await fetch(`${envd.url}/envs`)).status).toBe(401);
+  });
+
+  it('/init token rules: reset needs the token, a different token is refused', async () => {
+    envd = await startEnvd({ accessToken: 'secret' });
+    const missing = await init({ envVars: { B: '2' } });
+    expect(missing.status).toBe(401);
+    expect(await missing.json()).toEqual({ code: 401, message: 'access token reset not authorized' });
+    const wrong = await init({ accessToken: 'other' });
+    expect(wrong.status).toBe(401);
+    expect((await wrong.json()).message).toBe('access token validation failed');
+    const wrongHeader = await init({}, { 'x-access-token': 'other' });
+    expect(wrongHeader.status).toBe(401);
+    const same = await init({ accessToken: 'secret', envVars: { B: '2' } }, { 'x-access-token': 'secret' });
+    expect(same.status).toBe(204);
+    expect(envd.ctx.state.envVars).toEqual({ B: '2' });
+  });
+
+  it('/init ignores stale timestamps and rejects unknown users', async () => {
+    envd = await startEnvd();
+    expect((await init({ envVars: { NEW: '1' }, timestamp: new Date().toISOString() })).status).toBe(204);
+    expect((await init({ envVars: { OLD: '1' }, timestamp: new Date(Date.now() - 60_000).toISOString() })).status).toBe(204);
+    expect(envd.ctx.state.envVars).toEqual({ NEW: '1' });
+    const unknown = await init({ defaultUser: 'no-such-user-here' });
+    expect(unknown.status).toBe(400);
+    expect((await unknown.json()).code).toBe(400);
+  });
+
+  it('/metrics reports cpu, memory and disk', async () => {
+    envd = await startEnvd();
+    const body = (await (await fetch(`${envd.url}/metrics`)).json()) as Record<string, number>;
+    expect(body.cpu_count).toBeGreaterThan(0);
+    expect(body.mem_total).toBeGreaterThan(body.mem_used);
+    expect(body.disk_total).toBeGreaterThan(0);
+    expect(body.ts).toBeGreaterThan(1_600_000_000);
+  });
+});
