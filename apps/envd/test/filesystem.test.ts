@@ -1,0 +1,132 @@
+import { createClient } from '@connectrpc/connect';
+import { createConnectTransport } from '@connectrpc/connect-node';
+import { mkdirSync, mkdtempSync, realpathSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Filesystem } from '@tidepool/protocol/filesystem';
+import { FileNotFoundError, Sandbox } from 'e2b';
+import { setAttribute } from 'fs-xattr';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startEnvd, type RunningEnvd } from './support/start-envd.ts';
+
+let envd: RunningEnvd;
+let sbx: Sandbox;
+let dir: string;
+
+beforeAll(async () => {
+  envd = await startEnvd();
+  sbx = await Sandbox.connect('debug_sandbox_id', { debug: true, sandboxUrl: envd.url, apiKey: 'x' });
+  dir = realpathSync(mkdtempSync(join(tmpdir(), 'envd-fs-')));
+});
+afterAll(async () => {
+  await envd?.close();
+  if (dir) rmSync(dir, { recursive: true, force: true });
+});
+
+const until = async (check: () => boolean, timeoutMs = 5000): Promise<void> => {
+  const end = Date.now() + timeoutMs;
+  while (!check()) {
+    if (Date.now() > end) throw new Error('condition not met in time');
+    await new Promise((r) => setTimeout(r, 25));
+  }
+};
+
+describe('filesystem via the e2b SDK', () => {
+  it('lists with depth, with types, sizes, owners and permissions', async () => {
+    const root = join(dir, 'list');
+    mkdirSync(join(root, 'a/b'), { recursive: true });
+    writeFileSync(join(root, 'top.txt'), 'hello');
+    writeFileSync(join(root, 'a/inner.txt'), 'x');
+    writeFileSync(join(root, 'a/b/deep.txt'), 'y');
+    symlinkSync(join(root, 'top.txt'), join(root, 'link'));
+    const shallow = await sbx.files.list(root);
+    expect(shallow.map((e) => e.name).sort()).toEqual(['a', 'link', 'top.txt']);
+    const top = shallow.find((e) => e.name === 'top.txt')!;
+    expect(top).toMatchObject({ type: 'file', size: 5, path: join(root, 'top.txt'), owner: 'root', group: 'root', permissions: '-rw-r--r--' });
+    const link = shallow.find((e) => e.name === 'link')!;
+    expect(link.type).toBe('symlink');
+    expect(link.symlinkTarget).toBe(join(root, 'top.txt'));
+    const deep = await sbx.files.list(root, { depth: 3 });
+    expect(deep.map((e) => e.path)).toContain(join(root, 'a/b/deep.txt'));
+    expect((await sbx.files.list(root, { depth: 2 })).map((e) => e.path)).not.toContain(join(root, 'a/b/deep.txt'));
+  });
+
+  it('stats, reports existence and metadata from xattrs', async () => {
+    const file = join(dir, 'meta.txt');
+    writeFileSync(file, 'm');
+    await setAttribute(file, 'user.e2b.owner-team', 'blue');
+    const info = await sbx.files.getInfo(file);
+    expect(info).toMatchObject({ name: 'meta.txt', type: 'file', size: 1 });
+    expect(info.metadata).toEqual({ 'owner-team': 'blue' });
+    expect(info.modifiedTime?.getTime()).toBeGreaterThan(Date.now() - 60_000);
+    expect(await sbx.files.exists(file)).toBe(true);
+    expect(await sbx.files.exists(join(dir, 'nope'))).toBe(false);
+    await expect(sbx.files.getInfo(join(dir, 'nope'))).rejects.toBeInstanceOf(FileNotFoundError);
+  });
+
+  it('makes directories with parents, renames and removes', async () => {
+    const target = join(dir, 'mk/x/y');
+    expect(await sbx.files.makeDir(target)).toBe(true);
+    expect(await sbx.files.makeDir(target)).toBe(false);
+    writeFileSync(join(target, 'f'), 'data');
+    const moved = await sbx.files.rename(join(target, 'f'), join(dir, 'mk/moved/f2'));
+    expect(moved).toMatchObject({ name: 'f2', type: 'file', path: join(dir, 'mk/moved/f2') });
+    await sbx.files.remove(join(dir, 'mk'));
+    expect(await sbx.files.exists(join(dir, 'mk'))).toBe(false);
+    await sbx.files.remove(join(dir, 'mk'));
+    await expect(sbx.files.rename(join(dir, 'missing'), join(dir, 'other'))).rejects.toBeInstanceOf(FileNotFoundError);
+  });
+
+  it('watches a tree recursively, including directories created later, with entries', async () => {
+    const root = join(dir, 'watch');
+    mkdirSync(root);
+    const events: Array<{ name: string; type: string; size?: number }> = [];
+    const handle = await sbx.files.watchDir(root, (e) => events.push({ name: e.name, type: e.type, size: e.entry?.size }), { recursive: true, includeEntry: true, timeoutMs: 0 });
+    writeFileSync(join(root, 'a.txt'), 'abc');
+    mkdirSync(join(root, 'sub'));
+    await until(() => events.some((e) => e.name === 'sub' && e.type === 'create'));
+    await new Promise((r) => setTimeout(r, 100));
+    writeFileSync(join(root, 'sub/inner.txt'), 'zz');
+    rmSync(join(root, 'a.txt'));
+    await until(() => events.some((e) => e.name === 'sub/inner.txt' && e.type === 'write') && events.some((e) => e.name === 'a.txt' && e.type === 'remove'));
+    expect(events.find((e) => e.name === 'a.txt' && e.type === 'create')).toBeDefined();
+    expect(events.some((e) => e.name === 'sub/inner.txt' && e.size === 2)).toBe(true);
+    await handle.stop();
+  });
+
+  it('refuses to watch a missing path or a file', async () => {
+    await expect(sbx.files.watchDir(join(dir, 'missing'), () => undefined)).rejects.toThrow();
+    writeFileSync(join(dir, 'plain'), '');
+    await expect(sbx.files.watchDir(join(dir, 'plain'), () => undefined)).rejects.toThrow(/not a directory/);
+  });
+});
+
+describe('filesystem via raw Connect', () => {
+  for (const useBinaryFormat of [false, true]) {
+    it(`polling watchers and error codes (${useBinaryFormat ? 'binary' : 'json'})`, async () => {
+      const client = createClient(Filesystem, createConnectTransport({ baseUrl: envd.url, httpVersion: '1.1', useBinaryFormat }));
+      const root = join(dir, `poll-${useBinaryFormat}`);
+      mkdirSync(root);
+      const { watcherId } = await client.createWatcher({ path: root, recursive: false, includeEntry: true });
+      expect(watcherId).toMatch(/^w[a-z0-9]{20}$/);
+      writeFileSync(join(root, 'n.txt'), 'n');
+      let events: Awaited<ReturnType<typeof client.getWatcherEvents>>['events'] = [];
+      const end = Date.now() + 5000;
+      while (events.length === 0 && Date.now() < end) {
+        await new Promise((r) => setTimeout(r, 50));
+        events = (await client.getWatcherEvents({ watcherId })).events;
+      }
+      expect(events[0]).toMatchObject({ name: 'n.txt', type: 1 });
+      expect(events[0].entry?.name).toBe('n.txt');
+      expect((await client.getWatcherEvents({ watcherId })).events.length).toBeLessThan(5);
+      await client.removeWatcher({ watcherId });
+      await expect(client.getWatcherEvents({ watcherId })).rejects.toMatchObject({ code: 5 });
+      await expect(client.stat({ path: join(root, 'none') })).rejects.toMatchObject({ code: 5 });
+      await expect(client.listDir({ path: join(root, 'n.txt') })).rejects.toMatchObject({ code: 3 });
+      await expect(client.makeDir({ path: root })).rejects.toMatchObject({ code: 6 });
+      await expect(client.stat({ path: root }, { headers: { authorization: `Basic ${Buffer.from('no-such-user:').toString('base64')}` } })).rejects.toMatchObject({ code: 16 });
+      const entry = (await client.stat({ path: '~' })).entry;
+      expect(entry?.path).toBe('/root');
+    });
+  }
+});
