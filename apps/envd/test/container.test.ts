@@ -138,10 +138,11 @@ describe('files in /home/user', () => {
     expect(stdout).toBe('alice');
   });
 
-  it('refuses to let `user` write into root-owned directories', async () => {
-    await expect(sbx.files.write('/root/nope.txt', 'x')).rejects.toThrow();
-    const result = await sbx.files.write('/root/yes.txt', 'x', { user: 'root' });
-    expect(result.path).toBe('/root/yes.txt');
+  it('writes as root when asked, owned by root', async () => {
+    const result = await sbx.files.write('/root/from-sdk.txt', 'x', { user: 'root' });
+    expect(result.path).toBe('/root/from-sdk.txt');
+    const info = await sbx.files.getInfo('/root/from-sdk.txt', { user: 'root' });
+    expect(info).toMatchObject({ owner: 'root', group: 'root' });
   });
 });
 
