@@ -81,7 +81,7 @@ describe('filesystem via the e2b SDK', () => {
     const root = join(dir, 'watch');
     mkdirSync(root);
     const events: Array<{ name: string; type: string; size?: number }> = [];
-    const handle = await sbx.files.watchDir(root, (e) => events.push({ name: e.name, type: e.type, size: e.entry?.size }), { recursive: true, includeEntry: true, timeoutMs: 0 });
+    const handle = await sbx.files.watchDir(root, (e) => void events.push({ name: e.name, type: e.type, size: e.entry?.size }), { recursive: true, includeEntry: true, timeoutMs: 0 });
     writeFileSync(join(root, 'a.txt'), 'abc');
     mkdirSync(join(root, 'sub'));
     await until(() => events.some((e) => e.name === 'sub' && e.type === 'create'));

@@ -1,5 +1,15 @@
 import type { FastifyInstance } from 'fastify';
 import type { EnvdContext } from '../context.ts';
+import { composeFiles } from './file-compose.ts';
+import { downloadFile } from './file-download.ts';
+import { uploadFiles } from './file-upload.ts';
 
-// Placeholder: implemented by the files-routes work.
-export function registerFileRoutes(_app: FastifyInstance, _ctx: EnvdContext): void {}
+/** `GET /files`, `POST /files` and `POST /files/compose`. */
+export function registerFileRoutes(app: FastifyInstance, ctx: EnvdContext): void {
+  // Upload bodies are streamed by the handler itself, never buffered by fastify.
+  app.addContentTypeParser(['multipart/form-data', 'application/octet-stream'], (_request, _payload, done) => done(null));
+  app.addContentTypeParser('*', (_request, _payload, done) => done(null));
+  app.get('/files', (request, reply) => downloadFile(ctx, request, reply));
+  app.post('/files', (request, reply) => uploadFiles(ctx, request, reply));
+  app.post('/files/compose', (request, reply) => composeFiles(ctx, request, reply));
+}
