@@ -1,6 +1,7 @@
 import { ENVD_VERSION, loadEnvdConfig, wantsVersion } from './config.ts';
 import { SystemUsers } from './identity/system-users.ts';
 import { createLogger } from './logger.ts';
+import { startLocalPortForwarder } from './ports/local-port-forwarder.ts';
 import { buildEnvdServer } from './server.ts';
 import { EnvdState } from './state.ts';
 
@@ -12,10 +13,13 @@ async function main(): Promise<void> {
   }
   const config = loadEnvdConfig(process.env, argv);
   const logger = createLogger(config.logLevel);
-  const app = await buildEnvdServer({ config, state: new EnvdState(), users: new SystemUsers(), logger });
+  const ctx = { config, state: new EnvdState(), users: new SystemUsers(), logger };
+  const app = await buildEnvdServer(ctx);
   await app.listen({ port: config.port, host: config.host });
   logger.info({ port: config.port, version: ENVD_VERSION }, 'envd listening');
+  const forwarder = config.forwardLocalPorts ? startLocalPortForwarder(ctx) : undefined;
   const stop = (): void => {
+    forwarder?.stop();
     void app.close().finally(() => process.exit(0));
   };
   process.on('SIGTERM', stop);

@@ -1,0 +1,32 @@
+import { describe, expect, it } from 'vitest';
+import { loopbackOnlyPorts, parseProcNetTcp } from './listening-sockets.ts';
+
+const TCP = `  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode
+   0: 0100007F:1F40 00000000:0000 0A 00000000:00000000 00:00000000 00000000  1000        0 1 1 0000000000000000 100 0 0 10 0
+   1: 00000000:C2B7 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 2 1 0000000000000000 100 0 0 10 0
+   2: 0100007F:1F41 0100007F:A000 01 00000000:00000000 00:00000000 00000000     0        0 3 1 0000000000000000 100 0 0 10 0
+   3: 0100007F:C2B7 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 4 1 0000000000000000 100 0 0 10 0
+`;
+const TCP6 = `  sl  local_address                         remote_address                        st
+   0: 00000000000000000000000001000000:1F90 00000000000000000000000000000000:0000 0A 00000000:00000000
+   1: 00000000000000000000000000000000:0050 00000000000000000000000000000000:0000 0A 00000000:00000000
+`;
+
+describe('parseProcNetTcp', () => {
+  it('reads listening IPv4 and IPv6 sockets only', () => {
+    expect(parseProcNetTcp(TCP, false)).toEqual([
+      { address: '127.0.0.1', port: 8000 },
+      { address: '0.0.0.0', port: 49847 },
+      { address: '127.0.0.1', port: 49847 },
+    ]);
+    expect(parseProcNetTcp(TCP6, true)).toEqual([
+      { address: '::1', port: 8080 },
+      { address: '::', port: 80 },
+    ]);
+  });
+
+  it('keeps ports that listen on loopback only', () => {
+    const sockets = [...parseProcNetTcp(TCP, false), ...parseProcNetTcp(TCP6, true)];
+    expect(loopbackOnlyPorts(sockets)).toEqual([8000, 8080]);
+  });
+});

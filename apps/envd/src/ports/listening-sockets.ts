@@ -1,0 +1,56 @@
+import { readFile } from 'node:fs/promises';
+
+export interface ListeningSocket {
+  address: string;
+  port: number;
+}
+
+const LISTEN_STATE = '0A';
+
+function decodeIpv4(hex: string): string {
+  const bytes = hex.match(/../g)!.map((b) => Number.parseInt(b, 16)).reverse();
+  return bytes.join('.');
+}
+
+function decodeIpv6(hex: string): string {
+  // Four little-endian 32-bit words.
+  const words = hex.match(/.{8}/g)!.map((word) => word.match(/../g)!.reverse().join(''));
+  const groups = words.join('').match(/.{4}/g)!.map((g) => g.replace(/^0+(?=.)/, ''));
+  const text = groups.join(':');
+  if (text === '0:0:0:0:0:0:0:0') return '::';
+  if (text === '0:0:0:0:0:0:0:1') return '::1';
+  if (text.startsWith('0:0:0:0:0:ffff:')) {
+    const v4 = words[3];
+    return decodeIpv4(v4.match(/../g)!.reverse().join(''));
+  }
+  return text;
+}
+
+/** Parses /proc/net/tcp or tcp6 content into the sockets in LISTEN state. */
+export function parseProcNetTcp(content: string, ipv6: boolean): ListeningSocket[] {
+  const sockets: ListeningSocket[] = [];
+  for (const line of content.split('\n').slice(1)) {
+    const fields = line.trim().split(/\s+/);
+    if (fields.length < 4 || fields[3] !== LISTEN_STATE) continue;
+    const [addressHex, portHex] = fields[1].split(':');
+    if (!addressHex || !portHex) continue;
+    sockets.push({ address: ipv6 ? decodeIpv6(addressHex) : decodeIpv4(addressHex), port: Number.parseInt(portHex, 16) });
+  }
+  return sockets;
+}
+
+export async function readListeningSockets(): Promise<ListeningSocket[]> {
+  const read = (path: string): Promise<string> => readFile(path, 'utf8').catch(() => '');
+  const [v4, v6] = await Promise.all([read('/proc/net/tcp'), read('/proc/net/tcp6')]);
+  return [...parseProcNetTcp(v4, false), ...parseProcNetTcp(v6, true)];
+}
+
+const LOOPBACK = new Set(['127.0.0.1', '::1']);
+const ANY = new Set(['0.0.0.0', '::']);
+
+/** Ports that only listen on loopback (and so are unreachable from outside the sandbox). */
+export function loopbackOnlyPorts(sockets: ListeningSocket[]): number[] {
+  const open = new Set(sockets.filter((s) => ANY.has(s.address)).map((s) => s.port));
+  const loopback = new Set(sockets.filter((s) => LOOPBACK.has(s.address) || s.address.startsWith('127.')).map((s) => s.port));
+  return [...loopback].filter((port) => !open.has(port)).sort((a, b) => a - b);
+}
