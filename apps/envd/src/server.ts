@@ -1,5 +1,5 @@
 import { fastifyConnectPlugin } from '@connectrpc/connect-fastify';
-import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
+import Fastify, { type FastifyBaseLogger, type FastifyInstance, LogController } from 'fastify';
 import type { EnvdContext } from './context.ts';
 import { registerFilesystemService } from './filesystem/filesystem-service.ts';
 import { installAccessTokenGuard } from './http/access-token-guard.ts';
@@ -12,7 +12,7 @@ import { registerProcessService } from './process/process-service.ts';
 export async function buildEnvdServer(ctx: EnvdContext): Promise<FastifyInstance> {
   const app = Fastify({
     loggerInstance: ctx.logger as FastifyBaseLogger,
-    disableRequestLogging: true,
+    logController: new LogController({ disableRequestLogging: true }),
     keepAliveTimeout: 640_000,
     requestTimeout: 0,
     bodyLimit: 16 * 1024 * 1024,
