@@ -1,0 +1,65 @@
+import { type Static, Type } from '@sinclair/typebox';
+import { Value } from '@sinclair/typebox/value';
+
+const Port = Type.Integer({ minimum: 0, maximum: 65535 });
+
+export const ConfigSchema = Type.Object({
+  host: Type.String({ minLength: 1 }),
+  port: Port,
+  dataDir: Type.String({ minLength: 1 }),
+  apiKeys: Type.Array(Type.String({ pattern: '^e2b_[0-9a-zA-Z]+$' })),
+  domain: Type.String({ minLength: 1 }),
+  maxSandboxes: Type.Integer({ minimum: 1 }),
+  sandboxNetwork: Type.String({ minLength: 1 }),
+  baseImage: Type.String({ minLength: 1 }),
+  logLevel: Type.Union(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].map((l) => Type.Literal(l))),
+  /** Longest timeout (seconds) a sandbox may be given. */
+  maxTimeoutSeconds: Type.Integer({ minimum: 1 }),
+});
+
+export type Config = Static<typeof ConfigSchema>;
+
+/** Which environment variable feeds which setting (also used in error messages). */
+const ENV_NAMES: Record<keyof Config, string> = {
+  host: 'TIDEPOOL_HOST',
+  port: 'TIDEPOOL_PORT',
+  dataDir: 'TIDEPOOL_DATA_DIR',
+  apiKeys: 'TIDEPOOL_API_KEYS',
+  domain: 'TIDEPOOL_DOMAIN',
+  maxSandboxes: 'TIDEPOOL_MAX_SANDBOXES',
+  sandboxNetwork: 'TIDEPOOL_SANDBOX_NETWORK',
+  baseImage: 'TIDEPOOL_BASE_IMAGE',
+  logLevel: 'TIDEPOOL_LOG_LEVEL',
+  maxTimeoutSeconds: 'TIDEPOOL_MAX_TIMEOUT_SECONDS',
+};
+
+export class ConfigError extends Error {}
+
+function integer(raw: string | undefined, fallback: number): number | string {
+  if (raw === undefined || raw === '') return fallback;
+  return /^-?\d+$/.test(raw.trim()) ? Number(raw) : raw;
+}
+
+/** Reads the whole configuration once from the environment (plus programmatic overrides) and validates it. */
+export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Partial<Config> = {}): Config {
+  const candidate = {
+    host: env.TIDEPOOL_HOST || '0.0.0.0',
+    port: integer(env.TIDEPOOL_PORT, 3000),
+    dataDir: env.TIDEPOOL_DATA_DIR || '.data',
+    apiKeys: (env.TIDEPOOL_API_KEYS ?? '').split(',').map((k) => k.trim()).filter(Boolean),
+    domain: env.TIDEPOOL_DOMAIN || 'localhost',
+    maxSandboxes: integer(env.TIDEPOOL_MAX_SANDBOXES, 100),
+    sandboxNetwork: env.TIDEPOOL_SANDBOX_NETWORK || 'tidepool',
+    baseImage: env.TIDEPOOL_BASE_IMAGE || 'tidepool/base:latest',
+    logLevel: env.TIDEPOOL_LOG_LEVEL || 'info',
+    maxTimeoutSeconds: integer(env.TIDEPOOL_MAX_TIMEOUT_SECONDS, 24 * 3600),
+    ...overrides,
+  };
+  const problems = [...Value.Errors(ConfigSchema, candidate)].map((error) => {
+    const key = error.path.split('/')[1] as keyof Config;
+    const name = ENV_NAMES[key] ?? key;
+    return `${name}: ${error.message} (got ${JSON.stringify(error.value)})`;
+  });
+  if (problems.length > 0) throw new ConfigError(`invalid configuration:\n  ${problems.join('\n  ')}`);
+  return candidate as Config;
+}

@@ -1,0 +1,29 @@
+import { ConfigError } from './config.ts';
+import { startPlatform } from './platform.ts';
+
+async function main(): Promise<void> {
+  const platform = await startPlatform();
+  const lines = [
+    '',
+    `Tidepool is running at ${platform.url}`,
+    platform.apiKeyGenerated
+      ? `Generated API key (shown once, store it): ${platform.apiKey}`
+      : 'API key: the one configured in TIDEPOOL_API_KEYS or generated on first start',
+    'Point the e2b SDK at it:',
+    `  export E2B_API_URL=${platform.url} E2B_SANDBOX_URL=${platform.url} E2B_API_KEY=${platform.apiKey || '<your key>'}`,
+    '',
+  ];
+  process.stdout.write(`${lines.join('\n')}\n`);
+  const stop = (): void => {
+    // Sandboxes keep running; the next start adopts them.
+    void platform.close({ keepSandboxes: true }).finally(() => process.exit(0));
+  };
+  process.on('SIGTERM', stop);
+  process.on('SIGINT', stop);
+}
+
+main().catch((error: unknown) => {
+  const message = error instanceof ConfigError || error instanceof Error ? error.message : String(error);
+  process.stderr.write(`tidepool failed to start: ${message}\n`);
+  process.exit(1);
+});

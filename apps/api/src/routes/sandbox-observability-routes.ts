@@ -1,0 +1,80 @@
+import { Type, type Static } from '@sinclair/typebox';
+import type { FastifyInstance } from 'fastify';
+import { ApiError } from '../errors.ts';
+import type { SandboxMetricSample } from '../runtime/sandbox-runtime.ts';
+import { normalizeSandboxId } from '../sandboxes/sandbox-identity.ts';
+import type { SandboxLifecycle } from '../sandboxes/sandbox-lifecycle.ts';
+import { SandboxParams } from './schemas.ts';
+
+const MetricsQuery = Type.Object({ start: Type.Optional(Type.String({ pattern: '^[0-9]+$' })), end: Type.Optional(Type.String({ pattern: '^[0-9]+$' })) }, { additionalProperties: true });
+const ManyMetricsQuery = Type.Object({ sandbox_ids: Type.String({ minLength: 1 }) }, { additionalProperties: true });
+const LogsQuery = Type.Object(
+  {
+    cursor: Type.Optional(Type.String({ pattern: '^[0-9]+$' })),
+    start: Type.Optional(Type.String({ pattern: '^[0-9]+$' })),
+    limit: Type.Optional(Type.String({ pattern: '^[0-9]+$' })),
+    direction: Type.Optional(Type.Union([Type.Literal('forward'), Type.Literal('backward')])),
+    level: Type.Optional(Type.Union(['debug', 'info', 'warn', 'error'].map((l) => Type.Literal(l)))),
+    search: Type.Optional(Type.String({ maxLength: 256 })),
+  },
+  { additionalProperties: true },
+);
+
+const LEVELS = ['debug', 'info', 'warn', 'error'];
+
+function metricView(sample: SandboxMetricSample) {
+  return {
+    timestamp: sample.timestamp.toISOString(),
+    timestampUnix: Math.floor(sample.timestamp.getTime() / 1000),
+    cpuCount: sample.cpuCount,
+    cpuUsedPct: sample.cpuUsedPct,
+    memUsed: sample.memUsed,
+    memTotal: sample.memTotal,
+    memCache: sample.memCache,
+    diskUsed: sample.diskUsed,
+    diskTotal: sample.diskTotal,
+  };
+}
+
+/** Metrics and lifecycle logs. */
+export function registerSandboxObservabilityRoutes(app: FastifyInstance, lifecycle: SandboxLifecycle, events: (id: string) => Array<{ timestamp: string; level: string; message: string }>): void {
+  app.get('/sandboxes/metrics', { schema: { querystring: ManyMetricsQuery } }, async (request) => {
+    const ids = [...new Set((request.query as Static<typeof ManyMetricsQuery>).sandbox_ids.split(',').map((id) => id.trim()).filter(Boolean))];
+    if (ids.length > 100) throw new ApiError(400, 'at most 100 sandbox ids may be asked for at once');
+    const sandboxes: Record<string, ReturnType<typeof metricView>> = {};
+    for (const id of ids) {
+      const record = lifecycle.get(id);
+      const latest = record ? await lifecycle.metrics.latest(record) : undefined;
+      if (latest) sandboxes[id] = metricView(latest);
+    }
+    return { sandboxes };
+  });
+
+  app.get('/sandboxes/:sandboxID/metrics', { schema: { params: SandboxParams, querystring: MetricsQuery } }, async (request) => {
+    const record = lifecycle.require(normalizeSandboxId((request.params as Static<typeof SandboxParams>).sandboxID));
+    const query = request.query as Static<typeof MetricsQuery>;
+    const samples = await lifecycle.metrics.range(record, query.start === undefined ? undefined : Number(query.start), query.end === undefined ? undefined : Number(query.end));
+    return samples.map(metricView);
+  });
+
+  const selectLogs = (id: string, query: Static<typeof LogsQuery>) => {
+    lifecycle.require(id);
+    const limit = Math.min(1000, Number(query.limit ?? 1000));
+    const from = Number(query.cursor ?? query.start ?? 0);
+    const minLevel = LEVELS.indexOf(query.level ?? 'debug');
+    let entries = events(id).filter((e) => Date.parse(e.timestamp) >= from && LEVELS.indexOf(e.level) >= minLevel && (!query.search || e.message.includes(query.search)));
+    if (query.direction !== 'forward') entries = entries.reverse();
+    return entries.slice(0, limit);
+  };
+
+  app.get('/v2/sandboxes/:sandboxID/logs', { schema: { params: SandboxParams, querystring: LogsQuery } }, async (request) => {
+    const id = normalizeSandboxId((request.params as Static<typeof SandboxParams>).sandboxID);
+    return { logs: selectLogs(id, request.query as Static<typeof LogsQuery>).map((e) => ({ ...e, fields: {} })) };
+  });
+
+  app.get('/sandboxes/:sandboxID/logs', { schema: { params: SandboxParams, querystring: LogsQuery } }, async (request) => {
+    const id = normalizeSandboxId((request.params as Static<typeof SandboxParams>).sandboxID);
+    const entries = selectLogs(id, { ...(request.query as Static<typeof LogsQuery>), direction: 'forward' });
+    return { logs: entries.map((e) => ({ timestamp: e.timestamp, line: e.message })), logEntries: entries.map((e) => ({ ...e, fields: {} })) };
+  });
+}

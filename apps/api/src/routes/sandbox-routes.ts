@@ -1,0 +1,88 @@
+import type { Static } from '@sinclair/typebox';
+import type { FastifyInstance } from 'fastify';
+import { ApiError } from '../errors.ts';
+import { decodeMetadataFilter, matchesMetadata, type Order, page, parseStates } from '../sandboxes/list-query.ts';
+import { validateNetwork } from '../sandboxes/network-rules.ts';
+import { normalizeSandboxId } from '../sandboxes/sandbox-identity.ts';
+import type { SandboxLifecycle } from '../sandboxes/sandbox-lifecycle.ts';
+import { listedSandboxView, sandboxDetailView, sandboxView } from '../sandboxes/sandbox-views.ts';
+import { ListQuery, NewSandboxSchema, SandboxParams } from './schemas.ts';
+
+export const DEFAULT_TIMEOUT_SECONDS = 15;
+
+/** Turns a validated NewSandbox body into a create request, applying the reference platform's rules. */
+function createInput(body: Static<typeof NewSandboxSchema>, maxTimeoutSeconds: number) {
+  const timeout = body.timeout ?? DEFAULT_TIMEOUT_SECONDS;
+  if (timeout <= 0) throw new ApiError(400, 'Timeout must be greater than 0');
+  if (timeout > maxTimeoutSeconds) throw new ApiError(400, `Timeout cannot be greater than ${maxTimeoutSeconds / 3600} hours`);
+  if (body.autoPauseMemory === false && !body.autoPause) throw new ApiError(400, 'autoPauseMemory can only be set together with autoPause');
+  if (body.autoPauseMemory === false && body.autoResume?.enabled) throw new ApiError(400, 'autoPauseMemory false cannot be combined with autoResume');
+  for (const mount of body.volumeMounts ?? []) throw new ApiError(400, `volume '${mount.name}' not found`);
+  const network = { ...(body.network ?? {}) };
+  if (body.allow_internet_access === false) network.denyOut = ['0.0.0.0/0'];
+  validateNetwork(network);
+  return {
+    templateRef: body.templateID,
+    timeoutSeconds: timeout,
+    autoPause: body.autoPause ?? false,
+    autoPauseMemory: body.autoPauseMemory ?? true,
+    autoResume: body.autoResume?.enabled ?? false,
+    metadata: body.metadata ?? {},
+    envVars: body.envVars ?? {},
+    network: { allowPublicTraffic: network.allowPublicTraffic, allowOut: network.allowOut, denyOut: network.denyOut, maskRequestHost: network.maskRequestHost },
+    allowInternetAccess: body.allow_internet_access ?? null,
+  };
+}
+
+function parseLimit(raw: string | undefined): number {
+  if (raw === undefined) return 100;
+  const limit = Number(raw);
+  if (!Number.isInteger(limit) || limit < 1 || limit > 100) throw new ApiError(400, 'limit must be between 1 and 100');
+  return limit;
+}
+
+/** Create, list, get and kill. */
+export function registerSandboxRoutes(app: FastifyInstance, lifecycle: SandboxLifecycle, maxTimeoutSeconds: number): void {
+  const create = async (body: Static<typeof NewSandboxSchema>) => sandboxView(await lifecycle.create(createInput(body, maxTimeoutSeconds)));
+  app.post('/sandboxes', { schema: { body: NewSandboxSchema } }, async (request, reply) => reply.code(201).send(await create(request.body as Static<typeof NewSandboxSchema>)));
+  app.post('/v2/sandboxes', { schema: { body: NewSandboxSchema } }, async (request, reply) => reply.code(201).send(await create(request.body as Static<typeof NewSandboxSchema>)));
+
+  app.get('/sandboxes', { schema: { querystring: ListQuery } }, async (request) => {
+    const query = request.query as Static<typeof ListQuery>;
+    const filter = decodeMetadataFilter(query.metadata);
+    return lifecycle
+      .list()
+      .filter((r) => r.state === 'running' && matchesMetadata(r, filter))
+      .sort((a, b) => (a.startedAt < b.startedAt ? 1 : -1))
+      .map(listedSandboxView);
+  });
+
+  app.get('/v2/sandboxes', { schema: { querystring: ListQuery } }, async (request, reply) => {
+    const query = request.query as Static<typeof ListQuery>;
+    const states = parseStates(query.state);
+    const filter = decodeMetadataFilter(query.metadata);
+    const startedAfter = query.startedAfter === undefined ? undefined : Date.parse(query.startedAfter);
+    if (Number.isNaN(startedAfter)) throw new ApiError(400, `startedAfter '${query.startedAfter}' is not a date-time`);
+    const order: Order = query.order ?? 'desc';
+    const matching = lifecycle.list().filter(
+      (r) =>
+        states.has(r.state) &&
+        matchesMetadata(r, filter) &&
+        (query.template === undefined || r.templateId === query.template || r.alias === query.template) &&
+        (startedAfter === undefined || Date.parse(r.startedAt) >= startedAfter),
+    );
+    const result = page(matching, order, parseLimit(query.limit), query.nextToken);
+    if (result.nextToken) void reply.header('x-next-token', result.nextToken);
+    return result.items.map(listedSandboxView);
+  });
+
+  app.get('/sandboxes/:sandboxID', { schema: { params: SandboxParams } }, async (request) => {
+    const id = normalizeSandboxId((request.params as Static<typeof SandboxParams>).sandboxID);
+    return sandboxDetailView(lifecycle.require(id));
+  });
+
+  app.delete('/sandboxes/:sandboxID', { schema: { params: SandboxParams } }, async (request, reply) => {
+    await lifecycle.kill(normalizeSandboxId((request.params as Static<typeof SandboxParams>).sandboxID));
+    return reply.code(204).send();
+  });
+}

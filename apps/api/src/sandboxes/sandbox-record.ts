@@ -1,0 +1,35 @@
+export interface SandboxNetwork {
+  allowPublicTraffic?: boolean;
+  allowOut?: string[];
+  denyOut?: string[];
+  maskRequestHost?: string;
+}
+
+/** Everything the platform keeps about one sandbox (one row of `sandboxes`). */
+export interface SandboxRecord {
+  sandboxId: string;
+  templateId: string;
+  alias: string | null;
+  state: 'running' | 'paused';
+  containerId: string | null;
+  address: string | null;
+  /** Committed filesystem of a sandbox paused with `memory: false`. */
+  pausedImage: string | null;
+  startedAt: string;
+  endAt: string;
+  timeoutSeconds: number;
+  pausedAt: string | null;
+  cpuCount: number;
+  memoryMB: number;
+  diskSizeMB: number;
+  envdVersion: string;
+  envdAccessToken: string;
+  trafficAccessToken: string | null;
+  metadata: Record<string, string>;
+  envVars: Record<string, string>;
+  network: SandboxNetwork;
+  allowInternetAccess: boolean | null;
+  autoPause: boolean;
+  autoPauseMemory: boolean;
+  autoResume: boolean;
+}

@@ -1,0 +1,54 @@
+import type { SandboxRecord } from './sandbox-record.ts';
+
+/** The deprecated `clientID`, constant as in the reference platform. */
+export const CLIENT_ID = '6532622b';
+
+/** `Sandbox`: the answer of create, connect and resume. */
+export function sandboxView(record: SandboxRecord) {
+  return {
+    templateID: record.templateId,
+    sandboxID: record.sandboxId,
+    alias: record.alias ?? undefined,
+    clientID: CLIENT_ID,
+    envdVersion: record.envdVersion,
+    envdAccessToken: record.envdAccessToken,
+    trafficAccessToken: record.trafficAccessToken,
+    domain: null,
+  };
+}
+
+/** `ListedSandbox`: an element of the list endpoints. */
+export function listedSandboxView(record: SandboxRecord) {
+  return {
+    templateID: record.templateId,
+    alias: record.alias ?? undefined,
+    sandboxID: record.sandboxId,
+    clientID: CLIENT_ID,
+    startedAt: record.startedAt,
+    endAt: record.state === 'paused' && record.pausedAt ? record.pausedAt : record.endAt,
+    cpuCount: record.cpuCount,
+    memoryMB: record.memoryMB,
+    diskSizeMB: record.diskSizeMB,
+    metadata: record.metadata,
+    state: record.state,
+    envdVersion: record.envdVersion,
+    volumeMounts: [],
+  };
+}
+
+/** `SandboxDetail`: `GET /sandboxes/{id}`. */
+export function sandboxDetailView(record: SandboxRecord) {
+  return {
+    ...listedSandboxView(record),
+    envdAccessToken: record.envdAccessToken,
+    allowInternetAccess: record.allowInternetAccess,
+    domain: null,
+    network: {
+      allowPublicTraffic: record.network.allowPublicTraffic ?? true,
+      allowOut: record.network.allowOut ?? [],
+      denyOut: record.network.denyOut ?? [],
+      maskRequestHost: record.network.maskRequestHost,
+    },
+    lifecycle: { autoResume: record.autoResume, onTimeout: record.autoPause ? 'pause' : 'kill' },
+  };
+}

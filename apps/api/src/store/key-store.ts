@@ -1,0 +1,39 @@
+import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
+import type { Db } from './database.ts';
+
+const hashKey = (key: string): string => createHash('sha256').update(key).digest('hex');
+
+/** API keys (stored as hashes) and platform secrets such as the token seed. */
+export class KeyStore {
+  constructor(private readonly db: Db) {}
+
+  /** The secret from which sandbox tokens are derived; created once and kept. */
+  tokenSeed(): string {
+    const row = this.db.prepare("SELECT value FROM settings WHERE key = 'token_seed'").get() as { value: string } | undefined;
+    if (row) return row.value;
+    const seed = randomBytes(32).toString('hex');
+    this.db.prepare("INSERT INTO settings (key, value) VALUES ('token_seed', ?)").run(seed);
+    return seed;
+  }
+
+  addKey(key: string): void {
+    this.db.prepare('INSERT OR IGNORE INTO api_keys (hash, prefix, created_at) VALUES (?, ?, ?)').run(hashKey(key), key.slice(0, 8), new Date().toISOString());
+  }
+
+  hasKeys(): boolean {
+    return this.db.prepare('SELECT 1 FROM api_keys LIMIT 1').get() !== undefined;
+  }
+
+  /** Creates a new `e2b_` + 40 hex key, stores its hash and returns it (the only time it is visible). */
+  generateKey(): string {
+    const key = `e2b_${randomBytes(20).toString('hex')}`;
+    this.addKey(key);
+    return key;
+  }
+
+  isValid(key: string): boolean {
+    const hash = Buffer.from(hashKey(key), 'hex');
+    const rows = this.db.prepare('SELECT hash FROM api_keys').all() as { hash: string }[];
+    return rows.some((row) => timingSafeEqual(Buffer.from(row.hash, 'hex'), hash));
+  }
+}

@@ -1,0 +1,122 @@
+import type { SandboxRecord } from '../sandboxes/sandbox-record.ts';
+import type { Db } from './database.ts';
+
+interface Row {
+  sandbox_id: string;
+  template_id: string;
+  alias: string | null;
+  state: 'running' | 'paused';
+  container_id: string | null;
+  address: string | null;
+  paused_image: string | null;
+  started_at: string;
+  end_at: string;
+  timeout_seconds: number;
+  paused_at: string | null;
+  cpu_count: number;
+  memory_mb: number;
+  disk_size_mb: number;
+  envd_version: string;
+  envd_access_token: string;
+  traffic_access_token: string | null;
+  metadata: string;
+  env_vars: string;
+  network: string;
+  allow_internet_access: number | null;
+  auto_pause: number;
+  auto_pause_memory: number;
+  auto_resume: number;
+}
+
+function fromRow(row: Row): SandboxRecord {
+  return {
+    sandboxId: row.sandbox_id,
+    templateId: row.template_id,
+    alias: row.alias,
+    state: row.state,
+    containerId: row.container_id,
+    address: row.address,
+    pausedImage: row.paused_image,
+    startedAt: row.started_at,
+    endAt: row.end_at,
+    timeoutSeconds: row.timeout_seconds,
+    pausedAt: row.paused_at,
+    cpuCount: row.cpu_count,
+    memoryMB: row.memory_mb,
+    diskSizeMB: row.disk_size_mb,
+    envdVersion: row.envd_version,
+    envdAccessToken: row.envd_access_token,
+    trafficAccessToken: row.traffic_access_token,
+    metadata: JSON.parse(row.metadata) as Record<string, string>,
+    envVars: JSON.parse(row.env_vars) as Record<string, string>,
+    network: JSON.parse(row.network) as SandboxRecord['network'],
+    allowInternetAccess: row.allow_internet_access === null ? null : row.allow_internet_access === 1,
+    autoPause: row.auto_pause === 1,
+    autoPauseMemory: row.auto_pause_memory === 1,
+    autoResume: row.auto_resume === 1,
+  };
+}
+
+function toRow(record: SandboxRecord): Row {
+  return {
+    sandbox_id: record.sandboxId,
+    template_id: record.templateId,
+    alias: record.alias,
+    state: record.state,
+    container_id: record.containerId,
+    address: record.address,
+    paused_image: record.pausedImage,
+    started_at: record.startedAt,
+    end_at: record.endAt,
+    timeout_seconds: record.timeoutSeconds,
+    paused_at: record.pausedAt,
+    cpu_count: record.cpuCount,
+    memory_mb: record.memoryMB,
+    disk_size_mb: record.diskSizeMB,
+    envd_version: record.envdVersion,
+    envd_access_token: record.envdAccessToken,
+    traffic_access_token: record.trafficAccessToken,
+    metadata: JSON.stringify(record.metadata),
+    env_vars: JSON.stringify(record.envVars),
+    network: JSON.stringify(record.network),
+    allow_internet_access: record.allowInternetAccess === null ? null : record.allowInternetAccess ? 1 : 0,
+    auto_pause: record.autoPause ? 1 : 0,
+    auto_pause_memory: record.autoPauseMemory ? 1 : 0,
+    auto_resume: record.autoResume ? 1 : 0,
+  };
+}
+
+const COLUMNS = Object.keys(toRow({} as SandboxRecord & { metadata: object; envVars: object; network: object }));
+
+/** Persistence of sandbox records and their lifecycle events. */
+export class SandboxStore {
+  private readonly upsertStatement;
+  private readonly eventStatement;
+
+  constructor(private readonly db: Db) {
+    this.upsertStatement = db.prepare(
+      `INSERT OR REPLACE INTO sandboxes (${COLUMNS.join(', ')}) VALUES (${COLUMNS.map((c) => `@${c}`).join(', ')})`,
+    );
+    this.eventStatement = db.prepare('INSERT INTO sandbox_events (sandbox_id, timestamp, level, message) VALUES (?, ?, ?, ?)');
+  }
+
+  save(record: SandboxRecord): void {
+    this.upsertStatement.run(toRow(record));
+  }
+
+  delete(sandboxId: string): void {
+    this.db.prepare('DELETE FROM sandboxes WHERE sandbox_id = ?').run(sandboxId);
+  }
+
+  all(): SandboxRecord[] {
+    return (this.db.prepare('SELECT * FROM sandboxes').all() as Row[]).map(fromRow);
+  }
+
+  recordEvent(sandboxId: string, level: 'debug' | 'info' | 'warn' | 'error', message: string): void {
+    this.eventStatement.run(sandboxId, new Date().toISOString(), level, message);
+  }
+
+  events(sandboxId: string): Array<{ timestamp: string; level: string; message: string }> {
+    return this.db.prepare('SELECT timestamp, level, message FROM sandbox_events WHERE sandbox_id = ? ORDER BY id').all(sandboxId) as Array<{ timestamp: string; level: string; message: string }>;
+  }
+}
