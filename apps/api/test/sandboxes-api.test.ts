@@ -1,0 +1,138 @@
+import { Sandbox } from 'e2b';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { api, startTestPlatform, type TestPlatform } from './support/start-platform.ts';
+
+let platform: TestPlatform;
+let sbx: Sandbox;
+
+beforeAll(async () => {
+  platform = await startTestPlatform();
+  sbx = await Sandbox.create('base', { ...platform.sdk, timeoutMs: 120_000, metadata: { suite: 'api', user: 'a b&c=d' }, envs: { GREETING: 'hi' } });
+});
+afterAll(async () => {
+  await platform?.dispose();
+});
+
+describe('sandboxes through the e2b SDK', () => {
+  it('creates a usable sandbox: commands, env vars, files, pty', async () => {
+    expect(sbx.sandboxId).toMatch(/^i[a-z0-9]{20}$/);
+    const result = await sbx.commands.run('echo "$GREETING from $(whoami) in $(pwd)"');
+    expect(result.stdout.trim()).toBe('hi from user in /home/user');
+    await sbx.files.write('notes/a.txt', 'written through the proxy');
+    expect(await sbx.files.read('/home/user/notes/a.txt')).toBe('written through the proxy');
+    let output = '';
+    const terminal = await sbx.pty.create({ cols: 80, rows: 24, onData: (data) => void (output += new TextDecoder().decode(data)), timeoutMs: 0 });
+    await sbx.pty.sendInput(terminal.pid, new TextEncoder().encode('echo pty-$((40+2))\nexit\n'));
+    await terminal.wait();
+    expect(output).toContain('pty-42');
+  });
+
+  it('lists with metadata and state filters and pages with nextToken', async () => {
+    const second = await Sandbox.create('base', { ...platform.sdk, timeoutMs: 120_000, metadata: { suite: 'api', user: 'other' } });
+    try {
+      const filtered = await Sandbox.list({ ...platform.sdk, query: { metadata: { user: 'a b&c=d' } } }).nextItems();
+      expect(filtered.map((s) => s.sandboxId)).toEqual([sbx.sandboxId]);
+      expect(filtered[0]).toMatchObject({ templateId: 'base', state: 'running', metadata: { suite: 'api', user: 'a b&c=d' } });
+      const paginator = Sandbox.list({ ...platform.sdk, limit: 1, query: { metadata: { suite: 'api' }, state: ['running'] } });
+      const first = await paginator.nextItems();
+      expect(first).toHaveLength(1);
+      expect(paginator.hasNext).toBe(true);
+      const next = await paginator.nextItems();
+      expect(next).toHaveLength(1);
+      expect(new Set([first[0].sandboxId, next[0].sandboxId])).toEqual(new Set([sbx.sandboxId, second.sandboxId]));
+      expect(paginator.hasNext).toBe(false);
+      expect(await Sandbox.list({ ...platform.sdk, query: { state: ['paused'] } }).nextItems()).toEqual([]);
+    } finally {
+      await second.kill();
+    }
+  });
+
+  it('reports details, extends timeouts and answers connect with 200', async () => {
+    const info = await sbx.getInfo();
+    expect(info).toMatchObject({ sandboxId: sbx.sandboxId, templateId: 'base', state: 'running' });
+    await sbx.setTimeout(300_000);
+    const after = await sbx.getInfo();
+    expect(after.endAt.getTime() - Date.now()).toBeGreaterThan(290_000);
+    const connected = await Sandbox.connect(sbx.sandboxId, { ...platform.sdk, timeoutMs: 10_000 });
+    expect((await connected.getInfo()).endAt.getTime()).toBe(after.endAt.getTime());
+    const direct = await api(platform, 'POST', `/sandboxes/${sbx.sandboxId}/connect`, { timeout: 10 });
+    expect(direct.status).toBe(200);
+    expect(direct.body).toMatchObject({ sandboxID: sbx.sandboxId, envdAccessToken: expect.any(String), domain: null });
+  });
+
+  it('pauses keeping memory and resumes with processes alive', async () => {
+    const background = await sbx.commands.run('sleep 600', { background: true, timeoutMs: 0 });
+    expect(await sbx.pause()).toBe(true);
+    expect(await sbx.pause()).toBe(false);
+    expect((await Sandbox.getInfo(sbx.sandboxId, platform.sdk)).state).toBe('paused');
+    const again = await Sandbox.connect(sbx.sandboxId, platform.sdk);
+    const processes = await again.commands.list();
+    expect(processes.some((p) => p.pid === background.pid)).toBe(true);
+    await again.commands.kill(background.pid);
+  });
+
+  it('pauses to the filesystem only and resumes from it', async () => {
+    const other = await Sandbox.create('base', { ...platform.sdk, timeoutMs: 120_000 });
+    await other.commands.run('echo survived > /home/user/state.txt');
+    expect(await other.pause({ keepMemory: false } as never)).toBe(true);
+    const resumed = await Sandbox.connect(other.sandboxId, platform.sdk);
+    expect((await resumed.commands.run('cat /home/user/state.txt')).stdout.trim()).toBe('survived');
+    expect(await resumed.kill()).toBe(true);
+    expect(await Sandbox.kill(other.sandboxId, platform.sdk)).toBe(false);
+  });
+
+  it('reports metrics and lifecycle logs', async () => {
+    const metrics = await sbx.getMetrics();
+    expect(metrics.length).toBeGreaterThan(0);
+    expect(metrics[0].memTotal).toBeGreaterThan(0);
+    const logs = await api(platform, 'GET', `/v2/sandboxes/${sbx.sandboxId}/logs?direction=forward`);
+    expect(logs.body.logs.map((l: { message: string }) => l.message)).toContain('sandbox paused');
+    const many = await api(platform, 'GET', `/sandboxes/metrics?sandbox_ids=${sbx.sandboxId}`);
+    expect(Object.keys(many.body.sandboxes)).toEqual([sbx.sandboxId]);
+  });
+});
+
+describe('bad input', () => {
+  it('rejects missing and wrong API keys', async () => {
+    expect((await api(platform, 'GET', '/v2/sandboxes', undefined, '')).status).toBe(401);
+    const wrong = await api(platform, 'GET', '/v2/sandboxes', undefined, 'e2b_wrong');
+    expect(wrong).toMatchObject({ status: 401, body: { code: 401 } });
+    expect((await fetch(`${platform.url}/health`)).status).toBe(200);
+  });
+
+  it.each([
+    [{}, 400],
+    [{ templateID: 'base', timeout: 'soon' }, 400],
+    [{ templateID: 'base', timeout: 0 }, 400],
+    [{ templateID: 'base', timeout: -5 }, 400],
+    [{ templateID: 'base', timeout: 10 ** 7 }, 400],
+    [{ templateID: 'base', metadata: { n: 1 } }, 400],
+    [{ templateID: 'base', envVars: 'x' }, 400],
+    [{ templateID: 'base', autoPause: 'yes' }, 400],
+    [{ templateID: 'base', network: { denyOut: ['example.com'] } }, 400],
+    [{ templateID: 'base', network: { allowOut: ['example.com'] } }, 400],
+    [{ templateID: 'base', volumeMounts: [{ name: 'v', path: '/mnt' }] }, 400],
+    [{ templateID: 'no-such-template' }, 404],
+  ])('POST /sandboxes %j → %i', async (body, status) => {
+    const response = await api(platform, 'POST', '/sandboxes', body);
+    expect(response.status).toBe(status);
+    expect(response.body).toMatchObject({ code: status, message: expect.any(String) });
+  });
+
+  it('answers unknown sandboxes with a 404 body the SDK understands', async () => {
+    const missing = await api(platform, 'GET', '/sandboxes/inosuchsandbox0000000');
+    expect(missing.body).toEqual({ code: 404, message: 'Sandbox "inosuchsandbox0000000" doesn\'t exist or you don\'t have access to it' });
+    expect(await Sandbox.kill('inosuchsandbox0000000', platform.sdk)).toBe(false);
+    await expect(Sandbox.connect('inosuchsandbox0000000', platform.sdk)).rejects.toThrow(/not found/i);
+    expect((await api(platform, 'POST', '/sandboxes/inosuchsandbox0000000/pause', {})).status).toBe(404);
+    expect((await api(platform, 'GET', '/v2/sandboxes?nextToken=garbage')).status).toBe(400);
+    expect((await api(platform, 'GET', '/v2/sandboxes?limit=1000')).status).toBe(400);
+    expect((await api(platform, 'GET', '/v2/sandboxes?state=sleeping')).status).toBe(400);
+  });
+
+  it('creates nothing when the create fails', async () => {
+    const before = (await api(platform, 'GET', '/v2/sandboxes')).body.length;
+    await api(platform, 'POST', '/sandboxes', { templateID: 'no-such-template' });
+    expect((await api(platform, 'GET', '/v2/sandboxes')).body.length).toBe(before);
+  });
+});

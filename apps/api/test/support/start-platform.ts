@@ -1,0 +1,44 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { ensureBaseImage } from '@tidepool/testkit';
+import type { Config } from '../../src/config.ts';
+import { type RunningPlatform, startPlatform } from '../../src/platform.ts';
+
+export interface TestPlatform extends RunningPlatform {
+  dataDir: string;
+  /** Connection options for the e2b SDK: API and envd traffic both go to the platform origin. */
+  sdk: { apiKey: string; apiUrl: string; sandboxUrl: string };
+  /** Closes the platform, kills its sandboxes and deletes its data. */
+  dispose(): Promise<void>;
+}
+
+/** Starts the real platform in this process on a free loopback port with a fresh data directory. */
+export async function startTestPlatform(overrides: Partial<Config> = {}, dataDir = mkdtempSync(join(tmpdir(), 'tidepool-api-'))): Promise<TestPlatform> {
+  await ensureBaseImage();
+  const platform = await startPlatform({ host: '127.0.0.1', port: 0, dataDir, logLevel: 'silent', sandboxNetwork: 'tidepool-test', ...overrides });
+  return Object.assign(platform, {
+    dataDir,
+    sdk: { apiKey: platform.apiKey, apiUrl: platform.url, sandboxUrl: platform.url },
+    async dispose() {
+      await platform.close();
+      rmSync(dataDir, { recursive: true, force: true });
+    },
+  });
+}
+
+export async function api(platform: RunningPlatform, method: string, path: string, body?: unknown, key = platform.apiKey): Promise<{ status: number; body: any; headers: Headers }> {
+  const response = await fetch(`${platform.url}${path}`, {
+    method,
+    headers: { 'x-api-key': key, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
+    body: body === undefined ? undefined : typeof body === 'string' ? body : JSON.stringify(body),
+  });
+  const text = await response.text();
+  let parsed: unknown = text;
+  try {
+    parsed = text ? JSON.parse(text) : undefined;
+  } catch {
+    // plain text body
+  }
+  return { status: response.status, body: parsed, headers: response.headers };
+}
