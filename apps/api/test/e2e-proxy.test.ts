@@ -6,9 +6,8 @@
 import http from 'node:http';
 import { Sandbox } from 'e2b';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { platformAvailable, startPlatformForBench, type BenchPlatform } from '../bench/platform-adapter.ts';
-
-const available = await platformAvailable();
+import { ensureBaseImage } from '@tidepool/testkit';
+import { startPlatformForBench, type BenchPlatform } from '../bench/platform-adapter.ts';
 
 function raw(url: string, path: string, headers: Record<string, string>, method = 'GET'): Promise<{ status: number; body: string }> {
   return new Promise((resolve, reject) => {
@@ -32,13 +31,14 @@ async function until<T>(fn: () => Promise<T>, ok: (value: T) => boolean, timeout
   }
 }
 
-describe.skipIf(!available)('e2e: SDK through the platform proxy', () => {
+describe('e2e: SDK through the platform proxy', () => {
   let platform: BenchPlatform;
   let opts: { apiKey: string; apiUrl: string; sandboxUrl: string };
   let sbx: Sandbox;
 
   beforeAll(async () => {
-    platform = await startPlatformForBench();
+    await ensureBaseImage();
+    platform = await startPlatformForBench({ sandboxNetwork: "tidepool-test" });
     opts = { apiKey: platform.apiKey, apiUrl: platform.url, sandboxUrl: platform.url };
     sbx = await Sandbox.create(opts);
   });
