@@ -1,38 +1,19 @@
 #!/usr/bin/env bash
-# `pnpm start`: the whole Tidepool platform on this machine.
-#   1. a Docker engine that answers (scripts/ensure-docker.sh, may start dockerd),
+# `npm start` / `pnpm start`: the whole Tidepool platform on this machine.
+#   1. build tools, pnpm, dependencies and a Docker engine (scripts/bootstrap.sh; may start dockerd),
 #   2. the images, built only when out of date (scripts/build-images.sh),
-#   3. the platform API in the foreground (REST API and sandbox proxy on one port).
-# Ctrl-C stops the API; sandboxes are containers and are handled by the API's own shutdown.
-#
-# Environment (passed through to the API): TIDEPOOL_HOST (default 127.0.0.1), TIDEPOOL_PORT
-# (default 3000) and whatever else apps/api reads (see apps/api/src/config.ts).
+#   3. the platform API in the foreground: REST API and sandbox proxy on one port. It prints the
+#      URL, the API key (generated on first start) and the SDK variables to export.
+# Ctrl-C stops the API; sandboxes keep running and are adopted by the next start.
+# Settings come from TIDEPOOL_* variables (apps/api/src/config.ts); here the API binds to
+# 127.0.0.1:3000 unless TIDEPOOL_HOST / TIDEPOOL_PORT say otherwise.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-log() { printf '[start] %s\n' "$*" >&2; }
-
-log "checking the Docker engine"
-bash scripts/ensure-docker.sh
-log "building images (no-op when current)"
+bash scripts/bootstrap.sh
+printf '[start] building images (no-op when current)\n' >&2
 bash scripts/build-images.sh >/dev/null
-
 export TIDEPOOL_HOST="${TIDEPOOL_HOST:-127.0.0.1}"
 export TIDEPOOL_PORT="${TIDEPOOL_PORT:-3000}"
-client_host="$TIDEPOOL_HOST"
-case "$client_host" in 0.0.0.0 | '::' | '') client_host=127.0.0.1 ;; esac
-url="http://$client_host:$TIDEPOOL_PORT"
-
-cat >&2 <<BANNER
-
-  Tidepool API and sandbox proxy: $url
-
-  Point the e2b SDK at it (the API key is printed by the API below on its first start):
-
-    export E2B_API_URL=$url
-    export E2B_SANDBOX_URL=$url
-    export E2B_API_KEY=<the key printed below>
-
-BANNER
-
-exec pnpm --silent --filter @tidepool/api start
+export TIDEPOOL_DATA_DIR="${TIDEPOOL_DATA_DIR:-$PWD/.data}"
+exec node_modules/.bin/tsx apps/api/src/main.ts

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Makes a fresh machine ready to run Tidepool: build tools for the native modules, pnpm, the
+# workspace's dependencies (only when missing or out of date) and a Docker engine that answers.
+# Sourced or run by scripts/start-platform.sh and scripts/run-tests.sh; every step is a no-op when done.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+PNPM_VERSION=10.34.8
+log() { printf '[bootstrap] %s\n' "$*" >&2; }
+
+missing=()
+for tool in make g++ python3; do command -v "$tool" >/dev/null || missing+=("$tool"); done
+if ((${#missing[@]} > 0)); then
+  [[ $EUID -eq 0 ]] || { log "missing build tools (${missing[*]}): sudo apt-get install -y build-essential python3"; exit 1; }
+  log "installing build tools: ${missing[*]}"
+  apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq build-essential python3 >/dev/null
+fi
+
+if ! command -v pnpm >/dev/null || [[ "$(pnpm --version 2>/dev/null)" != "$PNPM_VERSION" ]]; then
+  log "installing pnpm $PNPM_VERSION"
+  npm install -g --silent "pnpm@$PNPM_VERSION" >/dev/null 2>&1 || { corepack enable && corepack prepare "pnpm@$PNPM_VERSION" --activate; }
+fi
+
+# Install when node_modules is missing or older than the lockfile.
+if [[ ! -f node_modules/.modules.yaml || pnpm-lock.yaml -nt node_modules/.modules.yaml ]]; then
+  log "installing dependencies"
+  if [[ "${CI:-}" == "true" ]]; then pnpm install --frozen-lockfile; else pnpm install; fi
+fi
+
+bash scripts/ensure-docker.sh
