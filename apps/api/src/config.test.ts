@@ -1,0 +1,17 @@
+import { describe, expect, it } from 'vitest';
+import { ConfigError, loadConfig } from './config.ts';
+
+describe('loadConfig', () => {
+  it('applies defaults and reads TIDEPOOL_* variables', () => {
+    const config = loadConfig({ TIDEPOOL_PORT: '8080', TIDEPOOL_API_KEYS: 'e2b_abc, e2b_def' });
+    expect(config).toMatchObject({ port: 8080, host: '0.0.0.0', apiKeys: ['e2b_abc', 'e2b_def'], maxSandboxes: 100, baseImage: 'tidepool/base:latest' });
+  });
+
+  it('names the variable and the problem when a value is wrong', () => {
+    expect(() => loadConfig({ TIDEPOOL_PORT: 'eighty' })).toThrow(ConfigError);
+    expect(() => loadConfig({ TIDEPOOL_PORT: 'eighty' })).toThrow(/TIDEPOOL_PORT/);
+    expect(() => loadConfig({ TIDEPOOL_MAX_SANDBOXES: '0' })).toThrow(/TIDEPOOL_MAX_SANDBOXES/);
+    expect(() => loadConfig({ TIDEPOOL_API_KEYS: 'not-a-key' })).toThrow(/TIDEPOOL_API_KEYS/);
+    expect(() => loadConfig({ TIDEPOOL_LOG_LEVEL: 'loud' })).toThrow(/TIDEPOOL_LOG_LEVEL/);
+  });
+});
