@@ -1,5 +1,5 @@
-import { type FSWatcher, promises as fs, watch } from 'node:fs';
-import { join, relative } from 'node:path';
+import { type BigIntStats, type FSWatcher, promises as fs, watch } from 'node:fs';
+import { basename, join, relative } from 'node:path';
 import { EventType } from '@tidepool/protocol/filesystem';
 
 export interface WatchEvent {
@@ -11,13 +11,54 @@ export interface WatchEvent {
 }
 
 /**
+ * One callback of fs.watch: `rename` (IN_CREATE/DELETE/MOVED_*, and any event of a directory since
+ * IN_ISDIR counts as a rename bit in libuv) or `change` (IN_MODIFY/IN_ATTRIB of a non-directory).
+ */
+interface RawEvent {
+  dir: string;
+  kind: string;
+  path: string;
+}
+
+type Classified = EventType | undefined;
+
+interface RecentWalk {
+  at: number;
+  /** Whether the walk already emitted CREATE for what it found. */
+  announced: boolean;
+  paths: Set<string>;
+}
+
+/** How long a walk's findings may still be matched with late creation events. */
+const WALK_GRACE_MS = 1000;
+
+/**
  * inotify-backed watch of one directory, optionally of its whole tree (directories created later
- * included). Node's fs.watch is not recursive on Linux, so each directory gets its own watch.
+ * included). Node's fs.watch is not recursive on Linux, so each directory gets its own watch; they
+ * share libuv's single inotify descriptor, so the events of one read arrive in kernel order in the
+ * same tick and are classified together:
+ *
+ * - `rename` toggles the known existence of a name: an unknown name was created, a known one went
+ *   away. A disappearance directly followed by the appearance of another name (same inode when
+ *   known) is a move: the old name reports RENAME, the new one CREATE (as fsnotify does).
+ * - `change` is WRITE when the entry's ctime equals its mtime (a data write sets both), else CHMOD
+ *   (chmod/chown/utimes touch only ctime). A `rename` of a known directory that is still there
+ *   (same inode) is its IN_ATTRIB, hence CHMOD.
+ * - Events a directory's own watch reports about itself are dropped (the parent reports them).
  */
 export class DirectoryWatcher {
   private readonly watchers = new Map<string, FSWatcher>();
+  /** Names believed to exist under the watched directories, with their inode when it is known. */
+  private readonly known = new Map<string, bigint | undefined>();
+  /**
+   * Names a directory walk found recently. inotify may still deliver the creation of such a name
+   * (it happened between setting the watch and reading the directory); it must not read as removal.
+   */
+  private recentWalks: RecentWalk[] = [];
+  private batch: RawEvent[] = [];
+  private flushScheduled = false;
   private closed = false;
-  /** Events are handled one at a time so they are reported in the order inotify gave them. */
+  /** Batches are handled one at a time so events are reported in the order inotify gave them. */
   private pending: Promise<void> = Promise.resolve();
 
   constructor(
@@ -28,21 +69,31 @@ export class DirectoryWatcher {
   ) {}
 
   async start(): Promise<void> {
-    await this.watchTree(this.root);
+    await this.watchTree(this.root, false);
   }
 
   close(): void {
     this.closed = true;
     for (const watcher of this.watchers.values()) watcher.close();
     this.watchers.clear();
+    this.known.clear();
+    this.batch = [];
   }
 
-  private async watchTree(dir: string): Promise<void> {
+  /** Watches `dir` (and its subdirectories when recursive); `announce` emits CREATE for entries found. */
+  private async watchTree(dir: string, announce: boolean): Promise<void> {
     this.watchDir(dir);
-    if (!this.recursive) return;
     const entries = await fs.readdir(dir, { withFileTypes: true }).catch(() => []);
+    const walk: RecentWalk = { at: Date.now(), announced: announce, paths: new Set() };
+    this.recentWalks.push(walk);
     for (const entry of entries) {
-      if (entry.isDirectory()) await this.watchTree(join(dir, entry.name));
+      if (this.closed) return;
+      const path = join(dir, entry.name);
+      if (this.known.has(path)) continue;
+      this.known.set(path, undefined);
+      walk.paths.add(path);
+      if (announce) this.emit(path, EventType.CREATE);
+      if (this.recursive && entry.isDirectory()) await this.watchTree(path, announce);
     }
   }
 
@@ -51,8 +102,12 @@ export class DirectoryWatcher {
     let watcher: FSWatcher;
     try {
       watcher = watch(dir, { persistent: false }, (kind, filename) => {
-        if (!filename) return;
-        this.pending = this.pending.then(() => this.handle(dir, kind, filename.toString())).catch((error: Error) => this.onError(error));
+        if (!filename || this.closed) return;
+        this.batch.push({ dir, kind, path: join(dir, filename.toString()) });
+        if (!this.flushScheduled) {
+          this.flushScheduled = true;
+          setImmediate(() => this.flush());
+        }
       });
     } catch (error) {
       if (dir === this.root) throw error;
@@ -65,28 +120,123 @@ export class DirectoryWatcher {
     this.watchers.set(dir, watcher);
   }
 
-  private forget(dir: string): void {
-    for (const [path, watcher] of this.watchers) {
-      if (path === dir || path.startsWith(`${dir}/`)) {
+  private flush(): void {
+    this.flushScheduled = false;
+    const batch = this.batch;
+    this.batch = [];
+    this.pending = this.pending.then(() => this.handleBatch(batch)).catch((error: Error) => {
+      if (!this.closed) this.onError(error);
+    });
+  }
+
+  /** Stops watching `path` and everything below it, and forgets the names there. */
+  private forget(path: string): void {
+    const prefix = `${path}/`;
+    for (const [dir, watcher] of this.watchers) {
+      if (dir === path || dir.startsWith(prefix)) {
         watcher.close();
-        this.watchers.delete(path);
+        this.watchers.delete(dir);
       }
+    }
+    for (const name of this.known.keys()) {
+      if (name.startsWith(prefix)) this.known.delete(name);
     }
   }
 
-  private async handle(dir: string, kind: string, filename: string): Promise<void> {
-    if (this.closed) return;
-    const path = join(dir, filename);
-    const emit = (type: EventType): void => {
-      if (!this.closed) this.onEvent({ name: relative(this.root, path), path, type });
+  private emit(path: string, type: EventType): void {
+    if (!this.closed) this.onEvent({ name: relative(this.root, path), path, type });
+  }
+
+  private async handleBatch(batch: RawEvent[]): Promise<void> {
+    const stats = new Map<string, BigIntStats | undefined>();
+    const statOf = async (path: string): Promise<BigIntStats | undefined> => {
+      if (!stats.has(path)) stats.set(path, await fs.lstat(path, { bigint: true }).catch(() => undefined));
+      return stats.get(path);
     };
-    if (kind === 'change') return emit(EventType.WRITE);
-    const stats = await fs.lstat(path).catch(() => undefined);
-    if (!stats) {
-      this.forget(path);
-      return emit(EventType.REMOVE);
+    const now = Date.now();
+    this.recentWalks = this.recentWalks.filter((walk) => now - walk.at < WALK_GRACE_MS && walk.paths.size > 0);
+    let previous: Classified;
+    for (let i = 0; i < batch.length && !this.closed; i++) {
+      const event = batch[i];
+      if (await this.isSelfEvent(event, statOf)) continue;
+      const later = batch.slice(i + 1);
+      previous = event.kind === 'change'
+        ? await this.handleChange(event.path, later, statOf)
+        : await this.handleRename(event.path, previous, later, statOf);
     }
-    emit(EventType.CREATE);
-    if (this.recursive && stats.isDirectory()) await this.watchTree(path);
+    // Re-sync with the disk so that a misread batch cannot skew later classifications.
+    for (const event of batch) {
+      if (this.closed || event.path === this.root) continue;
+      const current = await fs.lstat(event.path, { bigint: true }).catch(() => undefined);
+      if (current && !this.known.has(event.path) && this.watchers.has(event.dir)) this.known.set(event.path, current.ino);
+      if (!current && this.known.has(event.path)) this.known.delete(event.path);
+    }
+  }
+
+  /** A directory's own watch reports its deletion/move/chmod with its own name; the parent reports those. */
+  private async isSelfEvent(event: RawEvent, statOf: (p: string) => Promise<BigIntStats | undefined>): Promise<boolean> {
+    if (basename(event.path) !== basename(event.dir) || this.known.has(event.path)) return false;
+    return (await statOf(event.path)) === undefined;
+  }
+
+  private async handleChange(path: string, later: RawEvent[], statOf: (p: string) => Promise<BigIntStats | undefined>): Promise<Classified> {
+    const stats = await statOf(path);
+    if (!stats) return undefined; // gone already; its removal is reported by the `rename` event
+    // When the name is renamed over later in the batch, its stats describe another inode: say WRITE.
+    const replacedLater = later.some((e) => e.kind === 'rename' && e.path === path);
+    const attributesOnly = stats.isDirectory() || (!replacedLater && stats.ctimeNs !== stats.mtimeNs);
+    const type = attributesOnly ? EventType.CHMOD : EventType.WRITE;
+    this.emit(path, type);
+    return type;
+  }
+
+  private async handleRename(
+    path: string,
+    previous: Classified,
+    later: RawEvent[],
+    statOf: (p: string) => Promise<BigIntStats | undefined>,
+  ): Promise<Classified> {
+    const stats = await statOf(path);
+    const walk = this.recentWalks.find((w) => w.paths.delete(path));
+    if (walk && stats) {
+      // The creation of a name a walk already found: report it once.
+      if (walk.announced) return undefined;
+      this.emit(path, EventType.CREATE);
+      return EventType.CREATE;
+    }
+    const inode = this.known.get(path);
+    if (
+      stats?.isDirectory() && this.known.has(path) && previous !== EventType.RENAME
+      && (inode === undefined || inode === stats.ino) && !later.some((e) => e.kind === 'rename' && e.path === path)
+    ) {
+      // libuv reports IN_ATTRIB of a directory as `rename` (IN_ISDIR is set): the directory is still there.
+      this.emit(path, EventType.CHMOD);
+      return EventType.CHMOD;
+    }
+    if (!this.known.has(path) || (stats && previous === EventType.RENAME)) {
+      // A new name, or a move onto an existing name (one moved_to right after the moved_from).
+      this.known.set(path, stats?.ino);
+      this.emit(path, EventType.CREATE);
+      if (this.recursive && stats?.isDirectory()) await this.watchTree(path, true);
+      return EventType.CREATE;
+    }
+    this.known.delete(path);
+    this.forget(path);
+    const type = (await this.isMoveTarget(path, inode, later[0], statOf)) ? EventType.RENAME : EventType.REMOVE;
+    this.emit(path, type);
+    return type;
+  }
+
+  /** Whether `next` is the appearing half of a move whose disappearing half is `path`. */
+  private async isMoveTarget(
+    path: string,
+    inode: bigint | undefined,
+    next: RawEvent | undefined,
+    statOf: (p: string) => Promise<BigIntStats | undefined>,
+  ): Promise<boolean> {
+    if (!next || next.kind !== 'rename' || next.path === path) return false;
+    const target = await statOf(next.path);
+    if (!target) return false;
+    return inode === undefined || inode === target.ino;
   }
 }

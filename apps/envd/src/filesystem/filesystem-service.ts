@@ -10,6 +10,7 @@ import { keepaliveIntervalMs } from '../process/keepalive.ts';
 import { buildEntryInfo } from './entry-info.ts';
 import { toConnectError } from './filesystem-errors.ts';
 import { listDirectory } from './list-directory.ts';
+import { networkFilesystemOf } from './network-mounts.ts';
 import { makeDirsOwnedBy } from './ownership.ts';
 import { PollingWatchers } from './polling-watchers.ts';
 import { watchStream, type WatchOptions } from './watch-stream.ts';
@@ -18,6 +19,7 @@ interface WatchRequestFields {
   path: string;
   recursive: boolean;
   includeEntry: boolean;
+  allowNetworkMounts: boolean;
 }
 
 /** Implements `filesystem.Filesystem`: stat, list, create, move, remove and watch paths. */
@@ -42,6 +44,9 @@ export function registerFilesystemService(router: ConnectRouter, envd: EnvdConte
     return withPath(request.path, ctx, async (root) => {
       const stats = await fs.stat(root);
       if (!stats.isDirectory()) throw new ConnectError(`path is not a directory: ${root}`, Code.InvalidArgument);
+      if (!request.allowNetworkMounts && (await networkFilesystemOf(root))) {
+        throw new ConnectError(`cannot watch path on network filesystem: ${root}`, Code.InvalidArgument);
+      }
       return { root, recursive: request.recursive, includeEntry: request.includeEntry, users: envd.users };
     });
   }

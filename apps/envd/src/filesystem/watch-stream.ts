@@ -1,4 +1,4 @@
-import { type EntryInfo, type FilesystemEvent, type WatchDirResponse } from '@tidepool/protocol/filesystem';
+import { type EntryInfo, EventType, type FilesystemEvent, type WatchDirResponse } from '@tidepool/protocol/filesystem';
 import type { MessageInitShape } from '@bufbuild/protobuf';
 import type { WatchDirResponseSchema } from '@tidepool/protocol/filesystem';
 import type { SystemUsers } from '../identity/system-users.ts';
@@ -15,10 +15,13 @@ export interface WatchOptions {
   users: SystemUsers;
 }
 
+/** Events whose entry still exists under the reported name. */
+const WITH_ENTRY = new Set<EventType>([EventType.CREATE, EventType.WRITE, EventType.CHMOD]);
+
 /** Turns a raw watch event into the wire event, with entry info when asked for and still stat-able. */
 export async function toFilesystemEvent(event: WatchEvent, options: WatchOptions): Promise<FilesystemEventInit> {
   let entry: EntryInfo | undefined;
-  if (options.includeEntry && event.type !== 3 /* remove */) entry = await buildEntryInfo(event.path, options.users).catch(() => undefined);
+  if (options.includeEntry && WITH_ENTRY.has(event.type)) entry = await buildEntryInfo(event.path, options.users).catch(() => undefined);
   return { name: event.name, type: event.type, entry };
 }
 
