@@ -1,11 +1,15 @@
-import { promises as fs } from 'node:fs';
+import { promises as fs, type Stats } from 'node:fs';
 import { basename } from 'node:path';
+import { pipeline } from 'node:stream';
 import { createGzip } from 'node:zlib';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { EnvdContext } from '../context.ts';
 import { resolvePath } from '../identity/resolve-path.ts';
+import { parseByteRange } from './byte-range.ts';
 import { authorizeFileRequest, type FileQuery, fileHttpError, resolveFileUser } from './file-access.ts';
 import { EnvdHttpError } from './http-error.ts';
+
+const CHUNK_BYTES = 1024 * 1024;
 
 /** Chooses the response encoding from `Accept-Encoding`: gzip, identity, or none acceptable. */
 export function chooseEncoding(header: string | undefined): 'gzip' | 'identity' | undefined {
@@ -14,7 +18,7 @@ export function chooseEncoding(header: string | undefined): 'gzip' | 'identity' 
   for (const part of header.split(',')) {
     const [name, ...params] = part.trim().toLowerCase().split(';');
     const q = params.map((p) => /^\s*q=([\d.]+)/.exec(p)?.[1]).find(Boolean);
-    if (name) accepted.set(name, q === undefined ? 1 : Number(q));
+    if (name) accepted.set(name.trim(), q === undefined ? 1 : Number(q));
   }
   const weight = (name: string): number | undefined => accepted.get(name) ?? accepted.get('*');
   if ((weight('gzip') ?? 0) > 0) return 'gzip';
@@ -22,9 +26,23 @@ export function chooseEncoding(header: string | undefined): 'gzip' | 'identity' 
   return identity === 0 ? undefined : 'identity';
 }
 
-/** `GET /files`: streams a file, gzip-compressed when the client accepts it. */
-export async function downloadFile(ctx: EnvdContext, request: FastifyRequest, reply: FastifyReply): Promise<FastifyReply> {
-  authorizeFileRequest(ctx, request, 'read');
+/** True when `If-Modified-Since` says the client's copy is current (HTTP dates have second precision). */
+function notModified(request: FastifyRequest, stats: Stats): boolean {
+  const header = request.headers['if-modified-since'];
+  if (!header || request.headers.range) return false;
+  const since = Date.parse(header);
+  return !Number.isNaN(since) && Math.floor(stats.mtimeMs / 1000) * 1000 <= since;
+}
+
+/** A `Range` only applies while `If-Range` (a date, envd sends no ETag) still matches the file. */
+function rangeHeader(request: FastifyRequest, stats: Stats): string | undefined {
+  const ifRange = request.headers['if-range'];
+  if (Array.isArray(ifRange)) return undefined;
+  if (ifRange && Date.parse(ifRange) !== Math.floor(stats.mtimeMs / 1000) * 1000) return undefined;
+  return request.headers.range;
+}
+
+async function statTarget(ctx: EnvdContext, request: FastifyRequest): Promise<{ path: string; stats: Stats }> {
   const query = request.query as FileQuery;
   const user = resolveFileUser(ctx, query.username);
   let path = query.path ?? '';
@@ -38,21 +56,47 @@ export async function downloadFile(ctx: EnvdContext, request: FastifyRequest, re
   });
   if (stats.isDirectory()) throw new EnvdHttpError(400, `path '${path}' is a directory`);
   if (!stats.isFile()) throw new EnvdHttpError(400, `path '${path}' is not a regular file`);
-  const encoding = chooseEncoding(request.headers['accept-encoding']);
-  if (!encoding) throw new EnvdHttpError(406, 'no acceptable content encoding (supported: gzip, identity)');
-  const handle = await fs.open(path, 'r').catch((error: unknown) => {
-    throw fileHttpError(error, path);
-  });
+  return { path, stats };
+}
+
+/**
+ * `GET`/`HEAD /files`: streams a file, gzip-compressed when the client accepts it (and the file is
+ * not empty), a single byte range when asked for one. Never buffers the file.
+ */
+export async function downloadFile(ctx: EnvdContext, request: FastifyRequest, reply: FastifyReply): Promise<FastifyReply> {
+  authorizeFileRequest(ctx, request, 'read');
+  const { path, stats } = await statTarget(ctx, request);
+  const accepted = chooseEncoding(request.headers['accept-encoding']);
+  if (!accepted) throw new EnvdHttpError(406, 'no acceptable content encoding (supported: gzip, identity)');
   reply
     .header('content-type', 'application/octet-stream')
     .header('content-disposition', `inline; filename="${encodeURIComponent(basename(path))}"`)
     .header('vary', 'Accept-Encoding')
+    .header('accept-ranges', 'bytes')
     .header('last-modified', stats.mtime.toUTCString());
-  const stream = handle.createReadStream({ highWaterMark: 1024 * 1024 });
-  if (encoding === 'gzip') {
-    reply.header('content-encoding', 'gzip');
-    return reply.send(stream.pipe(createGzip({ level: 1 })));
+  if (notModified(request, stats)) return reply.code(304).send();
+
+  const range = parseByteRange(rangeHeader(request, stats), stats.size);
+  if (range === 'unsatisfiable') {
+    return reply.code(416).header('content-range', `bytes */${stats.size}`).header('content-type', 'application/json; charset=utf-8')
+      .send({ code: 416, message: `range '${request.headers.range}' is outside of the file (${stats.size} bytes)` });
   }
-  reply.header('content-length', String(stats.size));
-  return reply.send(stream);
+  // Ranges address the file's own bytes, so they are always served without compression.
+  const gzip = accepted === 'gzip' && !range && stats.size > 0;
+  if (range) reply.code(206).header('content-range', `bytes ${range.start}-${range.end}/${stats.size}`);
+  if (gzip) reply.header('content-encoding', 'gzip');
+  else reply.header('content-length', String(range ? range.end - range.start + 1 : stats.size));
+  if (request.method === 'HEAD' || stats.size === 0) return reply.send();
+
+  const handle = await fs.open(path, 'r').catch((error: unknown) => {
+    throw fileHttpError(error, path);
+  });
+  const file = handle.createReadStream({ highWaterMark: CHUNK_BYTES, ...(range ?? {}) });
+  if (!gzip) return reply.send(file);
+  // pipeline ties the stages together: a client that goes away destroys the file stream (and closes the fd).
+  const body = createGzip({ level: 1, chunkSize: 64 * 1024 });
+  pipeline(file, body, (error) => {
+    if (error && (error as NodeJS.ErrnoException).code !== 'ERR_STREAM_PREMATURE_CLOSE') ctx.logger.warn({ err: error, path }, 'file download failed');
+  });
+  return reply.send(body);
 }

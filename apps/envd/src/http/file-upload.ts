@@ -3,7 +3,6 @@ import { randomBytes } from 'node:crypto';
 import { createWriteStream, promises as fs } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import type { Readable } from 'node:stream';
-import { pipeline } from 'node:stream/promises';
 import { createGunzip } from 'node:zlib';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { EnvdContext } from '../context.ts';
@@ -11,6 +10,7 @@ import { chownToUser, makeDirsOwnedBy } from '../filesystem/ownership.ts';
 import { replaceMetadata } from '../filesystem/xattr-metadata.ts';
 import { PathResolutionError, resolvePath } from '../identity/resolve-path.ts';
 import type { SystemUser } from '../identity/system-users.ts';
+import { pumpInto } from './body-sink.ts';
 import { authorizeFileRequest, type FileQuery, fileHttpError, resolveFileUser } from './file-access.ts';
 import { metadataFromHeaders } from './file-metadata-headers.ts';
 import { EnvdHttpError } from './http-error.ts';
@@ -22,37 +22,64 @@ interface WrittenFile {
   metadata?: Record<string, string>;
 }
 
-/** A file being received into a temporary sibling, renamed over the target only when complete. */
+/**
+ * A file being received into a temporary sibling, renamed over the target only when complete, so a
+ * failed upload leaves nothing behind. Like an in-place truncating write, an overwrite keeps the old
+ * file's permission bits and goes through a symlink to the file it points at.
+ */
 class StagedFile {
-  readonly temp: string;
+  private temp: string | undefined;
+  private destination: string;
+  private mode = 0o644;
 
   constructor(readonly target: string) {
-    this.temp = join(dirname(target), `.${basename(target)}.upload-${randomBytes(6).toString('hex')}`);
+    this.destination = target;
+  }
+
+  private async inspectTarget(): Promise<void> {
+    const link = await fs.lstat(this.target).catch(() => undefined);
+    if (!link) return;
+    const existing = link.isSymbolicLink() ? await fs.stat(this.target).catch(() => undefined) : link;
+    if (existing?.isDirectory()) throw new EnvdHttpError(400, `path '${this.target}' is a directory`);
+    if (!existing?.isFile()) return;
+    if (link.isSymbolicLink()) this.destination = await fs.realpath(this.target);
+    this.mode = existing.mode & 0o7777;
   }
 
   async receive(body: Readable, user: SystemUser): Promise<void> {
-    const existing = await fs.stat(this.target).catch(() => undefined);
-    if (existing?.isDirectory()) throw new EnvdHttpError(400, `path '${this.target}' is a directory`);
-    await makeDirsOwnedBy(dirname(this.target), user);
-    await pipeline(body, createWriteStream(this.temp, { mode: 0o644, highWaterMark: 1024 * 1024 }));
+    await this.inspectTarget();
+    await makeDirsOwnedBy(dirname(this.destination), user);
+    this.temp = join(dirname(this.destination), `.${basename(this.destination)}.upload-${randomBytes(6).toString('hex')}`);
+    await pumpInto(body, createWriteStream(this.temp, { mode: 0o600, highWaterMark: 1024 * 1024 }));
     await chownToUser(this.temp, user);
+    await fs.chmod(this.temp, this.mode);
   }
 
   async commit(metadata: Record<string, string> | undefined): Promise<WrittenFile> {
+    if (!this.temp) throw new Error(`upload to '${this.target}' was never received`);
     await replaceMetadata(this.temp, metadata ?? {});
-    await fs.rename(this.temp, this.target);
+    await fs.rename(this.temp, this.destination);
+    this.temp = undefined;
     return { path: this.target, name: basename(this.target), type: 'file', ...(metadata ? { metadata } : {}) };
   }
 
   async discard(): Promise<void> {
-    await fs.rm(this.temp, { force: true });
+    if (this.temp) await fs.rm(this.temp, { force: true });
   }
 }
 
 function decodedBody(request: FastifyRequest): Readable {
   const encoding = (request.headers['content-encoding'] ?? 'identity').toLowerCase().trim();
   if (encoding === 'identity' || encoding === '') return request.raw;
-  if (encoding === 'gzip' || encoding === 'x-gzip') return request.raw.pipe(createGunzip());
+  if (encoding === 'gzip' || encoding === 'x-gzip') {
+    // Not stream.pipeline: a bad gzip body must not destroy the socket the 400 goes out on.
+    const gunzip = createGunzip();
+    request.raw.once('error', (error) => gunzip.destroy(error));
+    request.raw.once('close', () => {
+      if (!request.raw.readableEnded) gunzip.destroy(Object.assign(new Error('the request body ended early (client went away)'), { code: 'ECONNRESET' }));
+    });
+    return request.raw.pipe(gunzip);
+  }
   throw new EnvdHttpError(400, `unsupported content encoding '${encoding}' (supported: gzip)`);
 }
 
@@ -96,7 +123,7 @@ async function receiveMultipart(request: FastifyRequest, body: Readable, targetO
     });
   });
   try {
-    await pipeline(body, parser);
+    await pumpInto(body, parser);
     await chain;
   } catch (error) {
     failure ??= error;

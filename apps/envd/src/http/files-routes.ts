@@ -4,12 +4,13 @@ import { composeFiles } from './file-compose.ts';
 import { downloadFile } from './file-download.ts';
 import { uploadFiles } from './file-upload.ts';
 
-/** `GET /files`, `POST /files` and `POST /files/compose`. */
+/** `GET`/`HEAD /files`, `POST /files` and `POST /files/compose`. */
 export function registerFileRoutes(app: FastifyInstance, ctx: EnvdContext): void {
-  // Upload bodies are streamed by the handler itself, never buffered by fastify.
+  // Upload bodies are streamed by the handler itself, never buffered by fastify (scoped to this plugin).
   app.addContentTypeParser(['multipart/form-data', 'application/octet-stream'], (_request, _payload, done) => done(null));
   app.addContentTypeParser('*', (_request, _payload, done) => done(null));
-  app.get('/files', (request, reply) => downloadFile(ctx, request, reply));
+  // HEAD is handled by the download itself: fastify's automatic HEAD route would read the whole file.
+  app.route({ method: ['GET', 'HEAD'], url: '/files', exposeHeadRoute: false, handler: (request, reply) => downloadFile(ctx, request, reply) });
   app.post('/files', (request, reply) => uploadFiles(ctx, request, reply));
   app.post('/files/compose', (request, reply) => composeFiles(ctx, request, reply));
 }
