@@ -18,19 +18,21 @@ interface RawEvent {
   dir: string;
   kind: string;
   path: string;
+  receivedAt: number;
 }
 
 type Classified = EventType | undefined;
 
 interface RecentWalk {
+  /** When the walk had read its directory. */
   at: number;
   /** Whether the walk already emitted CREATE for what it found. */
   announced: boolean;
   paths: Set<string>;
 }
 
-/** How long a walk's findings may still be matched with late creation events. */
-const WALK_GRACE_MS = 1000;
+/** How long after a walk an event may still be the late report of a creation the walk saw. */
+const WALK_GRACE_MS = 50;
 
 /**
  * inotify-backed watch of one directory, optionally of its whole tree (directories created later
@@ -85,6 +87,7 @@ export class DirectoryWatcher {
     this.watchDir(dir);
     const entries = await fs.readdir(dir, { withFileTypes: true }).catch(() => []);
     const walk: RecentWalk = { at: Date.now(), announced: announce, paths: new Set() };
+    if (this.closed) return;
     this.recentWalks.push(walk);
     for (const entry of entries) {
       if (this.closed) return;
@@ -103,7 +106,7 @@ export class DirectoryWatcher {
     try {
       watcher = watch(dir, { persistent: false }, (kind, filename) => {
         if (!filename || this.closed) return;
-        this.batch.push({ dir, kind, path: join(dir, filename.toString()) });
+        this.batch.push({ dir, kind, path: join(dir, filename.toString()), receivedAt: Date.now() });
         if (!this.flushScheduled) {
           this.flushScheduled = true;
           setImmediate(() => this.flush());
@@ -153,8 +156,8 @@ export class DirectoryWatcher {
       if (!stats.has(path)) stats.set(path, await fs.lstat(path, { bigint: true }).catch(() => undefined));
       return stats.get(path);
     };
-    const now = Date.now();
-    this.recentWalks = this.recentWalks.filter((walk) => now - walk.at < WALK_GRACE_MS && walk.paths.size > 0);
+    const oldest = batch[0]?.receivedAt ?? Date.now();
+    this.recentWalks = this.recentWalks.filter((walk) => oldest - walk.at <= WALK_GRACE_MS && walk.paths.size > 0);
     let previous: Classified;
     for (let i = 0; i < batch.length && !this.closed; i++) {
       const event = batch[i];
@@ -162,7 +165,7 @@ export class DirectoryWatcher {
       const later = batch.slice(i + 1);
       previous = event.kind === 'change'
         ? await this.handleChange(event.path, later, statOf)
-        : await this.handleRename(event.path, previous, later, statOf);
+        : await this.handleRename(event, previous, later, statOf);
     }
     // Re-sync with the disk so that a misread batch cannot skew later classifications.
     for (const event of batch) {
@@ -181,7 +184,11 @@ export class DirectoryWatcher {
 
   private async handleChange(path: string, later: RawEvent[], statOf: (p: string) => Promise<BigIntStats | undefined>): Promise<Classified> {
     const stats = await statOf(path);
-    if (!stats) return undefined; // gone already; its removal is reported by the `rename` event
+    if (!stats) {
+      // Changed, then gone: the content change happened; its removal follows as a `rename`.
+      this.emit(path, EventType.WRITE);
+      return EventType.WRITE;
+    }
     // When the name is renamed over later in the batch, its stats describe another inode: say WRITE.
     const replacedLater = later.some((e) => e.kind === 'rename' && e.path === path);
     const attributesOnly = stats.isDirectory() || (!replacedLater && stats.ctimeNs !== stats.mtimeNs);
@@ -191,13 +198,14 @@ export class DirectoryWatcher {
   }
 
   private async handleRename(
-    path: string,
+    event: RawEvent,
     previous: Classified,
     later: RawEvent[],
     statOf: (p: string) => Promise<BigIntStats | undefined>,
   ): Promise<Classified> {
+    const path = event.path;
     const stats = await statOf(path);
-    const walk = this.recentWalks.find((w) => w.paths.delete(path));
+    const walk = this.recentWalks.find((w) => event.receivedAt - w.at <= WALK_GRACE_MS && w.paths.delete(path));
     if (walk && stats) {
       // The creation of a name a walk already found: report it once.
       if (walk.announced) return undefined;

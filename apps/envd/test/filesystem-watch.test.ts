@@ -1,0 +1,224 @@
+import { ConnectError, createClient } from '@connectrpc/connect';
+import { createConnectTransport } from '@connectrpc/connect-node';
+import { appendFileSync, chmodSync, mkdirSync, mkdtempSync, realpathSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { EventType, Filesystem } from '@tidepool/protocol/filesystem';
+import { type FilesystemEvent, Sandbox } from 'e2b';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type RunningEnvd, startEnvd } from './support/start-envd.ts';
+
+let envd: RunningEnvd;
+let sbx: Sandbox;
+let dir: string;
+
+beforeAll(async () => {
+  envd = await startEnvd();
+  sbx = await Sandbox.connect('debug_sandbox_id', { debug: true, sandboxUrl: envd.url, apiKey: 'x' });
+  dir = realpathSync(mkdtempSync(join(tmpdir(), 'envd-watch-')));
+});
+afterAll(async () => {
+  await envd?.close();
+  if (dir) rmSync(dir, { recursive: true, force: true });
+});
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+interface Seen {
+  name: string;
+  type: string;
+  entry?: { type: string; size: number; path: string };
+}
+
+/** Watches `root` through the SDK and collects `type name` strings plus the raw events. */
+async function collect(root: string, opts: { recursive?: boolean; includeEntry?: boolean } = {}) {
+  const events: Seen[] = [];
+  const handle = await sbx.files.watchDir(
+    root,
+    (e: FilesystemEvent) => void events.push({ name: e.name, type: e.type, entry: e.entry && { type: e.entry.type, size: e.entry.size, path: e.entry.path } }),
+    { timeoutMs: 0, ...opts },
+  );
+  const lines = () => events.map((e) => `${e.type} ${e.name}`);
+  /** Waits until `expected` appears in order (other events may sit in between). */
+  const waitFor = async (expected: string[], timeoutMs = 4000): Promise<void> => {
+    const end = Date.now() + timeoutMs;
+    for (;;) {
+      let at = 0;
+      for (const line of lines()) if (line === expected[at]) at++;
+      if (at >= expected.length) return;
+      if (Date.now() > end) throw new Error(`expected ${JSON.stringify(expected)} in order, saw ${JSON.stringify(lines())}`);
+      await sleep(20);
+    }
+  };
+  return { events, lines, waitFor, stop: () => handle.stop() };
+}
+
+describe('WatchDir through the e2b SDK', () => {
+  it('reports create, write, chmod, rename and remove of files, with entries where the file exists', async () => {
+    const root = join(dir, 'files');
+    mkdirSync(root);
+    const w = await collect(root, { includeEntry: true });
+    writeFileSync(join(root, 'a.txt'), 'abc');
+    await w.waitFor(['create a.txt', 'write a.txt']);
+    appendFileSync(join(root, 'a.txt'), 'de');
+    await w.waitFor(['create a.txt', 'write a.txt', 'write a.txt']);
+    chmodSync(join(root, 'a.txt'), 0o600);
+    await w.waitFor(['chmod a.txt']);
+    renameSync(join(root, 'a.txt'), join(root, 'b.txt'));
+    await w.waitFor(['chmod a.txt', 'rename a.txt', 'create b.txt']);
+    rmSync(join(root, 'b.txt'));
+    await w.waitFor(['create b.txt', 'remove b.txt']);
+    await sleep(100);
+    await w.stop();
+
+    const write = w.events.filter((e) => e.type === 'write' && e.name === 'a.txt').at(-1);
+    expect(write?.entry).toEqual({ type: 'file', size: 5, path: join(root, 'a.txt') });
+    const created = w.events.find((e) => e.type === 'create' && e.name === 'b.txt');
+    expect(created?.entry?.path).toBe(join(root, 'b.txt'));
+    for (const e of w.events.filter((x) => x.type === 'remove' || x.type === 'rename')) expect(e.entry).toBeUndefined();
+    expect(w.lines().filter((l) => l.endsWith('b.txt'))).toEqual(['create b.txt', 'remove b.txt']);
+  });
+
+  it('keeps create before remove for a file created and deleted at once', async () => {
+    const root = join(dir, 'fast');
+    mkdirSync(root);
+    const w = await collect(root);
+    writeFileSync(join(root, 'tmp'), '');
+    rmSync(join(root, 'tmp'));
+    await w.waitFor(['create tmp', 'remove tmp']);
+    await w.stop();
+  });
+
+  it('watches recursively, including directories created later and nested at once', async () => {
+    const root = join(dir, 'tree');
+    mkdirSync(join(root, 'old'), { recursive: true });
+    writeFileSync(join(root, 'old/existing.txt'), 'e');
+    const w = await collect(root, { recursive: true, includeEntry: true });
+    mkdirSync(join(root, 'x/y/z'), { recursive: true });
+    await w.waitFor(['create x', 'create x/y', 'create x/y/z']);
+    writeFileSync(join(root, 'x/y/z/deep.txt'), 'deep');
+    await w.waitFor(['create x/y/z/deep.txt', 'write x/y/z/deep.txt']);
+    writeFileSync(join(root, 'old/existing.txt'), 'changed');
+    await w.waitFor(['write old/existing.txt']);
+    chmodSync(join(root, 'old'), 0o700);
+    await w.waitFor(['chmod old']);
+    rmSync(join(root, 'old'), { recursive: true });
+    await w.waitFor(['chmod old', 'remove old/existing.txt', 'remove old']);
+    renameSync(join(root, 'x'), join(root, 'x2'));
+    await w.waitFor(['rename x', 'create x2']);
+    writeFileSync(join(root, 'x2/y/after-move.txt'), '1');
+    await w.waitFor(['create x2/y/after-move.txt']);
+    await sleep(100);
+    await w.stop();
+
+    const deep = w.events.find((e) => e.type === 'write' && e.name === 'x/y/z/deep.txt');
+    expect(deep?.entry).toMatchObject({ type: 'file', size: 4 });
+    expect(w.events.find((e) => e.name === 'x' && e.type === 'create')?.entry?.type).toBe('dir');
+    // A directory's own watch never leaks events such as `old/old`.
+    expect(w.lines().some((l) => /old\/old|x\/x$/.test(l))).toBe(false);
+    // A directory that still exists is never reported removed.
+    expect(w.lines()).not.toContain('remove x2');
+  });
+
+  it('does not report nested events without recursive', async () => {
+    const root = join(dir, 'flat');
+    mkdirSync(join(root, 'sub'), { recursive: true });
+    const w = await collect(root);
+    writeFileSync(join(root, 'sub/hidden.txt'), 'h');
+    writeFileSync(join(root, 'visible.txt'), 'v');
+    await w.waitFor(['create visible.txt']);
+    await sleep(150);
+    await w.stop();
+    expect(w.lines().some((l) => l.includes('hidden'))).toBe(false);
+  });
+
+  it('stops cleanly and rejects missing paths and files', async () => {
+    await expect(sbx.files.watchDir(join(dir, 'missing'), () => undefined)).rejects.toThrow(/not found/i);
+    writeFileSync(join(dir, 'plain-file'), '');
+    await expect(sbx.files.watchDir(join(dir, 'plain-file'), () => undefined)).rejects.toThrow(/not a directory/);
+  });
+});
+
+describe('WatchDir and polling watchers over raw Connect', () => {
+  for (const useBinaryFormat of [false, true]) {
+    const format = useBinaryFormat ? 'binary' : 'json';
+
+    it(`streams start first, then keepalives at the requested interval (${format})`, async () => {
+      const client = createClient(Filesystem, createConnectTransport({ baseUrl: envd.url, httpVersion: '1.1', useBinaryFormat }));
+      const root = join(dir, `keepalive-${format}`);
+      mkdirSync(root);
+      const abort = new AbortController();
+      const stream = client.watchDir({ path: root }, { headers: { 'keepalive-ping-interval': '1' }, signal: abort.signal });
+      const cases: string[] = [];
+      const started = Date.now();
+      try {
+        for await (const message of stream) {
+          cases.push(message.event.case ?? 'none');
+          if (message.event.case === 'start') writeFileSync(join(root, 'k.txt'), 'k');
+          if (message.event.case === 'keepalive') break;
+        }
+      } finally {
+        abort.abort();
+      }
+      expect(cases[0]).toBe('start');
+      expect(cases).toContain('filesystem');
+      expect(cases.at(-1)).toBe('keepalive');
+      expect(Date.now() - started).toBeLessThan(3000);
+    });
+
+    it(`reports stream errors as Connect codes (${format})`, async () => {
+      const client = createClient(Filesystem, createConnectTransport({ baseUrl: envd.url, httpVersion: '1.1', useBinaryFormat }));
+      const first = async (path: string) => {
+        for await (const message of client.watchDir({ path })) return message;
+        return undefined;
+      };
+      await expect(first(join(dir, 'nope'))).rejects.toMatchObject({ code: 5 });
+      writeFileSync(join(dir, `file-${format}`), '');
+      const error = await first(join(dir, `file-${format}`)).catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(ConnectError);
+      expect(error).toMatchObject({ code: 3 });
+      expect((error as ConnectError).rawMessage).toMatch(/path is not a directory/);
+      await expect(client.createWatcher({ path: join(dir, 'nope') })).rejects.toMatchObject({ code: 5 });
+      await expect(client.removeWatcher({ watcherId: 'wunknown' })).rejects.toMatchObject({ code: 5 });
+    });
+
+    it(`polling watcher buffers recursive events until drained (${format})`, async () => {
+      const client = createClient(Filesystem, createConnectTransport({ baseUrl: envd.url, httpVersion: '1.1', useBinaryFormat }));
+      const root = join(dir, `poll-${format}`);
+      mkdirSync(root);
+      const { watcherId } = await client.createWatcher({ path: root, recursive: true, includeEntry: true });
+      expect(watcherId).toMatch(/^w[a-z0-9]{20}$/);
+      mkdirSync(join(root, 'd'));
+      await sleep(100);
+      writeFileSync(join(root, 'd/f.txt'), 'ff');
+      renameSync(join(root, 'd/f.txt'), join(root, 'd/g.txt'));
+      await sleep(300);
+      const { events } = await client.getWatcherEvents({ watcherId });
+      const lines = events.map((e) => `${EventType[e.type]} ${e.name}`);
+      expect(lines).toEqual(['CREATE d', 'CREATE d/f.txt', 'WRITE d/f.txt', 'RENAME d/f.txt', 'CREATE d/g.txt']);
+      expect(events[0].entry?.type).toBe(2);
+      expect(events[4].entry?.name).toBe('g.txt');
+      expect(events[3].entry).toBeUndefined();
+      expect((await client.getWatcherEvents({ watcherId })).events).toEqual([]);
+      await client.removeWatcher({ watcherId });
+      await expect(client.getWatcherEvents({ watcherId })).rejects.toMatchObject({ code: 5 });
+    });
+  }
+
+  it('answers a failing stream with HTTP 200 and the error in the end-stream envelope', async () => {
+    const body = Buffer.from(JSON.stringify({ path: join(dir, 'absent') }));
+    const header = Buffer.alloc(5);
+    header.writeUInt32BE(body.length, 1);
+    const response = await fetch(`${envd.url}/filesystem.Filesystem/WatchDir`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/connect+json', 'connect-protocol-version': '1' },
+      body: Buffer.concat([header, body]),
+    });
+    expect(response.status).toBe(200);
+    expect(response.headers.get('content-type')).toBe('application/connect+json');
+    const bytes = Buffer.from(await response.arrayBuffer());
+    expect(bytes[0]).toBe(0x02);
+    const end = JSON.parse(bytes.subarray(5, 5 + bytes.readUInt32BE(1)).toString('utf8'));
+    expect(end.error.code).toBe('not_found');
+  });
+});
