@@ -57,6 +57,19 @@ describe('control routes', () => {
     expect((await unknown.json()).code).toBe(400);
   });
 
+  it('/init accepts an empty body and refuses broken JSON', async () => {
+    envd = await startEnvd();
+    const empty = await fetch(`${envd.url}/init`, { method: 'POST', headers: { 'content-type': 'application/json' } });
+    expect(empty.status).toBe(204);
+    const none = await fetch(`${envd.url}/init`, { method: 'POST' });
+    expect(none.status).toBe(204);
+    const broken = await fetch(`${envd.url}/init`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"envVars":' });
+    expect(broken.status).toBe(400);
+    expect((await broken.json()).code).toBe(400);
+    const wrongType = await init({ envVars: { A: 1 } });
+    expect(wrongType.status).toBe(400);
+  });
+
   it('/metrics reports cpu, memory and disk', async () => {
     envd = await startEnvd();
     const body = (await (await fetch(`${envd.url}/metrics`)).json()) as Record<string, number>;
@@ -64,5 +77,14 @@ describe('control routes', () => {
     expect(body.mem_total).toBeGreaterThan(body.mem_used);
     expect(body.disk_total).toBeGreaterThan(0);
     expect(body.ts).toBeGreaterThan(1_600_000_000);
+    expect(body.mem_total_mib).toBe(Math.floor(body.mem_total / 1024 / 1024));
+    expect(body.disk_used).toBeLessThanOrEqual(body.disk_total);
+    expect(body.cpu_used_pct).toBeGreaterThanOrEqual(0);
+    expect(body.cpu_used_pct).toBeLessThanOrEqual(100);
+    expect(Object.keys(body).sort()).toEqual(['cpu_count', 'cpu_used_pct', 'disk_total', 'disk_used', 'mem_cache', 'mem_total', 'mem_total_mib', 'mem_used', 'mem_used_mib', 'ts']);
+    // Needs the token once one is set.
+    envd.ctx.state.accessToken = 't';
+    expect((await fetch(`${envd.url}/metrics`)).status).toBe(401);
+    expect((await fetch(`${envd.url}/metrics`, { headers: { 'x-access-token': 't' } })).status).toBe(200);
   });
 });

@@ -39,6 +39,17 @@ function parseInitBody(raw: unknown): InitBody {
  * The first call may set the token; later calls must present the same one.
  */
 export function registerInitRoute(app: FastifyInstance, ctx: EnvdContext): void {
+  // Every field is optional, so an empty JSON body is a valid /init (fastify's own parser refuses it).
+  app.removeContentTypeParser('application/json');
+  app.addContentTypeParser('application/json', { parseAs: 'string', bodyLimit: 1024 * 1024 }, (_request, body, done) => {
+    const text = (body as string).trim();
+    if (text === '') return done(null, undefined);
+    try {
+      done(null, JSON.parse(text));
+    } catch (error) {
+      done(new EnvdHttpError(400, `invalid JSON body: ${(error as Error).message}`), undefined);
+    }
+  });
   app.post('/init', async (request, reply) => {
     const body = parseInitBody(request.body);
     const state = ctx.state;

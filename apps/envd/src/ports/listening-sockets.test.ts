@@ -27,6 +27,10 @@ describe('parseProcNetTcp', () => {
 
   it('keeps ports that listen on loopback only', () => {
     const sockets = [...parseProcNetTcp(TCP, false), ...parseProcNetTcp(TCP6, true)];
-    expect(loopbackOnlyPorts(sockets)).toEqual([8000, 8080]);
+    expect(loopbackOnlyPorts(sockets)).toEqual([
+      { port: 8000, host: '127.0.0.1' },
+      { port: 8080, host: '::1' },
+    ]);
+    expect(loopbackOnlyPorts([{ address: '::1', port: 9000 }, { address: '127.0.0.1', port: 9000 }])).toEqual([{ port: 9000, host: '127.0.0.1' }]);
   });
 });

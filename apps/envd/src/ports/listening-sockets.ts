@@ -48,9 +48,21 @@ export async function readListeningSockets(): Promise<ListeningSocket[]> {
 const LOOPBACK = new Set(['127.0.0.1', '::1']);
 const ANY = new Set(['0.0.0.0', '::']);
 
+export interface LoopbackPort {
+  port: number;
+  /** Where the service answers: IPv4 loopback when it listens there, else `::1`. */
+  host: '127.0.0.1' | '::1';
+}
+
 /** Ports that only listen on loopback (and so are unreachable from outside the sandbox). */
-export function loopbackOnlyPorts(sockets: ListeningSocket[]): number[] {
+export function loopbackOnlyPorts(sockets: ListeningSocket[]): LoopbackPort[] {
   const open = new Set(sockets.filter((s) => ANY.has(s.address)).map((s) => s.port));
-  const loopback = new Set(sockets.filter((s) => LOOPBACK.has(s.address) || s.address.startsWith('127.')).map((s) => s.port));
-  return [...loopback].filter((port) => !open.has(port)).sort((a, b) => a - b);
+  const found = new Map<number, LoopbackPort>();
+  for (const socket of sockets) {
+    if (open.has(socket.port)) continue;
+    const v4 = socket.address.startsWith('127.');
+    if (!v4 && !LOOPBACK.has(socket.address)) continue;
+    if (v4 || !found.has(socket.port)) found.set(socket.port, { port: socket.port, host: v4 ? '127.0.0.1' : '::1' });
+  }
+  return [...found.values()].sort((a, b) => a.port - b.port);
 }
