@@ -27,7 +27,7 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 interface Seen {
   name: string;
   type: string;
-  entry?: { type: string; size: number; path: string };
+  entry?: { type?: string; size: number; path: string };
 }
 
 /** Watches `root` through the SDK and collects `type name` strings plus the raw events. */

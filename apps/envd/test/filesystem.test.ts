@@ -1,10 +1,10 @@
 import { createClient } from '@connectrpc/connect';
 import { createConnectTransport } from '@connectrpc/connect-node';
-import { mkdirSync, mkdtempSync, realpathSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdirSync, mkdtempSync, realpathSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Filesystem } from '@tidepool/protocol/filesystem';
-import { FileNotFoundError, Sandbox } from 'e2b';
+import { FileNotFoundError, InvalidArgumentError, Sandbox } from 'e2b';
 import { setAttribute } from 'fs-xattr';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startEnvd, type RunningEnvd } from './support/start-envd.ts';
@@ -129,4 +129,72 @@ describe('filesystem via raw Connect', () => {
       expect(entry?.path).toBe('/root');
     });
   }
+});
+
+describe('filesystem semantics', () => {
+  it('surfaces xattr metadata in list and reports symlinks with their target mode and size', async () => {
+    const root = join(dir, 'semantics');
+    mkdirSync(join(root, 'd'), { recursive: true });
+    chmodSync(join(root, 'd'), 0o755);
+    writeFileSync(join(root, 'f.txt'), 'twelve bytes');
+    chmodSync(join(root, 'f.txt'), 0o640);
+    await setAttribute(join(root, 'f.txt'), 'user.e2b.kind', 'report');
+    await setAttribute(join(root, 'f.txt'), 'user.other', 'ignored');
+    symlinkSync('f.txt', join(root, 'rel-link'));
+    symlinkSync(join(root, 'nowhere'), join(root, 'broken'));
+    const entries = await sbx.files.list(root);
+    const byName = new Map(entries.map((e) => [e.name, e]));
+    expect(byName.get('f.txt')?.metadata).toEqual({ kind: 'report' });
+    expect(byName.get('d')).toMatchObject({ type: 'dir', permissions: 'drwxr-xr-x', mode: 0o755 });
+    expect(byName.get('d')?.metadata).toBeUndefined();
+    expect(byName.get('rel-link')).toMatchObject({ type: 'symlink', size: 12, mode: 0o640, permissions: 'Lrwxrwxrwx', symlinkTarget: join(root, 'f.txt') });
+    const broken = await sbx.files.getInfo(join(root, 'broken'));
+    expect(broken).toMatchObject({ type: 'symlink', symlinkTarget: join(root, 'nowhere') });
+    expect((await sbx.files.getInfo(join(root, 'f.txt'))).permissions).toBe('-rw-r-----');
+  });
+
+  it('follows a symlinked list root but no nested symlinks, reporting paths under the requested path', async () => {
+    const real = join(dir, 'real-root');
+    mkdirSync(join(real, 'inner'), { recursive: true });
+    writeFileSync(join(real, 'inner/file'), 'x');
+    const outside = join(dir, 'outside');
+    mkdirSync(outside);
+    writeFileSync(join(outside, 'secret'), 's');
+    symlinkSync(outside, join(real, 'to-outside'));
+    symlinkSync(real, join(dir, 'root-link'));
+    const paths = (await sbx.files.list(join(dir, 'root-link'), { depth: 5 })).map((e) => e.path).sort();
+    expect(paths).toEqual([join(dir, 'root-link/inner'), join(dir, 'root-link/inner/file'), join(dir, 'root-link/to-outside')]);
+  });
+
+  it('makes directories owned by the request user and refuses a file in the way', async () => {
+    const base = join(dir, 'owned');
+    expect(await sbx.files.makeDir(join(base, 'a/b'), { user: 'nobody' })).toBe(true);
+    expect(statSync(join(base, 'a/b')).uid).toBe(65534);
+    expect(statSync(base).uid).toBe(65534);
+    expect(statSync(dir).uid).toBe(0);
+    expect((await sbx.files.getInfo(join(base, 'a'))).owner).toBe('nobody');
+    writeFileSync(join(dir, 'a-file'), '');
+    await expect(sbx.files.makeDir(join(dir, 'a-file'))).rejects.toBeInstanceOf(InvalidArgumentError);
+  });
+
+  it('maps listing, moving and path errors to Connect codes', async () => {
+    const client = createClient(Filesystem, createConnectTransport({ baseUrl: envd.url, httpVersion: '1.1' }));
+    const root = join(dir, 'codes');
+    mkdirSync(join(root, 'sub'), { recursive: true });
+    writeFileSync(join(root, 'sub/f'), '');
+    writeFileSync(join(root, 'file'), '');
+    symlinkSync(join(root, 'loop-b'), join(root, 'loop-a'));
+    symlinkSync(join(root, 'loop-a'), join(root, 'loop-b'));
+    // depth 0 means 1
+    expect((await client.listDir({ path: root, depth: 0 })).entries.map((e) => e.name).sort()).toEqual(['file', 'loop-a', 'loop-b', 'sub']);
+    await expect(client.listDir({ path: join(root, 'missing') })).rejects.toMatchObject({ code: 5 });
+    await expect(client.listDir({ path: join(root, 'loop-a') })).rejects.toMatchObject({ code: 9 });
+    await expect(client.stat({ path: '~nobody/x' })).rejects.toMatchObject({ code: 3 });
+    await expect(client.move({ source: join(root, 'sub/f'), destination: join(root, 'file/under-a-file') })).rejects.toMatchObject({ code: 13 });
+    const moved = await client.move({ source: join(root, 'sub'), destination: join(root, 'new/parents/sub2') });
+    expect(moved.entry).toMatchObject({ name: 'sub2', type: 2, path: join(root, 'new/parents/sub2') });
+    await client.remove({ path: join(root, 'does-not-exist') });
+    await client.remove({ path: join(root, 'new') });
+    await expect(client.stat({ path: join(root, 'new') })).rejects.toMatchObject({ code: 5 });
+  });
 });

@@ -4,7 +4,7 @@ const PREFIX = 'user.e2b.';
 
 function unsupported(error: unknown): boolean {
   const code = (error as NodeJS.ErrnoException | undefined)?.code;
-  return code === 'ENOTSUP' || code === 'EOPNOTSUPP' || code === 'ENODATA' || code === 'ENOENT' || code === 'EPERM' || code === 'EACCES';
+  return ['ENOTSUP', 'EOPNOTSUPP', 'ENODATA', 'ENOENT', 'EPERM', 'EACCES', 'ELOOP', 'ENOTDIR'].includes(code ?? '');
 }
 
 /** The file's `user.e2b.*` extended attributes, keys without the prefix; empty where xattrs are unsupported. */
