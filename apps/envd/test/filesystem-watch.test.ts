@@ -120,6 +120,25 @@ describe('WatchDir through the e2b SDK', () => {
     expect(w.lines()).not.toContain('remove x2');
   });
 
+  it('keeps up with a burst of files created and then removed with their directory', async () => {
+    const root = join(dir, 'burst');
+    mkdirSync(root);
+    const w = await collect(root, { recursive: true });
+    mkdirSync(join(root, 'many'));
+    await w.waitFor(['create many']);
+    const names = Array.from({ length: 300 }, (_, i) => `f${i}`);
+    for (const name of names) writeFileSync(join(root, 'many', name), name);
+    rmSync(join(root, 'many'), { recursive: true });
+    await w.waitFor(['remove many'], 8000);
+    await w.stop();
+    for (const name of names) {
+      const mine = w.lines().filter((l) => l.endsWith(`many/${name}`));
+      expect(mine[0]).toBe(`create many/${name}`);
+      expect(mine.at(-1)).toBe(`remove many/${name}`);
+    }
+    expect(w.lines().filter((l) => l.startsWith('chmod'))).toEqual([]);
+  });
+
   it('does not report nested events without recursive', async () => {
     const root = join(dir, 'flat');
     mkdirSync(join(root, 'sub'), { recursive: true });

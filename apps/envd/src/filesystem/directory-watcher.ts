@@ -158,14 +158,18 @@ export class DirectoryWatcher {
     };
     const oldest = batch[0]?.receivedAt ?? Date.now();
     this.recentWalks = this.recentWalks.filter((walk) => oldest - walk.at <= WALK_GRACE_MS && walk.paths.size > 0);
+    const lastRename = new Map<string, number>();
+    batch.forEach((event, index) => {
+      if (event.kind === 'rename') lastRename.set(event.path, index);
+    });
     let previous: Classified;
     for (let i = 0; i < batch.length && !this.closed; i++) {
       const event = batch[i];
       if (await this.isSelfEvent(event, statOf)) continue;
-      const later = batch.slice(i + 1);
+      const renamedLater = (lastRename.get(event.path) ?? -1) > i;
       previous = event.kind === 'change'
-        ? await this.handleChange(event.path, later, statOf)
-        : await this.handleRename(event, previous, later, statOf);
+        ? await this.handleChange(event.path, renamedLater, statOf)
+        : await this.handleRename(event, previous, renamedLater, batch[i + 1], statOf);
     }
     // Re-sync with the disk so that a misread batch cannot skew later classifications.
     for (const event of batch) {
@@ -182,7 +186,7 @@ export class DirectoryWatcher {
     return (await statOf(event.path)) === undefined;
   }
 
-  private async handleChange(path: string, later: RawEvent[], statOf: (p: string) => Promise<BigIntStats | undefined>): Promise<Classified> {
+  private async handleChange(path: string, renamedLater: boolean, statOf: (p: string) => Promise<BigIntStats | undefined>): Promise<Classified> {
     const stats = await statOf(path);
     if (!stats) {
       // Changed, then gone: the content change happened; its removal follows as a `rename`.
@@ -190,8 +194,7 @@ export class DirectoryWatcher {
       return EventType.WRITE;
     }
     // When the name is renamed over later in the batch, its stats describe another inode: say WRITE.
-    const replacedLater = later.some((e) => e.kind === 'rename' && e.path === path);
-    const attributesOnly = stats.isDirectory() || (!replacedLater && stats.ctimeNs !== stats.mtimeNs);
+    const attributesOnly = stats.isDirectory() || (!renamedLater && stats.ctimeNs !== stats.mtimeNs);
     const type = attributesOnly ? EventType.CHMOD : EventType.WRITE;
     this.emit(path, type);
     return type;
@@ -200,7 +203,8 @@ export class DirectoryWatcher {
   private async handleRename(
     event: RawEvent,
     previous: Classified,
-    later: RawEvent[],
+    renamedLater: boolean,
+    next: RawEvent | undefined,
     statOf: (p: string) => Promise<BigIntStats | undefined>,
   ): Promise<Classified> {
     const path = event.path;
@@ -215,7 +219,7 @@ export class DirectoryWatcher {
     const inode = this.known.get(path);
     if (
       stats?.isDirectory() && this.known.has(path) && previous !== EventType.RENAME
-      && (inode === undefined || inode === stats.ino) && !later.some((e) => e.kind === 'rename' && e.path === path)
+      && (inode === undefined || inode === stats.ino) && !renamedLater
     ) {
       // libuv reports IN_ATTRIB of a directory as `rename` (IN_ISDIR is set): the directory is still there.
       this.emit(path, EventType.CHMOD);
@@ -229,8 +233,8 @@ export class DirectoryWatcher {
       return EventType.CREATE;
     }
     this.known.delete(path);
-    this.forget(path);
-    const type = (await this.isMoveTarget(path, inode, later[0], statOf)) ? EventType.RENAME : EventType.REMOVE;
+    if (this.watchers.has(path)) this.forget(path);
+    const type = (await this.isMoveTarget(path, inode, next, statOf)) ? EventType.RENAME : EventType.REMOVE;
     this.emit(path, type);
     return type;
   }

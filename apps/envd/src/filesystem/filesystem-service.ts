@@ -94,11 +94,24 @@ export function registerFilesystemService(router: ConnectRouter, envd: EnvdConte
 
     async *watchDir(request, ctx) {
       const options = await watchOptions(request, ctx);
-      yield* watchStream(options, ctx.signal, keepaliveIntervalMs(ctx.requestHeader));
+      const log = envd.logger.child({ rpc: 'WatchDir', path: options.root, recursive: options.recursive });
+      log.debug('watch started');
+      try {
+        yield* watchStream(options, ctx.signal, keepaliveIntervalMs(ctx.requestHeader));
+      } catch (error) {
+        log.warn({ err: error }, 'watch failed');
+        if (error instanceof ConnectError) throw error;
+        throw new ConnectError(`error watching '${options.root}': ${(error as Error).message}`, Code.Internal);
+      } finally {
+        log.debug('watch ended');
+      }
     },
 
     async createWatcher(request, ctx) {
-      return { watcherId: await pollingWatchers.create(await watchOptions(request, ctx)) };
+      const options = await watchOptions(request, ctx);
+      const watcherId = await pollingWatchers.create(options);
+      envd.logger.debug({ rpc: 'CreateWatcher', path: options.root, watcherId }, 'polling watcher created');
+      return { watcherId };
     },
 
     async getWatcherEvents(request) {
