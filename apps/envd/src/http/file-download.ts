@@ -1,7 +1,8 @@
 import { promises as fs, type Stats } from 'node:fs';
+import type { FileHandle } from 'node:fs/promises';
 import { basename } from 'node:path';
 import { pipeline } from 'node:stream';
-import { createGzip } from 'node:zlib';
+import { createGzip, gzipSync } from 'node:zlib';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { EnvdContext } from '../context.ts';
 import { resolvePath } from '../identity/resolve-path.ts';
@@ -59,6 +60,16 @@ async function statTarget(ctx: EnvdContext, request: FastifyRequest): Promise<{ 
   return { path, stats };
 }
 
+const SAMPLE_BYTES = 64 * 1024;
+
+/** Gzips a sample of the file's start: worth compressing only when that saves at least a tenth. */
+async function compressesWell(handle: FileHandle, size: number): Promise<boolean> {
+  const sample = Buffer.alloc(Math.min(SAMPLE_BYTES, size));
+  const { bytesRead } = await handle.read(sample, 0, sample.length, 0);
+  if (bytesRead === 0) return false;
+  return gzipSync(sample.subarray(0, bytesRead), { level: 1 }).length < bytesRead * 0.9;
+}
+
 /**
  * `GET`/`HEAD /files`: streams a file, gzip-compressed when the client accepts it (and the file is
  * not empty), a single byte range when asked for one. Never buffers the file.
@@ -81,16 +92,20 @@ export async function downloadFile(ctx: EnvdContext, request: FastifyRequest, re
     return reply.code(416).header('content-range', `bytes */${stats.size}`).header('content-type', 'application/json; charset=utf-8')
       .send({ code: 416, message: `range '${request.headers.range}' is outside of the file (${stats.size} bytes)` });
   }
-  // Ranges address the file's own bytes, so they are always served without compression.
-  const gzip = accepted === 'gzip' && !range && stats.size > 0;
+  const handle = stats.size === 0 ? undefined : await fs.open(path, 'r').catch((error: unknown) => {
+    throw fileHttpError(error, path);
+  });
+  // Ranges address the file's own bytes, so they are always served without compression; so is
+  // content that does not compress (media, archives, random data), where gzip only costs throughput.
+  const gzip = accepted === 'gzip' && !range && stats.size > 0 && (handle === undefined || (await compressesWell(handle, stats.size)));
   if (range) reply.code(206).header('content-range', `bytes ${range.start}-${range.end}/${stats.size}`);
   if (gzip) reply.header('content-encoding', 'gzip');
   else reply.header('content-length', String(range ? range.end - range.start + 1 : stats.size));
-  if (request.method === 'HEAD' || stats.size === 0) return reply.send();
+  if (!handle || request.method === 'HEAD') {
+    await handle?.close();
+    return reply.send();
+  }
 
-  const handle = await fs.open(path, 'r').catch((error: unknown) => {
-    throw fileHttpError(error, path);
-  });
   const file = handle.createReadStream({ highWaterMark: CHUNK_BYTES, ...(range ?? {}) });
   if (!gzip) return reply.send(file);
   // pipeline ties the stages together: a client that goes away destroys the file stream (and closes the fd).
