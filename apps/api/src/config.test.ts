@@ -13,5 +13,12 @@ describe('loadConfig', () => {
     expect(() => loadConfig({ TIDEPOOL_MAX_SANDBOXES: '0' })).toThrow(/TIDEPOOL_MAX_SANDBOXES/);
     expect(() => loadConfig({ TIDEPOOL_API_KEYS: 'not-a-key' })).toThrow(/TIDEPOOL_API_KEYS/);
     expect(() => loadConfig({ TIDEPOOL_LOG_LEVEL: 'loud' })).toThrow(/TIDEPOOL_LOG_LEVEL/);
+    expect(() => loadConfig({ TIDEPOOL_DEFAULT_TIMEOUT: '0' })).toThrow(/TIDEPOOL_DEFAULT_TIMEOUT/);
+    expect(() => loadConfig({ TIDEPOOL_DEFAULT_TIMEOUT: '600', TIDEPOOL_MAX_TIMEOUT_SECONDS: '60' })).toThrow(/must not exceed TIDEPOOL_MAX_TIMEOUT_SECONDS/);
+  });
+
+  it('defaults the sandbox timeout to 15 s and accepts TIDEPOOL_DOCKER_NETWORK as the network name', () => {
+    expect(loadConfig({})).toMatchObject({ defaultTimeoutSeconds: 15, sandboxNetwork: 'tidepool', domain: 'localhost', dataDir: '.data' });
+    expect(loadConfig({ TIDEPOOL_DOCKER_NETWORK: 'sbx-net', TIDEPOOL_DEFAULT_TIMEOUT: '300' })).toMatchObject({ sandboxNetwork: 'sbx-net', defaultTimeoutSeconds: 300 });
   });
 });

@@ -15,6 +15,8 @@ export const ConfigSchema = Type.Object({
   logLevel: Type.Union(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].map((l) => Type.Literal(l))),
   /** Longest timeout (seconds) a sandbox may be given. */
   maxTimeoutSeconds: Type.Integer({ minimum: 1 }),
+  /** Timeout (seconds) of a sandbox created or resumed without one (the reference API's default is 15). */
+  defaultTimeoutSeconds: Type.Integer({ minimum: 1 }),
 });
 
 export type Config = Static<typeof ConfigSchema>;
@@ -31,6 +33,7 @@ const ENV_NAMES: Record<keyof Config, string> = {
   baseImage: 'TIDEPOOL_BASE_IMAGE',
   logLevel: 'TIDEPOOL_LOG_LEVEL',
   maxTimeoutSeconds: 'TIDEPOOL_MAX_TIMEOUT_SECONDS',
+  defaultTimeoutSeconds: 'TIDEPOOL_DEFAULT_TIMEOUT',
 };
 
 export class ConfigError extends Error {}
@@ -49,10 +52,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     apiKeys: (env.TIDEPOOL_API_KEYS ?? '').split(',').map((k) => k.trim()).filter(Boolean),
     domain: env.TIDEPOOL_DOMAIN || 'localhost',
     maxSandboxes: integer(env.TIDEPOOL_MAX_SANDBOXES, 100),
-    sandboxNetwork: env.TIDEPOOL_SANDBOX_NETWORK || 'tidepool',
+    sandboxNetwork: env.TIDEPOOL_SANDBOX_NETWORK || env.TIDEPOOL_DOCKER_NETWORK || 'tidepool',
     baseImage: env.TIDEPOOL_BASE_IMAGE || 'tidepool/base:latest',
     logLevel: env.TIDEPOOL_LOG_LEVEL || 'info',
     maxTimeoutSeconds: integer(env.TIDEPOOL_MAX_TIMEOUT_SECONDS, 24 * 3600),
+    defaultTimeoutSeconds: integer(env.TIDEPOOL_DEFAULT_TIMEOUT, 15),
     ...overrides,
   };
   const problems = [...Value.Errors(ConfigSchema, candidate)].map((error) => {
@@ -61,5 +65,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     return `${name}: ${error.message} (got ${JSON.stringify(error.value)})`;
   });
   if (problems.length > 0) throw new ConfigError(`invalid configuration:\n  ${problems.join('\n  ')}`);
-  return candidate as Config;
+  const config = candidate as Config;
+  if (config.defaultTimeoutSeconds > config.maxTimeoutSeconds) {
+    throw new ConfigError(
+      `invalid configuration:\n  TIDEPOOL_DEFAULT_TIMEOUT (${config.defaultTimeoutSeconds}) must not exceed TIDEPOOL_MAX_TIMEOUT_SECONDS (${config.maxTimeoutSeconds})`,
+    );
+  }
+  return config;
 }

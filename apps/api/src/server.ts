@@ -7,6 +7,7 @@ import { installSandboxProxy } from './proxy/sandbox-proxy.ts';
 import { registerSandboxLifecycleRoutes } from './routes/sandbox-lifecycle-routes.ts';
 import { registerSandboxObservabilityRoutes } from './routes/sandbox-observability-routes.ts';
 import { registerSandboxRoutes } from './routes/sandbox-routes.ts';
+import type { TimeoutRules } from './routes/timeout-rules.ts';
 import type { SandboxLifecycle } from './sandboxes/sandbox-lifecycle.ts';
 import type { KeyStore } from './store/key-store.ts';
 import type { SandboxStore } from './store/sandbox-store.ts';
@@ -16,7 +17,7 @@ export interface ApiServerDeps {
   keys: KeyStore;
   sandboxes: SandboxStore;
   domain: string;
-  maxTimeoutSeconds: number;
+  timeouts: TimeoutRules;
   logger: Logger;
 }
 
@@ -47,8 +48,8 @@ export function buildApiServer(deps: ApiServerDeps): FastifyInstance {
   });
   app.get('/health', async (_request, reply) => reply.code(200).type('text/plain').send('Health check successful'));
   installApiKeyAuth(app, deps.keys);
-  registerSandboxRoutes(app, deps.lifecycle, deps.maxTimeoutSeconds);
-  registerSandboxLifecycleRoutes(app, deps.lifecycle, deps.maxTimeoutSeconds);
+  registerSandboxRoutes(app, deps.lifecycle, deps.timeouts);
+  registerSandboxLifecycleRoutes(app, deps.lifecycle, deps.timeouts);
   registerSandboxObservabilityRoutes(app, deps.lifecycle, (id) => deps.sandboxes.events(id));
   return app;
 }

@@ -1,7 +1,7 @@
 import { Sandbox } from 'e2b';
 import Docker from 'dockerode';
 import { afterAll, describe, expect, it } from 'vitest';
-import { SANDBOX_LABEL } from '../src/runtime/docker-runtime.ts';
+import { PLATFORM_LABEL, SANDBOX_LABEL } from '../src/runtime/docker-runtime.ts';
 import { api, startTestPlatform, type TestPlatform } from './support/start-platform.ts';
 
 const started: TestPlatform[] = [];
@@ -59,14 +59,21 @@ describe('restart safety', () => {
     await running.files.write('/home/user/before.txt', 'before restart');
     const paused = await Sandbox.create('base', { ...first.sdk, timeoutMs: 120_000 });
     await paused.pause();
+    // Runs out while the platform is down: the next start applies the timeout (kill) at once.
+    const expiring = await Sandbox.create('base', { ...first.sdk, timeoutMs: 2_000 });
     const tokenBefore = (await api(first, 'GET', `/sandboxes/${running.sandboxId}`)).body.envdAccessToken;
     const endBefore = (await running.getInfo()).endAt.getTime();
     // Simulate a crash: stop serving without touching the sandboxes.
     await first.close({ keepSandboxes: true });
     // A container that no record knows about must be removed on start.
     const docker = new Docker();
-    const orphan = await docker.createContainer({ Image: 'tidepool/base:latest', Labels: { [SANDBOX_LABEL]: 'iorphan0000000000000000' }, HostConfig: { NetworkMode: 'tidepool-test' } });
+    const labels = { [SANDBOX_LABEL]: 'iorphan0000000000000000', [PLATFORM_LABEL]: first.platformId };
+    const orphan = await docker.createContainer({ Image: 'tidepool/base:latest', Labels: labels, HostConfig: { NetworkMode: 'tidepool-test' } });
     await orphan.start();
+    // A container of another platform sharing the engine is not ours to remove.
+    const foreign = await docker.createContainer({ Image: 'tidepool/base:latest', Labels: { ...labels, [SANDBOX_LABEL]: 'iforeign000000000000000', [PLATFORM_LABEL]: 'someone-else' }, HostConfig: { NetworkMode: 'tidepool-test' } });
+    await foreign.start();
+    await new Promise((r) => setTimeout(r, 2_500));
 
     const second = await startTestPlatform({ apiKeys: [first.apiKey] }, first.dataDir);
     started.push(second);
@@ -82,5 +89,43 @@ describe('restart safety', () => {
     const resumed = await Sandbox.connect(paused.sandboxId, sdk);
     expect((await resumed.commands.run('echo alive')).stdout.trim()).toBe('alive');
     expect(await containersOf('iorphan0000000000000000')).toBe(0);
+    expect(await containersOf('iforeign000000000000000')).toBe(1);
+    await foreign.remove({ force: true });
+    await until(async () => (await api(second, 'GET', `/sandboxes/${expiring.sandboxId}`, undefined, first.apiKey)).status === 404, 5_000);
+    expect(await containersOf(expiring.sandboxId)).toBe(0);
+  });
+
+  it('keeps a sandbox paused to its filesystem across a crash and resumes it from its image', async () => {
+    const first = await startTestPlatform();
+    const sbx = await Sandbox.create('base', { ...first.sdk, timeoutMs: 120_000 });
+    await sbx.commands.run('echo on-disk > /home/user/kept.txt');
+    expect((await api(first, 'POST', `/sandboxes/${sbx.sandboxId}/pause`, { memory: false })).status).toBe(204);
+    expect(await containersOf(sbx.sandboxId)).toBe(0);
+    await first.close({ keepSandboxes: true });
+    const second = await startTestPlatform({ apiKeys: [first.apiKey] }, first.dataDir);
+    started.push(second);
+    const sdk = { ...second.sdk, apiKey: first.apiKey };
+    expect((await Sandbox.getInfo(sbx.sandboxId, sdk)).state).toBe('paused');
+    const resumed = await api(second, 'POST', `/sandboxes/${sbx.sandboxId}/resume`, { timeout: 60 }, first.apiKey);
+    expect(resumed.status).toBe(201);
+    const again = await Sandbox.connect(sbx.sandboxId, sdk);
+    expect((await again.commands.run('cat /home/user/kept.txt')).stdout.trim()).toBe('on-disk');
+    expect(await again.kill()).toBe(true);
+    const images = await new Docker().listImages({ filters: { reference: [`tidepool/paused:${sbx.sandboxId}`] } });
+    expect(images).toHaveLength(0);
+  });
+});
+
+describe('limits', () => {
+  it('answers 429 beyond the concurrency limit and frees the slot on kill', async () => {
+    const platform = await startTestPlatform({ maxSandboxes: 1 });
+    started.push(platform);
+    const one = await Sandbox.create('base', { ...platform.sdk, timeoutMs: 60_000 });
+    const refused = await api(platform, 'POST', '/sandboxes', { templateID: 'base' });
+    expect(refused).toMatchObject({ status: 429, body: { code: 429, message: expect.stringContaining('maximum number of concurrent sandboxes') } });
+    expect(refused.headers.get('retry-after')).toBeNull();
+    await one.kill();
+    const two = await api(platform, 'POST', '/v2/sandboxes', { templateID: 'base', timeout: 30 });
+    expect(two.status).toBe(201);
   });
 });

@@ -60,6 +60,56 @@ describe('sandboxes through the e2b SDK', () => {
     expect(direct.body).toMatchObject({ sandboxID: sbx.sandboxId, envdAccessToken: expect.any(String), domain: null });
   });
 
+  it('serves the REST routes the SDK does not call: v1 list, refreshes, timeout, resume, v1 connect', async () => {
+    const v1 = await api(platform, 'GET', `/sandboxes?metadata=${encodeURIComponent('suite=api')}`);
+    expect(v1.status).toBe(200);
+    expect(v1.body.map((s: { sandboxID: string }) => s.sandboxID)).toContain(sbx.sandboxId);
+    expect(v1.body[0]).toMatchObject({ templateID: 'base', alias: 'base', clientID: expect.any(String), state: 'running', envdVersion: expect.stringMatching(/^\d+\.\d+\.\d+/) });
+    // setTimeout may shorten; refreshes only extend.
+    expect((await api(platform, 'POST', `/sandboxes/${sbx.sandboxId}/timeout`, { timeout: 100 })).status).toBe(204);
+    const shortened = Date.parse((await api(platform, 'GET', `/sandboxes/${sbx.sandboxId}`)).body.endAt);
+    expect(shortened - Date.now()).toBeLessThan(101_000);
+    const refresh = await api(platform, 'POST', `/sandboxes/${sbx.sandboxId}/refreshes`, { duration: 20 });
+    expect(refresh.status).toBe(204);
+    expect(refresh.headers.get('content-length') ?? '0').toBe('0');
+    expect(Date.parse((await api(platform, 'GET', `/sandboxes/${sbx.sandboxId}`)).body.endAt)).toBe(shortened);
+    expect((await api(platform, 'POST', `/sandboxes/${sbx.sandboxId}/refreshes`, { duration: 5000 })).status).toBe(400);
+    const resume = await api(platform, 'POST', `/sandboxes/${sbx.sandboxId}/resume`, {});
+    expect(resume).toMatchObject({ status: 409, body: { code: 409 } });
+    const detail = (await api(platform, 'GET', `/sandboxes/${sbx.sandboxId}`)).body;
+    expect(detail).toMatchObject({
+      sandboxID: sbx.sandboxId,
+      envdAccessToken: expect.stringMatching(/^[0-9a-f]{64}$/),
+      network: { allowPublicTraffic: true },
+      lifecycle: { autoResume: false, onTimeout: 'kill' },
+      cpuCount: expect.any(Number),
+      memoryMB: expect.any(Number),
+    });
+    expect((await api(platform, 'POST', `/sandboxes/${sbx.sandboxId}/connect`, { timeout: 300 })).status).toBe(200);
+  });
+
+  it('issues a traffic token for private sandboxes and filters lists by template, start time and order', async () => {
+    const created = await api(platform, 'POST', '/v2/sandboxes', { templateID: 'base', timeout: 60, network: { allowPublicTraffic: false }, metadata: { suite: 'private' } });
+    expect(created.status).toBe(201);
+    expect(created.body).toMatchObject({ templateID: 'base', alias: 'base', domain: null, trafficAccessToken: expect.stringMatching(/^[0-9a-f]{64}$/), envdAccessToken: expect.stringMatching(/^[0-9a-f]{64}$/) });
+    try {
+      const id = created.body.sandboxID;
+      const startedAt = Date.parse((await api(platform, 'GET', `/sandboxes/${id}`)).body.startedAt);
+      const after = await api(platform, 'GET', `/v2/sandboxes?startedAfter=${encodeURIComponent(new Date(startedAt).toISOString())}`);
+      expect(after.body.map((s: { sandboxID: string }) => s.sandboxID)).toEqual([id]);
+      expect((await api(platform, 'GET', '/v2/sandboxes?template=nope')).body).toEqual([]);
+      const asc = await api(platform, 'GET', '/v2/sandboxes?order=asc&limit=1');
+      expect(asc.body[0].sandboxID).toBe(sbx.sandboxId);
+      expect(asc.headers.get('x-next-token')).toBeTruthy();
+      const mismatch = await api(platform, 'GET', `/v2/sandboxes?order=desc&nextToken=${asc.headers.get('x-next-token')}`);
+      expect(mismatch).toMatchObject({ status: 400, body: { code: 400, message: 'Invalid next token' } });
+      const last = await api(platform, 'GET', '/v2/sandboxes?limit=100');
+      expect(last.headers.get('x-next-token')).toBeNull();
+    } finally {
+      expect((await api(platform, 'DELETE', `/sandboxes/${created.body.sandboxID}`)).status).toBe(204);
+    }
+  });
+
   it('pauses keeping memory and resumes with processes alive', async () => {
     const background = await sbx.commands.run('sleep 600', { background: true, timeoutMs: 0 });
     expect(await sbx.pause()).toBe(true);
@@ -112,7 +162,17 @@ describe('bad input', () => {
     [{ templateID: 'base', network: { denyOut: ['example.com'] } }, 400],
     [{ templateID: 'base', network: { allowOut: ['example.com'] } }, 400],
     [{ templateID: 'base', volumeMounts: [{ name: 'v', path: '/mnt' }] }, 400],
+    [{ templateID: 'base', network: { denyOut: ['0.0.0.0'] } }, 400],
+    [{ templateID: 'base', network: { allowPublicTraffic: 'no' } }, 400],
+    [{ templateID: 'base', network: { maskRequestHost: 'höst' } }, 400],
+    [{ templateID: 'base', autoResume: { enabled: 'yes' } }, 400],
+    [{ templateID: 'base', autoPauseMemory: false }, 400],
+    [{ templateID: 'base', autoPause: true, autoPauseMemory: false, autoResume: { enabled: true } }, 400],
+    [{ templateID: 'base', allow_internet_access: 'no' }, 400],
+    [{ templateID: 7 }, 400],
+    ['{not json', 400],
     [{ templateID: 'no-such-template' }, 404],
+    [{ templateID: 'base:v2' }, 404],
   ])('POST /sandboxes %j → %i', async (body, status) => {
     const response = await api(platform, 'POST', '/sandboxes', body);
     expect(response.status).toBe(status);
@@ -124,7 +184,25 @@ describe('bad input', () => {
     expect(missing.body).toEqual({ code: 404, message: 'Sandbox "inosuchsandbox0000000" doesn\'t exist or you don\'t have access to it' });
     expect(await Sandbox.kill('inosuchsandbox0000000', platform.sdk)).toBe(false);
     await expect(Sandbox.connect('inosuchsandbox0000000', platform.sdk)).rejects.toThrow(/not found/i);
-    expect((await api(platform, 'POST', '/sandboxes/inosuchsandbox0000000/pause', {})).status).toBe(404);
+    for (const [method, path, body] of [
+      ['POST', '/sandboxes/inosuchsandbox0000000/pause', {}],
+      ['POST', '/sandboxes/inosuchsandbox0000000/resume', {}],
+      ['POST', '/sandboxes/inosuchsandbox0000000/timeout', { timeout: 10 }],
+      ['POST', '/sandboxes/inosuchsandbox0000000/refreshes', {}],
+      ['POST', '/v2/sandboxes/inosuchsandbox0000000/connect', { timeout: 10 }],
+      ['GET', '/sandboxes/inosuchsandbox0000000/metrics', undefined],
+      ['GET', '/v2/sandboxes/inosuchsandbox0000000/logs', undefined],
+      ['DELETE', '/sandboxes/inosuchsandbox0000000', undefined],
+    ] as const) {
+      const response = await api(platform, method, path, body);
+      expect(response.status, `${method} ${path}`).toBe(404);
+      expect(response.body, `${method} ${path}`).toMatchObject({ code: 404, message: expect.stringContaining('inosuchsandbox0000000') });
+    }
+    expect((await api(platform, 'POST', `/sandboxes/${sbx.sandboxId}/timeout`, { timeout: 'x' })).status).toBe(400);
+    expect((await api(platform, 'POST', `/sandboxes/${sbx.sandboxId}/timeout`, {})).status).toBe(400);
+    expect((await api(platform, 'POST', `/sandboxes/${sbx.sandboxId}/connect`, { timeout: -1 })).status).toBe(400);
+    expect((await api(platform, 'POST', `/sandboxes/${sbx.sandboxId}/pause`, { memory: 'no' })).status).toBe(400);
+    expect((await api(platform, 'GET', '/sandboxes/metrics')).status).toBe(400);
     expect((await api(platform, 'GET', '/v2/sandboxes?nextToken=garbage')).status).toBe(400);
     expect((await api(platform, 'GET', '/v2/sandboxes?limit=1000')).status).toBe(400);
     expect((await api(platform, 'GET', '/v2/sandboxes?state=sleeping')).status).toBe(400);

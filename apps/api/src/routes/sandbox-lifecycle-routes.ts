@@ -1,29 +1,29 @@
 import type { Static } from '@sinclair/typebox';
-import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { ApiError } from '../errors.ts';
 import { normalizeSandboxId } from '../sandboxes/sandbox-identity.ts';
 import type { SandboxLifecycle } from '../sandboxes/sandbox-lifecycle.ts';
 import { sandboxView } from '../sandboxes/sandbox-views.ts';
-import { DEFAULT_TIMEOUT_SECONDS } from './sandbox-routes.ts';
 import { OptionalTimeoutBody, PauseBody, RefreshBody, SandboxParams, TimeoutBody } from './schemas.ts';
+import { checkMaxTimeout, type TimeoutRules } from './timeout-rules.ts';
+
+/** `POST /refreshes`: `duration` defaults to, and never goes below, 15 s (reference behaviour). */
+const REFRESH_MIN_SECONDS = 15;
 
 const idOf = (request: FastifyRequest): string => normalizeSandboxId((request.params as Static<typeof SandboxParams>).sandboxID);
 
 /** Timeout, refresh, pause, resume and connect. */
-export function registerSandboxLifecycleRoutes(app: FastifyInstance, lifecycle: SandboxLifecycle, maxTimeoutSeconds: number): void {
-  const checkTimeout = (timeout: number): number => {
-    if (timeout > maxTimeoutSeconds) throw new ApiError(400, `Timeout cannot be greater than ${maxTimeoutSeconds / 3600} hours`);
-    return timeout;
-  };
-
+export function registerSandboxLifecycleRoutes(app: FastifyInstance, lifecycle: SandboxLifecycle, timeouts: TimeoutRules): void {
   app.post('/sandboxes/:sandboxID/timeout', { schema: { params: SandboxParams, body: TimeoutBody } }, async (request, reply) => {
-    await lifecycle.setTimeout(idOf(request), checkTimeout((request.body as Static<typeof TimeoutBody>).timeout));
+    // A negative timeout counts as 0: the sandbox expires at once (reference behaviour).
+    const timeout = Math.max(0, checkMaxTimeout(timeouts, (request.body as Static<typeof TimeoutBody>).timeout));
+    await lifecycle.setTimeout(idOf(request), timeout);
     return reply.code(204).send();
   });
 
   app.post('/sandboxes/:sandboxID/refreshes', { schema: { params: SandboxParams, body: RefreshBody } }, async (request, reply) => {
-    const duration = Math.max(DEFAULT_TIMEOUT_SECONDS, (request.body as Static<typeof RefreshBody>).duration ?? DEFAULT_TIMEOUT_SECONDS);
-    await lifecycle.extend(idOf(request), duration);
+    const duration = Math.max(REFRESH_MIN_SECONDS, (request.body as Static<typeof RefreshBody>).duration ?? REFRESH_MIN_SECONDS);
+    await lifecycle.extend(idOf(request), checkMaxTimeout(timeouts, duration));
     return reply.code(204).send();
   });
 
@@ -32,16 +32,21 @@ export function registerSandboxLifecycleRoutes(app: FastifyInstance, lifecycle: 
     return reply.code(204).send();
   });
 
+  /** An explicit timeout is checked here; an omitted one is left to the lifecycle (the sandbox's own timeout). */
+  const requestedTimeout = (request: FastifyRequest, allowZero: boolean): number | undefined => {
+    const timeout = (request.body as Static<typeof OptionalTimeoutBody>).timeout;
+    if (timeout === undefined) return undefined;
+    if (allowZero ? timeout < 0 : timeout <= 0) throw new ApiError(400, allowZero ? 'Timeout must not be negative' : 'Timeout must be greater than 0');
+    return checkMaxTimeout(timeouts, timeout);
+  };
+
   app.post('/sandboxes/:sandboxID/resume', { schema: { params: SandboxParams, body: OptionalTimeoutBody } }, async (request, reply) => {
-    const timeout = checkTimeout((request.body as Static<typeof OptionalTimeoutBody>).timeout ?? DEFAULT_TIMEOUT_SECONDS);
-    if (timeout <= 0) throw new ApiError(400, 'Timeout must be greater than 0');
-    return reply.code(201).send(sandboxView(await lifecycle.resume(idOf(request), timeout)));
+    const record = await lifecycle.resume(idOf(request), requestedTimeout(request, false));
+    return reply.code(201).send(sandboxView(record));
   });
 
-  const connect = async (request: FastifyRequest, reply: import('fastify').FastifyReply) => {
-    const timeout = checkTimeout((request.body as Static<typeof OptionalTimeoutBody>).timeout ?? DEFAULT_TIMEOUT_SECONDS);
-    if (timeout < 0) throw new ApiError(400, 'Timeout must not be negative');
-    const { record, resumed } = await lifecycle.connect(idOf(request), timeout);
+  const connect = async (request: FastifyRequest, reply: FastifyReply) => {
+    const { record, resumed } = await lifecycle.connect(idOf(request), requestedTimeout(request, true));
     return reply.code(resumed ? 201 : 200).send(sandboxView(record));
   };
   app.post('/sandboxes/:sandboxID/connect', { schema: { params: SandboxParams, body: OptionalTimeoutBody } }, connect);

@@ -7,14 +7,11 @@ import { normalizeSandboxId } from '../sandboxes/sandbox-identity.ts';
 import type { SandboxLifecycle } from '../sandboxes/sandbox-lifecycle.ts';
 import { listedSandboxView, sandboxDetailView, sandboxView } from '../sandboxes/sandbox-views.ts';
 import { ListQuery, NewSandboxSchema, SandboxParams } from './schemas.ts';
-
-export const DEFAULT_TIMEOUT_SECONDS = 15;
+import { positiveTimeout, type TimeoutRules } from './timeout-rules.ts';
 
 /** Turns a validated NewSandbox body into a create request, applying the reference platform's rules. */
-function createInput(body: Static<typeof NewSandboxSchema>, maxTimeoutSeconds: number) {
-  const timeout = body.timeout ?? DEFAULT_TIMEOUT_SECONDS;
-  if (timeout <= 0) throw new ApiError(400, 'Timeout must be greater than 0');
-  if (timeout > maxTimeoutSeconds) throw new ApiError(400, `Timeout cannot be greater than ${maxTimeoutSeconds / 3600} hours`);
+function createInput(body: Static<typeof NewSandboxSchema>, timeouts: TimeoutRules) {
+  const timeout = positiveTimeout(timeouts, body.timeout);
   if (body.autoPauseMemory === false && !body.autoPause) throw new ApiError(400, 'autoPauseMemory can only be set together with autoPause');
   if (body.autoPauseMemory === false && body.autoResume?.enabled) throw new ApiError(400, 'autoPauseMemory false cannot be combined with autoResume');
   for (const mount of body.volumeMounts ?? []) throw new ApiError(400, `volume '${mount.name}' not found`);
@@ -42,8 +39,8 @@ function parseLimit(raw: string | undefined): number {
 }
 
 /** Create, list, get and kill. */
-export function registerSandboxRoutes(app: FastifyInstance, lifecycle: SandboxLifecycle, maxTimeoutSeconds: number): void {
-  const create = async (body: Static<typeof NewSandboxSchema>) => sandboxView(await lifecycle.create(createInput(body, maxTimeoutSeconds)));
+export function registerSandboxRoutes(app: FastifyInstance, lifecycle: SandboxLifecycle, timeouts: TimeoutRules): void {
+  const create = async (body: Static<typeof NewSandboxSchema>) => sandboxView(await lifecycle.create(createInput(body, timeouts)));
   app.post('/sandboxes', { schema: { body: NewSandboxSchema } }, async (request, reply) => reply.code(201).send(await create(request.body as Static<typeof NewSandboxSchema>)));
   app.post('/v2/sandboxes', { schema: { body: NewSandboxSchema } }, async (request, reply) => reply.code(201).send(await create(request.body as Static<typeof NewSandboxSchema>)));
 

@@ -5,6 +5,7 @@ import type {
   ContainerStatus,
   EnvdInit,
   ManagedContainer,
+  PausedImage,
   SandboxMetricSample,
   SandboxRuntime,
   StartSandboxSpec,
@@ -14,12 +15,16 @@ import type {
 export const SANDBOX_LABEL = 'dev.tidepool.sandbox-id';
 export const TEMPLATE_LABEL = 'dev.tidepool.template-id';
 export const ENVD_VERSION_LABEL = 'dev.tidepool.envd-version';
+/** Which platform (data directory) owns a container: several platforms may share one engine. */
+export const PLATFORM_LABEL = 'dev.tidepool.platform-id';
 const PAUSED_IMAGE_REPOSITORY = 'tidepool/paused';
 
 export interface DockerRuntimeOptions {
   /** Name of the bridge network sandboxes join; created when missing. */
   network: string;
   logger: Logger;
+  /** Stamped on every container; reconcile only ever touches containers carrying it. */
+  platformId?: string;
   docker?: Docker;
   /** How long a new container may take before envd answers. */
   envdReadyTimeoutMs?: number;
@@ -41,8 +46,10 @@ export class DockerRuntime implements SandboxRuntime {
   private readonly network: string;
   private readonly logger: Logger;
   private readonly envdReadyTimeoutMs: number;
+  private readonly platformId: string | undefined;
 
   constructor(options: DockerRuntimeOptions) {
+    this.platformId = options.platformId;
     this.docker = options.docker ?? new Docker();
     this.network = options.network;
     this.logger = options.logger;
@@ -81,7 +88,11 @@ export class DockerRuntime implements SandboxRuntime {
       Image: spec.image,
       name: `tidepool-${spec.sandboxId}`,
       Hostname: spec.sandboxId,
-      Labels: { [SANDBOX_LABEL]: spec.sandboxId, [TEMPLATE_LABEL]: spec.templateId },
+      Labels: {
+        [SANDBOX_LABEL]: spec.sandboxId,
+        [TEMPLATE_LABEL]: spec.templateId,
+        ...(this.platformId ? { [PLATFORM_LABEL]: this.platformId } : {}),
+      },
       Env: [`E2B_SANDBOX_ID=${spec.sandboxId}`, `E2B_TEMPLATE_ID=${spec.templateId}`],
       HostConfig: {
         NetworkMode: this.network,
@@ -131,16 +142,32 @@ export class DockerRuntime implements SandboxRuntime {
     } catch (error) {
       const code = statusCode(error);
       if (code === 404) return;
+      if (code === 409 && /already in progress/i.test(String((error as Error).message))) {
+        await this.waitUntilGone(containerId);
+        return;
+      }
       if (code === 409) {
         // A frozen container must be thawed before it can be killed on some engines.
         await container.unpause().catch(() => undefined);
-        await container.remove({ force: true, v: true }).catch((again: unknown) => {
-          if (statusCode(again) !== 404) throw again;
+        await container.remove({ force: true, v: true }).catch(async (again: unknown) => {
+          if (statusCode(again) === 404) return;
+          if (statusCode(again) === 409) return this.waitUntilGone(containerId);
+          throw again;
         });
         return;
       }
       throw error;
     }
+  }
+
+  /** Someone else (another request, the engine) is removing it: wait for that to finish. */
+  private async waitUntilGone(containerId: string, timeoutMs = 30_000): Promise<void> {
+    const deadline = Date.now() + timeoutMs;
+    while (Date.now() < deadline) {
+      if ((await this.inspect(containerId)).status === 'missing') return;
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+    throw new Error(`container ${containerId} is still being removed after ${timeoutMs} ms`);
   }
 
   async removeImage(image: string): Promise<void> {
@@ -164,12 +191,35 @@ export class DockerRuntime implements SandboxRuntime {
 
   async listManaged(): Promise<ManagedContainer[]> {
     const containers = await this.docker.listContainers({ all: true, filters: { label: [SANDBOX_LABEL] } });
-    return containers.map((c) => ({
-      containerId: c.Id,
-      sandboxId: c.Labels[SANDBOX_LABEL],
-      status: toStatus(c.State),
-      address: c.NetworkSettings?.Networks?.[this.network]?.IPAddress || undefined,
-    }));
+    return containers
+      .filter((c) => this.isOurs(c.Labels))
+      .map((c) => ({
+        containerId: c.Id,
+        sandboxId: c.Labels[SANDBOX_LABEL],
+        status: toStatus(c.State),
+        address: c.NetworkSettings?.Networks?.[this.network]?.IPAddress || undefined,
+        unclaimed: this.platformId !== undefined && c.Labels[PLATFORM_LABEL] === undefined,
+      }));
+  }
+
+  async listPausedImages(): Promise<PausedImage[]> {
+    const images = await this.docker.listImages({ filters: { reference: [PAUSED_IMAGE_REPOSITORY], label: [SANDBOX_LABEL] } });
+    const found: PausedImage[] = [];
+    for (const image of images) {
+      // Committed images inherit the container's labels, the platform label included.
+      if (!image.Labels || !this.isOurs(image.Labels) || image.Labels[PLATFORM_LABEL] === undefined) continue;
+      const sandboxId = image.Labels[SANDBOX_LABEL];
+      for (const tag of image.RepoTags ?? []) {
+        if (tag === `${PAUSED_IMAGE_REPOSITORY}:${sandboxId}`) found.push({ image: tag, sandboxId });
+      }
+    }
+    return found;
+  }
+
+  /** Containers (and images) of this platform, plus unlabelled ones from before platform labels existed. */
+  private isOurs(labels: Record<string, string>): boolean {
+    const owner = labels[PLATFORM_LABEL];
+    return this.platformId === undefined || owner === undefined || owner === this.platformId;
   }
 
   async sampleMetrics(address: string, accessToken: string): Promise<SandboxMetricSample> {

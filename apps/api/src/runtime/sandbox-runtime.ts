@@ -31,6 +31,13 @@ export interface ManagedContainer {
   sandboxId: string;
   status: ContainerStatus;
   address: string | undefined;
+  /** Carries no platform label (made before labels were per platform): adopted only when a record claims it. */
+  unclaimed: boolean;
+}
+
+export interface PausedImage {
+  image: string;
+  sandboxId: string;
 }
 
 export interface SandboxMetricSample {
@@ -74,6 +81,8 @@ export interface SandboxRuntime {
   inspect(containerId: string): Promise<{ status: ContainerStatus; address: string | undefined }>;
   /** Every container that belongs to a sandbox of this platform (by label). */
   listManaged(): Promise<ManagedContainer[]>;
+  /** Every committed filesystem of a sandbox paused with `memory: false` that belongs to this platform. */
+  listPausedImages(): Promise<PausedImage[]>;
   /** One metrics sample of a running sandbox, read from its envd (`GET /metrics`). */
   sampleMetrics(address: string, accessToken: string): Promise<SandboxMetricSample>;
 }

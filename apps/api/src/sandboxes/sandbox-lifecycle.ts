@@ -30,6 +30,8 @@ export interface LifecycleDeps {
   runtime: SandboxRuntime;
   tokenSeed: string;
   maxSandboxes: number;
+  /** Timeout of a sandbox resumed without one and without a usable timeout of its own. */
+  defaultTimeoutSeconds: number;
   logger: Logger;
 }
 
@@ -108,13 +110,30 @@ export class SandboxLifecycle implements SandboxDirectory {
     if (event) this.deps.store.recordEvent(record.sandboxId, 'info', event);
   }
 
-  async create(input: CreateSandboxInput): Promise<SandboxRecord> {
-    const template = this.deps.templates.find(input.templateRef);
-    if (!template) throw new ApiError(404, `template '${input.templateRef}' not found`);
-    if (this.sandboxes.size + this.reserved >= this.deps.maxSandboxes) {
-      throw new ApiError(429, `you have reached the maximum number of concurrent sandboxes (${this.deps.maxSandboxes})`);
+  /**
+   * Sandboxes that hold a container (running, or paused with memory) count against the limit, and so do
+   * creations and filesystem resumes in flight. A sandbox paused to an image holds nothing.
+   */
+  private reserveSlot(): () => void {
+    let holding = this.reserved;
+    for (const record of this.sandboxes.values()) if (record.containerId) holding += 1;
+    if (holding >= this.deps.maxSandboxes) {
+      throw new ApiError(429, `you have reached the maximum number of concurrent sandboxes (${this.deps.maxSandboxes}); kill or pause some and try again`);
     }
     this.reserved += 1;
+    let released = false;
+    return () => {
+      if (!released) this.reserved -= 1;
+      released = true;
+    };
+  }
+
+  async create(input: CreateSandboxInput): Promise<SandboxRecord> {
+    const template = this.deps.templates.find(input.templateRef);
+    if (!template) {
+      throw new ApiError(404, `template '${input.templateRef}' not found: the templates available are the base template ('base') and the ones built on this platform`);
+    }
+    const release = this.reserveSlot();
     try {
       const sandboxId = newSandboxId();
       const record: SandboxRecord = {
@@ -159,11 +178,12 @@ export class SandboxLifecycle implements SandboxDirectory {
       record.endAt = inSeconds(input.timeoutSeconds);
       this.persist(record, `sandbox created from template ${template.templateId}`);
       this.deps.templates.recordSpawn(template.templateId);
+      this.deps.templates.setEnvdVersion(template.templateId, started.envdVersion);
       this.timers.arm(record);
       this.log(sandboxId).info({ templateId: template.templateId, containerId: started.containerId }, 'sandbox created');
       return record;
     } finally {
-      this.reserved -= 1;
+      release();
     }
   }
 
@@ -225,20 +245,25 @@ export class SandboxLifecycle implements SandboxDirectory {
     const containerId = record.containerId!;
     if (keepMemory) {
       await this.deps.runtime.pause(containerId);
+      record.state = 'paused';
+      record.pausedAt = nowIso();
+      this.persist(record, 'sandbox paused');
     } else {
+      // Record the image before the container goes, so a crash in between leaves a resumable sandbox.
       record.pausedImage = await this.deps.runtime.commit(containerId, record.sandboxId);
+      record.state = 'paused';
+      record.pausedAt = nowIso();
+      this.persist(record);
       await this.deps.runtime.remove(containerId);
       record.containerId = null;
       record.address = null;
+      this.persist(record, 'sandbox paused (filesystem only)');
     }
-    record.state = 'paused';
-    record.pausedAt = nowIso();
-    this.persist(record, keepMemory ? 'sandbox paused' : 'sandbox paused (filesystem only)');
     this.log(record.sandboxId).info({ keepMemory }, 'sandbox paused');
   }
 
-  /** `POST /resume`: 409 when running. */
-  resume(id: string, timeoutSeconds: number): Promise<SandboxRecord> {
+  /** `POST /resume`: 409 when running. Without a timeout the sandbox gets its own (create/last set) timeout again. */
+  resume(id: string, timeoutSeconds: number | undefined): Promise<SandboxRecord> {
     return this.serial(id, async () => {
       const record = this.require(id);
       if (record.state === 'running') throw new ApiError(409, `Sandbox "${id}" is already running`);
@@ -247,11 +272,11 @@ export class SandboxLifecycle implements SandboxDirectory {
   }
 
   /** `POST /connect`: running → extend only; paused → resume. */
-  connect(id: string, timeoutSeconds: number): Promise<{ record: SandboxRecord; resumed: boolean }> {
+  connect(id: string, timeoutSeconds: number | undefined): Promise<{ record: SandboxRecord; resumed: boolean }> {
     return this.serial(id, async () => {
       const record = this.require(id);
       if (record.state === 'paused') return { record: await this.resumeNow(record, timeoutSeconds), resumed: true };
-      const candidate = inSeconds(timeoutSeconds);
+      const candidate = inSeconds(timeoutSeconds ?? this.deps.defaultTimeoutSeconds);
       if (candidate > record.endAt) {
         record.endAt = candidate;
         this.persist(record);
@@ -261,18 +286,27 @@ export class SandboxLifecycle implements SandboxDirectory {
     });
   }
 
-  private async resumeNow(record: SandboxRecord, timeoutSeconds: number): Promise<SandboxRecord> {
+  private async resumeNow(record: SandboxRecord, requestedTimeout: number | undefined): Promise<SandboxRecord> {
+    const own = record.timeoutSeconds > 0 ? record.timeoutSeconds : this.deps.defaultTimeoutSeconds;
+    const timeoutSeconds = requestedTimeout !== undefined && requestedTimeout > 0 ? requestedTimeout : own;
     if (record.pausedImage) {
-      const started = await this.deps.runtime.start({
-        sandboxId: record.sandboxId,
-        templateId: record.templateId,
-        image: record.pausedImage,
-        cpuCount: record.cpuCount,
-        memoryMB: record.memoryMB,
-        init: this.initFor(record),
-      });
-      record.containerId = started.containerId;
-      record.address = started.address;
+      const release = this.reserveSlot();
+      try {
+        const started = await this.deps.runtime.start({
+          sandboxId: record.sandboxId,
+          templateId: record.templateId,
+          image: record.pausedImage,
+          cpuCount: record.cpuCount,
+          memoryMB: record.memoryMB,
+          init: this.initFor(record),
+        });
+        record.containerId = started.containerId;
+        record.address = started.address;
+        record.envdVersion = started.envdVersion;
+      } finally {
+        release();
+      }
+      // The image stays (tagged) under the new container until the sandbox is killed or paused again.
       record.pausedImage = null;
     } else {
       await this.deps.runtime.unpause(record.containerId!);
@@ -314,36 +348,59 @@ export class SandboxLifecycle implements SandboxDirectory {
   /** Brings the store and the engine back in line after a restart (even after SIGKILL). */
   private async reconcile(): Promise<void> {
     const containers = new Map((await this.deps.runtime.listManaged()).map((c) => [c.sandboxId, c]));
+    const pausedImages = new Set((await this.deps.runtime.listPausedImages()).map((i) => i.image));
     for (const record of this.deps.store.all()) {
       const log = this.log(record.sandboxId);
       const container = containers.get(record.sandboxId);
       containers.delete(record.sandboxId);
       if (record.state === 'paused' && record.pausedImage) {
+        // Paused to the filesystem: the image is the sandbox; a container left over from the pause is not.
         if (container) await this.deps.runtime.remove(container.containerId);
-        this.sandboxes.set(record.sandboxId, record);
+        if (!(await this.deps.runtime.imageExists(record.pausedImage))) {
+          this.deps.store.delete(record.sandboxId);
+          log.warn({ image: record.pausedImage }, 'paused sandbox image is gone; dropping its record');
+          continue;
+        }
+        record.containerId = null;
+        record.address = null;
+        this.persist(record);
+        log.info({ state: record.state }, 'paused sandbox adopted after restart');
         continue;
       }
       if (!container || container.status === 'missing' || container.status === 'stopped') {
         if (container) await this.deps.runtime.remove(container.containerId);
         await this.deps.runtime.removeImage(pausedImageRef(record.sandboxId));
         this.deps.store.delete(record.sandboxId);
-        log.warn('sandbox container is gone; dropping its record');
+        log.warn({ containerStatus: container?.status ?? 'missing' }, 'sandbox container is gone or stopped; dropping its record');
         continue;
       }
       record.containerId = container.containerId;
       record.address = container.address ?? record.address;
       if (record.state === 'paused' && container.status === 'running') await this.deps.runtime.pause(container.containerId);
       if (record.state === 'running' && container.status === 'paused') {
+        // Crashed between freezing and recording the pause: it is paused now.
         record.state = 'paused';
         record.pausedAt = nowIso();
       }
       this.persist(record);
+      // A timer that ran out while the platform was down fires at once and applies the timeout action.
       this.timers.arm(record);
-      log.info({ state: record.state }, 'sandbox adopted after restart');
+      log.info({ state: record.state, endAt: record.endAt }, 'sandbox adopted after restart');
     }
     for (const orphan of containers.values()) {
-      this.deps.logger.warn({ sandboxId: orphan.sandboxId, containerId: orphan.containerId }, 'removing container without a sandbox record');
+      const log = this.log(orphan.sandboxId);
+      if (orphan.unclaimed) {
+        log.debug({ containerId: orphan.containerId }, 'leaving a sandbox container of no known platform alone');
+        continue;
+      }
+      log.warn({ containerId: orphan.containerId }, 'removing container without a sandbox record');
       await this.deps.runtime.remove(orphan.containerId);
+    }
+    for (const image of pausedImages) {
+      const owner = [...this.sandboxes.values()].some((r) => r.pausedImage === image || pausedImageRef(r.sandboxId) === image);
+      if (owner) continue;
+      this.deps.logger.warn({ image }, 'removing paused image without a sandbox record');
+      await this.deps.runtime.removeImage(image);
     }
   }
 
@@ -361,7 +418,7 @@ export class SandboxLifecycle implements SandboxDirectory {
   async resumeForTraffic(sandboxId: string): Promise<RoutableSandbox> {
     const record = this.require(sandboxId);
     if (record.state === 'running') return routable(record);
-    const { record: resumed } = await this.connect(sandboxId, record.timeoutSeconds);
+    const { record: resumed } = await this.connect(sandboxId, undefined);
     return routable(resumed);
   }
 }
@@ -378,6 +435,7 @@ function routable(record: SandboxRecord): RoutableSandbox {
     envdAccessToken: record.envdAccessToken,
     trafficAccessToken: record.trafficAccessToken,
     maskRequestHost: record.network.maskRequestHost,
-    autoResume: record.autoResume,
+    // A filesystem-only pause cold-boots on resume: like the reference, traffic may not wake it.
+    autoResume: record.autoResume && record.pausedImage === null,
   };
 }

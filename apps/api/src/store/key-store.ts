@@ -9,11 +9,20 @@ export class KeyStore {
 
   /** The secret from which sandbox tokens are derived; created once and kept. */
   tokenSeed(): string {
-    const row = this.db.prepare("SELECT value FROM settings WHERE key = 'token_seed'").get() as { value: string } | undefined;
+    return this.setting('token_seed', () => randomBytes(32).toString('hex'));
+  }
+
+  /** Identity of this platform (of its data directory): labels its containers so other platforms leave them alone. */
+  platformId(): string {
+    return this.setting('platform_id', () => randomBytes(8).toString('hex'));
+  }
+
+  private setting(key: string, create: () => string): string {
+    const row = this.db.prepare('SELECT value FROM settings WHERE key = ?').get(key) as { value: string } | undefined;
     if (row) return row.value;
-    const seed = randomBytes(32).toString('hex');
-    this.db.prepare("INSERT INTO settings (key, value) VALUES ('token_seed', ?)").run(seed);
-    return seed;
+    const value = create();
+    this.db.prepare('INSERT INTO settings (key, value) VALUES (?, ?)').run(key, value);
+    return value;
   }
 
   addKey(key: string): void {

@@ -73,6 +73,11 @@ export class TemplateStore {
       .run({ ...template, public: template.public ? 1 : 0 });
   }
 
+  /** The version a real envd reported: kept so the template shows what its sandboxes run. */
+  setEnvdVersion(templateId: string, envdVersion: string): void {
+    this.db.prepare('UPDATE templates SET envd_version = ? WHERE template_id = ? AND envd_version <> ?').run(envdVersion, templateId, envdVersion);
+  }
+
   recordSpawn(templateId: string): void {
     this.db.prepare('UPDATE templates SET spawn_count = spawn_count + 1, last_spawned_at = ? WHERE template_id = ?').run(new Date().toISOString(), templateId);
   }
