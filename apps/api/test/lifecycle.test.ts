@@ -43,6 +43,25 @@ describe('timeouts', () => {
     expect((await resumed.getInfo()).endAt.getTime() - Date.now()).toBeGreaterThan(25_000);
   });
 
+  it('auto-pauses to the filesystem when autoPauseMemory is false, and connect cold-boots it', async () => {
+    const platform = started[0];
+    const created = await api(platform, 'POST', '/v2/sandboxes', { templateID: 'base', timeout: 2, autoPause: true, autoPauseMemory: false });
+    expect(created.status).toBe(201);
+    const id = created.body.sandboxID as string;
+    const sbx = await Sandbox.connect(id, platform.sdk);
+    await sbx.files.write('/home/user/disk.txt', 'kept on disk');
+    await until(async () => (await api(platform, 'GET', `/sandboxes/${id}`)).body.state === 'paused', 10_000);
+    // Reported paused as soon as the image is committed (like the reference's "pausing"); the container goes next.
+    await until(async () => (await containersOf(id)) === 0, 5_000);
+    const logs = await api(platform, 'GET', `/v2/sandboxes/${id}/logs?direction=forward`);
+    expect(logs.body.logs.map((l: { message: string }) => l.message)).toEqual(expect.arrayContaining(['sandbox timeout reached', 'sandbox paused (filesystem only)']));
+    const resumed = await api(platform, 'POST', `/v2/sandboxes/${id}/connect`, { timeout: 30 });
+    expect(resumed.status).toBe(201);
+    const again = await Sandbox.connect(id, platform.sdk);
+    expect(await again.files.read('/home/user/disk.txt')).toBe('kept on disk');
+    expect(await again.kill()).toBe(true);
+  });
+
   it('resumes an auto-resume sandbox when traffic arrives', async () => {
     const platform = started[0];
     const sbx = await Sandbox.create('base', { ...platform.sdk, timeoutMs: 60_000, lifecycle: { onTimeout: 'pause', autoResume: true } } as never);
@@ -55,6 +74,7 @@ describe('timeouts', () => {
 describe('restart safety', () => {
   it('keeps running and paused sandboxes, tokens and timers across a restart, and removes orphans', async () => {
     const first = await startTestPlatform();
+    started.push(first);
     const running = await Sandbox.create('base', { ...first.sdk, timeoutMs: 120_000, metadata: { keep: 'yes' } });
     await running.files.write('/home/user/before.txt', 'before restart');
     const paused = await Sandbox.create('base', { ...first.sdk, timeoutMs: 120_000 });
@@ -97,6 +117,7 @@ describe('restart safety', () => {
 
   it('keeps a sandbox paused to its filesystem across a crash and resumes it from its image', async () => {
     const first = await startTestPlatform();
+    started.push(first);
     const sbx = await Sandbox.create('base', { ...first.sdk, timeoutMs: 120_000 });
     await sbx.commands.run('echo on-disk > /home/user/kept.txt');
     expect((await api(first, 'POST', `/sandboxes/${sbx.sandboxId}/pause`, { memory: false })).status).toBe(204);

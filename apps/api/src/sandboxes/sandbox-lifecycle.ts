@@ -199,7 +199,6 @@ export class SandboxLifecycle implements SandboxDirectory {
     this.timers.clear(record.sandboxId);
     if (record.containerId) await this.deps.runtime.remove(record.containerId);
     await this.deps.runtime.removeImage(pausedImageRef(record.sandboxId));
-    this.deps.store.recordEvent(record.sandboxId, 'info', 'sandbox killed');
     this.deps.store.delete(record.sandboxId);
     this.sandboxes.delete(record.sandboxId);
     this.metrics.forget(record.sandboxId);
@@ -276,7 +275,9 @@ export class SandboxLifecycle implements SandboxDirectory {
     return this.serial(id, async () => {
       const record = this.require(id);
       if (record.state === 'paused') return { record: await this.resumeNow(record, timeoutSeconds), resumed: true };
-      const candidate = inSeconds(timeoutSeconds ?? this.deps.defaultTimeoutSeconds);
+      // Without a timeout (the SDK sends none unless asked) a running sandbox keeps the one it has.
+      if (timeoutSeconds === undefined) return { record, resumed: false };
+      const candidate = inSeconds(timeoutSeconds);
       if (candidate > record.endAt) {
         record.endAt = candidate;
         this.persist(record);

@@ -104,8 +104,12 @@ export class SandboxStore {
     this.upsertStatement.run(toRow(record));
   }
 
+  /** Forgets a sandbox and its log lines (a killed sandbox answers 404 everywhere, its logs included). */
   delete(sandboxId: string): void {
-    this.db.prepare('DELETE FROM sandboxes WHERE sandbox_id = ?').run(sandboxId);
+    this.db.transaction(() => {
+      this.db.prepare('DELETE FROM sandboxes WHERE sandbox_id = ?').run(sandboxId);
+      this.db.prepare('DELETE FROM sandbox_events WHERE sandbox_id = ?').run(sandboxId);
+    })();
   }
 
   all(): SandboxRecord[] {

@@ -2,14 +2,16 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ensureBaseImage } from '@tidepool/testkit';
+import Docker from 'dockerode';
 import type { Config } from '../../src/config.ts';
+import { PLATFORM_LABEL } from '../../src/runtime/docker-runtime.ts';
 import { type RunningPlatform, startPlatform } from '../../src/platform.ts';
 
 export interface TestPlatform extends RunningPlatform {
   dataDir: string;
   /** Connection options for the e2b SDK: API and envd traffic both go to the platform origin. */
   sdk: { apiKey: string; apiUrl: string; sandboxUrl: string };
-  /** Closes the platform, kills its sandboxes and deletes its data. */
+  /** Closes the platform, kills its sandboxes, removes anything else carrying its label and deletes its data. */
   dispose(): Promise<void>;
 }
 
@@ -21,7 +23,8 @@ export async function startTestPlatform(overrides: Partial<Config> = {}, dataDir
     dataDir,
     sdk: { apiKey: platform.apiKey, apiUrl: platform.url, sandboxUrl: platform.url },
     async dispose() {
-      await platform.close();
+      await platform.close().catch(() => undefined);
+      await removeLabelled(platform.platformId);
       rmSync(dataDir, { recursive: true, force: true });
     },
   });
@@ -41,4 +44,16 @@ export async function api(platform: RunningPlatform, method: string, path: strin
     // plain text body
   }
   return { status: response.status, body: parsed, headers: response.headers };
+}
+
+/** Safety net for failed tests: every container and paused image of one platform, by label. */
+export async function removeLabelled(platformId: string): Promise<void> {
+  const docker = new Docker();
+  const filters = { label: [`${PLATFORM_LABEL}=${platformId}`] };
+  for (const container of await docker.listContainers({ all: true, filters })) {
+    await docker.getContainer(container.Id).remove({ force: true }).catch(() => undefined);
+  }
+  for (const image of await docker.listImages({ filters: { ...filters, reference: ['tidepool/paused'] } })) {
+    await docker.getImage(image.Id).remove({ force: true }).catch(() => undefined);
+  }
 }
