@@ -57,7 +57,14 @@ export class DockerRuntime implements SandboxRuntime {
   }
 
   async prepare(): Promise<void> {
-    await this.docker.ping();
+    try {
+      await this.docker.ping();
+    } catch (error) {
+      const where = process.env.DOCKER_HOST ?? '/var/run/docker.sock';
+      throw new Error(
+        `cannot reach the Docker engine at ${where} (${error instanceof Error ? error.message : String(error)}): start dockerd (bash scripts/ensure-docker.sh) or set DOCKER_HOST`,
+      );
+    }
     try {
       await this.docker.getNetwork(this.network).inspect();
     } catch (error) {
