@@ -69,9 +69,29 @@ export class DockerRuntime implements SandboxRuntime {
       await this.docker.getNetwork(this.network).inspect();
     } catch (error) {
       if (statusCode(error) !== 404) throw error;
-      await this.docker.createNetwork({ Name: this.network, Driver: 'bridge', CheckDuplicate: true, Labels: { 'dev.tidepool.managed': 'true' } });
-      this.logger.info({ network: this.network }, 'created sandbox network');
+      try {
+        await this.docker.createNetwork({ Name: this.network, Driver: 'bridge', CheckDuplicate: true, Labels: { 'dev.tidepool.managed': 'true' } });
+        this.logger.info({ network: this.network }, 'created sandbox network');
+      } catch (createError) {
+        // Someone else created it in the meantime.
+        if (statusCode(createError) !== 409) throw createError;
+      }
+      await this.dropDuplicateNetworks();
     }
+  }
+
+  /**
+   * Engines before 25 let two racing creates make two networks of the same name, after which the name is
+   * ambiguous. Every racer keeps the same one (lowest id) and removes the rest.
+   */
+  private async dropDuplicateNetworks(): Promise<void> {
+    const sameName = (await this.docker.listNetworks({ filters: { name: [this.network] } })).filter((n) => n.Name === this.network);
+    if (sameName.length < 2) return;
+    const [, ...extra] = sameName.sort((a, b) => (a.Id < b.Id ? -1 : 1));
+    for (const network of extra) {
+      await this.docker.getNetwork(network.Id).remove().catch(() => undefined);
+    }
+    this.logger.warn({ network: this.network, removed: extra.length }, 'removed duplicate sandbox networks');
   }
 
   async imageExists(image: string): Promise<boolean> {
