@@ -310,7 +310,10 @@ export class SandboxLifecycle implements SandboxDirectory {
       // The image stays (tagged) under the new container until the sandbox is killed or paused again.
       record.pausedImage = null;
     } else {
-      await this.deps.runtime.unpause(record.containerId!);
+      // A resume that failed half-way (thawed, /init failed) may be retried: only thaw what is frozen.
+      const { status } = await this.deps.runtime.inspect(record.containerId!);
+      if (status === 'paused') await this.deps.runtime.unpause(record.containerId!);
+      else if (status !== 'running') throw new ApiError(500, `Sandbox "${record.sandboxId}" cannot be resumed: its container is ${status}`);
       await this.deps.runtime.reinit(record.address!, this.initFor(record));
     }
     // Paused time does not count: a fresh window starts now.
