@@ -16,4 +16,4 @@ bash scripts/build-images.sh >/dev/null
 export TIDEPOOL_HOST="${TIDEPOOL_HOST:-127.0.0.1}"
 export TIDEPOOL_PORT="${TIDEPOOL_PORT:-3000}"
 export TIDEPOOL_DATA_DIR="${TIDEPOOL_DATA_DIR:-$PWD/.data}"
-exec node_modules/.bin/tsx apps/api/src/main.ts
+exec node --import tsx apps/api/src/main.ts
