@@ -22,6 +22,11 @@ export function pumpInto(source: Readable, target: Writable): Promise<void> {
     const aborted = (): void => {
       if (!source.readableEnded) fail(Object.assign(new Error('the request body ended early (client went away)'), { code: 'ECONNRESET' }));
     };
+    if (source.errored) {
+      target.destroy();
+      reject(source.errored);
+      return;
+    }
     source.once('error', fail);
     source.once('close', aborted);
     target.once('error', fail);

@@ -74,6 +74,9 @@ function decodedBody(request: FastifyRequest): Readable {
   if (encoding === 'gzip' || encoding === 'x-gzip') {
     // Not stream.pipeline: a bad gzip body must not destroy the socket the 400 goes out on.
     const gunzip = createGunzip();
+    // Bad gzip may fail before the consumer attaches: keep the error on the stream (pumpInto reads
+    // `errored`) instead of letting it escape as an unhandled 'error' event.
+    gunzip.on('error', () => undefined);
     request.raw.once('error', (error) => gunzip.destroy(error));
     request.raw.once('close', () => {
       if (!request.raw.readableEnded) gunzip.destroy(Object.assign(new Error('the request body ended early (client went away)'), { code: 'ECONNRESET' }));
@@ -100,6 +103,8 @@ async function receiveMultipart(request: FastifyRequest, body: Readable, targetO
   let chain: Promise<void> = Promise.resolve();
   let failure: unknown;
   parser.on('file', (field, stream, info) => {
+    // A truncated or malformed body fails the part stream too; the parser's error reports it.
+    stream.on('error', () => undefined);
     if (field !== 'file' || failure) {
       stream.resume();
       return;
@@ -126,9 +131,13 @@ async function receiveMultipart(request: FastifyRequest, body: Readable, targetO
     await pumpInto(body, parser);
     await chain;
   } catch (error) {
-    failure ??= error;
+    // busboy's own errors (no errno code) mean the body is not valid multipart.
+    const malformed = error instanceof Error && !(error instanceof EnvdHttpError) && (error as NodeJS.ErrnoException).code === undefined;
+    failure ??= malformed ? new EnvdHttpError(400, `malformed multipart body: ${error.message}`) : error;
   }
   if (failure) {
+    // Let the part being written settle first, so its temporary file exists before it is removed.
+    await chain;
     await Promise.all(staged.map((file) => file.discard()));
     throw failure;
   }
