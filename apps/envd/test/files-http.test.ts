@@ -28,9 +28,9 @@ async function upload(path: string, body: BodyInit, headers: Record<string, stri
 }
 
 /** Raw multipart body, so parts can repeat or be malformed on purpose. */
-function multipart(parts: Array<{ filename: string; data: string }>, boundary = 'tidepool-boundary', terminate = true): Uint8Array {
+function multipart(parts: Array<{ filename: string; data: string }>, boundary = 'tidepool-boundary', terminate = true): string {
   const chunks = parts.map((p) => `--${boundary}\r\nContent-Disposition: form-data; name="file"; filename="${p.filename}"\r\nContent-Type: application/octet-stream\r\n\r\n${p.data}\r\n`);
-  return new Uint8Array(Buffer.from(chunks.join('') + (terminate ? `--${boundary}--\r\n` : '')));
+  return chunks.join('') + (terminate ? `--${boundary}--\r\n` : '');
 }
 
 describe('downloads', () => {

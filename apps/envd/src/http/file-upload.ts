@@ -1,6 +1,7 @@
 import Busboy from 'busboy';
 import { randomBytes } from 'node:crypto';
-import { createWriteStream, promises as fs } from 'node:fs';
+import { createWriteStream, promises as fs, type WriteStream } from 'node:fs';
+import { once } from 'node:events';
 import { basename, dirname, join } from 'node:path';
 import type { Readable } from 'node:stream';
 import { createGunzip } from 'node:zlib';
@@ -29,6 +30,7 @@ interface WrittenFile {
  */
 class StagedFile {
   private temp: string | undefined;
+  private sink: WriteStream | undefined;
   private destination: string;
   private mode = 0o644;
 
@@ -49,8 +51,10 @@ class StagedFile {
   async receive(body: Readable, user: SystemUser): Promise<void> {
     await this.inspectTarget();
     await makeDirsOwnedBy(dirname(this.destination), user);
+    if (body.errored) throw body.errored;
     this.temp = join(dirname(this.destination), `.${basename(this.destination)}.upload-${randomBytes(6).toString('hex')}`);
-    await pumpInto(body, createWriteStream(this.temp, { mode: 0o600, highWaterMark: 1024 * 1024 }));
+    this.sink = createWriteStream(this.temp, { mode: 0o600, highWaterMark: 1024 * 1024 });
+    await pumpInto(body, this.sink);
     await chownToUser(this.temp, user);
     await fs.chmod(this.temp, this.mode);
   }
@@ -64,6 +68,8 @@ class StagedFile {
   }
 
   async discard(): Promise<void> {
+    // A destroyed write stream may still be opening its file: remove it only once it is closed.
+    if (this.sink && !this.sink.closed) await once(this.sink, 'close').catch(() => undefined);
     if (this.temp) await fs.rm(this.temp, { force: true });
   }
 }
