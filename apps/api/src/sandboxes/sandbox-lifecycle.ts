@@ -100,6 +100,21 @@ export class SandboxLifecycle implements SandboxDirectory {
     return next;
   }
 
+  /** Starts a container for the record from `image` and records where its envd answers. */
+  private async startContainer(record: SandboxRecord, image: string): Promise<void> {
+    const started = await this.deps.runtime.start({
+      sandboxId: record.sandboxId,
+      templateId: record.templateId,
+      image,
+      cpuCount: record.cpuCount,
+      memoryMB: record.memoryMB,
+      init: this.initFor(record),
+    });
+    record.containerId = started.containerId;
+    record.address = started.address;
+    record.envdVersion = started.envdVersion;
+  }
+
   private initFor(record: SandboxRecord): EnvdInit {
     return { envVars: record.envVars, accessToken: record.envdAccessToken, defaultUser: DEFAULT_USER, defaultWorkdir: DEFAULT_WORKDIR };
   }
@@ -162,25 +177,15 @@ export class SandboxLifecycle implements SandboxDirectory {
         autoPauseMemory: input.autoPauseMemory,
         autoResume: input.autoResume,
       };
-      const started = await this.deps.runtime.start({
-        sandboxId,
-        templateId: template.templateId,
-        image: template.image,
-        cpuCount: template.cpuCount,
-        memoryMB: template.memoryMB,
-        init: this.initFor(record),
-      });
-      record.containerId = started.containerId;
-      record.address = started.address;
-      record.envdVersion = started.envdVersion;
+      await this.startContainer(record, template.image);
       // The timeout counts from the moment the sandbox is usable.
       record.startedAt = nowIso();
       record.endAt = inSeconds(input.timeoutSeconds);
       this.persist(record, `sandbox created from template ${template.templateId}`);
       this.deps.templates.recordSpawn(template.templateId);
-      this.deps.templates.setEnvdVersion(template.templateId, started.envdVersion);
+      this.deps.templates.setEnvdVersion(template.templateId, record.envdVersion);
       this.timers.arm(record);
-      this.log(sandboxId).info({ templateId: template.templateId, containerId: started.containerId }, 'sandbox created');
+      this.log(sandboxId).info({ templateId: template.templateId, containerId: record.containerId }, 'sandbox created');
       return record;
     } finally {
       release();
@@ -293,17 +298,7 @@ export class SandboxLifecycle implements SandboxDirectory {
     if (record.pausedImage) {
       const release = this.reserveSlot();
       try {
-        const started = await this.deps.runtime.start({
-          sandboxId: record.sandboxId,
-          templateId: record.templateId,
-          image: record.pausedImage,
-          cpuCount: record.cpuCount,
-          memoryMB: record.memoryMB,
-          init: this.initFor(record),
-        });
-        record.containerId = started.containerId;
-        record.address = started.address;
-        record.envdVersion = started.envdVersion;
+        await this.startContainer(record, record.pausedImage);
       } finally {
         release();
       }
