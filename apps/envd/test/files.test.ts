@@ -1,28 +1,20 @@
 import { createHash, randomBytes } from 'node:crypto';
-import { closeSync, createReadStream, existsSync, mkdtempSync, openSync, readFileSync, readdirSync, realpathSync, rmSync, statSync, writeFileSync, writeSync } from 'node:fs';
+import { closeSync, createReadStream, existsSync, openSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync, writeSync } from 'node:fs';
 import { get as httpGet, request as httpRequest } from 'node:http';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { gzipSync } from 'node:zlib';
 import { FileNotFoundError, Sandbox } from 'e2b';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { readMetadata } from '../src/filesystem/xattr-metadata.ts';
 import { fileSignature } from '../src/http/file-access.ts';
-import { startEnvd, type RunningEnvd } from './support/start-envd.ts';
+import { useSdkSession } from './support/sdk-session.ts';
+import { type RunningEnvd, startEnvd } from './support/start-envd.ts';
 
 let envd: RunningEnvd;
 let sbx: Sandbox;
 let dir: string;
 
-beforeAll(async () => {
-  envd = await startEnvd();
-  sbx = await Sandbox.connect('debug_sandbox_id', { debug: true, sandboxUrl: envd.url, apiKey: 'x' });
-  dir = realpathSync(mkdtempSync(join(tmpdir(), 'envd-files-')));
-});
-afterAll(async () => {
-  await envd?.close();
-  if (dir) rmSync(dir, { recursive: true, force: true });
-});
+useSdkSession('envd-files-', (session) => ({ envd, sbx, dir } = session));
 
 describe('files through the e2b SDK', () => {
   it('writes and reads text, bytes, blobs and streams', async () => {

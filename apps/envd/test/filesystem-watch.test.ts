@@ -1,26 +1,18 @@
 import { ConnectError, createClient } from '@connectrpc/connect';
 import { createConnectTransport } from '@connectrpc/connect-node';
-import { appendFileSync, chmodSync, mkdirSync, mkdtempSync, realpathSync, renameSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { appendFileSync, chmodSync, mkdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { EventType, Filesystem } from '@tidepool/protocol/filesystem';
 import { type FilesystemEvent, Sandbox } from 'e2b';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type RunningEnvd, startEnvd } from './support/start-envd.ts';
+import { describe, expect, it } from 'vitest';
+import { useSdkSession } from './support/sdk-session.ts';
+import type { RunningEnvd } from './support/start-envd.ts';
 
 let envd: RunningEnvd;
 let sbx: Sandbox;
 let dir: string;
 
-beforeAll(async () => {
-  envd = await startEnvd();
-  sbx = await Sandbox.connect('debug_sandbox_id', { debug: true, sandboxUrl: envd.url, apiKey: 'x' });
-  dir = realpathSync(mkdtempSync(join(tmpdir(), 'envd-watch-')));
-});
-afterAll(async () => {
-  await envd?.close();
-  if (dir) rmSync(dir, { recursive: true, force: true });
-});
+useSdkSession('envd-watch-', (session) => ({ envd, sbx, dir } = session));
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 

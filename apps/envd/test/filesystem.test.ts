@@ -1,27 +1,19 @@
 import { createClient } from '@connectrpc/connect';
 import { createConnectTransport } from '@connectrpc/connect-node';
-import { chmodSync, mkdirSync, mkdtempSync, realpathSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { chmodSync, mkdirSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Filesystem } from '@tidepool/protocol/filesystem';
 import { FileNotFoundError, InvalidArgumentError, Sandbox } from 'e2b';
 import { setAttribute } from 'fs-xattr';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startEnvd, type RunningEnvd } from './support/start-envd.ts';
+import { describe, expect, it } from 'vitest';
+import { useSdkSession } from './support/sdk-session.ts';
+import type { RunningEnvd } from './support/start-envd.ts';
 
 let envd: RunningEnvd;
 let sbx: Sandbox;
 let dir: string;
 
-beforeAll(async () => {
-  envd = await startEnvd();
-  sbx = await Sandbox.connect('debug_sandbox_id', { debug: true, sandboxUrl: envd.url, apiKey: 'x' });
-  dir = realpathSync(mkdtempSync(join(tmpdir(), 'envd-fs-')));
-});
-afterAll(async () => {
-  await envd?.close();
-  if (dir) rmSync(dir, { recursive: true, force: true });
-});
+useSdkSession('envd-fs-', (session) => ({ envd, sbx, dir } = session));
 
 const until = async (check: () => boolean, timeoutMs = 5000): Promise<void> => {
   const end = Date.now() + timeoutMs;
