@@ -12,6 +12,7 @@ import {
 } from '@tidepool/protocol/process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startEnvd, type RunningEnvd } from './support/start-envd.ts';
+import { isAlive, until } from './support/waiting.ts';
 
 let envd: RunningEnvd;
 
@@ -25,23 +26,6 @@ afterAll(async () => {
 
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();
-
-function isAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
-
-async function until(check: () => boolean | Promise<boolean>, timeoutMs = 5000): Promise<void> {
-  const end = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > end) throw new Error('condition not met in time');
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
 
 type Stream = AsyncIterable<StartResponse | ConnectResponse>;
 

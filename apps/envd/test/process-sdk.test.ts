@@ -4,27 +4,11 @@ import { join } from 'node:path';
 import { CommandExitError, InvalidArgumentError, Sandbox, TimeoutError } from 'e2b';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startEnvd, type RunningEnvd } from './support/start-envd.ts';
+import { isAlive, until } from './support/waiting.ts';
 
 let envd: RunningEnvd;
 let sbx: Sandbox;
 let workdir: string;
-
-function isAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
-
-async function until(check: () => boolean | Promise<boolean>, timeoutMs = 5000): Promise<void> {
-  const end = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > end) throw new Error('condition not met in time');
-    await new Promise((r) => setTimeout(r, 25));
-  }
-}
 
 beforeAll(async () => {
   envd = await startEnvd();
