@@ -13,7 +13,6 @@ export function pumpInto(source: Readable, target: Writable): Promise<void> {
       if (settled) return;
       settled = true;
       source.unpipe(target);
-      source.off('error', fail);
       source.off('close', aborted);
       target.destroy();
       source.resume();
@@ -27,9 +26,10 @@ export function pumpInto(source: Readable, target: Writable): Promise<void> {
       reject(source.errored);
       return;
     }
-    source.once('error', fail);
+    // Error listeners stay attached: a stream may emit a second error after the first settled us.
+    source.on('error', fail);
     source.once('close', aborted);
-    target.once('error', fail);
+    target.on('error', fail);
     target.once('close', () => {
       if (settled) return;
       if (!target.writableFinished) {
@@ -37,7 +37,6 @@ export function pumpInto(source: Readable, target: Writable): Promise<void> {
         return;
       }
       settled = true;
-      source.off('error', fail);
       source.off('close', aborted);
       resolve();
     });
