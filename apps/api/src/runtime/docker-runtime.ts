@@ -1,5 +1,6 @@
 import Docker from 'dockerode';
 import type { Logger } from 'pino';
+import { PAUSED_IMAGE_REPOSITORY, pausedImageRef } from './paused-image.ts';
 import { initEnvd, readEnvdMetrics, waitForEnvd } from './envd-client.ts';
 import type {
   ContainerStatus,
@@ -17,7 +18,6 @@ export const TEMPLATE_LABEL = 'dev.tidepool.template-id';
 export const ENVD_VERSION_LABEL = 'dev.tidepool.envd-version';
 /** Which platform (data directory) owns a container: several platforms may share one engine. */
 export const PLATFORM_LABEL = 'dev.tidepool.platform-id';
-const PAUSED_IMAGE_REPOSITORY = 'tidepool/paused';
 
 export interface DockerRuntimeOptions {
   /** Name of the bridge network sandboxes join; created when missing. */
@@ -159,7 +159,7 @@ export class DockerRuntime implements SandboxRuntime {
     const container = this.docker.getContainer(containerId);
     const { status } = await this.inspect(containerId);
     await container.commit({ repo: PAUSED_IMAGE_REPOSITORY, tag: sandboxId, pause: status === 'running' });
-    return `${PAUSED_IMAGE_REPOSITORY}:${sandboxId}`;
+    return pausedImageRef(sandboxId);
   }
 
   async remove(containerId: string): Promise<void> {
@@ -237,7 +237,7 @@ export class DockerRuntime implements SandboxRuntime {
       if (!image.Labels || !this.isOurs(image.Labels) || image.Labels[PLATFORM_LABEL] === undefined) continue;
       const sandboxId = image.Labels[SANDBOX_LABEL];
       for (const tag of image.RepoTags ?? []) {
-        if (tag === `${PAUSED_IMAGE_REPOSITORY}:${sandboxId}`) found.push({ image: tag, sandboxId });
+        if (tag === pausedImageRef(sandboxId)) found.push({ image: tag, sandboxId });
       }
     }
     return found;

@@ -1,6 +1,7 @@
 import type { Logger } from 'pino';
 import { ApiError, sandboxNotFound } from '../errors.ts';
 import type { RoutableSandbox, SandboxDirectory } from '../proxy/sandbox-directory.ts';
+import { pausedImageRef } from '../runtime/paused-image.ts';
 import type { EnvdInit, SandboxRuntime } from '../runtime/sandbox-runtime.ts';
 import type { SandboxStore } from '../store/sandbox-store.ts';
 import type { TemplateStore } from '../store/template-store.ts';
@@ -422,9 +423,6 @@ export class SandboxLifecycle implements SandboxDirectory {
   }
 }
 
-export function pausedImageRef(sandboxId: string): string {
-  return `tidepool/paused:${sandboxId}`;
-}
 
 function routable(record: SandboxRecord): RoutableSandbox {
   return {

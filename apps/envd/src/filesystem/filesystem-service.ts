@@ -6,7 +6,7 @@ import type { EnvdContext } from '../context.ts';
 import { resolveRpcUser } from '../identity/request-user.ts';
 import { resolvePath } from '../identity/resolve-path.ts';
 import type { SystemUser } from '../identity/system-users.ts';
-import { keepaliveIntervalMs } from '../process/keepalive.ts';
+import { keepaliveIntervalMs } from '../connect/keepalive.ts';
 import { buildEntryInfo } from './entry-info.ts';
 import { toConnectError } from './filesystem-errors.ts';
 import { listDirectory } from './list-directory.ts';

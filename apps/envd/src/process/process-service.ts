@@ -3,7 +3,7 @@ import { Process, Signal, type StreamInputRequest } from '@tidepool/protocol/pro
 import type { EnvdContext } from '../context.ts';
 import { resolveRpcUser } from '../identity/request-user.ts';
 import { replayExit, type ProcessEventInit, ProcessSubscription } from './event-stream.ts';
-import { keepaliveIntervalMs } from './keepalive.ts';
+import { keepaliveIntervalMs } from '../connect/keepalive.ts';
 import type { ProcessHandle } from './process-handle.ts';
 import { writeProcessInput } from './process-input.ts';
 import { describeSelector, ProcessRegistry } from './process-registry.ts';
