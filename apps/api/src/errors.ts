@@ -1,28 +1,30 @@
-import type { FastifyInstance } from 'fastify';
+/**
+ * What went wrong, in the platform's own terms. The domain (sandboxes, templates, builds) throws
+ * only this; the REST layer maps each kind to a status in one place (http/api-errors.ts).
+ */
+export type FailureKind =
+  /** The request is malformed or breaks a rule (bad field, bad state combination). */
+  | 'invalid'
+  /** The thing named does not exist (or is not visible to the caller). */
+  | 'not_found'
+  /** The thing exists but belongs to someone else. */
+  | 'forbidden'
+  /** The thing is in a state that does not allow the operation (already paused, still in use…). */
+  | 'conflict'
+  /** A limit was reached (concurrent sandboxes, builds). */
+  | 'limit'
+  /** Something the platform depends on failed (engine, envd). */
+  | 'internal';
 
-/** The one error type of the platform API; answered as `{code, message}` with its status. */
-export class ApiError extends Error {
-  constructor(readonly statusCode: number, message: string) {
+export class PlatformError extends Error {
+  constructor(readonly kind: FailureKind, message: string) {
     super(message);
+    this.name = 'PlatformError';
   }
 }
 
-export const sandboxNotFound = (id: string): ApiError => new ApiError(404, `Sandbox "${id}" doesn't exist or you don't have access to it`);
+export const invalid = (message: string): PlatformError => new PlatformError('invalid', message);
+export const notFound = (message: string): PlatformError => new PlatformError('not_found', message);
+export const conflict = (message: string): PlatformError => new PlatformError('conflict', message);
 
-/** Classifies every failure of a platform route into `{code, message}` in one place. */
-export function installApiErrorHandler(app: FastifyInstance): void {
-  app.setErrorHandler((error: Error & { statusCode?: number; validation?: unknown }, request, reply) => {
-    let status = 500;
-    let message = error.message;
-    if (error instanceof ApiError) status = error.statusCode;
-    else if (error.validation) {
-      status = 400;
-      message = `invalid request: ${error.message}`;
-    } else if (error.statusCode && error.statusCode >= 400 && error.statusCode < 500) status = error.statusCode;
-    if (status >= 500) request.log.error({ err: error }, 'request failed');
-    void reply.code(status).header('content-type', 'application/json; charset=utf-8').send({ code: status, message });
-  });
-  app.setNotFoundHandler((request, reply) => {
-    void reply.code(404).send({ code: 404, message: `route ${request.method} ${request.url.split('?')[0]} not found` });
-  });
-}
+export const sandboxNotFound = (id: string): PlatformError => notFound(`Sandbox "${id}" doesn't exist or you don't have access to it`);

@@ -2,14 +2,15 @@ import type { AddressInfo } from 'node:net';
 import type { FastifyInstance } from 'fastify';
 import pino from 'pino';
 import { type Config, loadConfig } from './config.ts';
-import { DockerRuntime } from './runtime/docker-runtime.ts';
+import { DockerRuntime } from './runtime/docker/docker-runtime.ts';
 import type { SandboxRuntime } from './runtime/sandbox-runtime.ts';
 import { SandboxLifecycle } from './sandboxes/sandbox-lifecycle.ts';
-import { buildApiServer } from './server.ts';
+import { buildApiServer } from './http/api-server.ts';
 import { openDatabase } from './store/database.ts';
 import { KeyStore } from './store/key-store.ts';
-import { SandboxStore } from './store/sandbox-store.ts';
-import { TemplateStore } from './store/template-store.ts';
+import { SandboxStore } from './sandboxes/sandbox-store.ts';
+import { TemplateCatalog } from './templates/template-catalog.ts';
+import { TemplateStore } from './templates/template-store.ts';
 import { registerBaseTemplate } from './templates/base-template.ts';
 
 export interface RunningPlatform {
@@ -60,7 +61,8 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
     const platformId = keys.platformId();
     const runtime = runtimeOverride ?? new DockerRuntime({ network: config.sandboxNetwork, platformId, logger });
     await runtime.prepare();
-    const templates = new TemplateStore(db);
+    const templateStore = new TemplateStore(db);
+    const templates = new TemplateCatalog(templateStore);
     await registerBaseTemplate(templates, runtime, config.baseImage, logger);
     const sandboxes = new SandboxStore(db);
     lifecycle = new SandboxLifecycle({

@@ -2,23 +2,59 @@ import { randomBytes } from 'node:crypto';
 import { ensureBaseImage } from '@tidepool/testkit';
 import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { DockerRuntime } from '../src/runtime/docker-runtime.ts';
-import type { EnvdInit, StartedSandbox } from '../src/runtime/sandbox-runtime.ts';
+import { initEnvd, waitForEnvd } from '../src/envd/envd-client.ts';
+import { DockerRuntime } from '../src/runtime/docker/docker-runtime.ts';
+import type { StartedContainer } from '../src/runtime/sandbox-runtime.ts';
+import { bootSandbox, initFor } from '../src/sandboxes/sandbox-boot.ts';
+import type { SandboxRecord } from '../src/sandboxes/sandbox-record.ts';
+import { BASE_DEFAULTS } from '../src/templates/template-model.ts';
 
-const runtime = new DockerRuntime({ network: 'tidepool-test-runtime', logger: pino({ level: 'silent' }) });
+const logger = pino({ level: 'silent' });
+const runtime = new DockerRuntime({ network: 'tidepool-test-runtime', logger, platformId: `runtime-test-${randomBytes(4).toString('hex')}` });
 const sandboxId = `iruntimetest${randomBytes(4).toString('hex')}`;
-const init: EnvdInit = { envVars: { GREETING: 'hello' }, accessToken: randomBytes(16).toString('hex'), defaultUser: 'user', defaultWorkdir: '/home/user' };
 let image = '';
-let started: StartedSandbox | undefined;
+let started: StartedContainer | undefined;
 const images: string[] = [];
 
+function recordOf(id: string): SandboxRecord {
+  return {
+    sandboxId: id,
+    templateId: 'base',
+    buildId: 'base',
+    alias: 'base',
+    defaults: { ...BASE_DEFAULTS, envs: { GREETING: 'from-template', KEEP: 'template' } },
+    state: 'running',
+    containerId: null,
+    address: null,
+    pausedImage: null,
+    startedAt: new Date().toISOString(),
+    endAt: new Date().toISOString(),
+    timeoutSeconds: 60,
+    pausedAt: null,
+    cpuCount: 1,
+    memoryMB: 256,
+    diskSizeMB: 0,
+    envdVersion: '0.0.0',
+    envdAccessToken: randomBytes(16).toString('hex'),
+    trafficAccessToken: null,
+    metadata: {},
+    envVars: { GREETING: 'hello' },
+    network: {},
+    allowInternetAccess: null,
+    autoPause: false,
+    autoPauseMemory: true,
+    autoResume: false,
+  };
+}
+const record = recordOf(sandboxId);
+
 async function envs(address: string): Promise<Record<string, string>> {
-  const response = await fetch(`http://${address}:49983/envs`, { headers: { 'x-access-token': init.accessToken } });
+  const response = await fetch(`http://${address}:49983/envs`, { headers: { 'x-access-token': record.envdAccessToken } });
   expect(response.status).toBe(200);
   return (await response.json()) as Record<string, string>;
 }
 
-describe('DockerRuntime against a real engine', () => {
+describe('DockerRuntime and the sandbox boot sequence against a real engine', () => {
   beforeAll(async () => {
     image = await ensureBaseImage();
     await runtime.prepare();
@@ -29,44 +65,51 @@ describe('DockerRuntime against a real engine', () => {
     for (const ref of images) await runtime.removeImage(ref);
   });
 
-  it('starts a sandbox whose envd is initialised before start() resolves', async () => {
-    started = await runtime.start({ sandboxId, templateId: 'base', image, cpuCount: 1, memoryMB: 256, init });
-    expect(started.envdVersion).toMatch(/^\d+\.\d+\.\d+/);
-    expect((await envs(started.address)).GREETING).toBe('hello');
+  it('boots a sandbox whose envd is initialised (template envs below the sandbox envs) before it resolves', async () => {
+    const booted = await bootSandbox(runtime, record, image, logger);
+    started = booted;
+    expect(booted.envdVersion).toMatch(/^\d+\.\d+\.\d+/);
+    expect(await envs(booted.address)).toMatchObject({ GREETING: 'hello', KEEP: 'template' });
     const managed = await runtime.listManaged();
-    expect(managed.find((c) => c.sandboxId === sandboxId)).toMatchObject({ status: 'running', address: started.address });
-    expect(await runtime.imageEnvdVersion(image)).toBe(started.envdVersion);
+    expect(managed.find((c) => c.sandboxId === sandboxId)).toMatchObject({ status: 'running', address: booted.address });
+    expect(await runtime.imageEnvdVersion(image)).toBe(booted.envdVersion);
   });
 
-  it('freezes and thaws the container; envd keeps its token across reinit', async () => {
+  it('freezes and thaws the container; envd keeps its token across a second /init', async () => {
     const s = started!;
     await runtime.pause(s.containerId);
     expect((await runtime.inspect(s.containerId)).status).toBe('paused');
     await runtime.unpause(s.containerId);
-    await runtime.reinit(s.address, init);
+    await initEnvd(s.address, initFor(record), true);
     expect((await envs(s.address)).GREETING).toBe('hello');
   });
 
-  it('rejects a reinit that presents another token', async () => {
-    await expect(runtime.reinit(started!.address, { ...init, accessToken: 'not-the-token' })).rejects.toThrow(/rejected \/init/);
+  it('rejects an /init that presents another token', async () => {
+    await expect(initEnvd(started!.address, { ...initFor(record), accessToken: 'not-the-token' }, true)).rejects.toThrow(/rejected \/init/);
   });
 
-  it('commits the filesystem to an image and removes containers idempotently', async () => {
+  it('commits the filesystem as the sandbox image (listed by sandbox) and removes containers idempotently', async () => {
     const s = started!;
-    const ref = await runtime.commit(s.containerId, sandboxId);
+    const ref = await runtime.commitSandbox(s.containerId, sandboxId);
     images.push(ref);
     expect(await runtime.imageExists(ref)).toBe(true);
+    expect(await runtime.listSandboxImages()).toContainEqual({ image: ref, sandboxId });
     await runtime.remove(s.containerId);
     await runtime.remove(s.containerId);
     expect((await runtime.inspect(s.containerId)).status).toBe('missing');
     started = undefined;
+    await runtime.removeSandboxImage(sandboxId);
+    expect(await runtime.imageExists(ref)).toBe(false);
   });
 
   it('leaves no container behind when envd never comes up', async () => {
-    const failing = new DockerRuntime({ network: 'tidepool-test-runtime', logger: pino({ level: 'silent' }), envdReadyTimeoutMs: 1_500 });
     const id = `iruntimefail${randomBytes(4).toString('hex')}`;
-    // The Debian base OS image has no envd: the container runs bash and exits at once.
-    await expect(failing.start({ sandboxId: id, templateId: 'broken', image: 'tidepool/debian:bookworm', cpuCount: 1, memoryMB: 128, init })).rejects.toThrow();
+    // The Debian base OS image has no envd runtime: the container cannot start its entrypoint.
+    await expect(bootSandbox(runtime, recordOf(id), 'tidepool/debian:bookworm', logger)).rejects.toThrow();
     expect((await runtime.listManaged()).some((c) => c.sandboxId === id)).toBe(false);
+  });
+
+  it('waits for envd only as long as the container lives', async () => {
+    await expect(waitForEnvd('127.0.0.254', 300, async () => true)).rejects.toThrow(/did not answer/);
   });
 });

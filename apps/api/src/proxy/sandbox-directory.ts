@@ -1,5 +1,6 @@
-/** The port envd listens on inside every sandbox. */
-export const ENVD_PORT = 49983;
+import { ENVD_PORT } from '../envd/envd-client.ts';
+
+export { ENVD_PORT };
 
 /** What the proxy needs to know about one sandbox to route traffic to it. */
 export interface RoutableSandbox {

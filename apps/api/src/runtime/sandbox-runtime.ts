@@ -1,27 +1,21 @@
-/** What envd receives on `POST /init` when a sandbox starts or resumes. */
-export interface EnvdInit {
-  envVars: Record<string, string>;
-  accessToken: string;
-  defaultUser: string;
-  defaultWorkdir: string;
-}
+/**
+ * The container engine behind sandboxes: containers and images only. It knows nothing of envd,
+ * templates or timeouts; the lifecycle talks to it through this seam (Docker is the one implementation).
+ */
 
-export interface StartSandboxSpec {
+export interface ContainerSpec {
   sandboxId: string;
   templateId: string;
-  /** Image to run: a template image, or the committed filesystem of a paused sandbox. */
+  /** Image to run: a template build, or the committed filesystem of a paused sandbox. */
   image: string;
   cpuCount: number;
   memoryMB: number;
-  init: EnvdInit;
 }
 
-export interface StartedSandbox {
+export interface StartedContainer {
   containerId: string;
   /** Address of the container on the sandbox network, reachable from the API. */
   address: string;
-  /** Version envd reported on `/init`. */
-  envdVersion: string;
 }
 
 export type ContainerStatus = 'running' | 'paused' | 'stopped' | 'missing';
@@ -35,26 +29,12 @@ export interface ManagedContainer {
   unclaimed: boolean;
 }
 
-export interface PausedImage {
+/** A committed filesystem of one sandbox (paused without memory), found again after a restart. */
+export interface SandboxImage {
   image: string;
   sandboxId: string;
 }
 
-export interface SandboxMetricSample {
-  timestamp: Date;
-  cpuCount: number;
-  cpuUsedPct: number;
-  memUsed: number;
-  memTotal: number;
-  memCache: number;
-  diskUsed: number;
-  diskTotal: number;
-}
-
-/**
- * The container engine behind sandboxes. One implementation (Docker); the lifecycle talks only
- * to this seam, which is also where a warm pool of pre-started containers would plug in.
- */
 export interface SandboxRuntime {
   /** Creates the sandbox network if needed; checks the engine answers. */
   prepare(): Promise<void>;
@@ -62,27 +42,26 @@ export interface SandboxRuntime {
   imageExists(image: string): Promise<boolean>;
   /** Version label of the envd runtime baked into an image, if any. */
   imageEnvdVersion(image: string): Promise<string | undefined>;
-  /**
-   * Creates and starts a container, waits until envd answers and `/init` succeeded.
-   * On any failure the container is removed before the error propagates.
-   */
-  start(spec: StartSandboxSpec): Promise<StartedSandbox>;
+  /** Creates and starts a container that runs envd. On failure nothing is left behind. */
+  startContainer(spec: ContainerSpec): Promise<StartedContainer>;
   /** Freezes every process of the sandbox (memory stays allocated). */
   pause(containerId: string): Promise<void>;
   unpause(containerId: string): Promise<void>;
-  /** Sends `/init` again (after unpause/restart: fresh clock, same token). Returns envd's version. */
-  reinit(address: string, init: EnvdInit): Promise<string>;
-  /** Commits the container filesystem to an image and returns its reference. */
-  commit(containerId: string, sandboxId: string): Promise<string>;
+  /** Commits the container filesystem (frozen while it is written) as the sandbox's own image. */
+  commitSandbox(containerId: string, sandboxId: string): Promise<string>;
+  /** Commits the container filesystem under a name of the caller's choosing (`repository:tag`). */
+  commit(containerId: string, image: string, labels?: Record<string, string>): Promise<string>;
+  /** Adds a name to an image (no copy). */
+  tagImage(image: string, as: string): Promise<void>;
   /** Force-removes a container; missing is not an error. */
   remove(containerId: string): Promise<void>;
   /** Removes an image; missing is not an error. */
   removeImage(image: string): Promise<void>;
+  /** Removes the committed filesystem of a sandbox, if there is one. */
+  removeSandboxImage(sandboxId: string): Promise<void>;
   inspect(containerId: string): Promise<{ status: ContainerStatus; address: string | undefined }>;
   /** Every container that belongs to a sandbox of this platform (by label). */
   listManaged(): Promise<ManagedContainer[]>;
-  /** Every committed filesystem of a sandbox paused with `memory: false` that belongs to this platform. */
-  listPausedImages(): Promise<PausedImage[]>;
-  /** One metrics sample of a running sandbox, read from its envd (`GET /metrics`). */
-  sampleMetrics(address: string, accessToken: string): Promise<SandboxMetricSample>;
+  /** Every committed sandbox filesystem that belongs to this platform. */
+  listSandboxImages(): Promise<SandboxImage[]>;
 }

@@ -1,4 +1,4 @@
-import { ApiError } from '../errors.ts';
+import { PlatformError } from '../errors.ts';
 import type { SandboxRecord } from './sandbox-record.ts';
 
 export type Order = 'asc' | 'desc';
@@ -14,7 +14,7 @@ export function decodeMetadataFilter(value: string | undefined): Record<string, 
     try {
       filter[decodeURIComponent(key)] = decodeURIComponent(raw);
     } catch {
-      throw new ApiError(400, `invalid metadata filter '${value}'`);
+      throw new PlatformError('invalid', `invalid metadata filter '${value}'`);
     }
   }
   return filter;
@@ -28,7 +28,7 @@ export function matchesMetadata(record: SandboxRecord, filter: Record<string, st
 export function parseStates(value: string | string[] | undefined): Set<'running' | 'paused'> {
   const parts = (Array.isArray(value) ? value : value === undefined ? [] : [value]).flatMap((v) => v.split(',')).map((s) => s.trim()).filter(Boolean);
   if (parts.length === 0) return new Set(['running', 'paused']);
-  for (const part of parts) if (part !== 'running' && part !== 'paused') throw new ApiError(400, `invalid state '${part}' (expected running or paused)`);
+  for (const part of parts) if (part !== 'running' && part !== 'paused') throw new PlatformError('invalid', `invalid state '${part}' (expected running or paused)`);
   return new Set(parts as Array<'running' | 'paused'>);
 }
 
@@ -38,7 +38,7 @@ export function encodeCursor(record: SandboxRecord, order: Order): string {
 
 export function decodeCursor(token: string, order: Order): { startedAt: string; sandboxId: string } {
   const [startedAt, sandboxId, tokenOrder] = Buffer.from(token, 'base64url').toString('utf8').split('__');
-  if (!startedAt || !sandboxId || tokenOrder !== order || Number.isNaN(Date.parse(startedAt))) throw new ApiError(400, 'Invalid next token');
+  if (!startedAt || !sandboxId || tokenOrder !== order || Number.isNaN(Date.parse(startedAt))) throw new PlatformError('invalid', 'Invalid next token');
   return { startedAt, sandboxId };
 }
 

@@ -1,5 +1,5 @@
 import type { Logger } from 'pino';
-import type { SandboxMetricSample, SandboxRuntime } from '../runtime/sandbox-runtime.ts';
+import { type EnvdMetricSample, readEnvdMetrics } from '../envd/envd-client.ts';
 import type { SandboxRecord } from './sandbox-record.ts';
 
 const SAMPLE_INTERVAL_MS = 5_000;
@@ -7,10 +7,10 @@ const SAMPLES_KEPT = 720; // an hour at one sample every five seconds
 
 /** Keeps a ring of recent resource samples per running sandbox, read from its envd. */
 export class MetricsRecorder {
-  private readonly samples = new Map<string, SandboxMetricSample[]>();
+  private readonly samples = new Map<string, EnvdMetricSample[]>();
   private timer: NodeJS.Timeout | undefined;
 
-  constructor(private readonly runtime: SandboxRuntime, private readonly running: () => SandboxRecord[], private readonly logger: Logger) {}
+  constructor(private readonly running: () => SandboxRecord[], private readonly logger: Logger) {}
 
   start(): void {
     this.timer = setInterval(() => void this.sampleAll(), SAMPLE_INTERVAL_MS);
@@ -26,14 +26,14 @@ export class MetricsRecorder {
   }
 
   /** Samples in [start, end] (unix seconds); takes one now when none was recorded yet. */
-  async range(record: SandboxRecord, start?: number, end?: number): Promise<SandboxMetricSample[]> {
+  async range(record: SandboxRecord, start?: number, end?: number): Promise<EnvdMetricSample[]> {
     if (record.state === 'running' && !this.samples.get(record.sandboxId)?.length) await this.sample(record);
     const from = (start ?? 0) * 1000;
     const to = end === undefined ? Number.POSITIVE_INFINITY : end * 1000 + 999;
     return (this.samples.get(record.sandboxId) ?? []).filter((s) => s.timestamp.getTime() >= from && s.timestamp.getTime() <= to);
   }
 
-  async latest(record: SandboxRecord): Promise<SandboxMetricSample | undefined> {
+  async latest(record: SandboxRecord): Promise<EnvdMetricSample | undefined> {
     const all = await this.range(record);
     return all[all.length - 1];
   }
@@ -45,7 +45,7 @@ export class MetricsRecorder {
   private async sample(record: SandboxRecord): Promise<void> {
     if (!record.address) return;
     try {
-      const sample = await this.runtime.sampleMetrics(record.address, record.envdAccessToken);
+      const sample = await readEnvdMetrics(record.address, record.envdAccessToken);
       const ring = this.samples.get(record.sandboxId) ?? [];
       ring.push(sample);
       if (ring.length > SAMPLES_KEPT) ring.shift();

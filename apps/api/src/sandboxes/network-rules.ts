@@ -1,5 +1,5 @@
 import { isIP } from 'node:net';
-import { ApiError } from '../errors.ts';
+import { PlatformError } from '../errors.ts';
 import type { SandboxNetwork } from './sandbox-record.ts';
 
 const ALL_TRAFFIC = '0.0.0.0/0';
@@ -19,15 +19,15 @@ export function isCidrOrIp(value: string): boolean {
 /** Validates egress and routing settings the way the reference platform does, with its messages. */
 export function validateNetwork(network: SandboxNetwork): void {
   for (const entry of network.denyOut ?? []) {
-    if (!isCidrOrIp(entry)) throw new ApiError(400, `invalid denied CIDR ${entry}`);
+    if (!isCidrOrIp(entry)) throw new PlatformError('invalid', `invalid denied CIDR ${entry}`);
   }
   const domains = (network.allowOut ?? []).filter((entry) => !isCidrOrIp(entry));
   for (const domain of domains) {
-    if (!DOMAIN.test(domain)) throw new ApiError(400, `invalid allowed entry ${domain}: not a CIDR, IP address or domain name`);
+    if (!DOMAIN.test(domain)) throw new PlatformError('invalid', `invalid allowed entry ${domain}: not a CIDR, IP address or domain name`);
   }
   if (domains.length > 0 && !(network.denyOut ?? []).includes(ALL_TRAFFIC)) {
-    throw new ApiError(400, "When specifying allowed domains in allow out, you must include 'ALL_TRAFFIC' in deny out (0.0.0.0/0)");
+    throw new PlatformError('invalid', "When specifying allowed domains in allow out, you must include 'ALL_TRAFFIC' in deny out (0.0.0.0/0)");
   }
   const mask = network.maskRequestHost;
-  if (mask !== undefined && !/^[\x21-\x7e]+$/.test(mask)) throw new ApiError(400, 'maskRequestHost must be an ASCII host[:port]');
+  if (mask !== undefined && !/^[\x21-\x7e]+$/.test(mask)) throw new PlatformError('invalid', 'maskRequestHost must be an ASCII host[:port]');
 }

@@ -1,20 +1,20 @@
 import type { Logger } from 'pino';
-import { ApiError, sandboxNotFound } from '../errors.ts';
+import { initEnvd } from '../envd/envd-client.ts';
+import { conflict, PlatformError } from '../errors.ts';
 import type { RoutableSandbox, SandboxDirectory } from '../proxy/sandbox-directory.ts';
-import { pausedImageRef } from '../runtime/paused-image.ts';
-import type { EnvdInit, SandboxRuntime } from '../runtime/sandbox-runtime.ts';
-import type { SandboxStore } from '../store/sandbox-store.ts';
-import type { TemplateStore } from '../store/template-store.ts';
+import type { SandboxRuntime } from '../runtime/sandbox-runtime.ts';
+import type { ResolvedTemplate } from '../templates/template-model.ts';
+import { bootSandbox, initFor } from './sandbox-boot.ts';
 import { envdAccessToken, newSandboxId, trafficAccessToken } from './sandbox-identity.ts';
 import { MetricsRecorder } from './metrics-recorder.ts';
 import type { SandboxNetwork, SandboxRecord } from './sandbox-record.ts';
+import { SandboxRegistry } from './sandbox-registry.ts';
+import type { SandboxStore } from './sandbox-store.ts';
 import { SandboxTimers } from './sandbox-timers.ts';
+import { reconcileAfterRestart } from './restart-reconcile.ts';
 
-export const DEFAULT_USER = 'user';
-export const DEFAULT_WORKDIR = '/home/user';
-
-export interface CreateSandboxInput {
-  templateRef: string;
+/** How a sandbox is configured, whatever it starts from (a template, a fork checkpoint). */
+export interface SandboxSettings {
   timeoutSeconds: number;
   autoPause: boolean;
   autoPauseMemory: boolean;
@@ -25,9 +25,19 @@ export interface CreateSandboxInput {
   allowInternetAccess: boolean | null;
 }
 
+export interface CreateSandboxInput extends SandboxSettings {
+  templateRef: string;
+}
+
+/** Where the lifecycle finds templates: resolution and spawn counting. */
+export interface TemplateSource {
+  resolve(reference: string): ResolvedTemplate;
+  recordSpawn(templateId: string): void;
+}
+
 export interface LifecycleDeps {
   store: SandboxStore;
-  templates: TemplateStore;
+  templates: TemplateSource;
   runtime: SandboxRuntime;
   tokenSeed: string;
   maxSandboxes: number;
@@ -36,30 +46,37 @@ export interface LifecycleDeps {
   logger: Logger;
 }
 
+/** Everything `launch` needs: what to run and how the sandbox is configured. */
+export interface LaunchPlan {
+  sandboxId?: string;
+  image: string;
+  from: Pick<SandboxRecord, 'templateId' | 'buildId' | 'alias' | 'cpuCount' | 'memoryMB' | 'diskSizeMB' | 'envdVersion' | 'defaults'>;
+  settings: SandboxSettings;
+  event: string;
+}
+
 const nowIso = (): string => new Date().toISOString();
 const inSeconds = (seconds: number): string => new Date(Date.now() + seconds * 1000).toISOString();
 
 /**
- * Owns every sandbox: creation, timeouts, pause/resume, kill and restart recovery. Operations on
- * one sandbox run one at a time; the in-memory map mirrors the store and serves the proxy.
+ * Owns every sandbox: creation, timeouts, pause/resume, kill and restart recovery. Operations on one
+ * sandbox run one at a time (the registry serialises them).
  */
 export class SandboxLifecycle implements SandboxDirectory {
-  private readonly sandboxes = new Map<string, SandboxRecord>();
-  private readonly queues = new Map<string, Promise<unknown>>();
+  readonly registry: SandboxRegistry;
   private readonly timers: SandboxTimers;
   readonly metrics: MetricsRecorder;
-  /** Creations in flight: they count against the concurrency limit before they exist. */
-  private reserved = 0;
 
   constructor(private readonly deps: LifecycleDeps) {
+    this.registry = new SandboxRegistry(deps.store, deps.maxSandboxes);
     this.timers = new SandboxTimers((id) => this.expire(id));
-    this.metrics = new MetricsRecorder(deps.runtime, () => this.runningRecords(), deps.logger);
+    this.metrics = new MetricsRecorder(() => this.registry.running(), deps.logger);
   }
 
   /** Adopts what survived a restart, then starts the timers and the metrics sampler. */
   async start(): Promise<void> {
-    await this.reconcile();
-    this.timers.startSweep(() => this.runningRecords());
+    await reconcileAfterRestart({ registry: this.registry, runtime: this.deps.runtime, logger: this.deps.logger, adopted: (r) => this.timers.arm(r) });
+    this.timers.startSweep(() => this.registry.running());
     this.metrics.start();
   }
 
@@ -69,133 +86,101 @@ export class SandboxLifecycle implements SandboxDirectory {
   }
 
   get(id: string): SandboxRecord | undefined {
-    return this.sandboxes.get(id);
+    return this.registry.get(id);
   }
 
   require(id: string): SandboxRecord {
-    const record = this.sandboxes.get(id);
-    if (!record) throw sandboxNotFound(id);
-    return record;
+    return this.registry.require(id);
   }
 
   list(): SandboxRecord[] {
-    return [...this.sandboxes.values()];
+    return this.registry.list();
   }
 
-  private runningRecords(): SandboxRecord[] {
-    return this.list().filter((r) => r.state === 'running');
+  /** Sandboxes (running or paused) started from any of these builds. */
+  usingBuilds(buildIds: Set<string>): SandboxRecord[] {
+    return this.list().filter((r) => buildIds.has(r.buildId));
   }
 
   private log(id: string): Logger {
     return this.deps.logger.child({ sandboxId: id });
   }
 
-  /** Runs `operation` after every earlier operation on the same sandbox finished. */
-  private serial<T>(id: string, operation: () => Promise<T>): Promise<T> {
-    const previous = this.queues.get(id) ?? Promise.resolve();
-    const next = previous.catch(() => undefined).then(operation);
-    this.queues.set(id, next);
-    void next.finally(() => {
-      if (this.queues.get(id) === next) this.queues.delete(id);
-    }).catch(() => undefined);
-    return next;
-  }
-
-  /** Starts a container for the record from `image` and records where its envd answers. */
-  private async startContainer(record: SandboxRecord, image: string): Promise<void> {
-    const started = await this.deps.runtime.start({
-      sandboxId: record.sandboxId,
-      templateId: record.templateId,
-      image,
-      cpuCount: record.cpuCount,
-      memoryMB: record.memoryMB,
-      init: this.initFor(record),
-    });
-    record.containerId = started.containerId;
-    record.address = started.address;
-    record.envdVersion = started.envdVersion;
-  }
-
-  private initFor(record: SandboxRecord): EnvdInit {
-    return { envVars: record.envVars, accessToken: record.envdAccessToken, defaultUser: DEFAULT_USER, defaultWorkdir: DEFAULT_WORKDIR };
-  }
-
-  private persist(record: SandboxRecord, event?: string): void {
-    this.deps.store.save(record);
-    this.sandboxes.set(record.sandboxId, record);
-    if (event) this.deps.store.recordEvent(record.sandboxId, 'info', event);
-  }
-
-  /**
-   * Sandboxes that hold a container (running, or paused with memory) count against the limit, and so do
-   * creations and filesystem resumes in flight. A sandbox paused to an image holds nothing.
-   */
-  private reserveSlot(): () => void {
-    let holding = this.reserved;
-    for (const record of this.sandboxes.values()) if (record.containerId) holding += 1;
-    if (holding >= this.deps.maxSandboxes) {
-      throw new ApiError(429, `you have reached the maximum number of concurrent sandboxes (${this.deps.maxSandboxes}); kill or pause some and try again`);
-    }
-    this.reserved += 1;
-    let released = false;
-    return () => {
-      if (!released) this.reserved -= 1;
-      released = true;
-    };
-  }
-
   async create(input: CreateSandboxInput): Promise<SandboxRecord> {
-    const template = this.deps.templates.find(input.templateRef);
-    if (!template) {
-      throw new ApiError(404, `template '${input.templateRef}' not found: the templates available are the base template ('base') and the ones built on this platform`);
-    }
-    const release = this.reserveSlot();
+    const { template, build } = this.deps.templates.resolve(input.templateRef);
+    const record = await this.launch({
+      image: build.image!,
+      from: {
+        templateId: template.templateId,
+        buildId: build.buildId,
+        alias: template.alias,
+        cpuCount: build.cpuCount,
+        memoryMB: build.memoryMB,
+        diskSizeMB: build.diskSizeMB,
+        envdVersion: build.envdVersion ?? '0.0.0',
+        defaults: build.defaults,
+      },
+      settings: input,
+      event: `sandbox created from template ${template.templateId} (build ${build.buildId})`,
+    });
+    this.deps.templates.recordSpawn(template.templateId);
+    return record;
+  }
+
+  /** Starts a new sandbox from an image (a template build, a fork checkpoint); takes one slot. */
+  async launch(plan: LaunchPlan, release = this.registry.reserveSlots(1)): Promise<SandboxRecord> {
     try {
-      const sandboxId = newSandboxId();
+      const sandboxId = plan.sandboxId ?? newSandboxId();
+      const { settings } = plan;
       const record: SandboxRecord = {
         sandboxId,
-        templateId: template.templateId,
-        alias: template.alias,
+        ...plan.from,
         state: 'running',
         containerId: null,
         address: null,
         pausedImage: null,
         startedAt: nowIso(),
-        endAt: inSeconds(input.timeoutSeconds),
-        timeoutSeconds: input.timeoutSeconds,
+        endAt: inSeconds(settings.timeoutSeconds),
+        timeoutSeconds: settings.timeoutSeconds,
         pausedAt: null,
-        cpuCount: template.cpuCount,
-        memoryMB: template.memoryMB,
-        diskSizeMB: template.diskSizeMB,
-        envdVersion: template.envdVersion,
         envdAccessToken: envdAccessToken(this.deps.tokenSeed, sandboxId),
-        trafficAccessToken: input.network.allowPublicTraffic === false ? trafficAccessToken(this.deps.tokenSeed, sandboxId) : null,
-        metadata: input.metadata,
-        envVars: input.envVars,
-        network: input.network,
-        allowInternetAccess: input.allowInternetAccess,
-        autoPause: input.autoPause,
-        autoPauseMemory: input.autoPauseMemory,
-        autoResume: input.autoResume,
+        trafficAccessToken: settings.network.allowPublicTraffic === false ? trafficAccessToken(this.deps.tokenSeed, sandboxId) : null,
+        metadata: settings.metadata,
+        envVars: settings.envVars,
+        network: settings.network,
+        allowInternetAccess: settings.allowInternetAccess,
+        autoPause: settings.autoPause,
+        autoPauseMemory: settings.autoPauseMemory,
+        autoResume: settings.autoResume,
       };
-      await this.startContainer(record, template.image);
+      const booted = await bootSandbox(this.deps.runtime, record, plan.image, this.log(sandboxId));
+      record.containerId = booted.containerId;
+      record.address = booted.address;
+      record.envdVersion = booted.envdVersion;
       // The timeout counts from the moment the sandbox is usable.
       record.startedAt = nowIso();
-      record.endAt = inSeconds(input.timeoutSeconds);
-      this.persist(record, `sandbox created from template ${template.templateId}`);
-      this.deps.templates.recordSpawn(template.templateId);
-      this.deps.templates.setEnvdVersion(template.templateId, record.envdVersion);
+      record.endAt = inSeconds(settings.timeoutSeconds);
+      try {
+        this.registry.persist(record, plan.event);
+      } catch (error) {
+        await this.deps.runtime.remove(booted.containerId);
+        throw error;
+      }
       this.timers.arm(record);
-      this.log(sandboxId).info({ templateId: template.templateId, containerId: record.containerId }, 'sandbox created');
+      this.log(sandboxId).info({ templateId: record.templateId, buildId: record.buildId, containerId: record.containerId }, 'sandbox created');
       return record;
     } finally {
-      release();
+      release(1);
     }
   }
 
+  /** Runs `operation` on the sandbox after every earlier operation on it finished. */
+  withSandbox<T>(id: string, operation: (record: SandboxRecord) => Promise<T>): Promise<T> {
+    return this.registry.serial(id, async () => operation(this.registry.require(id)));
+  }
+
   kill(id: string): Promise<void> {
-    return this.serial(id, async () => {
-      const record = this.require(id);
+    return this.withSandbox(id, async (record) => {
       await this.destroy(record);
       this.log(id).info('sandbox killed');
     });
@@ -204,43 +189,42 @@ export class SandboxLifecycle implements SandboxDirectory {
   private async destroy(record: SandboxRecord): Promise<void> {
     this.timers.clear(record.sandboxId);
     if (record.containerId) await this.deps.runtime.remove(record.containerId);
-    await this.deps.runtime.removeImage(pausedImageRef(record.sandboxId));
-    this.deps.store.delete(record.sandboxId);
-    this.sandboxes.delete(record.sandboxId);
+    await this.deps.runtime.removeSandboxImage(record.sandboxId);
+    this.registry.forget(record.sandboxId);
     this.metrics.forget(record.sandboxId);
   }
 
   /** `POST /timeout`: the sandbox now ends `seconds` from now (may shorten). */
   setTimeout(id: string, seconds: number): Promise<void> {
-    return this.serial(id, async () => {
-      const record = this.require(id);
-      if (record.state !== 'running') throw new ApiError(409, `Sandbox "${id}" is not running`);
+    return this.withSandbox(id, async (record) => {
+      if (record.state !== 'running') throw conflict(`Sandbox "${id}" is not running`);
       record.endAt = inSeconds(Math.max(0, seconds));
       record.timeoutSeconds = Math.max(0, seconds);
-      this.persist(record);
+      this.registry.persist(record);
       this.timers.arm(record);
     });
   }
 
   /** `POST /refreshes` and connect: extend only, never shorten. */
   extend(id: string, seconds: number): Promise<SandboxRecord> {
-    return this.serial(id, async () => {
-      const record = this.require(id);
-      if (record.state !== 'running') throw new ApiError(409, `Sandbox "${id}" is not running`);
-      const candidate = inSeconds(seconds);
-      if (candidate > record.endAt) {
-        record.endAt = candidate;
-        this.persist(record);
-        this.timers.arm(record);
-      }
+    return this.withSandbox(id, async (record) => {
+      if (record.state !== 'running') throw conflict(`Sandbox "${id}" is not running`);
+      this.extendTo(record, seconds);
       return record;
     });
   }
 
+  private extendTo(record: SandboxRecord, seconds: number): void {
+    const candidate = inSeconds(seconds);
+    if (candidate <= record.endAt) return;
+    record.endAt = candidate;
+    this.registry.persist(record);
+    this.timers.arm(record);
+  }
+
   pause(id: string, keepMemory: boolean): Promise<void> {
-    return this.serial(id, async () => {
-      const record = this.require(id);
-      if (record.state === 'paused') throw new ApiError(409, `Sandbox "${id}" is already paused`);
+    return this.withSandbox(id, async (record) => {
+      if (record.state === 'paused') throw conflict(`Sandbox "${id}" is already paused`);
       await this.pauseNow(record, keepMemory);
     });
   }
@@ -252,43 +236,35 @@ export class SandboxLifecycle implements SandboxDirectory {
       await this.deps.runtime.pause(containerId);
       record.state = 'paused';
       record.pausedAt = nowIso();
-      this.persist(record, 'sandbox paused');
+      this.registry.persist(record, 'sandbox paused');
     } else {
       // Record the image before the container goes, so a crash in between leaves a resumable sandbox.
-      record.pausedImage = await this.deps.runtime.commit(containerId, record.sandboxId);
+      record.pausedImage = await this.deps.runtime.commitSandbox(containerId, record.sandboxId);
       record.state = 'paused';
       record.pausedAt = nowIso();
-      this.persist(record);
+      this.registry.persist(record);
       await this.deps.runtime.remove(containerId);
       record.containerId = null;
       record.address = null;
-      this.persist(record, 'sandbox paused (filesystem only)');
+      this.registry.persist(record, 'sandbox paused (filesystem only)');
     }
     this.log(record.sandboxId).info({ keepMemory }, 'sandbox paused');
   }
 
   /** `POST /resume`: 409 when running. Without a timeout the sandbox gets its own (create/last set) timeout again. */
   resume(id: string, timeoutSeconds: number | undefined): Promise<SandboxRecord> {
-    return this.serial(id, async () => {
-      const record = this.require(id);
-      if (record.state === 'running') throw new ApiError(409, `Sandbox "${id}" is already running`);
+    return this.withSandbox(id, async (record) => {
+      if (record.state === 'running') throw conflict(`Sandbox "${id}" is already running`);
       return this.resumeNow(record, timeoutSeconds);
     });
   }
 
   /** `POST /connect`: running → extend only; paused → resume. */
   connect(id: string, timeoutSeconds: number | undefined): Promise<{ record: SandboxRecord; resumed: boolean }> {
-    return this.serial(id, async () => {
-      const record = this.require(id);
+    return this.withSandbox(id, async (record) => {
       if (record.state === 'paused') return { record: await this.resumeNow(record, timeoutSeconds), resumed: true };
       // Without a timeout (the SDK sends none unless asked) a running sandbox keeps the one it has.
-      if (timeoutSeconds === undefined) return { record, resumed: false };
-      const candidate = inSeconds(timeoutSeconds);
-      if (candidate > record.endAt) {
-        record.endAt = candidate;
-        this.persist(record);
-        this.timers.arm(record);
-      }
+      if (timeoutSeconds !== undefined) this.extendTo(record, timeoutSeconds);
       return { record, resumed: false };
     });
   }
@@ -297,9 +273,12 @@ export class SandboxLifecycle implements SandboxDirectory {
     const own = record.timeoutSeconds > 0 ? record.timeoutSeconds : this.deps.defaultTimeoutSeconds;
     const timeoutSeconds = requestedTimeout !== undefined && requestedTimeout > 0 ? requestedTimeout : own;
     if (record.pausedImage) {
-      const release = this.reserveSlot();
+      const release = this.registry.reserveSlots(1);
       try {
-        await this.startContainer(record, record.pausedImage);
+        const booted = await bootSandbox(this.deps.runtime, record, record.pausedImage, this.log(record.sandboxId));
+        record.containerId = booted.containerId;
+        record.address = booted.address;
+        record.envdVersion = booted.envdVersion;
       } finally {
         release();
       }
@@ -309,8 +288,8 @@ export class SandboxLifecycle implements SandboxDirectory {
       // A resume that failed half-way (thawed, /init failed) may be retried: only thaw what is frozen.
       const { status } = await this.deps.runtime.inspect(record.containerId!);
       if (status === 'paused') await this.deps.runtime.unpause(record.containerId!);
-      else if (status !== 'running') throw new ApiError(500, `Sandbox "${record.sandboxId}" cannot be resumed: its container is ${status}`);
-      await this.deps.runtime.reinit(record.address!, this.initFor(record));
+      else if (status !== 'running') throw new PlatformError('internal', `Sandbox "${record.sandboxId}" cannot be resumed: its container is ${status}`);
+      await initEnvd(record.address!, initFor(record), true);
     }
     // Paused time does not count: a fresh window starts now.
     record.state = 'running';
@@ -318,7 +297,7 @@ export class SandboxLifecycle implements SandboxDirectory {
     record.startedAt = nowIso();
     record.timeoutSeconds = timeoutSeconds;
     record.endAt = inSeconds(timeoutSeconds);
-    this.persist(record, 'sandbox resumed');
+    this.registry.persist(record, 'sandbox resumed');
     this.timers.arm(record);
     this.log(record.sandboxId).info('sandbox resumed');
     return record;
@@ -326,18 +305,20 @@ export class SandboxLifecycle implements SandboxDirectory {
 
   /** Timer callback: the sandbox ran out of time. */
   private expire(id: string): Promise<void> {
-    return this.serial(id, async () => {
-      const record = this.sandboxes.get(id);
-      if (!record || record.state !== 'running') return;
-      if (Date.parse(record.endAt) > Date.now()) {
-        this.timers.arm(record);
-        return;
-      }
-      this.deps.store.recordEvent(id, 'info', 'sandbox timeout reached');
-      if (record.autoPause) await this.pauseNow(record, record.autoPauseMemory);
-      else await this.destroy(record);
-      this.log(id).info({ action: record.autoPause ? 'pause' : 'kill' }, 'sandbox timed out');
-    }).catch((error: unknown) => this.log(id).error({ err: error }, 'timeout action failed'));
+    return this.registry
+      .serial(id, async () => {
+        const record = this.registry.get(id);
+        if (!record || record.state !== 'running') return;
+        if (Date.parse(record.endAt) > Date.now()) {
+          this.timers.arm(record);
+          return;
+        }
+        this.registry.recordEvent(id, 'sandbox timeout reached');
+        if (record.autoPause) await this.pauseNow(record, record.autoPauseMemory);
+        else await this.destroy(record);
+        this.log(id).info({ action: record.autoPause ? 'pause' : 'kill' }, 'sandbox timed out');
+      })
+      .catch((error: unknown) => this.log(id).error({ err: error }, 'timeout action failed'));
   }
 
   /** Kills every sandbox (platform shutdown without keeping sandboxes). */
@@ -345,84 +326,24 @@ export class SandboxLifecycle implements SandboxDirectory {
     await Promise.all(this.list().map((record) => this.kill(record.sandboxId).catch(() => undefined)));
   }
 
-  /** Brings the store and the engine back in line after a restart (even after SIGKILL). */
-  private async reconcile(): Promise<void> {
-    const containers = new Map((await this.deps.runtime.listManaged()).map((c) => [c.sandboxId, c]));
-    const pausedImages = new Set((await this.deps.runtime.listPausedImages()).map((i) => i.image));
-    for (const record of this.deps.store.all()) {
-      const log = this.log(record.sandboxId);
-      const container = containers.get(record.sandboxId);
-      containers.delete(record.sandboxId);
-      if (record.state === 'paused' && record.pausedImage) {
-        // Paused to the filesystem: the image is the sandbox; a container left over from the pause is not.
-        if (container) await this.deps.runtime.remove(container.containerId);
-        if (!(await this.deps.runtime.imageExists(record.pausedImage))) {
-          this.deps.store.delete(record.sandboxId);
-          log.warn({ image: record.pausedImage }, 'paused sandbox image is gone; dropping its record');
-          continue;
-        }
-        record.containerId = null;
-        record.address = null;
-        this.persist(record);
-        log.info({ state: record.state }, 'paused sandbox adopted after restart');
-        continue;
-      }
-      if (!container || container.status === 'missing' || container.status === 'stopped') {
-        if (container) await this.deps.runtime.remove(container.containerId);
-        await this.deps.runtime.removeImage(pausedImageRef(record.sandboxId));
-        this.deps.store.delete(record.sandboxId);
-        log.warn({ containerStatus: container?.status ?? 'missing' }, 'sandbox container is gone or stopped; dropping its record');
-        continue;
-      }
-      record.containerId = container.containerId;
-      record.address = container.address ?? record.address;
-      if (record.state === 'paused' && container.status === 'running') await this.deps.runtime.pause(container.containerId);
-      if (record.state === 'running' && container.status === 'paused') {
-        // Crashed between freezing and recording the pause: it is paused now.
-        record.state = 'paused';
-        record.pausedAt = nowIso();
-      }
-      this.persist(record);
-      // A timer that ran out while the platform was down fires at once and applies the timeout action.
-      this.timers.arm(record);
-      log.info({ state: record.state, endAt: record.endAt }, 'sandbox adopted after restart');
-    }
-    for (const orphan of containers.values()) {
-      const log = this.log(orphan.sandboxId);
-      if (orphan.unclaimed) {
-        log.debug({ containerId: orphan.containerId }, 'leaving a sandbox container of no known platform alone');
-        continue;
-      }
-      log.warn({ containerId: orphan.containerId }, 'removing container without a sandbox record');
-      await this.deps.runtime.remove(orphan.containerId);
-    }
-    for (const image of pausedImages) {
-      const owner = [...this.sandboxes.values()].some((r) => r.pausedImage === image || pausedImageRef(r.sandboxId) === image);
-      if (owner) continue;
-      this.deps.logger.warn({ image }, 'removing paused image without a sandbox record');
-      await this.deps.runtime.removeImage(image);
-    }
-  }
-
   // SandboxDirectory, for the proxy.
 
   find(sandboxId: string): RoutableSandbox | undefined {
-    const record = this.sandboxes.get(sandboxId);
+    const record = this.registry.get(sandboxId);
     return record ? routable(record) : undefined;
   }
 
   *running(): Iterable<RoutableSandbox> {
-    for (const record of this.runningRecords()) yield routable(record);
+    for (const record of this.registry.running()) yield routable(record);
   }
 
   async resumeForTraffic(sandboxId: string): Promise<RoutableSandbox> {
-    const record = this.require(sandboxId);
+    const record = this.registry.require(sandboxId);
     if (record.state === 'running') return routable(record);
     const { record: resumed } = await this.connect(sandboxId, undefined);
     return routable(resumed);
   }
 }
-
 
 function routable(record: SandboxRecord): RoutableSandbox {
   return {

@@ -1,3 +1,5 @@
+import type { SandboxDefaults } from '../templates/template-model.ts';
+
 export interface SandboxNetwork {
   allowPublicTraffic?: boolean;
   allowOut?: string[];
@@ -9,7 +11,11 @@ export interface SandboxNetwork {
 export interface SandboxRecord {
   sandboxId: string;
   templateId: string;
+  /** The template build (image + defaults) the sandbox was started from. */
+  buildId: string;
   alias: string | null;
+  /** User, workdir, envs and start command the template gives every sandbox. */
+  defaults: SandboxDefaults;
   state: 'running' | 'paused';
   containerId: string | null;
   address: string | null;

@@ -1,5 +1,5 @@
 import type { FastifyInstance } from 'fastify';
-import type { KeyStore } from './store/key-store.ts';
+import type { KeyStore } from '../store/key-store.ts';
 
 /** `X-API-Key` on every platform route but `GET /health`. */
 export function installApiKeyAuth(app: FastifyInstance, keys: KeyStore): void {

@@ -1,10 +1,30 @@
-import type { EnvdInit, SandboxMetricSample } from './sandbox-runtime.ts';
+/** HTTP calls the platform makes to a sandbox's envd (health, `/init`, `/metrics`), and their wire shapes. */
 
-const ENVD_PORT = 49983;
+export const ENVD_PORT = 49983;
+
+/** What envd receives on `POST /init` when a sandbox starts or resumes. */
+export interface EnvdInit {
+  envVars: Record<string, string>;
+  accessToken: string;
+  defaultUser: string;
+  /** Empty string = the user's home. */
+  defaultWorkdir: string;
+}
+
+export interface EnvdMetricSample {
+  timestamp: Date;
+  cpuCount: number;
+  cpuUsedPct: number;
+  memUsed: number;
+  memTotal: number;
+  memCache: number;
+  diskUsed: number;
+  diskTotal: number;
+}
 
 export class EnvdUnavailableError extends Error {}
 
-function envdUrl(address: string, path: string): string {
+export function envdUrl(address: string, path: string): string {
   const host = address.includes(':') ? `[${address}]` : address;
   return `http://${host}:${ENVD_PORT}${path}`;
 }
@@ -56,7 +76,7 @@ export async function initEnvd(address: string, init: EnvdInit, presentToken: bo
   throw new EnvdUnavailableError(`envd rejected /init (${lastError})`);
 }
 
-interface EnvdMetrics {
+interface EnvdMetricsBody {
   ts?: number;
   cpu_count?: number;
   cpu_used_pct?: number;
@@ -67,13 +87,13 @@ interface EnvdMetrics {
   disk_total?: number;
 }
 
-export async function readEnvdMetrics(address: string, accessToken: string): Promise<SandboxMetricSample> {
+export async function readEnvdMetrics(address: string, accessToken: string): Promise<EnvdMetricSample> {
   const response = await fetch(envdUrl(address, '/metrics'), {
     headers: { 'x-access-token': accessToken },
     signal: AbortSignal.timeout(5_000),
   });
   if (!response.ok) throw new EnvdUnavailableError(`envd /metrics answered ${response.status}`);
-  const body = (await response.json()) as EnvdMetrics;
+  const body = (await response.json()) as EnvdMetricsBody;
   return {
     timestamp: body.ts ? new Date(body.ts > 1e12 ? body.ts : body.ts * 1000) : new Date(),
     cpuCount: body.cpu_count ?? 0,

@@ -1,10 +1,12 @@
-import type { SandboxRecord } from '../sandboxes/sandbox-record.ts';
-import type { Db } from './database.ts';
+import type { SandboxRecord } from './sandbox-record.ts';
+import type { Db } from '../store/database.ts';
 
 interface Row {
   sandbox_id: string;
   template_id: string;
+  build_id: string;
   alias: string | null;
+  defaults: string;
   state: 'running' | 'paused';
   container_id: string | null;
   address: string | null;
@@ -32,7 +34,9 @@ function fromRow(row: Row): SandboxRecord {
   return {
     sandboxId: row.sandbox_id,
     templateId: row.template_id,
+    buildId: row.build_id,
     alias: row.alias,
+    defaults: JSON.parse(row.defaults) as SandboxRecord['defaults'],
     state: row.state,
     containerId: row.container_id,
     address: row.address,
@@ -61,7 +65,9 @@ function toRow(record: SandboxRecord): Row {
   return {
     sandbox_id: record.sandboxId,
     template_id: record.templateId,
+    build_id: record.buildId,
     alias: record.alias,
+    defaults: JSON.stringify(record.defaults),
     state: record.state,
     container_id: record.containerId,
     address: record.address,

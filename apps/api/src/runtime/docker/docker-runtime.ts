@@ -1,21 +1,13 @@
 import Docker from 'dockerode';
 import type { Logger } from 'pino';
-import { PAUSED_IMAGE_REPOSITORY, pausedImageRef } from './paused-image.ts';
-import { initEnvd, readEnvdMetrics, waitForEnvd } from './envd-client.ts';
-import type {
-  ContainerStatus,
-  EnvdInit,
-  ManagedContainer,
-  PausedImage,
-  SandboxMetricSample,
-  SandboxRuntime,
-  StartSandboxSpec,
-  StartedSandbox,
-} from './sandbox-runtime.ts';
+import type { ContainerSpec, ContainerStatus, ManagedContainer, SandboxImage, SandboxRuntime, StartedContainer } from '../sandbox-runtime.ts';
+import { PAUSED_IMAGE_REPOSITORY, pausedImageRef, sandboxOfImage } from './paused-image.ts';
 
 export const SANDBOX_LABEL = 'dev.tidepool.sandbox-id';
 export const TEMPLATE_LABEL = 'dev.tidepool.template-id';
 export const ENVD_VERSION_LABEL = 'dev.tidepool.envd-version';
+/** Every sandbox runs envd under tini, whatever the image's own entrypoint and command are. */
+export const ENVD_ENTRYPOINT = ['/opt/tidepool/bin/tini', '--', '/opt/tidepool/bin/envd'];
 /** Which platform (data directory) owns a container: several platforms may share one engine. */
 export const PLATFORM_LABEL = 'dev.tidepool.platform-id';
 
@@ -26,8 +18,6 @@ export interface DockerRuntimeOptions {
   /** Stamped on every container; reconcile only ever touches containers carrying it. */
   platformId?: string;
   docker?: Docker;
-  /** How long a new container may take before envd answers. */
-  envdReadyTimeoutMs?: number;
 }
 
 function statusCode(error: unknown): number | undefined {
@@ -45,7 +35,6 @@ export class DockerRuntime implements SandboxRuntime {
   private readonly docker: Docker;
   private readonly network: string;
   private readonly logger: Logger;
-  private readonly envdReadyTimeoutMs: number;
   private readonly platformId: string | undefined;
 
   constructor(options: DockerRuntimeOptions) {
@@ -53,7 +42,6 @@ export class DockerRuntime implements SandboxRuntime {
     this.docker = options.docker ?? new Docker();
     this.network = options.network;
     this.logger = options.logger;
-    this.envdReadyTimeoutMs = options.envdReadyTimeoutMs ?? 30_000;
   }
 
   async prepare(): Promise<void> {
@@ -109,8 +97,7 @@ export class DockerRuntime implements SandboxRuntime {
     return info.Config?.Labels?.[ENVD_VERSION_LABEL];
   }
 
-  async start(spec: StartSandboxSpec): Promise<StartedSandbox> {
-    const log = this.logger.child({ sandboxId: spec.sandboxId });
+  async startContainer(spec: ContainerSpec): Promise<StartedContainer> {
     const container = await this.docker.createContainer({
       Image: spec.image,
       name: `tidepool-${spec.sandboxId}`,
@@ -121,6 +108,8 @@ export class DockerRuntime implements SandboxRuntime {
         ...(this.platformId ? { [PLATFORM_LABEL]: this.platformId } : {}),
       },
       Env: [`E2B_SANDBOX_ID=${spec.sandboxId}`, `E2B_TEMPLATE_ID=${spec.templateId}`],
+      Entrypoint: ENVD_ENTRYPOINT,
+      Cmd: [],
       HostConfig: {
         NetworkMode: this.network,
         NanoCpus: Math.round(spec.cpuCount * 1e9),
@@ -132,12 +121,9 @@ export class DockerRuntime implements SandboxRuntime {
       await container.start();
       const { address } = await this.inspect(container.id);
       if (!address) throw new Error(`container has no address on network '${this.network}'`);
-      await waitForEnvd(address, this.envdReadyTimeoutMs, async () => (await this.inspect(container.id)).status === 'running');
-      const envdVersion = await initEnvd(address, spec.init, false);
-      log.debug({ containerId: container.id, address }, 'sandbox container ready');
-      return { containerId: container.id, address, envdVersion };
+      return { containerId: container.id, address };
     } catch (error) {
-      log.warn({ err: error }, 'sandbox container failed to start; removing it');
+      this.logger.warn({ sandboxId: spec.sandboxId, err: error }, 'sandbox container failed to start; removing it');
       await this.remove(container.id);
       throw error;
     }
@@ -151,15 +137,25 @@ export class DockerRuntime implements SandboxRuntime {
     await this.docker.getContainer(containerId).unpause();
   }
 
-  async reinit(address: string, init: EnvdInit): Promise<string> {
-    return initEnvd(address, init, true);
+  async commitSandbox(containerId: string, sandboxId: string): Promise<string> {
+    return this.commit(containerId, pausedImageRef(sandboxId));
   }
 
-  async commit(containerId: string, sandboxId: string): Promise<string> {
+  async commit(containerId: string, image: string, labels: Record<string, string> = {}): Promise<string> {
     const container = this.docker.getContainer(containerId);
     const { status } = await this.inspect(containerId);
-    await container.commit({ repo: PAUSED_IMAGE_REPOSITORY, tag: sandboxId, pause: status === 'running' });
-    return pausedImageRef(sandboxId);
+    const colon = image.lastIndexOf(':');
+    const [repo, tag] = colon > image.lastIndexOf('/') ? [image.slice(0, colon), image.slice(colon + 1)] : [image, 'latest'];
+    // Labels set here add to the ones the image inherits from the container (platform, sandbox).
+    const changes = Object.entries(labels).map(([key, value]) => `LABEL ${key}=${JSON.stringify(value)}`);
+    await container.commit({ repo, tag, pause: status === 'running', ...(changes.length > 0 ? { changes } : {}) });
+    return `${repo}:${tag}`;
+  }
+
+  async tagImage(image: string, as: string): Promise<void> {
+    const colon = as.lastIndexOf(':');
+    const [repo, tag] = colon > as.lastIndexOf('/') ? [as.slice(0, colon), as.slice(colon + 1)] : [as, 'latest'];
+    await this.docker.getImage(image).tag({ repo, tag });
   }
 
   async remove(containerId: string): Promise<void> {
@@ -197,6 +193,10 @@ export class DockerRuntime implements SandboxRuntime {
     throw new Error(`container ${containerId} is still being removed after ${timeoutMs} ms`);
   }
 
+  async removeSandboxImage(sandboxId: string): Promise<void> {
+    await this.removeImage(pausedImageRef(sandboxId));
+  }
+
   async removeImage(image: string): Promise<void> {
     try {
       await this.docker.getImage(image).remove({ force: true });
@@ -229,15 +229,15 @@ export class DockerRuntime implements SandboxRuntime {
       }));
   }
 
-  async listPausedImages(): Promise<PausedImage[]> {
-    const images = await this.docker.listImages({ filters: { reference: [PAUSED_IMAGE_REPOSITORY], label: [SANDBOX_LABEL] } });
-    const found: PausedImage[] = [];
+  async listSandboxImages(): Promise<SandboxImage[]> {
+    const images = await this.docker.listImages({ filters: { reference: [PAUSED_IMAGE_REPOSITORY] } });
+    const found: SandboxImage[] = [];
     for (const image of images) {
-      // Committed images inherit the container's labels, the platform label included.
+      // Committed images inherit the container's labels, the platform label included; the tag names the sandbox.
       if (!image.Labels || !this.isOurs(image.Labels) || image.Labels[PLATFORM_LABEL] === undefined) continue;
-      const sandboxId = image.Labels[SANDBOX_LABEL];
       for (const tag of image.RepoTags ?? []) {
-        if (tag === pausedImageRef(sandboxId)) found.push({ image: tag, sandboxId });
+        const sandboxId = sandboxOfImage(tag);
+        if (sandboxId) found.push({ image: tag, sandboxId });
       }
     }
     return found;
@@ -247,9 +247,5 @@ export class DockerRuntime implements SandboxRuntime {
   private isOurs(labels: Record<string, string>): boolean {
     const owner = labels[PLATFORM_LABEL];
     return this.platformId === undefined || owner === undefined || owner === this.platformId;
-  }
-
-  async sampleMetrics(address: string, accessToken: string): Promise<SandboxMetricSample> {
-    return readEnvdMetrics(address, accessToken);
   }
 }

@@ -1,16 +1,17 @@
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, LogController } from 'fastify';
 import type { Logger } from 'pino';
-import { installApiKeyAuth } from './auth.ts';
-import { installApiErrorHandler } from './errors.ts';
-import { installSandboxProxy } from './proxy/sandbox-proxy.ts';
-import { registerSandboxLifecycleRoutes } from './routes/sandbox-lifecycle-routes.ts';
-import { registerSandboxObservabilityRoutes } from './routes/sandbox-observability-routes.ts';
-import { registerSandboxRoutes } from './routes/sandbox-routes.ts';
-import type { TimeoutRules } from './routes/timeout-rules.ts';
-import type { SandboxLifecycle } from './sandboxes/sandbox-lifecycle.ts';
-import type { KeyStore } from './store/key-store.ts';
-import type { SandboxStore } from './store/sandbox-store.ts';
+import { installSandboxProxy } from '../proxy/sandbox-proxy.ts';
+import { registerSandboxLifecycleRoutes } from '../sandboxes/routes/sandbox-lifecycle-routes.ts';
+import { registerSandboxObservabilityRoutes } from '../sandboxes/routes/sandbox-observability-routes.ts';
+import { registerSandboxRoutes } from '../sandboxes/routes/sandbox-routes.ts';
+import type { TimeoutRules } from '../sandboxes/routes/timeout-rules.ts';
+import type { SandboxLifecycle } from '../sandboxes/sandbox-lifecycle.ts';
+import type { SandboxStore } from '../sandboxes/sandbox-store.ts';
+import type { KeyStore } from '../store/key-store.ts';
+import { installApiErrorHandler } from './api-errors.ts';
+import { installApiKeyAuth } from './api-key-auth.ts';
+import { installLenientJsonBody } from './json-body.ts';
 
 export interface ApiServerDeps {
   lifecycle: SandboxLifecycle;
@@ -32,20 +33,7 @@ export function buildApiServer(deps: ApiServerDeps): FastifyInstance {
   }).withTypeProvider<TypeBoxTypeProvider>();
   installSandboxProxy(app, { directory: deps.lifecycle, domain: deps.domain, logger: deps.logger });
   installApiErrorHandler(app);
-  // The SDK sends `{}`, a JSON body, or nothing at all with a JSON content type: all mean "no options".
-  app.removeContentTypeParser('application/json');
-  app.addContentTypeParser('application/json', { parseAs: 'string' }, (_request, body, done) => {
-    const text = String(body).trim();
-    if (text === '') return done(null, {});
-    try {
-      done(null, JSON.parse(text));
-    } catch {
-      done(Object.assign(new Error('request body is not valid JSON'), { statusCode: 400 }), undefined);
-    }
-  });
-  app.addHook('preValidation', async (request) => {
-    if (request.method !== 'GET' && request.method !== 'DELETE' && request.body === undefined) request.body = {};
-  });
+  installLenientJsonBody(app);
   app.get('/health', async (_request, reply) => reply.code(200).type('text/plain').send('Health check successful'));
   installApiKeyAuth(app, deps.keys);
   registerSandboxRoutes(app, deps.lifecycle, deps.timeouts);

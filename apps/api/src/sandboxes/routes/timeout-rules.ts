@@ -1,4 +1,4 @@
-import { ApiError } from '../errors.ts';
+import { PlatformError } from '../../errors.ts';
 
 /** Timeout settings every route that takes a `timeout` shares (from the config). */
 export interface TimeoutRules {
@@ -13,13 +13,13 @@ function describeMax(seconds: number): string {
 
 /** Rejects a timeout above the configured maximum, with the reference platform's wording. */
 export function checkMaxTimeout(rules: TimeoutRules, timeout: number): number {
-  if (timeout > rules.maxSeconds) throw new ApiError(400, `Timeout cannot be greater than ${describeMax(rules.maxSeconds)}`);
+  if (timeout > rules.maxSeconds) throw new PlatformError('invalid', `Timeout cannot be greater than ${describeMax(rules.maxSeconds)}`);
   return timeout;
 }
 
 /** Create and resume: omitted → default; ≤ 0 → 400; above the maximum → 400. */
 export function positiveTimeout(rules: TimeoutRules, timeout: number | undefined): number {
   const value = timeout ?? rules.defaultSeconds;
-  if (value <= 0) throw new ApiError(400, 'Timeout must be greater than 0');
+  if (value <= 0) throw new PlatformError('invalid', 'Timeout must be greater than 0');
   return checkMaxTimeout(rules, value);
 }

@@ -1,10 +1,10 @@
 import { Type, type Static } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
-import { ApiError } from '../errors.ts';
-import type { SandboxMetricSample } from '../runtime/sandbox-runtime.ts';
-import { normalizeSandboxId } from '../sandboxes/sandbox-identity.ts';
-import type { SandboxLifecycle } from '../sandboxes/sandbox-lifecycle.ts';
-import { SandboxParams } from './schemas.ts';
+import { PlatformError } from '../../errors.ts';
+import type { EnvdMetricSample } from '../../envd/envd-client.ts';
+import { normalizeSandboxId } from '../sandbox-identity.ts';
+import type { SandboxLifecycle } from '../sandbox-lifecycle.ts';
+import { SandboxParams } from './sandbox-schemas.ts';
 
 const MetricsQuery = Type.Object({ start: Type.Optional(Type.String({ pattern: '^[0-9]+$' })), end: Type.Optional(Type.String({ pattern: '^[0-9]+$' })) }, { additionalProperties: true });
 const ManyMetricsQuery = Type.Object({ sandbox_ids: Type.String({ minLength: 1 }) }, { additionalProperties: true });
@@ -22,7 +22,7 @@ const LogsQuery = Type.Object(
 
 const LEVELS = ['debug', 'info', 'warn', 'error'];
 
-function metricView(sample: SandboxMetricSample) {
+function metricView(sample: EnvdMetricSample) {
   return {
     timestamp: sample.timestamp.toISOString(),
     timestampUnix: Math.floor(sample.timestamp.getTime() / 1000),
@@ -40,7 +40,7 @@ function metricView(sample: SandboxMetricSample) {
 export function registerSandboxObservabilityRoutes(app: FastifyInstance, lifecycle: SandboxLifecycle, events: (id: string) => Array<{ timestamp: string; level: string; message: string }>): void {
   app.get('/sandboxes/metrics', { schema: { querystring: ManyMetricsQuery } }, async (request) => {
     const ids = [...new Set((request.query as Static<typeof ManyMetricsQuery>).sandbox_ids.split(',').map((id) => id.trim()).filter(Boolean))];
-    if (ids.length > 100) throw new ApiError(400, 'at most 100 sandbox ids may be asked for at once');
+    if (ids.length > 100) throw new PlatformError('invalid', 'at most 100 sandbox ids may be asked for at once');
     const sandboxes: Record<string, ReturnType<typeof metricView>> = {};
     for (const id of ids) {
       const record = lifecycle.get(id);

@@ -1,10 +1,10 @@
 import type { Static } from '@sinclair/typebox';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { ApiError } from '../errors.ts';
-import { normalizeSandboxId } from '../sandboxes/sandbox-identity.ts';
-import type { SandboxLifecycle } from '../sandboxes/sandbox-lifecycle.ts';
-import { sandboxView } from '../sandboxes/sandbox-views.ts';
-import { OptionalTimeoutBody, PauseBody, RefreshBody, SandboxParams, TimeoutBody } from './schemas.ts';
+import { PlatformError } from '../../errors.ts';
+import { normalizeSandboxId } from '../sandbox-identity.ts';
+import type { SandboxLifecycle } from '../sandbox-lifecycle.ts';
+import { sandboxView } from '../sandbox-views.ts';
+import { OptionalTimeoutBody, PauseBody, RefreshBody, SandboxParams, TimeoutBody } from './sandbox-schemas.ts';
 import { checkMaxTimeout, type TimeoutRules } from './timeout-rules.ts';
 
 /** `POST /refreshes`: `duration` defaults to, and never goes below, 15 s (reference behaviour). */
@@ -36,7 +36,7 @@ export function registerSandboxLifecycleRoutes(app: FastifyInstance, lifecycle: 
   const requestedTimeout = (request: FastifyRequest, allowZero: boolean): number | undefined => {
     const timeout = (request.body as Static<typeof OptionalTimeoutBody>).timeout;
     if (timeout === undefined) return undefined;
-    if (allowZero ? timeout < 0 : timeout <= 0) throw new ApiError(400, allowZero ? 'Timeout must not be negative' : 'Timeout must be greater than 0');
+    if (allowZero ? timeout < 0 : timeout <= 0) throw new PlatformError('invalid', allowZero ? 'Timeout must not be negative' : 'Timeout must be greater than 0');
     return checkMaxTimeout(timeouts, timeout);
   };
 

@@ -1,20 +1,20 @@
 import type { Static } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
-import { ApiError } from '../errors.ts';
-import { decodeMetadataFilter, matchesMetadata, type Order, page, parseStates } from '../sandboxes/list-query.ts';
-import { validateNetwork } from '../sandboxes/network-rules.ts';
-import { normalizeSandboxId } from '../sandboxes/sandbox-identity.ts';
-import type { SandboxLifecycle } from '../sandboxes/sandbox-lifecycle.ts';
-import { listedSandboxView, sandboxDetailView, sandboxView } from '../sandboxes/sandbox-views.ts';
-import { ListQuery, NewSandboxSchema, SandboxParams } from './schemas.ts';
+import { PlatformError } from '../../errors.ts';
+import { decodeMetadataFilter, matchesMetadata, type Order, page, parseStates } from '../list-query.ts';
+import { validateNetwork } from '../network-rules.ts';
+import { normalizeSandboxId } from '../sandbox-identity.ts';
+import type { SandboxLifecycle } from '../sandbox-lifecycle.ts';
+import { listedSandboxView, sandboxDetailView, sandboxView } from '../sandbox-views.ts';
+import { ListQuery, NewSandboxSchema, SandboxParams } from './sandbox-schemas.ts';
 import { positiveTimeout, type TimeoutRules } from './timeout-rules.ts';
 
 /** Turns a validated NewSandbox body into a create request, applying the reference platform's rules. */
 function createInput(body: Static<typeof NewSandboxSchema>, timeouts: TimeoutRules) {
   const timeout = positiveTimeout(timeouts, body.timeout);
-  if (body.autoPauseMemory === false && !body.autoPause) throw new ApiError(400, 'autoPauseMemory can only be set together with autoPause');
-  if (body.autoPauseMemory === false && body.autoResume?.enabled) throw new ApiError(400, 'autoPauseMemory false cannot be combined with autoResume');
-  for (const mount of body.volumeMounts ?? []) throw new ApiError(400, `volume '${mount.name}' not found`);
+  if (body.autoPauseMemory === false && !body.autoPause) throw new PlatformError('invalid', 'autoPauseMemory can only be set together with autoPause');
+  if (body.autoPauseMemory === false && body.autoResume?.enabled) throw new PlatformError('invalid', 'autoPauseMemory false cannot be combined with autoResume');
+  for (const mount of body.volumeMounts ?? []) throw new PlatformError('invalid', `volume '${mount.name}' not found`);
   const network = { ...(body.network ?? {}) };
   if (body.allow_internet_access === false) network.denyOut = ['0.0.0.0/0'];
   validateNetwork(network);
@@ -34,7 +34,7 @@ function createInput(body: Static<typeof NewSandboxSchema>, timeouts: TimeoutRul
 function parseLimit(raw: string | undefined): number {
   if (raw === undefined) return 100;
   const limit = Number(raw);
-  if (!Number.isInteger(limit) || limit < 1 || limit > 100) throw new ApiError(400, 'limit must be between 1 and 100');
+  if (!Number.isInteger(limit) || limit < 1 || limit > 100) throw new PlatformError('invalid', 'limit must be between 1 and 100');
   return limit;
 }
 
@@ -59,7 +59,7 @@ export function registerSandboxRoutes(app: FastifyInstance, lifecycle: SandboxLi
     const states = parseStates(query.state);
     const filter = decodeMetadataFilter(query.metadata);
     const startedAfter = query.startedAfter === undefined ? undefined : Date.parse(query.startedAfter);
-    if (Number.isNaN(startedAfter)) throw new ApiError(400, `startedAfter '${query.startedAfter}' is not a date-time`);
+    if (Number.isNaN(startedAfter)) throw new PlatformError('invalid', `startedAfter '${query.startedAfter}' is not a date-time`);
     const order: Order = query.order ?? 'desc';
     const matching = lifecycle.list().filter(
       (r) =>

@@ -1,0 +1,32 @@
+import type { FastifyInstance } from 'fastify';
+import { type FailureKind, PlatformError } from '../errors.ts';
+
+const STATUS: Record<FailureKind, number> = {
+  invalid: 400,
+  forbidden: 403,
+  not_found: 404,
+  conflict: 409,
+  limit: 429,
+  internal: 500,
+};
+
+/** HTTP status of any error thrown while serving a platform route. */
+export function statusOf(error: Error & { statusCode?: number; validation?: unknown }): number {
+  if (error instanceof PlatformError) return STATUS[error.kind];
+  if (error.validation) return 400;
+  if (error.statusCode && error.statusCode >= 400 && error.statusCode < 500) return error.statusCode;
+  return 500;
+}
+
+/** Classifies every failure of a platform route into `{code, message}` in one place. */
+export function installApiErrorHandler(app: FastifyInstance): void {
+  app.setErrorHandler((error: Error & { statusCode?: number; validation?: unknown }, request, reply) => {
+    const status = statusOf(error);
+    const message = error.validation ? `invalid request: ${error.message}` : error.message;
+    if (status >= 500) request.log.error({ err: error }, 'request failed');
+    void reply.code(status).header('content-type', 'application/json; charset=utf-8').send({ code: status, message });
+  });
+  app.setNotFoundHandler((request, reply) => {
+    void reply.code(404).send({ code: 404, message: `route ${request.method} ${request.url.split('?')[0]} not found` });
+  });
+}

@@ -1,0 +1,69 @@
+import type { Logger } from 'pino';
+import type { SandboxRuntime } from '../runtime/sandbox-runtime.ts';
+import type { SandboxRecord } from './sandbox-record.ts';
+import type { SandboxRegistry } from './sandbox-registry.ts';
+
+export interface ReconcileDeps {
+  registry: SandboxRegistry;
+  runtime: SandboxRuntime;
+  logger: Logger;
+  /** A sandbox adopted as running: arm its timer (one that ran out while the platform was down fires at once). */
+  adopted(record: SandboxRecord): void;
+}
+
+/** Brings the store and the engine back in line after a restart (even after SIGKILL). */
+export async function reconcileAfterRestart({ registry, runtime, logger, adopted }: ReconcileDeps): Promise<void> {
+  const containers = new Map((await runtime.listManaged()).map((c) => [c.sandboxId, c]));
+  const sandboxImages = await runtime.listSandboxImages();
+  for (const record of registry.stored()) {
+    const log = logger.child({ sandboxId: record.sandboxId });
+    const container = containers.get(record.sandboxId);
+    containers.delete(record.sandboxId);
+    if (record.state === 'paused' && record.pausedImage) {
+      // Paused to the filesystem: the image is the sandbox; a container left over from the pause is not.
+      if (container) await runtime.remove(container.containerId);
+      if (!(await runtime.imageExists(record.pausedImage))) {
+        registry.forget(record.sandboxId);
+        log.warn({ image: record.pausedImage }, 'paused sandbox image is gone; dropping its record');
+        continue;
+      }
+      record.containerId = null;
+      record.address = null;
+      registry.persist(record);
+      log.info({ state: record.state }, 'paused sandbox adopted after restart');
+      continue;
+    }
+    if (!container || container.status === 'missing' || container.status === 'stopped') {
+      if (container) await runtime.remove(container.containerId);
+      await runtime.removeSandboxImage(record.sandboxId);
+      registry.forget(record.sandboxId);
+      log.warn({ containerStatus: container?.status ?? 'missing' }, 'sandbox container is gone or stopped; dropping its record');
+      continue;
+    }
+    record.containerId = container.containerId;
+    record.address = container.address ?? record.address;
+    if (record.state === 'paused' && container.status === 'running') await runtime.pause(container.containerId);
+    if (record.state === 'running' && container.status === 'paused') {
+      // Crashed between freezing and recording the pause: it is paused now.
+      record.state = 'paused';
+      record.pausedAt = new Date().toISOString();
+    }
+    registry.persist(record);
+    adopted(record);
+    log.info({ state: record.state, endAt: record.endAt }, 'sandbox adopted after restart');
+  }
+  for (const orphan of containers.values()) {
+    const log = logger.child({ sandboxId: orphan.sandboxId });
+    if (orphan.unclaimed) {
+      log.debug({ containerId: orphan.containerId }, 'leaving a sandbox container of no known platform alone');
+      continue;
+    }
+    log.warn({ containerId: orphan.containerId }, 'removing container without a sandbox record');
+    await runtime.remove(orphan.containerId);
+  }
+  for (const { image, sandboxId } of sandboxImages) {
+    if (registry.get(sandboxId)) continue;
+    logger.warn({ image, sandboxId }, 'removing sandbox image without a sandbox record');
+    await runtime.removeImage(image);
+  }
+}

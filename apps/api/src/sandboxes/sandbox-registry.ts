@@ -1,0 +1,86 @@
+import { PlatformError, sandboxNotFound } from '../errors.ts';
+import type { SandboxRecord } from './sandbox-record.ts';
+import type { SandboxStore } from './sandbox-store.ts';
+
+/**
+ * The sandboxes the platform holds: an in-memory map mirroring the store (it serves the proxy),
+ * one operation at a time per sandbox, and the concurrency limit.
+ */
+export class SandboxRegistry {
+  private readonly records = new Map<string, SandboxRecord>();
+  private readonly queues = new Map<string, Promise<unknown>>();
+  /** Creations in flight: they count against the concurrency limit before they exist. */
+  private reserved = 0;
+
+  constructor(private readonly store: SandboxStore, private readonly maxSandboxes: number) {}
+
+  get(id: string): SandboxRecord | undefined {
+    return this.records.get(id);
+  }
+
+  require(id: string): SandboxRecord {
+    const record = this.records.get(id);
+    if (!record) throw sandboxNotFound(id);
+    return record;
+  }
+
+  list(): SandboxRecord[] {
+    return [...this.records.values()];
+  }
+
+  running(): SandboxRecord[] {
+    return this.list().filter((r) => r.state === 'running');
+  }
+
+  /** Records as stored, for restart recovery (the map is empty until they are persisted again). */
+  stored(): SandboxRecord[] {
+    return this.store.all();
+  }
+
+  /** Runs `operation` after every earlier operation on the same sandbox finished. */
+  serial<T>(id: string, operation: () => Promise<T>): Promise<T> {
+    const previous = this.queues.get(id) ?? Promise.resolve();
+    const next = previous.catch(() => undefined).then(operation);
+    this.queues.set(id, next);
+    void next
+      .finally(() => {
+        if (this.queues.get(id) === next) this.queues.delete(id);
+      })
+      .catch(() => undefined);
+    return next;
+  }
+
+  persist(record: SandboxRecord, event?: string): void {
+    this.store.save(record);
+    this.records.set(record.sandboxId, record);
+    if (event) this.store.recordEvent(record.sandboxId, 'info', event);
+  }
+
+  recordEvent(id: string, message: string): void {
+    this.store.recordEvent(id, 'info', message);
+  }
+
+  forget(id: string): void {
+    this.store.delete(id);
+    this.records.delete(id);
+  }
+
+  /**
+   * Takes `count` slots. Sandboxes that hold a container (running, or paused with memory) count
+   * against the limit, and so do creations and filesystem resumes in flight; one paused to an image holds nothing.
+   */
+  reserveSlots(count = 1): (howMany?: number) => void {
+    let holding = this.reserved;
+    for (const record of this.records.values()) if (record.containerId) holding += 1;
+    if (holding + count > this.maxSandboxes) {
+      throw new PlatformError('limit', `you have reached the maximum number of concurrent sandboxes (${this.maxSandboxes}); kill or pause some and try again`);
+    }
+    this.reserved += count;
+    let released = 0;
+    return (howMany = count - released) => {
+      const giving = Math.min(howMany, count - released);
+      this.reserved -= giving;
+      released += giving;
+    };
+  }
+}

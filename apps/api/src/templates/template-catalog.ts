@@ -1,0 +1,331 @@
+import { conflict, invalid, notFound, PlatformError } from '../errors.ts';
+import {
+  BASE_DEFAULTS,
+  type BuildRecord,
+  DEFAULT_TAG,
+  type ResolvedTemplate,
+  type SandboxDefaults,
+  type TemplateRecord,
+} from './template-model.ts';
+import { newBuildId, newTemplateId, parseReference, requestedTags, taggedName } from './template-names.ts';
+import type { TemplateStore } from './template-store.ts';
+
+export const BASE_TEMPLATE_ID = 'base';
+
+export interface RegisterBuildInput {
+  /** `name[:tag]`; a name that exists adds a build to that template. */
+  name: string;
+  tags?: string[];
+  cpuCount: number;
+  memoryMB: number;
+}
+
+export interface RegisteredBuild {
+  template: TemplateRecord;
+  build: BuildRecord;
+}
+
+export interface SnapshotInput {
+  sourceSandboxId: string;
+  /** `name[:tag]`; absent = a new unnamed snapshot template. */
+  name: string | undefined;
+  image: string;
+  envdVersion: string;
+  defaults: SandboxDefaults;
+  cpuCount: number;
+  memoryMB: number;
+  diskSizeMB: number;
+}
+
+export interface SnapshotInfo {
+  snapshotID: string;
+  names: string[];
+}
+
+const nowIso = (): string => new Date().toISOString();
+
+/** The names a template is known by (no namespaces on a self-hosted platform). */
+export const namesOf = (template: TemplateRecord): string[] => (template.alias ? [template.alias] : []);
+
+/**
+ * Templates as a domain: names and tags, which build a reference means, registering builds and
+ * snapshots. Images and running builds are someone else's (the build queue, the lifecycle).
+ */
+export class TemplateCatalog {
+  constructor(private readonly store: TemplateStore) {}
+
+  /** Finds a template by id or name; throws not_found. */
+  require(idOrName: string): TemplateRecord {
+    const template = this.find(idOrName);
+    if (!template) throw notFound(`template '${idOrName}' not found`);
+    return template;
+  }
+
+  find(idOrName: string): TemplateRecord | undefined {
+    const { name } = parseReference(idOrName);
+    return this.store.template(name) ?? this.store.templateByAlias(name);
+  }
+
+  /** The ready build a sandbox reference (`name[:tag]`, `templateID[:tag]`, snapshot ID) starts from. */
+  resolve(reference: string): ResolvedTemplate {
+    let parsed;
+    try {
+      parsed = parseReference(reference);
+    } catch (error) {
+      if (error instanceof PlatformError) throw notFound(`template '${reference}' not found`);
+      throw error;
+    }
+    const template = this.store.template(parsed.name) ?? this.store.templateByAlias(parsed.name);
+    if (!template) {
+      throw notFound(`template '${reference}' not found: the templates available are the base template ('base') and the ones built or snapshotted on this platform`);
+    }
+    const tag = parsed.tag ?? DEFAULT_TAG;
+    const buildId = this.store.taggedBuild(template.templateId, tag) ?? (parsed.tag === undefined ? this.latestReady(template.templateId)?.buildId : undefined);
+    if (!buildId) throw notFound(`template '${parsed.name}' has no build tagged '${tag}'`);
+    const build = this.store.build(buildId);
+    if (!build || build.status !== 'ready' || !build.image) throw notFound(`template '${parsed.name}:${tag}' has no finished build yet`);
+    return { template, build, tag };
+  }
+
+  recordSpawn(templateId: string): void {
+    this.store.recordSpawn(templateId);
+  }
+
+  latestReady(templateId: string): BuildRecord | undefined {
+    return this.store.builds(templateId).find((b) => b.status === 'ready');
+  }
+
+  /** Registers (or refreshes) the built-in `base` template on the platform's base image. */
+  registerBase(image: string, envdVersion: string): void {
+    const now = nowIso();
+    const existing = this.store.template(BASE_TEMPLATE_ID);
+    this.store.atomically(() => {
+      this.store.saveTemplate({
+        templateId: BASE_TEMPLATE_ID,
+        alias: BASE_TEMPLATE_ID,
+        kind: 'template',
+        public: true,
+        cpuCount: existing?.cpuCount ?? 2,
+        memoryMB: existing?.memoryMB ?? 1024,
+        diskSizeMB: 0,
+        createdAt: existing?.createdAt ?? now,
+        updatedAt: now,
+        spawnCount: existing?.spawnCount ?? 0,
+        lastSpawnedAt: existing?.lastSpawnedAt ?? null,
+        sourceSandboxId: null,
+      });
+      const build = this.store.build(BASE_TEMPLATE_ID);
+      this.store.saveBuild({
+        buildId: BASE_TEMPLATE_ID,
+        templateId: BASE_TEMPLATE_ID,
+        status: 'ready',
+        image,
+        cpuCount: existing?.cpuCount ?? 2,
+        memoryMB: existing?.memoryMB ?? 1024,
+        diskSizeMB: 0,
+        envdVersion,
+        defaults: BASE_DEFAULTS,
+        spec: null,
+        reason: null,
+        requestedTags: [DEFAULT_TAG],
+        createdAt: build?.createdAt ?? now,
+        updatedAt: now,
+        finishedAt: build?.finishedAt ?? now,
+      });
+      this.store.setTag(BASE_TEMPLATE_ID, DEFAULT_TAG, BASE_TEMPLATE_ID);
+    });
+  }
+
+  /** `POST /v3/templates`, `POST /v2/templates`: a template (new, or the one of that name) with a build waiting for its steps. */
+  registerBuild(input: RegisterBuildInput): RegisteredBuild {
+    const { name, tag } = parseReference(input.name);
+    const tags = requestedTags(tag, input.tags);
+    if (name === BASE_TEMPLATE_ID) throw invalid(`'${BASE_TEMPLATE_ID}' is the built-in template; choose another name`);
+    return this.store.atomically(() => {
+      const now = nowIso();
+      const existing = this.store.templateByAlias(name) ?? this.store.template(name);
+      if (existing && existing.kind !== 'template') throw conflict(`'${name}' is a snapshot, not a template`);
+      const template: TemplateRecord = existing
+        ? { ...existing, cpuCount: input.cpuCount, memoryMB: input.memoryMB, updatedAt: now }
+        : {
+            templateId: newTemplateId(),
+            alias: name,
+            kind: 'template',
+            public: false,
+            cpuCount: input.cpuCount,
+            memoryMB: input.memoryMB,
+            diskSizeMB: 0,
+            createdAt: now,
+            updatedAt: now,
+            spawnCount: 0,
+            lastSpawnedAt: null,
+            sourceSandboxId: null,
+          };
+      const build: BuildRecord = {
+        buildId: newBuildId(),
+        templateId: template.templateId,
+        status: 'waiting',
+        image: null,
+        cpuCount: input.cpuCount,
+        memoryMB: input.memoryMB,
+        diskSizeMB: 0,
+        envdVersion: null,
+        defaults: BASE_DEFAULTS,
+        spec: null,
+        reason: null,
+        requestedTags: tags,
+        createdAt: now,
+        updatedAt: now,
+        finishedAt: null,
+      };
+      this.store.saveTemplate(template);
+      this.store.saveBuild(build);
+      return { template, build };
+    });
+  }
+
+  /** A build of the template, or not_found (the reference answers 400 for an unknown build on status polls; callers choose). */
+  requireBuild(templateId: string, buildId: string): BuildRecord {
+    const build = this.store.build(buildId);
+    if (!build || build.templateId !== templateId) throw notFound(`Build '${buildId}' not found`);
+    return build;
+  }
+
+  /** Records a finished build: image, defaults, and its tags now point at it. */
+  markReady(build: BuildRecord, result: { image: string; envdVersion: string; defaults: SandboxDefaults; images: string[] }): BuildRecord {
+    const now = nowIso();
+    const ready: BuildRecord = { ...build, status: 'ready', image: result.image, envdVersion: result.envdVersion, defaults: result.defaults, updatedAt: now, finishedAt: now };
+    this.store.atomically(() => {
+      this.store.saveBuild(ready);
+      this.store.addBuildImages(build.buildId, [...new Set([result.image, ...result.images])]);
+      for (const tag of build.requestedTags) this.store.setTag(build.templateId, tag, build.buildId);
+      const template = this.store.template(build.templateId);
+      if (template) this.store.saveTemplate({ ...template, updatedAt: now });
+    });
+    return ready;
+  }
+
+  markFailed(build: BuildRecord, reason: { message: string; step?: string }): BuildRecord {
+    const now = nowIso();
+    const failed: BuildRecord = { ...build, status: 'error', reason, updatedAt: now, finishedAt: now };
+    this.store.saveBuild(failed);
+    return failed;
+  }
+
+  /** `POST /templates/tags`: `target` is `name:tag` (or `name`, meaning its default build). */
+  assignTags(target: string, tags: string[]): { buildId: string; tags: string[] } {
+    const resolved = this.resolve(target);
+    const clean = requestedTags(undefined, tags);
+    if (tags.length === 0) throw invalid('tags must name at least one tag');
+    this.store.atomically(() => {
+      for (const tag of clean) this.store.setTag(resolved.template.templateId, tag, resolved.build.buildId);
+    });
+    return { buildId: resolved.build.buildId, tags: clean };
+  }
+
+  /** `DELETE /templates/tags`. */
+  removeTags(name: string, tags: string[]): void {
+    const template = this.require(name);
+    if (tags.length === 0) throw invalid('tags must name at least one tag');
+    const missing = tags.filter((tag) => this.store.taggedBuild(template.templateId, tag) === undefined);
+    if (missing.length > 0) throw notFound(`template '${name}' has no tag ${missing.map((t) => `'${t}'`).join(', ')}`);
+    this.store.atomically(() => {
+      for (const tag of tags) this.store.removeTag(template.templateId, tag);
+    });
+  }
+
+  setPublic(idOrName: string, isPublic: boolean): TemplateRecord {
+    const template = this.require(idOrName);
+    const updated = { ...template, public: isPublic, updatedAt: nowIso() };
+    this.store.saveTemplate(updated);
+    return updated;
+  }
+
+  /** Turns a committed sandbox filesystem into a snapshot template (or a new build of the named one). */
+  registerSnapshot(input: SnapshotInput): SnapshotInfo {
+    const parsed = input.name === undefined ? undefined : parseReference(input.name);
+    const tag = parsed?.tag ?? DEFAULT_TAG;
+    return this.store.atomically(() => {
+      const now = nowIso();
+      const existing = parsed ? (this.store.templateByAlias(parsed.name) ?? this.store.template(parsed.name)) : undefined;
+      if (parsed?.name === BASE_TEMPLATE_ID) throw invalid(`'${BASE_TEMPLATE_ID}' is the built-in template; choose another snapshot name`);
+      const template: TemplateRecord = existing
+        ? { ...existing, updatedAt: now }
+        : {
+            templateId: newTemplateId(),
+            alias: parsed?.name ?? null,
+            kind: 'snapshot',
+            public: false,
+            cpuCount: input.cpuCount,
+            memoryMB: input.memoryMB,
+            diskSizeMB: input.diskSizeMB,
+            createdAt: now,
+            updatedAt: now,
+            spawnCount: 0,
+            lastSpawnedAt: null,
+            sourceSandboxId: input.sourceSandboxId,
+          };
+      const build: BuildRecord = {
+        buildId: newBuildId(),
+        templateId: template.templateId,
+        status: 'ready',
+        image: input.image,
+        cpuCount: input.cpuCount,
+        memoryMB: input.memoryMB,
+        diskSizeMB: input.diskSizeMB,
+        envdVersion: input.envdVersion,
+        defaults: input.defaults,
+        spec: null,
+        reason: null,
+        requestedTags: [tag],
+        createdAt: now,
+        updatedAt: now,
+        finishedAt: now,
+      };
+      this.store.saveTemplate(template);
+      this.store.saveBuild(build);
+      this.store.addBuildImages(build.buildId, [input.image]);
+      this.store.setTag(template.templateId, tag, build.buildId);
+      return this.snapshotInfo(template, tag);
+    });
+  }
+
+  snapshotInfo(template: TemplateRecord, tag: string): SnapshotInfo {
+    const name = taggedName(template.alias ?? template.templateId, tag);
+    return { snapshotID: name, names: template.alias ? [name] : [] };
+  }
+
+  /** Every snapshot (template × tag), oldest first, optionally of one sandbox or one name. */
+  snapshots(filter: { sandboxId?: string; name?: string }): Array<SnapshotInfo & { createdAt: string; key: string }> {
+    const wanted = filter.name === undefined ? undefined : parseReference(filter.name);
+    const found: Array<SnapshotInfo & { createdAt: string; key: string }> = [];
+    for (const template of this.store.templates('snapshot')) {
+      if (filter.sandboxId !== undefined && template.sourceSandboxId !== filter.sandboxId) continue;
+      if (wanted && wanted.name !== template.alias && wanted.name !== template.templateId) continue;
+      for (const { tag, createdAt } of this.store.tags(template.templateId)) {
+        if (wanted?.tag !== undefined && wanted.tag !== tag) continue;
+        found.push({ ...this.snapshotInfo(template, tag), createdAt, key: `${template.templateId}:${tag}` });
+      }
+    }
+    return found.sort((a, b) => (a.createdAt === b.createdAt ? (a.key < b.key ? -1 : 1) : a.createdAt < b.createdAt ? -1 : 1));
+  }
+
+  /**
+   * What `DELETE /templates/{ref}` removes: with a tag on a template that has other tags, that tag
+   * (and its build when nothing else points at it); otherwise the whole template.
+   */
+  deletionScope(reference: string): { template: TemplateRecord; builds: BuildRecord[]; wholeTemplate: boolean; tag: string | undefined } {
+    const template = this.require(reference);
+    if (template.templateId === BASE_TEMPLATE_ID) throw invalid(`the built-in '${BASE_TEMPLATE_ID}' template cannot be deleted`);
+    const { tag } = parseReference(reference);
+    const tags = this.store.tags(template.templateId);
+    if (tag !== undefined && tags.length > 1) {
+      const buildId = this.store.taggedBuild(template.templateId, tag);
+      if (!buildId) throw notFound(`template '${reference}' not found`);
+      const stillTagged = tags.some((t) => t.tag !== tag && t.buildId === buildId);
+      const build = this.store.build(buildId);
+      return { template, builds: stillTagged || !build ? [] : [build], wholeTemplate: false, tag };
+    }
+    return { template, builds: this.store.builds(template.templateId), wholeTemplate: true, tag };
+  }
+}
