@@ -13,6 +13,8 @@ ARG RUNTIME_IMAGE=tidepool/envd-runtime:latest
 FROM ${RUNTIME_IMAGE} AS runtime
 
 FROM tidepool/debian:bookworm
+# The runtime's Node loads its own glibc from /opt/tidepool/glibc (interpreter and RPATH point there).
+COPY --from=runtime /opt/tidepool/glibc /opt/tidepool/glibc
 COPY --from=runtime /opt/tidepool/bin/node /usr/local/bin/node
 WORKDIR /app
 COPY package.json pnpm-workspace.yaml tsconfig.base.json ./

@@ -40,6 +40,13 @@ else
   docker build -q -f "$ROOT/docker/envd-runtime/Dockerfile" \
     --build-arg "RUNTIME_HASH=$RUNTIME_HASH" --build-arg "ENVD_VERSION=$ENVD_VERSION" \
     -t "$RUNTIME_IMAGE" "$RUNTIME_DIR" >/dev/null || die "building $RUNTIME_IMAGE failed"
+  # The runtime must need nothing from an image: start envd in the carrier image, which holds
+  # /opt/tidepool and nothing else (no libc, no shell, no /etc).
+  got="$(docker run --rm --entrypoint /opt/tidepool/bin/envd "$RUNTIME_IMAGE" -version 2>&1)" || true
+  if [[ "$got" != "$ENVD_VERSION" ]]; then
+    docker rmi "$RUNTIME_IMAGE" >/dev/null 2>&1 || true
+    die "envd does not start from $RUNTIME_IMAGE alone: $got"
+  fi
 fi
 docker tag "$RUNTIME_IMAGE" tidepool/envd-runtime:latest
 

@@ -2,11 +2,16 @@ import { ENVD_VERSION, loadEnvdConfig, wantsVersion } from './config.ts';
 import { SystemUsers } from './identity/system-users.ts';
 import { createLogger } from './logger.ts';
 import { startLocalPortForwarder } from './ports/local-port-forwarder.ts';
+import { runProvisionCommand } from './provision/provision-command.ts';
 import { buildEnvdServer } from './server.ts';
 import { EnvdState } from './state.ts';
 
 async function main(): Promise<void> {
   const argv = process.argv.slice(2);
+  if (argv[0] === 'provision') {
+    process.exitCode = runProvisionCommand(argv.slice(1));
+    return;
+  }
   if (wantsVersion(argv)) {
     process.stdout.write(`${ENVD_VERSION}\n`);
     return;

@@ -4,6 +4,7 @@
 import { startEnvdContainer, type EnvdContainer } from '@tidepool/testkit';
 import { CommandExitError, FileType, Sandbox } from 'e2b';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { envdLibraries, mappedLibraries } from './support/mapped-libraries.ts';
 
 let envd: EnvdContainer | undefined;
 let sbx: Sandbox;
@@ -93,7 +94,36 @@ describe('tools in the base image', () => {
 
   it('keeps envd private under /opt/tidepool and off PATH', async () => {
     const { stdout } = await sbx.commands.run('ls /opt/tidepool/bin; command -v node || echo no-node');
-    expect(stdout.split('\n')).toEqual(expect.arrayContaining(['envd', 'node', 'tini', 'no-node']));
+    expect(stdout.split('\n')).toEqual(expect.arrayContaining(['bash', 'envd', 'node', 'tini', 'no-node']));
+  });
+});
+
+describe("the bundled glibc stays envd's own", () => {
+  it('envd maps only libraries from /opt/tidepool', async () => {
+    const libraries = await envdLibraries(envd!);
+    expect(libraries).toContain('/opt/tidepool/glibc/libc.so.6');
+    expect(libraries.filter((path) => !path.startsWith('/opt/tidepool/'))).toEqual([]);
+  });
+
+  it("user processes load the image's own libc and see no LD_ variables", async () => {
+    const { stdout } = await sbx.commands.run('cat /proc/self/maps');
+    const libraries = mappedLibraries(stdout);
+    expect(libraries).toContain('/usr/lib/x86_64-linux-gnu/libc.so.6');
+    expect(libraries.filter((path) => path.startsWith('/opt/tidepool'))).toEqual([]);
+    const ldVariables = await sbx.commands.run('env | grep "^LD_" || echo none');
+    expect(ldVariables.stdout).toBe('none\n');
+  });
+
+  it("/bin/bash is the image's own, not the runtime's", async () => {
+    const { stdout } = await sbx.commands.run('readlink -f /bin/bash');
+    expect(stdout).toBe('/usr/bin/bash\n');
+  });
+});
+
+describe('envd provision', () => {
+  it('finds nothing to change in the base image (it is what provisioning makes)', async () => {
+    const res = await envd!.exec(['/opt/tidepool/bin/envd', 'provision']);
+    expect(res).toMatchObject({ exitCode: 0, stdout: 'envd provision: ready, nothing to change\n', stderr: '' });
   });
 });
 

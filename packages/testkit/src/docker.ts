@@ -24,12 +24,12 @@ export interface RunResult {
 }
 
 /** Runs a command to completion without a shell; never throws for a non-zero exit. */
-export function run(file: string, args: string[], opts: { input?: string; timeoutMs?: number } = {}): Promise<RunResult> {
+export function run(file: string, args: string[], opts: { input?: string; timeoutMs?: number; env?: Record<string, string>; cwd?: string } = {}): Promise<RunResult> {
   return new Promise((resolve, reject) => {
     const child = execFile(
       file,
       args,
-      { maxBuffer: 64 * 1024 * 1024, timeout: opts.timeoutMs ?? 0, encoding: 'utf8' },
+      { maxBuffer: 64 * 1024 * 1024, timeout: opts.timeoutMs ?? 0, encoding: 'utf8', env: opts.env ? { ...process.env, ...opts.env } : process.env, cwd: opts.cwd },
       (error, stdout, stderr) => {
         if (error && typeof error.code !== 'number') {
           if ((error as NodeJS.ErrnoException).code === 'ENOENT') reject(new Error(`testkit: '${file}' is not installed`));
@@ -45,7 +45,7 @@ export function run(file: string, args: string[], opts: { input?: string; timeou
 }
 
 /** `docker <args>`; throws with docker's own message when it fails. */
-export async function docker(args: string[], opts: { timeoutMs?: number } = {}): Promise<string> {
+export async function docker(args: string[], opts: { timeoutMs?: number; input?: string; env?: Record<string, string> } = {}): Promise<string> {
   const res = await run('docker', args, opts);
   if (res.exitCode !== 0) {
     throw new Error(`docker ${args.slice(0, 2).join(' ')} failed (exit ${res.exitCode}): ${res.stderr.trim() || res.stdout.trim()}`);

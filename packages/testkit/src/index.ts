@@ -3,6 +3,10 @@
 //   import { ensureBaseImage, startEnvdContainer } from '@tidepool/testkit';
 //   beforeAll(async () => { envd = await startEnvdContainer(); });   // builds images if needed
 //   afterAll(() => envd?.stop());
+//
+// Any image as a sandbox (the runtime copied in, `envd provision` run):
+//   const { image } = await buildSandboxImage(await ensureBusyboxImage());
+//   envd = await startEnvdContainer({ image });
 export {
   BASE_IMAGE,
   docker,
@@ -23,3 +27,7 @@ export {
   type StartEnvdContainerOptions,
 } from './envd-container.ts';
 export { getFreePort } from './ports.ts';
+export { BUSYBOX_IMAGE, ensureBusyboxImage } from './busybox-image.ts';
+export { fetchDebianPackage, extractDebianPackage } from './debian-packages.ts';
+export { imageLabel } from './image-labels.ts';
+export { buildSandboxImage, sandboxDockerfile, sandboxImageName, type SandboxImage } from './sandbox-image.ts';
