@@ -159,6 +159,15 @@ describe('uploads', () => {
     }
   });
 
+  it('writes files whose names are as long as the filesystem allows (the staging name is shortened)', async () => {
+    for (const name of ['n'.repeat(255), 'é'.repeat(127)]) {
+      const path = join(dir, 'long', name);
+      expect((await upload(path, name)).status).toBe(200);
+      expect(readFileSync(path, 'utf8')).toBe(name);
+    }
+    expect(readdirSync(join(dir, 'long'))).toHaveLength(2);
+  });
+
   it('takes multipart uploads with a path query, gzip-compressed multipart, and uploadUrl without a path', async () => {
     const single = await fetch(filesUrl({ path: join(dir, 'mp/single.txt') }), { method: 'POST', headers: { 'content-type': 'multipart/form-data; boundary=tidepool-boundary' }, body: multipart([{ filename: 'ignored-name', data: 'single' }]) });
     expect((await single.json())[0]).toMatchObject({ path: join(dir, 'mp/single.txt'), name: 'single.txt' });
@@ -214,6 +223,78 @@ describe('signed URLs made by the SDK', () => {
       await secured.close();
     }
   }, 10_000);
+});
+
+describe('signed uploads whose part is a plain form field (no filename)', () => {
+  let secured: RunningEnvd;
+  let sbx: Sandbox;
+  beforeAll(async () => {
+    secured = await startEnvd({ accessToken: 'field-token' });
+    const SandboxWithToken = Sandbox as unknown as new (opts: Record<string, unknown>) => Sandbox;
+    sbx = new SandboxWithToken({ sandboxId: 'debug_sandbox_id', debug: true, sandboxUrl: secured.url, apiKey: 'x', envdAccessToken: 'field-token', envdVersion: '0.6.13' });
+  });
+  afterAll(() => secured?.close());
+
+  const postForm = (url: string, form: FormData) => fetch(url, { method: 'POST', body: form });
+
+  it('writes a string field to the signed path and answers exactly the reference reply', async () => {
+    const path = join(dir, 'field/hello.txt');
+    const form = new FormData();
+    form.append('file', 'file content');
+    const response = await postForm(await sbx.uploadUrl(path, { useSignatureExpiration: 10_000 }), form);
+    expect(response.status).toBe(200);
+    expect(JSON.parse(await response.text())).toEqual([{ name: 'hello.txt', path, type: 'file' }]);
+    expect(readFileSync(path, 'utf8')).toBe('file content');
+    expect(readdirSync(join(dir, 'field'))).toEqual(['hello.txt']);
+  });
+
+  it('resolves a relative signed path in the home of the signed user', async () => {
+    const name = `.envd-field-${randomBytes(4).toString('hex')}.txt`;
+    const form = new FormData();
+    form.append('file', 'as root');
+    try {
+      const response = await postForm(await sbx.uploadUrl(name, { user: 'root', useSignatureExpiration: 10_000 }), form);
+      expect(await response.json()).toEqual([{ name, path: `/root/${name}`, type: 'file' }]);
+      expect(readFileSync(`/root/${name}`, 'utf8')).toBe('as root');
+    } finally {
+      rmSync(`/root/${name}`, { force: true });
+    }
+  });
+
+  it('takes a Blob appended without a filename, byte for byte', async () => {
+    const path = join(dir, 'field/blob.bin');
+    const bytes = randomBytes(300_000);
+    const form = new FormData();
+    form.append('file', new Blob([bytes]));
+    const response = await postForm(await sbx.uploadUrl(path), form);
+    expect(response.status).toBe(200);
+    expect(readFileSync(path).equals(bytes)).toBe(true);
+  });
+
+  it('keeps the raw bytes of a field, delimiter look-alikes included', async () => {
+    const path = join(dir, 'field/raw.bin');
+    const content = Buffer.concat([Buffer.from(Array.from({ length: 256 }, (_, i) => i)), Buffer.from('\r\n--raw-boundaryX\r\n--raw\r\n')]);
+    const body = Buffer.concat([
+      Buffer.from('--raw-boundary\r\nContent-Disposition: form-data; name="file"\r\n\r\n'),
+      content,
+      Buffer.from('\r\n--raw-boundary--\r\n'),
+    ]);
+    const response = await fetch(await sbx.uploadUrl(path), { method: 'POST', headers: { 'content-type': 'multipart/form-data; boundary=raw-boundary' }, body });
+    expect(response.status).toBe(200);
+    expect(readFileSync(path).equals(content)).toBe(true);
+  });
+
+  it('refuses an expired signature, and a field without a path to write it to', async () => {
+    const form = new FormData();
+    form.append('file', 'file content');
+    const expired = await postForm(await sbx.uploadUrl(join(dir, 'field/late.txt'), { useSignatureExpiration: -100_000 }), form);
+    expect(expired.status).toBe(401);
+    expect(await expired.json()).toEqual({ code: 401, message: 'signature is already expired' });
+    const nowhere = await postForm(await sbx.uploadUrl(), form);
+    expect(nowhere.status).toBe(400);
+    expect((await nowhere.json()).message).toMatch(/without a filename needs the path query parameter/);
+    expect(existsSync(join(dir, 'field/late.txt'))).toBe(false);
+  });
 });
 
 describe('full disk', () => {

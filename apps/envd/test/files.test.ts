@@ -67,6 +67,14 @@ describe('files through the e2b SDK', () => {
     expect((await sbx.files.getInfo(join(dir, 'meta.txt'))).metadata).toEqual({ project: 'tidepool' });
   });
 
+  it('writes several files with non-ASCII names in one multipart request (the filenames are UTF-8)', async () => {
+    const names = ['naïve café.txt', '日本語.md'];
+    const result = await sbx.files.writeFiles(names.map((name) => ({ path: join(dir, 'utf8', name), data: name })));
+    expect(result.map((r) => r.name)).toEqual(names);
+    expect(readdirSync(join(dir, 'utf8')).sort()).toEqual([...names].sort());
+    for (const name of names) expect(readFileSync(join(dir, 'utf8', name), 'utf8')).toBe(name);
+  });
+
   it('reports missing files and directories with the right errors', async () => {
     await expect(sbx.files.read(join(dir, 'missing'))).rejects.toBeInstanceOf(FileNotFoundError);
     const response = await fetch(`${envd.url}/files?path=${encodeURIComponent(dir)}`);

@@ -150,6 +150,98 @@ describe('WatchDir through the e2b SDK', () => {
   });
 });
 
+/** What a leaked upload/compose staging file would look like in an event name. */
+const STAGING = /\.(upload|compose)-[0-9a-f]{12}$/;
+
+describe('uploads as watchers see them: the write of the target, never the staging file', () => {
+  it('reports WRITE for an overwrite and CREATE then WRITE for a new file, with entries (SDK watchDir)', async () => {
+    const root = join(dir, 'sdk-writes');
+    mkdirSync(root);
+    await sbx.files.write(join(root, 'existing.txt'), 'first');
+    const w = await collect(root, { includeEntry: true });
+    await sbx.files.write(join(root, 'existing.txt'), 'second');
+    await w.waitFor(['write existing.txt']);
+    await sbx.files.write(join(root, 'new.txt'), 'new content');
+    await w.waitFor(['create new.txt', 'write new.txt']);
+    await sbx.files.write(join(root, 'empty.txt'), '');
+    await w.waitFor(['create empty.txt']);
+    await sbx.files.writeFiles([{ path: join(root, 'new.txt'), data: 'again' }, { path: join(root, 'multi.txt'), data: 'm' }]);
+    await w.waitFor(['write new.txt', 'create multi.txt', 'write multi.txt']);
+    await sleep(150);
+    await w.stop();
+    expect(w.lines()).toEqual([
+      'write existing.txt',
+      'create new.txt', 'write new.txt',
+      'create empty.txt',
+      'write new.txt', 'create multi.txt', 'write multi.txt',
+    ]);
+    expect(w.events[0].entry).toEqual({ type: 'file', size: 6, path: join(root, 'existing.txt') });
+  });
+
+  it('reports writes in nested and freshly made directories of a recursive watch (SDK watchDir)', async () => {
+    const root = join(dir, 'sdk-recursive-writes');
+    mkdirSync(join(root, 'nested'), { recursive: true });
+    await sbx.files.write(join(root, 'nested/watched.txt'), 'before');
+    const w = await collect(root, { recursive: true });
+    await sbx.files.write(join(root, 'nested/watched.txt'), 'after');
+    await w.waitFor(['write nested/watched.txt']);
+    await sbx.files.makeDir(join(root, 'added'));
+    await w.waitFor(['create added']);
+    await sbx.files.write(join(root, 'added/watched.txt'), 'content');
+    await w.waitFor(['create added/watched.txt', 'write added/watched.txt']);
+    // Parents made by the upload itself: the new directories' walks must skip the staging file too.
+    await sbx.files.write(join(root, 'made/by/upload.txt'), 'u');
+    await w.waitFor(['create made', 'create made/by', 'create made/by/upload.txt']);
+    await sleep(150);
+    await w.stop();
+    expect(w.lines().filter((line) => STAGING.test(line))).toEqual([]);
+    // Directories envd makes are chowned to the user (CHMOD), as in the reference; files only written.
+    expect(w.lines().filter((line) => /^(rename|remove) /.test(line) || /^chmod .*\.txt$/.test(line))).toEqual([]);
+    const files = w.lines().filter((line) => line.endsWith('.txt'));
+    expect(files.slice(0, 4)).toEqual(['write nested/watched.txt', 'create added/watched.txt', 'write added/watched.txt', 'create made/by/upload.txt']);
+    // Its WRITE is seen only when the new directory's watch was set before the rename (so in the reference).
+    expect(files.slice(4)).toEqual(files.length > 4 ? ['write made/by/upload.txt'] : []);
+  });
+
+  for (const useBinaryFormat of [false, true]) {
+    it(`polling watchers get the same events, and nothing from failed uploads (${useBinaryFormat ? 'binary' : 'json'})`, async () => {
+      const client = createClient(Filesystem, createConnectTransport({ baseUrl: envd.url, httpVersion: '1.1', useBinaryFormat }));
+      const root = join(dir, `poll-writes-${useBinaryFormat}`);
+      mkdirSync(root);
+      writeFileSync(join(root, 'existing.txt'), 'old');
+      writeFileSync(join(root, 'part-a'), 'a');
+      writeFileSync(join(root, 'part-b'), 'b');
+      const { watcherId } = await client.createWatcher({ path: root, includeEntry: true });
+      const post = (query: Record<string, string>, init: RequestInit) => fetch(`${envd.url}/files?${new URLSearchParams(query)}`, { method: 'POST', ...init });
+
+      const raw = await post({ path: join(root, 'existing.txt') }, { headers: { 'content-type': 'application/octet-stream' }, body: 'overwritten' });
+      expect(raw.status).toBe(200);
+      const form = new FormData();
+      form.append('file', 'a plain field');
+      expect((await post({ path: join(root, 'new.txt') }, { body: form })).status).toBe(200);
+      const cut = `--cut\r\nContent-Disposition: form-data; name="file"; filename="${join(root, 'failed.txt')}"\r\n\r\n${'x'.repeat(100_000)}`;
+      expect((await post({}, { headers: { 'content-type': 'multipart/form-data; boundary=cut' }, body: cut })).status).toBe(400);
+      const composed = await fetch(`${envd.url}/files/compose`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ source_paths: [join(root, 'part-a'), join(root, 'part-b')], destination: join(root, 'joined') }),
+      });
+      expect(composed.status).toBe(200);
+      await sleep(300);
+
+      const { events } = await client.getWatcherEvents({ watcherId });
+      expect(events.map((e) => `${EventType[e.type]} ${e.name}`)).toEqual([
+        'WRITE existing.txt',
+        'CREATE new.txt', 'WRITE new.txt',
+        'CREATE joined', 'WRITE joined', 'REMOVE part-a', 'REMOVE part-b',
+      ]);
+      expect(events[0].entry).toMatchObject({ name: 'existing.txt', size: 11n });
+      expect(events[2].entry).toMatchObject({ name: 'new.txt', size: 13n });
+      await client.removeWatcher({ watcherId });
+    });
+  }
+});
+
 describe('WatchDir and polling watchers over raw Connect', () => {
   for (const useBinaryFormat of [false, true]) {
     const format = useBinaryFormat ? 'binary' : 'json';

@@ -1,6 +1,8 @@
 import { type BigIntStats, type FSWatcher, promises as fs, watch } from 'node:fs';
 import { basename, join, relative } from 'node:path';
 import { EventType } from '@tidepool/protocol/filesystem';
+import { StagedWriteTracker } from './staged-write-tracker.ts';
+import { isStagingPath } from './staging-names.ts';
 
 export interface WatchEvent {
   /** Path relative to the watched directory. */
@@ -47,6 +49,9 @@ const WALK_GRACE_MS = 50;
  *   (chmod/chown/utimes touch only ctime). A `rename` of a known directory that is still there
  *   (same inode) is its IN_ATTRIB, hence CHMOD.
  * - Events a directory's own watch reports about itself are dropped (the parent reports them).
+ * - envd's own staging files (uploads, compose) are never reported. One renamed onto its target is
+ *   reported as the direct write it stands for: CREATE (then WRITE if it has content) for a new
+ *   file, WRITE for an existing one, under the target's name.
  */
 export class DirectoryWatcher {
   private readonly watchers = new Map<string, FSWatcher>();
@@ -62,6 +67,7 @@ export class DirectoryWatcher {
   private closed = false;
   /** Batches are handled one at a time so events are reported in the order inotify gave them. */
   private pending: Promise<void> = Promise.resolve();
+  private readonly stagedWrites = new StagedWriteTracker();
 
   constructor(
     private readonly root: string,
@@ -79,6 +85,7 @@ export class DirectoryWatcher {
     for (const watcher of this.watchers.values()) watcher.close();
     this.watchers.clear();
     this.known.clear();
+    this.stagedWrites.clear();
     this.batch = [];
   }
 
@@ -92,7 +99,7 @@ export class DirectoryWatcher {
     for (const entry of entries) {
       if (this.closed) return;
       const path = join(dir, entry.name);
-      if (this.known.has(path)) continue;
+      if (this.known.has(path) || isStagingPath(path)) continue;
       this.known.set(path, undefined);
       walk.paths.add(path);
       if (announce) this.emit(path, EventType.CREATE);
@@ -144,6 +151,7 @@ export class DirectoryWatcher {
     for (const name of this.known.keys()) {
       if (name.startsWith(prefix)) this.known.delete(name);
     }
+    this.stagedWrites.forget(path);
   }
 
   private emit(path: string, type: EventType): void {
@@ -166,6 +174,18 @@ export class DirectoryWatcher {
     for (let i = 0; i < batch.length && !this.closed; i++) {
       const event = batch[i];
       if (await this.isSelfEvent(event, statOf)) continue;
+      if (isStagingPath(event.path)) {
+        // Its content and attribute changes are not reported; its creation and removal are tracked.
+        if (event.kind === 'rename') this.stagedWrites.noteStagingRename(event.dir, event.path, await statOf(event.path));
+        continue;
+      }
+      if (this.stagedWrites.awaitingCommit) {
+        const stats = await statOf(event.path);
+        if (this.stagedWrites.takeCommit(event.dir, event.kind, stats) && stats) {
+          previous = this.reportStagedWrite(event.path, stats);
+          continue;
+        }
+      }
       const renamedLater = (lastRename.get(event.path) ?? -1) > i;
       previous = event.kind === 'change'
         ? await this.handleChange(event.path, renamedLater, statOf)
@@ -173,11 +193,29 @@ export class DirectoryWatcher {
     }
     // Re-sync with the disk so that a misread batch cannot skew later classifications.
     for (const event of batch) {
-      if (this.closed || event.path === this.root) continue;
+      if (this.closed || event.path === this.root || isStagingPath(event.path)) continue;
       const current = await fs.lstat(event.path, { bigint: true }).catch(() => undefined);
       if (current && !this.known.has(event.path) && this.watchers.has(event.dir)) this.known.set(event.path, current.ino);
       if (!current && this.known.has(event.path)) this.known.delete(event.path);
     }
+  }
+
+  /**
+   * A staging file renamed onto `path`: reported as a direct write (open with O_TRUNC, write) would be.
+   * A name a recent walk found is known already (and was announced by that walk when it was new).
+   */
+  private reportStagedWrite(path: string, stats: BigIntStats): EventType {
+    for (const walk of this.recentWalks) walk.paths.delete(path);
+    const existed = this.known.has(path);
+    this.known.set(path, stats.ino);
+    if (existed) {
+      this.emit(path, EventType.WRITE);
+      return EventType.WRITE;
+    }
+    this.emit(path, EventType.CREATE);
+    if (stats.size === 0n) return EventType.CREATE;
+    this.emit(path, EventType.WRITE);
+    return EventType.WRITE;
   }
 
   /** A directory's own watch reports its deletion/move/chmod with its own name; the parent reports those. */

@@ -1,13 +1,13 @@
 import { toJson } from '@bufbuild/protobuf';
-import { randomBytes } from 'node:crypto';
 import { constants, createReadStream, createWriteStream, promises as fs } from 'node:fs';
-import { basename, dirname, join } from 'node:path';
+import { dirname } from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { EntryInfoSchema } from '@tidepool/protocol/filesystem';
 import type { EnvdContext } from '../context.ts';
 import { buildEntryInfo } from '../filesystem/entry-info.ts';
 import { chownToUser, makeDirsOwnedBy } from '../filesystem/ownership.ts';
+import { stagingPathFor } from '../filesystem/staging-names.ts';
 import { resolvePath } from '../identity/resolve-path.ts';
 import { fileHttpError, resolveFileUser } from './file-access.ts';
 import { EnvdHttpError } from './http-error.ts';
@@ -52,7 +52,7 @@ export async function composeFiles(ctx: EnvdContext, request: FastifyRequest, re
     });
     if (!stats.isFile()) throw new EnvdHttpError(400, `source '${source}' is not a regular file`);
   }
-  const temp = join(dirname(destination), `.${basename(destination)}.compose-${randomBytes(6).toString('hex')}`);
+  const temp = stagingPathFor(destination, 'compose');
   try {
     await makeDirsOwnedBy(dirname(destination), user);
     await fs.copyFile(sources[0], temp, constants.COPYFILE_FICLONE);

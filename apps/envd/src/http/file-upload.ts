@@ -1,13 +1,12 @@
-import Busboy from 'busboy';
-import { randomBytes } from 'node:crypto';
 import { createWriteStream, promises as fs, type WriteStream } from 'node:fs';
 import { once } from 'node:events';
-import { basename, dirname, join } from 'node:path';
+import { basename, dirname } from 'node:path';
 import type { Readable } from 'node:stream';
 import { createGunzip } from 'node:zlib';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { EnvdContext } from '../context.ts';
 import { chownToUser, makeDirsOwnedBy } from '../filesystem/ownership.ts';
+import { stagingPathFor } from '../filesystem/staging-names.ts';
 import { replaceMetadata } from '../filesystem/xattr-metadata.ts';
 import { PathResolutionError, resolvePath } from '../identity/resolve-path.ts';
 import type { SystemUser } from '../identity/system-users.ts';
@@ -15,6 +14,7 @@ import { pumpInto } from './body-sink.ts';
 import { authorizeFileRequest, type FileQuery, fileHttpError, resolveFileUser } from './file-access.ts';
 import { metadataFromHeaders } from './file-metadata-headers.ts';
 import { EnvdHttpError } from './http-error.ts';
+import { boundaryOf, MultipartFormatError, type MultipartPart, MultipartReader } from './multipart-reader.ts';
 
 interface WrittenFile {
   path: string;
@@ -52,7 +52,7 @@ class StagedFile {
     await this.inspectTarget();
     await makeDirsOwnedBy(dirname(this.destination), user);
     if (body.errored) throw body.errored;
-    this.temp = join(dirname(this.destination), `.${basename(this.destination)}.upload-${randomBytes(6).toString('hex')}`);
+    this.temp = stagingPathFor(this.destination, 'upload');
     this.sink = createWriteStream(this.temp, { mode: 0o600, highWaterMark: 1024 * 1024 });
     await pumpInto(body, this.sink);
     await chownToUser(this.temp, user);
@@ -101,50 +101,51 @@ function resolveTarget(path: string, user: SystemUser, ctx: EnvdContext): string
   }
 }
 
-/** Receives every `file` part of a multipart body, in order, each into its own staged file. */
-async function receiveMultipart(request: FastifyRequest, body: Readable, targetOf: (filename: string) => string, user: SystemUser): Promise<StagedFile[]> {
+/**
+ * Receives every part named `file` of a multipart body, in order, each into its own staged file. A
+ * part may be a file (with a filename) or a plain form field (without one): both carry the content.
+ */
+async function receiveMultipart(request: FastifyRequest, body: Readable, targetOf: (filename: string | undefined) => string, user: SystemUser): Promise<StagedFile[]> {
   const staged: StagedFile[] = [];
   const seen = new Set<string>();
-  const parser = Busboy({ headers: request.headers, preservePath: true });
   let chain: Promise<void> = Promise.resolve();
   let failure: unknown;
-  parser.on('file', (field, stream, info) => {
+  const onPart = ({ name, filename, body: content }: MultipartPart): void => {
     // A truncated or malformed body fails the part stream too; the parser's error reports it.
-    stream.on('error', () => undefined);
-    if (field !== 'file' || failure) {
-      stream.resume();
+    content.on('error', () => undefined);
+    if (name !== 'file' || failure) {
+      content.resume();
       return;
     }
     let file: StagedFile;
     try {
-      const target = targetOf(info.filename ?? "");
+      const target = targetOf(filename);
       if (seen.has(target)) throw new EnvdHttpError(400, `two parts of the upload write to '${target}'`);
       seen.add(target);
       file = new StagedFile(target);
       staged.push(file);
     } catch (error) {
       failure = error;
-      stream.resume();
+      content.resume();
       return;
     }
     // Parts arrive one after another; each is written while it streams in.
-    chain = chain.then(() => file.receive(stream, user)).catch((error: unknown) => {
+    chain = chain.then(() => file.receive(content, user)).catch((error: unknown) => {
       failure ??= error;
-      stream.resume();
+      content.resume();
     });
-  });
+  };
   try {
-    await pumpInto(body, parser);
+    await pumpInto(body, new MultipartReader(boundaryOf(request.headers['content-type'] ?? ''), onPart));
     await chain;
   } catch (error) {
-    // busboy's own errors (no errno code) mean the body is not valid multipart.
-    const malformed = error instanceof Error && !(error instanceof EnvdHttpError) && (error as NodeJS.ErrnoException).code === undefined;
-    failure ??= malformed ? new EnvdHttpError(400, `malformed multipart body: ${error.message}`) : error;
+    failure ??= error;
   }
   if (failure) {
     // Let the part being written settle first, so its temporary file exists before it is removed.
     await chain;
     await Promise.all(staged.map((file) => file.discard()));
+    if (failure instanceof MultipartFormatError) throw new EnvdHttpError(400, `malformed multipart body: ${failure.message}`);
     throw failure;
   }
   return staged;
@@ -161,7 +162,11 @@ export async function uploadFiles(ctx: EnvdContext, request: FastifyRequest, rep
   try {
     if (contentType.startsWith('multipart/form-data')) {
       const body = decodedBody(request);
-      staged = await receiveMultipart(request, body, (filename) => resolveTarget(query.path || filename, user, ctx), user);
+      staged = await receiveMultipart(request, body, (filename) => {
+        const path = query.path || filename;
+        if (!path) throw new EnvdHttpError(400, 'a file part without a filename needs the path query parameter');
+        return resolveTarget(path, user, ctx);
+      }, user);
       if (staged.length === 0) throw new EnvdHttpError(400, 'no file part in the multipart upload');
     } else if (contentType.startsWith('application/octet-stream')) {
       if (!query.path) throw new EnvdHttpError(400, 'an octet-stream upload needs the path query parameter');
