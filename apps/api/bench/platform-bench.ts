@@ -7,19 +7,24 @@
  *   pause / resume    sbx.pause() / Sandbox.connect() of a paused sandbox              vs docker pause / unpause
  *   proxy overhead    GET /health through the API's proxy vs straight to the container IP
  *
+ *   templates         cached rebuild, snapshot, create from a snapshot, 150 steps (template-bench.ts)
+ *
  * Sizes: BENCH_SERIAL (30), BENCH_CONCURRENT (50), BENCH_CONCURRENCY (10), BENCH_PAUSE (10), BENCH_PROXY (1000).
+ * BENCH_SECTIONS: comma list of `sandboxes`, `templates` (default both).
  */
 import { Sandbox } from 'e2b';
 import { ensureBaseImage } from '@tidepool/testkit';
 import { ms, now, percentile, printTable, timed, type Row } from './bench-stats.ts';
 import { dockerPauseBaseline, dockerRunBaseline, httpGet } from './docker-baseline.ts';
 import { startPlatformForBench } from './platform-adapter.ts';
+import { benchTemplates } from './template-bench.ts';
 
 const SERIAL = Number(process.env.BENCH_SERIAL ?? 30);
 const CONCURRENT = Number(process.env.BENCH_CONCURRENT ?? 50);
 const CONCURRENCY = Number(process.env.BENCH_CONCURRENCY ?? 10);
 const PAUSES = Number(process.env.BENCH_PAUSE ?? 10);
 const PROXY_REQUESTS = Number(process.env.BENCH_PROXY ?? 1000);
+const SECTIONS = new Set((process.env.BENCH_SECTIONS ?? 'sandboxes,templates').split(',').map((s) => s.trim()));
 
 const log = (message: string): void => console.error(`[bench] ${message}`);
 
@@ -37,6 +42,9 @@ async function main(): Promise<void> {
       await sbx.commands.run('true');
       await sbx.kill();
     }
+
+    if (SECTIONS.has('templates')) rows.push(...(await benchTemplates(opts, image, log)));
+    if (!SECTIONS.has('sandboxes')) return;
 
     // -- create → ready, serial --------------------------------------------------------------------------------
     log(`create→ready serial ×${SERIAL}`);
@@ -197,10 +205,9 @@ async function main(): Promise<void> {
     }
   } finally {
     await platform.close();
+    console.log('');
+    printTable(rows);
   }
-  console.log('');
-  printTable(rows);
-  console.log('');
   if (rows.some((r) => r.verdict === 'FAIL')) process.exitCode = 1;
 }
 

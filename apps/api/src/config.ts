@@ -17,6 +17,14 @@ export const ConfigSchema = Type.Object({
   maxTimeoutSeconds: Type.Integer({ minimum: 1 }),
   /** Timeout (seconds) of a sandbox created or resumed without one (the reference API's default is 15). */
   defaultTimeoutSeconds: Type.Integer({ minimum: 1 }),
+  /** Template builds that run at once; later ones wait. */
+  maxConcurrentBuilds: Type.Integer({ minimum: 1, maximum: 64 }),
+  /** Largest COPY context archive a build may upload (MiB). */
+  maxUploadMB: Type.Integer({ minimum: 1 }),
+  /** Image names a build's `fromImage` is mapped through first (`e2bdev/base` → the base image unless set). */
+  imageAliases: Type.Record(Type.String({ minLength: 1 }), Type.String({ minLength: 1 })),
+  /** How long a build's readyCmd may take to succeed (seconds). */
+  buildReadyTimeoutSeconds: Type.Integer({ minimum: 1 }),
 });
 
 export type Config = Static<typeof ConfigSchema>;
@@ -34,6 +42,10 @@ const ENV_NAMES: Record<keyof Config, string> = {
   logLevel: 'TIDEPOOL_LOG_LEVEL',
   maxTimeoutSeconds: 'TIDEPOOL_MAX_TIMEOUT_SECONDS',
   defaultTimeoutSeconds: 'TIDEPOOL_DEFAULT_TIMEOUT',
+  maxConcurrentBuilds: 'TIDEPOOL_MAX_CONCURRENT_BUILDS',
+  maxUploadMB: 'TIDEPOOL_MAX_UPLOAD_MB',
+  imageAliases: 'TIDEPOOL_IMAGE_ALIASES',
+  buildReadyTimeoutSeconds: 'TIDEPOOL_BUILD_READY_TIMEOUT',
 };
 
 export class ConfigError extends Error {}
@@ -41,6 +53,17 @@ export class ConfigError extends Error {}
 function integer(raw: string | undefined, fallback: number): number | string {
   if (raw === undefined || raw === '') return fallback;
   return /^-?\d+$/.test(raw.trim()) ? Number(raw) : raw;
+}
+
+/** `from=to,from2=to2` → a map; a malformed entry is returned as is so validation names it. */
+function imageAliases(raw: string | undefined, baseImage: string): Record<string, string> | string {
+  const aliases: Record<string, string> = { 'e2bdev/base': baseImage };
+  for (const entry of (raw ?? '').split(',').map((e) => e.trim()).filter(Boolean)) {
+    const [from, to, ...rest] = entry.split('=');
+    if (!from || !to || rest.length > 0) return entry;
+    aliases[from.trim()] = to.trim();
+  }
+  return aliases;
 }
 
 /** Reads the whole configuration once from the environment (plus programmatic overrides) and validates it. */
@@ -57,8 +80,14 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     logLevel: env.TIDEPOOL_LOG_LEVEL || 'info',
     maxTimeoutSeconds: integer(env.TIDEPOOL_MAX_TIMEOUT_SECONDS, 24 * 3600),
     defaultTimeoutSeconds: integer(env.TIDEPOOL_DEFAULT_TIMEOUT, 15),
+    maxConcurrentBuilds: integer(env.TIDEPOOL_MAX_CONCURRENT_BUILDS, 2),
+    maxUploadMB: integer(env.TIDEPOOL_MAX_UPLOAD_MB, 2048),
+    buildReadyTimeoutSeconds: integer(env.TIDEPOOL_BUILD_READY_TIMEOUT, 600),
     ...overrides,
   };
+  if (overrides.imageAliases === undefined) {
+    (candidate as Record<string, unknown>).imageAliases = imageAliases(env.TIDEPOOL_IMAGE_ALIASES, String(candidate.baseImage));
+  }
   const problems = [...Value.Errors(ConfigSchema, candidate)].map((error) => {
     const key = error.path.split('/')[1] as keyof Config;
     const name = ENV_NAMES[key] ?? key;

@@ -9,7 +9,12 @@ import { buildApiServer } from './http/api-server.ts';
 import { openDatabase } from './store/database.ts';
 import { KeyStore } from './store/key-store.ts';
 import { SandboxStore } from './sandboxes/sandbox-store.ts';
+import { type BuildRunner, BuildQueue } from './templates/build-queue.ts';
+import { ContextFiles } from './templates/context-files.ts';
+import { DockerImageEngine } from './runtime/docker/docker-image-engine.ts';
+import { TemplateBuilder } from './templates/build/template-builder.ts';
 import { TemplateCatalog } from './templates/template-catalog.ts';
+import { removeTemplate } from './templates/template-removal.ts';
 import { TemplateStore } from './templates/template-store.ts';
 import { registerBaseTemplate } from './templates/base-template.ts';
 
@@ -36,15 +41,18 @@ export interface PlatformOptions {
   runtime?: SandboxRuntime;
   /** Environment to read the configuration from; `process.env` by default. */
   env?: NodeJS.ProcessEnv;
+  /** Another template builder (tests); the Docker builder by default. */
+  builder?: BuildRunner;
 }
 
 /** Starts the whole platform in this process: store, Docker runtime, lifecycle, API and proxy. */
 export async function startPlatform(overrides: Partial<Config> = {}, options: PlatformOptions | SandboxRuntime = {}): Promise<RunningPlatform> {
-  const { runtime: runtimeOverride, env = process.env } = 'prepare' in options ? { runtime: options } : (options as PlatformOptions);
+  const { runtime: runtimeOverride, env = process.env, builder: builderOverride } = 'prepare' in options ? { runtime: options } : (options as PlatformOptions);
   const config = loadConfig(env, overrides);
   const logger = pino({ level: config.logLevel, base: { service: 'tidepool-api' } });
   const db = openDatabase(config.dataDir);
   let lifecycle: SandboxLifecycle | undefined;
+  let queue: BuildQueue | undefined;
   try {
     const keys = new KeyStore(db);
     for (const key of config.apiKeys) keys.addKey(key);
@@ -75,8 +83,43 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
       logger,
     });
     await lifecycle.start();
+    const contextFiles = new ContextFiles(config.dataDir, config.maxUploadMB * 1024 * 1024);
+    const builder =
+      builderOverride ??
+      new TemplateBuilder({
+        engine: new DockerImageEngine({ network: config.sandboxNetwork, platformId, logger }),
+        contextFiles,
+        baseImage: config.baseImage,
+        imageAliases: config.imageAliases,
+        cacheScope: platformId,
+        readyTimeoutMs: config.buildReadyTimeoutSeconds * 1000,
+        logger,
+      });
+    queue = new BuildQueue({ catalog: templates, store: templateStore, builder, contextFiles, maxConcurrent: config.maxConcurrentBuilds, logger });
+    queue.recoverAfterRestart();
+    const running = lifecycle;
+    const buildQueue = queue;
+    const templateDeps = {
+      catalog: templates,
+      store: templateStore,
+      queue: buildQueue,
+      contextFiles,
+      signingSeed: keys.tokenSeed(),
+      remove: (reference: string) =>
+        removeTemplate(reference, {
+          catalog: templates,
+          store: templateStore,
+          queue: buildQueue,
+          contextFiles,
+          sandboxesUsing: (buildIds) => running.usingBuilds(buildIds).map((r) => r.sandboxId),
+          removeImage: (image) => runtime.removeImage(image),
+          logger,
+        }),
+    };
     const app = buildApiServer({
       lifecycle,
+      templates: templateDeps,
+      runtime,
       keys,
       sandboxes,
       domain: config.domain,
@@ -88,7 +131,6 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
     const host = config.host === '0.0.0.0' || config.host === '::' ? '127.0.0.1' : config.host.includes(':') ? `[${config.host}]` : config.host;
     const url = `http://${host}:${port}`;
     logger.info({ url, domain: config.domain, network: config.sandboxNetwork, platformId }, 'tidepool platform listening');
-    const running = lifecycle;
     let closed = false;
     return {
       app,
@@ -104,6 +146,7 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
         if (closed) return;
         closed = true;
         running.stop();
+        await buildQueue.stop();
         if (!closeOptions.keepSandboxes) await running.killAll();
         app.server.closeAllConnections?.();
         await app.close();
@@ -111,8 +154,10 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
       },
     };
   } catch (error) {
+    await queue?.stop();
     lifecycle?.stop();
     db.close();
     throw error;
   }
 }
+

@@ -1,10 +1,16 @@
 import type { FastifyInstance } from 'fastify';
 import type { KeyStore } from '../store/key-store.ts';
 
-/** `X-API-Key` on every platform route but `GET /health`. */
+/** Routes that carry their own proof instead of an API key: health, and signed template uploads. */
+function isOpenRoute(method: string, path: string): boolean {
+  if (method === 'GET' && path === '/health') return true;
+  return method === 'PUT' && /^\/templates\/[^/]+\/files\/[0-9a-f]{64}\/upload$/.test(path);
+}
+
+/** `X-API-Key` on every platform route but the open ones. */
 export function installApiKeyAuth(app: FastifyInstance, keys: KeyStore): void {
   app.addHook('onRequest', async (request, reply) => {
-    if (request.method === 'GET' && request.url.split('?')[0] === '/health') return;
+    if (isOpenRoute(request.method, request.url.split('?')[0])) return;
     const key = request.headers['x-api-key'];
     if (typeof key === 'string' && key !== '' && keys.isValid(key)) return;
     const message = typeof key === 'string' && key !== '' ? 'Invalid API key' : 'Missing API key: send it in the X-API-Key header';

@@ -5,10 +5,16 @@ import { installSandboxProxy } from '../proxy/sandbox-proxy.ts';
 import { registerSandboxLifecycleRoutes } from '../sandboxes/routes/sandbox-lifecycle-routes.ts';
 import { registerSandboxObservabilityRoutes } from '../sandboxes/routes/sandbox-observability-routes.ts';
 import { registerSandboxRoutes } from '../sandboxes/routes/sandbox-routes.ts';
+import { registerSandboxSnapshotRoutes } from '../sandboxes/routes/sandbox-snapshot-routes.ts';
 import type { TimeoutRules } from '../sandboxes/routes/timeout-rules.ts';
 import type { SandboxLifecycle } from '../sandboxes/sandbox-lifecycle.ts';
 import type { SandboxStore } from '../sandboxes/sandbox-store.ts';
 import type { KeyStore } from '../store/key-store.ts';
+import type { SandboxRuntime } from '../runtime/sandbox-runtime.ts';
+import { registerTemplateBuildRoutes } from '../templates/routes/template-build-routes.ts';
+import type { TemplateRouteDeps } from '../templates/routes/template-route-deps.ts';
+import { registerTemplateRoutes } from '../templates/routes/template-routes.ts';
+import { registerTemplateTagRoutes } from '../templates/routes/template-tag-routes.ts';
 import { installApiErrorHandler } from './api-errors.ts';
 import { installApiKeyAuth } from './api-key-auth.ts';
 import { installLenientJsonBody } from './json-body.ts';
@@ -19,6 +25,8 @@ export interface ApiServerDeps {
   sandboxes: SandboxStore;
   domain: string;
   timeouts: TimeoutRules;
+  templates: TemplateRouteDeps;
+  runtime: SandboxRuntime;
   logger: Logger;
 }
 
@@ -39,5 +47,9 @@ export function buildApiServer(deps: ApiServerDeps): FastifyInstance {
   registerSandboxRoutes(app, deps.lifecycle, deps.timeouts);
   registerSandboxLifecycleRoutes(app, deps.lifecycle, deps.timeouts);
   registerSandboxObservabilityRoutes(app, deps.lifecycle, (id) => deps.sandboxes.events(id));
+  registerSandboxSnapshotRoutes(app, { lifecycle: deps.lifecycle, runtime: deps.runtime, catalog: deps.templates.catalog, logger: deps.logger }, deps.timeouts);
+  registerTemplateRoutes(app, deps.templates);
+  registerTemplateBuildRoutes(app, deps.templates);
+  registerTemplateTagRoutes(app, deps.templates);
   return app;
 }

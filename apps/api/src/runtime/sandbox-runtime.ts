@@ -57,6 +57,8 @@ export interface SandboxRuntime {
   remove(containerId: string): Promise<void>;
   /** Removes an image; missing is not an error. */
   removeImage(image: string): Promise<void>;
+  /** Names `image` as the sandbox's own committed filesystem (a fork's starting point); returns that name. */
+  claimSandboxImage(image: string, sandboxId: string): Promise<string>;
   /** Removes the committed filesystem of a sandbox, if there is one. */
   removeSandboxImage(sandboxId: string): Promise<void>;
   inspect(containerId: string): Promise<{ status: ContainerStatus; address: string | undefined }>;

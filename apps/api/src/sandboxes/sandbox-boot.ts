@@ -1,10 +1,15 @@
 import type { Logger } from 'pino';
 import { type EnvdInit, initEnvd, waitForEnvd } from '../envd/envd-client.ts';
+import { EnvdProcessClient, shellCommand } from '../envd/envd-process-client.ts';
+import { PlatformError } from '../errors.ts';
 import type { SandboxRuntime, StartedContainer } from '../runtime/sandbox-runtime.ts';
 import type { SandboxRecord } from './sandbox-record.ts';
 
 /** How long a new container may take before envd answers. */
 const ENVD_READY_TIMEOUT_MS = 30_000;
+/** How long a template's start command may take to become ready (its readyCmd to exit 0). */
+const START_READY_TIMEOUT_MS = 120_000;
+const READY_POLL_MS = 100;
 
 export interface BootedSandbox extends StartedContainer {
   envdVersion: string;
@@ -35,6 +40,7 @@ export async function bootSandbox(runtime: SandboxRuntime, record: SandboxRecord
   try {
     await waitForEnvd(started.address, ENVD_READY_TIMEOUT_MS, async () => (await runtime.inspect(started.containerId)).status === 'running');
     const envdVersion = await initEnvd(started.address, initFor(record), false);
+    await runStartCommand(started.address, record, logger);
     logger.debug({ containerId: started.containerId, address: started.address }, 'sandbox container ready');
     return { ...started, envdVersion };
   } catch (error) {
@@ -42,4 +48,30 @@ export async function bootSandbox(runtime: SandboxRuntime, record: SandboxRecord
     await runtime.remove(started.containerId);
     throw error;
   }
+}
+
+/**
+ * The template's start command runs in the background in every sandbox (tag `startCmd`, no lifetime
+ * limit); when the template has a readyCmd, the sandbox is usable only once it exits 0.
+ */
+async function runStartCommand(address: string, record: SandboxRecord, logger: Logger): Promise<void> {
+  const { startCmd, readyCmd, user, workdir } = record.defaults;
+  if (!startCmd && !readyCmd) return;
+  const envd = new EnvdProcessClient(address, { accessToken: record.envdAccessToken });
+  const where = { user, ...(workdir ? { cwd: workdir } : {}) };
+  if (startCmd) {
+    const process = await envd.start(shellCommand(startCmd, { ...where, tag: 'startCmd' }));
+    process.detach();
+    logger.info({ pid: process.pid }, 'template start command started');
+  }
+  if (!readyCmd) return;
+  const deadline = Date.now() + START_READY_TIMEOUT_MS;
+  let last = '';
+  while (Date.now() < deadline) {
+    const result = await envd.run(shellCommand(readyCmd, { ...where, timeoutMs: 30_000 }));
+    if (result.exitCode === 0) return;
+    last = result.status;
+    await new Promise((resolve) => setTimeout(resolve, READY_POLL_MS));
+  }
+  throw new PlatformError('internal', `the template's ready command did not succeed within ${START_READY_TIMEOUT_MS / 1000} s (last: ${last})`);
 }

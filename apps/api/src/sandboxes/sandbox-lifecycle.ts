@@ -131,10 +131,17 @@ export class SandboxLifecycle implements SandboxDirectory {
   async launch(plan: LaunchPlan, release = this.registry.reserveSlots(1)): Promise<SandboxRecord> {
     try {
       const sandboxId = plan.sandboxId ?? newSandboxId();
-      const { settings } = plan;
+      const { settings, from } = plan;
       const record: SandboxRecord = {
         sandboxId,
-        ...plan.from,
+        templateId: from.templateId,
+        buildId: from.buildId,
+        alias: from.alias,
+        cpuCount: from.cpuCount,
+        memoryMB: from.memoryMB,
+        diskSizeMB: from.diskSizeMB,
+        envdVersion: from.envdVersion,
+        defaults: from.defaults,
         state: 'running',
         containerId: null,
         address: null,

@@ -254,7 +254,7 @@ export class TemplateStore {
   }
 
   buildImages(buildId: string): string[] {
-    return (this.db.prepare('SELECT image FROM build_images WHERE build_id = ?').all(buildId) as { image: string }[]).map((r) => r.image);
+    return (this.db.prepare('SELECT image FROM build_images WHERE build_id = ? ORDER BY rowid').all(buildId) as { image: string }[]).map((r) => r.image);
   }
 
   imageInUse(image: string): boolean {
@@ -265,6 +265,10 @@ export class TemplateStore {
 
   addContextFile(filesHash: string, templateId: string, size: number): void {
     this.db.prepare('INSERT OR REPLACE INTO context_files (files_hash, template_id, size, uploaded_at) VALUES (?, ?, ?, ?)').run(filesHash, templateId, size, new Date().toISOString());
+  }
+
+  forgetContextFile(filesHash: string): void {
+    this.db.prepare('DELETE FROM context_files WHERE files_hash = ?').run(filesHash);
   }
 
   contextFilesOf(templateId: string): string[] {

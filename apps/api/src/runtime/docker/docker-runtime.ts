@@ -193,6 +193,12 @@ export class DockerRuntime implements SandboxRuntime {
     throw new Error(`container ${containerId} is still being removed after ${timeoutMs} ms`);
   }
 
+  async claimSandboxImage(image: string, sandboxId: string): Promise<string> {
+    const name = pausedImageRef(sandboxId);
+    await this.tagImage(image, name);
+    return name;
+  }
+
   async removeSandboxImage(sandboxId: string): Promise<void> {
     await this.removeImage(pausedImageRef(sandboxId));
   }

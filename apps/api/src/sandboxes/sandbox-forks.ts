@@ -1,0 +1,72 @@
+import { randomBytes } from 'node:crypto';
+import type { Logger } from 'pino';
+import { invalid, PlatformError } from '../errors.ts';
+import type { SandboxRuntime } from '../runtime/sandbox-runtime.ts';
+import { newSandboxId } from './sandbox-identity.ts';
+import type { SandboxLifecycle } from './sandbox-lifecycle.ts';
+import type { SandboxRecord } from './sandbox-record.ts';
+
+export const MAX_FORKS = 100;
+
+export interface ForkDeps {
+  lifecycle: SandboxLifecycle;
+  runtime: SandboxRuntime;
+  logger: Logger;
+}
+
+export type ForkResult = { ok: true; record: SandboxRecord } | { ok: false; error: PlatformError };
+
+/**
+ * `POST /sandboxes/{id}/fork`: checkpoints the source's filesystem (the source keeps running) and starts
+ * `count` new sandboxes from it with the source's template, metadata, envs, network and lifecycle settings.
+ * Memory and running processes are not carried over on this runtime. One result per fork, like allSettled.
+ */
+export async function forkSandbox(deps: ForkDeps, sourceId: string, count: number, timeoutSeconds: number): Promise<ForkResult[]> {
+  if (!Number.isInteger(count) || count < 1 || count > MAX_FORKS) throw invalid(`count must be between 1 and ${MAX_FORKS}`);
+  // The checkpoint is named like a sandbox image, so a crash before it is dropped leaves nothing: restart reconcile removes it.
+  const checkpointOwner = `fork${randomBytes(8).toString('hex')}`;
+  const { source, checkpoint } = await deps.lifecycle.withSandbox(sourceId, async (record) => {
+    const image = record.containerId
+      ? await deps.runtime.commitSandbox(record.containerId, checkpointOwner)
+      : await deps.runtime.claimSandboxImage(record.pausedImage!, checkpointOwner);
+    return { source: { ...record }, checkpoint: image };
+  });
+  const release = deps.lifecycle.registry.reserveSlots(count);
+  try {
+    return await Promise.all(
+      Array.from({ length: count }, async (): Promise<ForkResult> => {
+        const sandboxId = newSandboxId();
+        try {
+          const image = await deps.runtime.claimSandboxImage(checkpoint, sandboxId);
+          const record = await deps.lifecycle.launch(
+            {
+              sandboxId,
+              image,
+              from: source,
+              settings: {
+                timeoutSeconds,
+                autoPause: source.autoPause,
+                autoPauseMemory: source.autoPauseMemory,
+                autoResume: source.autoResume,
+                metadata: { ...source.metadata },
+                envVars: { ...source.envVars },
+                network: { ...source.network },
+                allowInternetAccess: source.allowInternetAccess,
+              },
+              event: `sandbox forked from ${source.sandboxId}`,
+            },
+            release,
+          );
+          return { ok: true, record };
+        } catch (error) {
+          await deps.runtime.removeSandboxImage(sandboxId).catch(() => undefined);
+          deps.logger.warn({ sandboxId, sourceId, err: error }, 'fork failed');
+          return { ok: false, error: error instanceof PlatformError ? error : new PlatformError('internal', error instanceof Error ? error.message : String(error)) };
+        }
+      }),
+    );
+  } finally {
+    release();
+    await deps.runtime.removeSandboxImage(checkpointOwner).catch(() => undefined);
+  }
+}

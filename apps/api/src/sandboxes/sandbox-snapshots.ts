@@ -1,0 +1,56 @@
+import { randomBytes } from 'node:crypto';
+import type { Logger } from 'pino';
+import type { SandboxRuntime } from '../runtime/sandbox-runtime.ts';
+import type { SnapshotInfo, TemplateCatalog } from '../templates/template-catalog.ts';
+import type { SandboxLifecycle } from './sandbox-lifecycle.ts';
+import type { SandboxRecord } from './sandbox-record.ts';
+
+/** Where snapshot images live; the template catalog keeps which build uses which. */
+const SNAPSHOT_REPOSITORY = 'tidepool/snapshot';
+
+export interface SnapshotDeps {
+  lifecycle: SandboxLifecycle;
+  runtime: SandboxRuntime;
+  catalog: TemplateCatalog;
+  logger: Logger;
+}
+
+/**
+ * The sandbox's filesystem as an image: a commit of its container (frozen only while the commit is
+ * written, so the filesystem is consistent), or its own committed image when it is paused to disk.
+ */
+export async function captureFilesystem(runtime: SandboxRuntime, record: SandboxRecord, image: string): Promise<void> {
+  if (record.containerId) await runtime.commit(record.containerId, image);
+  else if (record.pausedImage) await runtime.tagImage(record.pausedImage, image);
+  else throw new Error(`sandbox ${record.sandboxId} has neither a container nor a paused image`);
+}
+
+/**
+ * `POST /sandboxes/{id}/snapshots`: the sandbox's filesystem becomes a template (or a new build of the
+ * named one) that starts with the sandbox's envs, user, workdir and start command. The sandbox keeps running.
+ */
+export function createSnapshot(deps: SnapshotDeps, sandboxId: string, name: string | undefined): Promise<SnapshotInfo> {
+  return deps.lifecycle.withSandbox(sandboxId, async (record) => {
+    const started = Date.now();
+    const image = `${SNAPSHOT_REPOSITORY}:${randomBytes(10).toString('hex')}`;
+    await captureFilesystem(deps.runtime, record, image);
+    try {
+      const info = deps.catalog.registerSnapshot({
+        sourceSandboxId: record.sandboxId,
+        name,
+        image,
+        envdVersion: record.envdVersion,
+        defaults: { ...record.defaults, envs: { ...record.defaults.envs, ...record.envVars } },
+        cpuCount: record.cpuCount,
+        memoryMB: record.memoryMB,
+        diskSizeMB: record.diskSizeMB,
+      });
+      deps.lifecycle.registry.recordEvent(record.sandboxId, `snapshot ${info.snapshotID} taken`);
+      deps.logger.info({ sandboxId: record.sandboxId, snapshotId: info.snapshotID, image, ms: Date.now() - started }, 'snapshot taken');
+      return info;
+    } catch (error) {
+      await deps.runtime.removeImage(image);
+      throw error;
+    }
+  });
+}

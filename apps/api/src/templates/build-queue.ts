@@ -1,0 +1,169 @@
+import type { Logger } from 'pino';
+import { conflict, invalid, PlatformError } from '../errors.ts';
+import { filesHashesOf } from './build-request.ts';
+import type { ContextFiles } from './context-files.ts';
+import type { TemplateCatalog } from './template-catalog.ts';
+import type { BuildRecord, BuildSpec, LogLevel, SandboxDefaults } from './template-model.ts';
+import type { TemplateStore } from './template-store.ts';
+
+/** One build, as the builder sees it. */
+export interface BuildJob {
+  templateId: string;
+  buildId: string;
+  spec: BuildSpec;
+  cpuCount: number;
+  memoryMB: number;
+  /** Set when `spec.fromTemplate`: the ready build it starts from. */
+  baseTemplate: { image: string; defaults: SandboxDefaults } | null;
+}
+
+export interface BuildReporter {
+  log(level: LogLevel, message: string, step?: string): void;
+}
+
+export interface BuiltTemplate {
+  image: string;
+  envdVersion: string;
+  defaults: SandboxDefaults;
+  /** Every image the build made or reused (final, cache layers, injected base). */
+  images: string[];
+}
+
+/** The engine that turns a build into an image (templates/build/template-builder.ts). */
+export interface BuildRunner {
+  build(job: BuildJob, reporter: BuildReporter, signal: AbortSignal): Promise<BuiltTemplate>;
+}
+
+export interface BuildQueueDeps {
+  catalog: TemplateCatalog;
+  store: TemplateStore;
+  builder: BuildRunner;
+  contextFiles: ContextFiles;
+  /** How many builds run at once; later ones wait (status `building`). */
+  maxConcurrent: number;
+  logger: Logger;
+}
+
+interface Running {
+  templateId: string;
+  controller: AbortController;
+  done: Promise<void>;
+}
+
+/**
+ * Runs builds in the background: waiting → building → ready | error, a few at a time. A new build of a
+ * template cancels the one in flight; a restart marks builds it interrupted as failed (never stuck).
+ */
+export class BuildQueue {
+  private readonly running = new Map<string, Running>();
+  private slots: number;
+  private readonly waiters: Array<() => void> = [];
+
+  constructor(private readonly deps: BuildQueueDeps) {
+    this.slots = deps.maxConcurrent;
+  }
+
+  /** Builds interrupted by a stop or crash: failed with a reason; their leftovers are the builder's to clean. */
+  recoverAfterRestart(): void {
+    for (const build of this.deps.store.buildsInStatus('building')) {
+      this.deps.store.appendLog(build.buildId, 'error', 'the platform restarted while this build was running');
+      void this.fail(build, { message: 'the platform restarted while this build was running; start a new build' });
+      this.deps.logger.warn({ buildId: build.buildId, templateId: build.templateId }, 'interrupted build marked as failed');
+    }
+  }
+
+  /** `POST /v2/templates/{id}/builds/{buildID}`: validates what the build needs, then runs it in the background. */
+  start(templateId: string, buildId: string, spec: BuildSpec): void {
+    const build = this.deps.catalog.requireBuild(templateId, buildId);
+    if (build.status !== 'waiting') throw invalid(`build '${buildId}' is not in waiting state (it is ${build.status})`);
+    const missing = filesHashesOf(spec).filter((hash) => this.deps.contextFiles.pathOf(hash) === undefined);
+    if (missing.length > 0) throw invalid(`the files of ${missing.length} COPY step(s) were not uploaded (${missing.join(', ')}); upload them first`);
+    let baseTemplate: BuildJob['baseTemplate'] = null;
+    if (spec.fromTemplate !== null) {
+      let resolved;
+      try {
+        resolved = this.deps.catalog.resolve(spec.fromTemplate);
+      } catch (error) {
+        if (error instanceof PlatformError && error.kind === 'not_found') throw invalid(`fromTemplate '${spec.fromTemplate}': ${error.message}`);
+        throw error;
+      }
+      if (resolved.template.templateId === templateId && resolved.build.buildId === buildId) throw invalid('a build cannot start from itself');
+      baseTemplate = { image: resolved.build.image!, defaults: resolved.build.defaults };
+    }
+    // A newer build of the same template wins.
+    for (const other of this.running.values()) {
+      if (other.templateId === templateId) other.controller.abort(conflict(`cancelled: build ${buildId} of the same template started`));
+    }
+    const building: BuildRecord = { ...build, status: 'building', spec, updatedAt: new Date().toISOString() };
+    this.deps.store.saveBuild(building);
+    const controller = new AbortController();
+    const job: BuildJob = { templateId, buildId, spec, cpuCount: build.cpuCount, memoryMB: build.memoryMB, baseTemplate };
+    const done = this.run(building, job, controller.signal).finally(() => this.running.delete(buildId));
+    this.running.set(buildId, { templateId, controller, done });
+  }
+
+  private async run(build: BuildRecord, job: BuildJob, signal: AbortSignal): Promise<void> {
+    const log = this.deps.logger.child({ buildId: build.buildId, templateId: build.templateId });
+    const reporter: BuildReporter = { log: (level, message, step) => this.deps.store.appendLog(build.buildId, level, message, step) };
+    if (this.slots === 0) reporter.log('info', 'waiting for a free build slot');
+    await this.acquire();
+    try {
+      if (signal.aborted) throw signal.reason;
+      const started = Date.now();
+      log.info({ steps: job.spec.steps.length }, 'build started');
+      const result = await this.deps.builder.build(job, reporter, signal);
+      if (signal.aborted) throw signal.reason;
+      this.deps.catalog.markReady(build, result);
+      reporter.log('info', `Build finished in ${((Date.now() - started) / 1000).toFixed(1)} s`);
+      log.info({ image: result.image, ms: Date.now() - started }, 'build ready');
+    } catch (error) {
+      const message = error instanceof Error ? error.message : String(error);
+      const step = typeof (error as { step?: unknown }).step === 'string' ? (error as { step: string }).step : undefined;
+      reporter.log('error', `Build failed: ${message}`, step);
+      if (this.deps.store.build(build.buildId)) await this.fail(build, { message, ...(step === undefined ? {} : { step }) });
+      log.warn({ err: error, step }, 'build failed');
+    } finally {
+      this.release();
+    }
+  }
+
+  /** Marks a build failed and drops uploaded files that no finished build needs. */
+  private async fail(build: BuildRecord, reason: { message: string; step?: string }): Promise<void> {
+    const current = this.deps.store.build(build.buildId) ?? build;
+    this.deps.catalog.markFailed(current, reason);
+    const needed = new Set(this.deps.store.buildsInStatus('ready', 'building', 'waiting').flatMap((b) => (b.spec ? filesHashesOf(b.spec) : [])));
+    for (const hash of current.spec ? filesHashesOf(current.spec) : []) {
+      if (needed.has(hash)) continue;
+      this.deps.store.forgetContextFile(hash);
+      await this.deps.contextFiles.remove(hash);
+    }
+  }
+
+  /** Stops every build of a template and waits until they have cleaned up. */
+  async abortTemplate(templateId: string): Promise<void> {
+    const stopping = [...this.running.values()].filter((r) => r.templateId === templateId);
+    for (const r of stopping) r.controller.abort(conflict('cancelled: the template was deleted'));
+    await Promise.allSettled(stopping.map((r) => r.done));
+  }
+
+  /** Shutdown: stops every build (they are failed with a reason) and waits for them. */
+  async stop(): Promise<void> {
+    const all = [...this.running.values()];
+    for (const r of all) r.controller.abort(new PlatformError('internal', 'the platform is shutting down'));
+    await Promise.allSettled(all.map((r) => r.done));
+  }
+
+  private acquire(): Promise<void> {
+    if (this.slots > 0) {
+      this.slots -= 1;
+      return Promise.resolve();
+    }
+    return new Promise((resolve) => this.waiters.push(resolve));
+  }
+
+  private release(): void {
+    const next = this.waiters.shift();
+    if (next) next();
+    else this.slots += 1;
+  }
+}

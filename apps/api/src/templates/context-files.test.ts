@@ -1,0 +1,70 @@
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Readable } from 'node:stream';
+import { afterAll, describe, expect, it } from 'vitest';
+import { PlatformError } from '../errors.ts';
+import { ContextFiles } from './context-files.ts';
+import { signUpload, uploadSignatureValid } from './upload-signature.ts';
+
+const dir = mkdtempSync(join(tmpdir(), 'tidepool-context-files-'));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+function tarball(gzip: boolean): Buffer {
+  const src = mkdtempSync(join(dir, 'src-'));
+  writeFileSync(join(src, 'a.txt'), 'hello');
+  const out = join(dir, `out-${Math.random()}.tar`);
+  execFileSync('tar', [gzip ? '-czf' : '-cf', out, '-C', src, 'a.txt']);
+  return readFileSync(out);
+}
+
+const hash = (n: number): string => n.toString(16).padStart(64, '0');
+
+describe('uploaded context archives', () => {
+  const files = new ContextFiles(join(dir, 'data'), 64 * 1024);
+  const stored = (): string[] => readdirSync(join(dir, 'data', 'template-files'));
+
+  it('stores plain and gzipped tars under their hash', async () => {
+    for (const [n, gzip] of [[1, true], [2, false]] as const) {
+      const body = tarball(gzip);
+      expect(await files.receive(hash(n), Readable.from([body]), body.length)).toBe(body.length);
+      expect(readFileSync(files.pathOf(hash(n))!)).toEqual(body);
+    }
+  });
+
+  it('refuses what is not a tar, too big, shorter or longer than announced — and keeps nothing of it', async () => {
+    const body = tarball(true);
+    const failures: Array<[Buffer | Buffer[], number | undefined, RegExp]> = [
+      [Buffer.from('definitely not an archive'.padEnd(600, '!')), 600, /not a tar archive/],
+      [body, 10 * 1024 * 1024, /limited to/],
+      [body, undefined, /exact Content-Length/],
+      [body, body.length + 10, /ended after/],
+      [body, body.length - 10, /more than its Content-Length/],
+    ];
+    for (const [content, length, message] of failures) {
+      const error = await files.receive(hash(9), Readable.from(Array.isArray(content) ? content : [content]), length).catch((e: unknown) => e);
+      expect(error, String(message)).toBeInstanceOf(PlatformError);
+      expect((error as Error).message).toMatch(message);
+    }
+    expect(files.pathOf(hash(9))).toBeUndefined();
+    expect(stored().filter((name) => name.includes('.part-'))).toEqual([]);
+  });
+
+  it('rejects hashes that are not sha256 hex', async () => {
+    for (const bad of ['abc', 'A'.repeat(64), '../'.repeat(22)]) expect(() => files.pathOf(bad)).toThrow(PlatformError);
+  });
+
+  it('signs upload URLs per template and hash, with an expiry', () => {
+    const seed = 'seed';
+    const now = Date.now();
+    const { expires, signature } = signUpload(seed, 'tpl', hash(1), now);
+    expect(uploadSignatureValid(seed, 'tpl', hash(1), String(expires), signature, now)).toBe(true);
+    expect(uploadSignatureValid(seed, 'other', hash(1), String(expires), signature, now)).toBe(false);
+    expect(uploadSignatureValid(seed, 'tpl', hash(2), String(expires), signature, now)).toBe(false);
+    expect(uploadSignatureValid('other-seed', 'tpl', hash(1), String(expires), signature, now)).toBe(false);
+    expect(uploadSignatureValid(seed, 'tpl', hash(1), String(expires), signature, (expires + 1) * 1000)).toBe(false);
+    expect(uploadSignatureValid(seed, 'tpl', hash(1), undefined, signature, now)).toBe(false);
+    expect(uploadSignatureValid(seed, 'tpl', hash(1), String(expires), 'short', now)).toBe(false);
+  });
+});

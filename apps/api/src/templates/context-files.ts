@@ -1,0 +1,87 @@
+import { createWriteStream, existsSync, mkdirSync, readdirSync, rmSync, statSync } from 'node:fs';
+import { open, rename, rm } from 'node:fs/promises';
+import { join } from 'node:path';
+import type { Readable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import { randomBytes } from 'node:crypto';
+import { invalid } from '../errors.ts';
+
+const HASH = /^[0-9a-f]{64}$/;
+
+export function checkFilesHash(hash: string): string {
+  if (!HASH.test(hash)) throw invalid(`invalid files hash '${hash}': expected 64 lowercase hex characters (sha256)`);
+  return hash;
+}
+
+/** The first bytes of a gzip stream, and where a tar header keeps its `ustar` magic. */
+const GZIP_MAGIC = [0x1f, 0x8b];
+const TAR_MAGIC_OFFSET = 257;
+
+async function looksLikeArchive(path: string): Promise<boolean> {
+  const file = await open(path, 'r');
+  try {
+    const head = Buffer.alloc(512);
+    const { bytesRead } = await file.read(head, 0, 512, 0);
+    if (bytesRead >= 2 && head[0] === GZIP_MAGIC[0] && head[1] === GZIP_MAGIC[1]) return true;
+    // An empty tar is 1024 zero bytes; any other tar starts with a header carrying `ustar`.
+    if (bytesRead === 512 && head.subarray(TAR_MAGIC_OFFSET, TAR_MAGIC_OFFSET + 5).toString('latin1') === 'ustar') return true;
+    return bytesRead === 512 && head.every((b) => b === 0);
+  } finally {
+    await file.close();
+  }
+}
+
+/**
+ * Uploaded COPY context archives, stored by files hash under `<dataDir>/template-files`. An upload
+ * is streamed to a temporary file, checked (size, tar or gzip) and only then renamed into place,
+ * so a failed upload leaves nothing.
+ */
+export class ContextFiles {
+  private readonly dir: string;
+
+  constructor(dataDir: string, private readonly maxBytes: number) {
+    this.dir = join(dataDir, 'template-files');
+    mkdirSync(this.dir, { recursive: true, mode: 0o700 });
+    // Temporary files of uploads cut short by a crash.
+    for (const name of readdirSync(this.dir)) if (name.includes('.part-')) rmSync(join(this.dir, name), { force: true });
+  }
+
+  pathOf(hash: string): string | undefined {
+    const path = join(this.dir, checkFilesHash(hash));
+    return existsSync(path) ? path : undefined;
+  }
+
+  sizeOf(hash: string): number {
+    return statSync(join(this.dir, checkFilesHash(hash))).size;
+  }
+
+  /** Stores one archive; `declaredLength` is the request's Content-Length (uploads are never chunked). */
+  async receive(hash: string, body: Readable, declaredLength: number | undefined): Promise<number> {
+    checkFilesHash(hash);
+    if (declaredLength === undefined) throw invalid('the upload needs an exact Content-Length');
+    if (declaredLength > this.maxBytes) throw invalid(`the archive is ${declaredLength} bytes; uploads are limited to ${this.maxBytes} bytes`);
+    const final = join(this.dir, hash);
+    const part = `${final}.part-${randomBytes(6).toString('hex')}`;
+    let received = 0;
+    try {
+      const counter = async function* (source: AsyncIterable<Buffer>) {
+        for await (const chunk of source) {
+          received += chunk.length;
+          if (received > declaredLength) throw invalid(`the upload sent more than its Content-Length (${declaredLength} bytes)`);
+          yield chunk;
+        }
+      };
+      await pipeline(body, counter, createWriteStream(part, { mode: 0o600 }));
+      if (received !== declaredLength) throw invalid(`the upload ended after ${received} of ${declaredLength} bytes`);
+      if (!(await looksLikeArchive(part))) throw invalid('the upload is not a tar archive (plain or gzipped)');
+      await rename(part, final);
+      return received;
+    } finally {
+      await rm(part, { force: true });
+    }
+  }
+
+  async remove(hash: string): Promise<void> {
+    await rm(join(this.dir, checkFilesHash(hash)), { force: true });
+  }
+}

@@ -1,0 +1,100 @@
+import type { Static } from '@sinclair/typebox';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import { invalid, notFound, PlatformError } from '../../errors.ts';
+import { parseBuildRequest } from '../build-request.ts';
+import { checkFilesHash } from '../context-files.ts';
+import type { BuildLogEntry, LogLevel } from '../template-model.ts';
+import { checkBuildId } from '../template-names.ts';
+import { buildStatusView } from '../template-views.ts';
+import { signUpload, uploadSignatureValid } from '../upload-signature.ts';
+import type { TemplateRouteDeps } from './template-route-deps.ts';
+import { BuildParams, BuildStartBody, FileParams, LogsQuery, StatusQuery } from './template-schemas.ts';
+
+const LEVELS: LogLevel[] = ['debug', 'info', 'warn', 'error'];
+const atLeast = (min: LogLevel | undefined) => (entry: BuildLogEntry) => min === undefined || LEVELS.indexOf(entry.level) >= LEVELS.indexOf(min);
+
+/** Path of the PUT that receives a context archive (no API key: the URL is signed). */
+export const uploadPath = (templateId: string, hash: string): string => `/templates/${encodeURIComponent(templateId)}/files/${hash}/upload`;
+
+function origin(request: FastifyRequest): string {
+  return `${request.protocol}://${request.headers.host ?? request.hostname}`;
+}
+
+/** Starting builds, uploading their files, and following them (status, logs). */
+export function registerTemplateBuildRoutes(app: FastifyInstance, deps: TemplateRouteDeps): void {
+  const { catalog, store } = deps;
+
+  /** The build of a template, or the reference's answers: unknown template 404, unknown build 400. */
+  const buildOf = (params: Static<typeof BuildParams>) => {
+    const template = catalog.require(params.templateID);
+    const buildId = checkBuildId(params.buildID);
+    try {
+      return catalog.requireBuild(template.templateId, buildId);
+    } catch (error) {
+      if (error instanceof PlatformError && error.kind === 'not_found') throw invalid(`Build '${params.buildID}' not found`);
+      throw error;
+    }
+  };
+
+  app.post('/v2/templates/:templateID/builds/:buildID', { schema: { params: BuildParams, body: BuildStartBody } }, async (request, reply) => {
+    const build = buildOf(request.params as Static<typeof BuildParams>);
+    deps.queue.start(build.templateId, build.buildId, parseBuildRequest(request.body as Static<typeof BuildStartBody>));
+    // No body: the SDK parses any other 2xx body as JSON.
+    return reply.code(202).header('content-length', '0').send();
+  });
+
+  app.get('/templates/:templateID/builds/:buildID/status', { schema: { params: BuildParams, querystring: StatusQuery } }, async (request) => {
+    const build = buildOf(request.params as Static<typeof BuildParams>);
+    const query = request.query as Static<typeof StatusQuery>;
+    const limit = Math.min(100, Math.max(1, Number(query.limit ?? 100)));
+    const offset = Number(query.logsOffset ?? 0);
+    const entries = store.logs(build.buildId, offset, limit).filter(atLeast(query.level as LogLevel | undefined));
+    const failedStep = build.reason?.step;
+    const reasonEntries =
+      build.status === 'error' ? store.logs(build.buildId, 0, 100_000).filter((e) => atLeast('warn')(e) && (failedStep === undefined || e.step === failedStep)) : [];
+    return buildStatusView(build, entries, reasonEntries);
+  });
+
+  app.get('/templates/:templateID/builds/:buildID/logs', { schema: { params: BuildParams, querystring: LogsQuery } }, async (request) => {
+    const build = buildOf(request.params as Static<typeof BuildParams>);
+    const query = request.query as Static<typeof LogsQuery>;
+    const limit = Math.min(100, Math.max(1, Number(query.limit ?? 100)));
+    const forward = query.direction !== 'backward';
+    const cursor = query.cursor === undefined ? undefined : Number(query.cursor);
+    let entries = store.logs(build.buildId, 0, 100_000).filter(atLeast(query.level as LogLevel | undefined));
+    if (cursor !== undefined) entries = entries.filter((e) => (forward ? Date.parse(e.timestamp) >= cursor : Date.parse(e.timestamp) <= cursor));
+    if (!forward) entries.reverse();
+    return { logs: entries.slice(0, limit) };
+  });
+
+  app.get('/templates/:templateID/files/:hash', { schema: { params: FileParams } }, async (request, reply) => {
+    const params = request.params as Static<typeof FileParams>;
+    const template = catalog.require(params.templateID);
+    const hash = checkFilesHash(params.hash);
+    const present = deps.contextFiles.pathOf(hash) !== undefined;
+    if (present) store.addContextFile(hash, template.templateId, deps.contextFiles.sizeOf(hash));
+    const { expires, signature } = signUpload(deps.signingSeed, template.templateId, hash);
+    const url = `${origin(request)}${uploadPath(template.templateId, hash)}?expires=${expires}&signature=${signature}`;
+    return reply.code(201).send({ present, url });
+  });
+
+  // The upload: raw bytes (tar or tar.gz) with an exact Content-Length, streamed to disk.
+  app.register(async (scope) => {
+    scope.removeAllContentTypeParsers();
+    scope.addContentTypeParser('*', (_request, payload, done) => done(null, payload));
+    scope.put('/templates/:templateID/files/:hash/upload', { schema: { params: FileParams } }, async (request, reply) => {
+      const params = request.params as Static<typeof FileParams>;
+      const query = request.query as { expires?: string; signature?: string };
+      const hash = checkFilesHash(params.hash);
+      if (!uploadSignatureValid(deps.signingSeed, params.templateID, hash, query.expires, query.signature)) {
+        return reply.code(403).send({ code: 403, message: 'the upload URL is invalid or has expired; ask for a new one' });
+      }
+      const template = catalog.find(params.templateID);
+      if (!template) throw notFound(`template '${params.templateID}' not found`);
+      const length = request.headers['content-length'] === undefined ? undefined : Number(request.headers['content-length']);
+      const size = await deps.contextFiles.receive(hash, request.raw, Number.isFinite(length) ? length : undefined);
+      store.addContextFile(hash, template.templateId, size);
+      return reply.code(201).header('content-length', '0').send();
+    });
+  });
+}

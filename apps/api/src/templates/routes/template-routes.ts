@@ -1,0 +1,87 @@
+import type { Static } from '@sinclair/typebox';
+import type { FastifyInstance } from 'fastify';
+import { invalid, notFound } from '../../errors.ts';
+import { keysetPage, parseLimit } from '../../http/keyset-page.ts';
+import { namesOf } from '../template-catalog.ts';
+import { buildView, templateView } from '../template-views.ts';
+import type { TemplateRouteDeps } from './template-route-deps.ts';
+import { AliasParams, PageQuery, RegisterV2Body, RegisterV3Body, TemplateParams, UpdateTemplateBody } from './template-schemas.ts';
+
+const DEFAULT_CPU = 2;
+const DEFAULT_MEMORY_MB = 1024;
+
+/** Registering, listing, reading, updating and deleting templates; alias checks. */
+export function registerTemplateRoutes(app: FastifyInstance, deps: TemplateRouteDeps): void {
+  const { catalog, store } = deps;
+
+  app.post('/v3/templates', { schema: { body: RegisterV3Body } }, async (request, reply) => {
+    const body = request.body as Static<typeof RegisterV3Body>;
+    const name = body.name ?? body.alias;
+    if (name === undefined) throw invalid('name is required');
+    const { template, build } = catalog.registerBuild({ name, tags: body.tags, cpuCount: body.cpuCount ?? DEFAULT_CPU, memoryMB: body.memoryMB ?? DEFAULT_MEMORY_MB });
+    return reply.code(202).send({
+      templateID: template.templateId,
+      buildID: build.buildId,
+      public: template.public,
+      names: namesOf(template),
+      tags: build.requestedTags,
+      aliases: namesOf(template),
+    });
+  });
+
+  app.post('/v2/templates', { schema: { body: RegisterV2Body } }, async (request, reply) => {
+    const body = request.body as Static<typeof RegisterV2Body>;
+    const { template } = catalog.registerBuild({ name: body.alias, cpuCount: body.cpuCount ?? DEFAULT_CPU, memoryMB: body.memoryMB ?? DEFAULT_MEMORY_MB });
+    return reply.code(202).send(templateView(template, store.builds(template.templateId)));
+  });
+
+  const list = async (request: { query: unknown }, reply: { header(name: string, value: string): unknown }) => {
+    const query = request.query as Static<typeof PageQuery>;
+    const templates = store.templates('template');
+    const page = keysetPage(templates, (t) => `${t.createdAt}\u0000${t.templateId}`, parseLimit(query.limit), query.nextToken);
+    if (page.nextToken) reply.header('x-next-token', page.nextToken);
+    return page.items.map((t) => templateView(t, store.builds(t.templateId)));
+  };
+  app.get('/templates', { schema: { querystring: PageQuery } }, list);
+  app.get('/v2/templates', { schema: { querystring: PageQuery } }, list);
+
+  app.get('/templates/:templateID', { schema: { params: TemplateParams, querystring: PageQuery } }, async (request, reply) => {
+    const template = catalog.require((request.params as Static<typeof TemplateParams>).templateID);
+    const query = request.query as Static<typeof PageQuery>;
+    const builds = store.builds(template.templateId);
+    const page = keysetPage(builds, (b) => `${String(9e15 - Date.parse(b.createdAt)).padStart(16, '0')}\u0000${b.buildId}`, parseLimit(query.limit), query.nextToken);
+    if (page.nextToken) void reply.header('x-next-token', page.nextToken);
+    return {
+      templateID: template.templateId,
+      public: template.public,
+      aliases: namesOf(template),
+      names: namesOf(template),
+      createdAt: template.createdAt,
+      updatedAt: template.updatedAt,
+      lastSpawnedAt: template.lastSpawnedAt,
+      spawnCount: template.spawnCount,
+      builds: page.items.map(buildView),
+    };
+  });
+
+  const update = async (request: { params: unknown; body: unknown }) => {
+    const { templateID } = request.params as Static<typeof TemplateParams>;
+    const body = request.body as Static<typeof UpdateTemplateBody>;
+    const template = body.public === undefined ? catalog.require(templateID) : catalog.setPublic(templateID, body.public);
+    return { names: namesOf(template) };
+  };
+  app.patch('/templates/:templateID', { schema: { params: TemplateParams, body: UpdateTemplateBody } }, update);
+  app.patch('/v2/templates/:templateID', { schema: { params: TemplateParams, body: UpdateTemplateBody } }, update);
+
+  app.delete('/templates/:templateID', { schema: { params: TemplateParams } }, async (request, reply) => {
+    await deps.remove((request.params as Static<typeof TemplateParams>).templateID);
+    return reply.code(204).send();
+  });
+
+  app.get('/templates/aliases/:alias', { schema: { params: AliasParams } }, async (request) => {
+    const { alias } = request.params as Static<typeof AliasParams>;
+    const template = catalog.find(alias);
+    if (!template || template.alias === null) throw notFound(`template alias '${alias}' not found`);
+    return { templateID: template.templateId, public: template.public };
+  });
+}

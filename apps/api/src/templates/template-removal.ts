@@ -1,0 +1,56 @@
+import type { Logger } from 'pino';
+import { invalid } from '../errors.ts';
+import type { BuildQueue } from './build-queue.ts';
+import type { ContextFiles } from './context-files.ts';
+import type { TemplateCatalog } from './template-catalog.ts';
+import type { TemplateStore } from './template-store.ts';
+
+/**
+ * Images the platform made for templates: named ones (builds, cache layers, snapshots) and the ids the
+ * builder records (it never records a user's image); anything else is left alone.
+ */
+const PLATFORM_IMAGE = /^(tidepool\/(layer|template|snapshot|build|paused)[:@/-]|sha256:[0-9a-f]{64}$)/;
+
+export interface TemplateRemovalDeps {
+  catalog: TemplateCatalog;
+  store: TemplateStore;
+  queue: BuildQueue;
+  contextFiles: ContextFiles;
+  /** Sandboxes (running or paused) started from any of these builds. */
+  sandboxesUsing(buildIds: Set<string>): string[];
+  removeImage(image: string): Promise<void>;
+  logger: Logger;
+}
+
+/**
+ * `DELETE /templates/{ref}` (and deleteSnapshot): refused while sandboxes use what would go; stops the
+ * template's builds, then forgets the rows and removes the images and uploads nothing else uses.
+ */
+export async function removeTemplate(reference: string, deps: TemplateRemovalDeps): Promise<void> {
+  const scope = deps.catalog.deletionScope(reference);
+  const { template } = scope;
+  const users = deps.sandboxesUsing(new Set(scope.builds.map((b) => b.buildId)));
+  if (users.length > 0) {
+    throw invalid(`template '${reference}' is used by ${users.length} sandbox(es) (${users.slice(0, 5).join(', ')}); kill them first`);
+  }
+  const images = scope.builds.flatMap((b) => [...deps.store.buildImages(b.buildId), ...(b.image ? [b.image] : [])]);
+  const files = scope.wholeTemplate ? deps.store.contextFilesOf(template.templateId) : [];
+  if (scope.wholeTemplate) {
+    await deps.queue.abortTemplate(template.templateId);
+    deps.store.deleteTemplate(template.templateId);
+  } else {
+    deps.store.atomically(() => {
+      if (scope.tag !== undefined) deps.store.removeTag(template.templateId, scope.tag);
+      for (const build of scope.builds) deps.store.deleteBuild(build.buildId);
+    });
+  }
+  // Newest first: a cache layer can only go once the images built on it are gone.
+  for (const image of [...new Set(images)].reverse()) {
+    if (!PLATFORM_IMAGE.test(image) || deps.store.imageInUse(image)) continue;
+    await deps.removeImage(image).catch((error: unknown) => deps.logger.warn({ err: error, image, templateId: template.templateId }, 'could not remove template image'));
+  }
+  for (const hash of files) {
+    if (!deps.store.contextFileInUse(hash)) await deps.contextFiles.remove(hash);
+  }
+  deps.logger.info({ templateId: template.templateId, whole: scope.wholeTemplate, images: images.length }, 'template removed');
+}
