@@ -87,7 +87,7 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
     const builder =
       builderOverride ??
       new TemplateBuilder({
-        engine: new DockerImageEngine({ network: config.sandboxNetwork, platformId, logger }),
+        engine: new DockerImageEngine({ network: config.sandboxNetwork, platformId }),
         contextFiles,
         baseImage: config.baseImage,
         imageAliases: config.imageAliases,
@@ -96,7 +96,7 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
         logger,
       });
     queue = new BuildQueue({ catalog: templates, store: templateStore, builder, contextFiles, maxConcurrent: config.maxConcurrentBuilds, logger });
-    queue.recoverAfterRestart();
+    await queue.recoverAfterRestart();
     const running = lifecycle;
     const buildQueue = queue;
     const templateDeps = {
@@ -112,7 +112,7 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
           queue: buildQueue,
           contextFiles,
           sandboxesUsing: (buildIds) => running.usingBuilds(buildIds).map((r) => r.sandboxId),
-          removeImage: (image) => runtime.removeImage(image),
+          builder,
           logger,
         }),
     };

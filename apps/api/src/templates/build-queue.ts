@@ -3,35 +3,19 @@ import { conflict, invalid, PlatformError } from '../errors.ts';
 import { filesHashesOf } from './build-request.ts';
 import type { ContextFiles } from './context-files.ts';
 import type { TemplateCatalog } from './template-catalog.ts';
-import type { BuildRecord, BuildSpec, LogLevel, SandboxDefaults } from './template-model.ts';
+import type { BuildJob, BuildReporter, BuiltTemplate } from './build/template-builder.ts';
+import type { BuildRecord, BuildSpec } from './template-model.ts';
 import type { TemplateStore } from './template-store.ts';
-
-/** One build, as the builder sees it. */
-export interface BuildJob {
-  templateId: string;
-  buildId: string;
-  spec: BuildSpec;
-  cpuCount: number;
-  memoryMB: number;
-  /** Set when `spec.fromTemplate`: the ready build it starts from. */
-  baseTemplate: { image: string; defaults: SandboxDefaults } | null;
-}
-
-export interface BuildReporter {
-  log(level: LogLevel, message: string, step?: string): void;
-}
-
-export interface BuiltTemplate {
-  image: string;
-  envdVersion: string;
-  defaults: SandboxDefaults;
-  /** Every image the build made or reused (final, cache layers, injected base). */
-  images: string[];
-}
 
 /** The engine that turns a build into an image (templates/build/template-builder.ts). */
 export interface BuildRunner {
   build(job: BuildJob, reporter: BuildReporter, signal: AbortSignal): Promise<BuiltTemplate>;
+  /** Containers and unused images of a build that did not finish (the platform stopped mid-build). */
+  removeLeftovers(buildId: string): Promise<void>;
+  /** Every build container (at startup no build runs, so all are leftovers). */
+  removeAllBuildContainers(): Promise<number>;
+  /** A deleted build's images: `image` untagged, each of `images` removed unless `stillUsed` or not platform-made. */
+  removeBuildImages(image: string, images: string[], stillUsed: ReadonlySet<string>): Promise<void>;
 }
 
 export interface BuildQueueDeps {
@@ -63,11 +47,14 @@ export class BuildQueue {
     this.slots = deps.maxConcurrent;
   }
 
-  /** Builds interrupted by a stop or crash: failed with a reason; their leftovers are the builder's to clean. */
-  recoverAfterRestart(): void {
+  /** Builds interrupted by a stop or crash: failed with a reason, and what they left behind removed. */
+  async recoverAfterRestart(): Promise<void> {
+    const containers = await this.deps.builder.removeAllBuildContainers();
+    if (containers > 0) this.deps.logger.warn({ containers }, 'removed build containers left by an earlier run');
     for (const build of this.deps.store.buildsInStatus('building')) {
       this.deps.store.appendLog(build.buildId, 'error', 'the platform restarted while this build was running');
-      void this.fail(build, { message: 'the platform restarted while this build was running; start a new build' });
+      await this.fail(build, { message: 'the platform restarted while this build was running; start a new build' });
+      await this.deps.builder.removeLeftovers(build.buildId);
       this.deps.logger.warn({ buildId: build.buildId, templateId: build.templateId }, 'interrupted build marked as failed');
     }
   }

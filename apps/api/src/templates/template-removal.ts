@@ -1,15 +1,9 @@
 import type { Logger } from 'pino';
 import { invalid } from '../errors.ts';
-import type { BuildQueue } from './build-queue.ts';
+import type { BuildQueue, BuildRunner } from './build-queue.ts';
 import type { ContextFiles } from './context-files.ts';
 import type { TemplateCatalog } from './template-catalog.ts';
 import type { TemplateStore } from './template-store.ts';
-
-/**
- * Images the platform made for templates: named ones (builds, cache layers, snapshots) and the ids the
- * builder records (it never records a user's image); anything else is left alone.
- */
-const PLATFORM_IMAGE = /^(tidepool\/(layer|template|snapshot|build|paused)[:@/-]|sha256:[0-9a-f]{64}$)/;
 
 export interface TemplateRemovalDeps {
   catalog: TemplateCatalog;
@@ -18,7 +12,7 @@ export interface TemplateRemovalDeps {
   contextFiles: ContextFiles;
   /** Sandboxes (running or paused) started from any of these builds. */
   sandboxesUsing(buildIds: Set<string>): string[];
-  removeImage(image: string): Promise<void>;
+  builder: Pick<BuildRunner, 'removeBuildImages'>;
   logger: Logger;
 }
 
@@ -33,7 +27,7 @@ export async function removeTemplate(reference: string, deps: TemplateRemovalDep
   if (users.length > 0) {
     throw invalid(`template '${reference}' is used by ${users.length} sandbox(es) (${users.slice(0, 5).join(', ')}); kill them first`);
   }
-  const images = scope.builds.flatMap((b) => [...deps.store.buildImages(b.buildId), ...(b.image ? [b.image] : [])]);
+  const images = scope.builds.map((b) => ({ image: b.image, layers: deps.store.buildImages(b.buildId).filter((i) => i !== b.image) }));
   const files = scope.wholeTemplate ? deps.store.contextFilesOf(template.templateId) : [];
   if (scope.wholeTemplate) {
     await deps.queue.abortTemplate(template.templateId);
@@ -44,13 +38,15 @@ export async function removeTemplate(reference: string, deps: TemplateRemovalDep
       for (const build of scope.builds) deps.store.deleteBuild(build.buildId);
     });
   }
-  // Newest first: a cache layer can only go once the images built on it are gone.
-  for (const image of [...new Set(images)].reverse()) {
-    if (!PLATFORM_IMAGE.test(image) || deps.store.imageInUse(image)) continue;
-    await deps.removeImage(image).catch((error: unknown) => deps.logger.warn({ err: error, image, templateId: template.templateId }, 'could not remove template image'));
+  const stillUsed = deps.store.imagesInUse();
+  for (const { image, layers } of images) {
+    if (image === null) continue;
+    await deps.builder
+      .removeBuildImages(image, layers, stillUsed)
+      .catch((error: unknown) => deps.logger.warn({ err: error, image, templateId: template.templateId }, 'could not remove template images'));
   }
   for (const hash of files) {
     if (!deps.store.contextFileInUse(hash)) await deps.contextFiles.remove(hash);
   }
-  deps.logger.info({ templateId: template.templateId, whole: scope.wholeTemplate, images: images.length }, 'template removed');
+  deps.logger.info({ templateId: template.templateId, whole: scope.wholeTemplate, builds: images.length }, 'template removed');
 }

@@ -257,8 +257,10 @@ export class TemplateStore {
     return (this.db.prepare('SELECT image FROM build_images WHERE build_id = ? ORDER BY rowid').all(buildId) as { image: string }[]).map((r) => r.image);
   }
 
-  imageInUse(image: string): boolean {
-    return this.db.prepare('SELECT 1 FROM build_images WHERE image = ? UNION SELECT 1 FROM template_builds WHERE image = ? LIMIT 1').get(image, image) !== undefined;
+  /** Every image some build still records (its own, or a layer it uses). */
+  imagesInUse(): Set<string> {
+    const rows = this.db.prepare('SELECT image FROM build_images UNION SELECT image FROM template_builds WHERE image IS NOT NULL').all() as { image: string }[];
+    return new Set(rows.map((r) => r.image));
   }
 
   // Uploaded context archives (by files hash), referenced per template.

@@ -46,14 +46,17 @@ export async function api(platform: RunningPlatform, method: string, path: strin
   return { status: response.status, body: parsed, headers: response.headers };
 }
 
-/** Safety net for failed tests: every container and paused image of one platform, by label. */
+/** Safety net for failed tests: every container and image (paused, snapshot, build, cache layer) of one platform, by label. */
 export async function removeLabelled(platformId: string): Promise<void> {
   const docker = new Docker();
   const filters = { label: [`${PLATFORM_LABEL}=${platformId}`] };
   for (const container of await docker.listContainers({ all: true, filters })) {
     await docker.getContainer(container.Id).remove({ force: true }).catch(() => undefined);
   }
-  for (const image of await docker.listImages({ filters: { ...filters, reference: ['tidepool/paused'] } })) {
+  // Newest first, so images built on others go before their parents; names first, then what is left by id.
+  const images = (await docker.listImages({ filters })).sort((a, b) => b.Created - a.Created);
+  for (const image of images) {
+    for (const tag of image.RepoTags ?? []) if (tag !== '<none>:<none>') await docker.getImage(tag).remove().catch(() => undefined);
     await docker.getImage(image.Id).remove({ force: true }).catch(() => undefined);
   }
 }
