@@ -145,7 +145,7 @@ beforeAll(async () => {
   if (network.exitCode !== 0) await run('docker', ['network', 'create', NETWORK]);
   workDir = await mkdtemp(join(tmpdir(), 'tidepool-builder-test-'));
   layerTagsBefore = new Set(await layerTags());
-  engine = new DockerImageEngine({ network: NETWORK, platformId: PLATFORM, logger: pino({ level: 'silent' }) });
+  engine = new DockerImageEngine({ network: NETWORK, platformId: PLATFORM });
   builder = newBuilder();
 }, 900_000);
 
@@ -372,6 +372,19 @@ describe('TemplateBuilder bases and layers', () => {
     expect(missing.failure.step).toBe('base');
     expect(missing.failure.message).toMatch(/base image 'tidepool-test\/never-built-.*:nope' is not available locally and could not be pulled/);
   }, 240_000);
+
+  it('starts fromTemplate with that template’s image and defaults', async () => {
+    const nonce = randomUUID().slice(0, 8);
+    const parent = await built(spec([step('ENV', ['FROM_PARENT', nonce]), step('WORKDIR', ['/srv/parent']), step('RUN', ['echo parent > marker'])], { startCmd: 'sleep 600' }));
+    const child = await built(spec([step('RUN', ['echo "$FROM_PARENT $PWD $(cat marker)" > /tmp/child'])], { fromTemplate: 'parent' }), {
+      job: { baseTemplate: { image: parent.result.image, defaults: parent.result.defaults } },
+    });
+    expect(child.logs.some((l) => l.step === 'base' && l.message === 'FROM template parent')).toBe(true);
+    expect(await inImage(child.result.image, 'cat /tmp/child')).toBe(`${nonce} /srv/parent parent`);
+    expect(child.result.defaults).toEqual({ user: 'user', workdir: '/srv/parent', envs: { FROM_PARENT: nonce }, startCmd: 'sleep 600', readyCmd: null });
+    const orphan = await failed(spec([], { fromTemplate: 'gone' }));
+    expect(orphan.failure).toMatchObject({ step: 'base', message: "the template 'gone' has no ready build to start from" });
+  }, 60_000);
 
   describe('pulls from a registry', () => {
     let registry: LocalRegistry;

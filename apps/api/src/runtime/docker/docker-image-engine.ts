@@ -1,7 +1,6 @@
 import type { IncomingMessage } from 'node:http';
 import type { Readable } from 'node:stream';
 import Docker from 'dockerode';
-import type { Logger } from 'pino';
 import tar from 'tar-stream';
 import type {
   CommitOptions,
@@ -40,7 +39,6 @@ export interface DockerImageEngineOptions {
   network: string;
   /** Stamped on every container (and so on every image committed from one). */
   platformId?: string;
-  logger: Logger;
   docker?: Docker;
 }
 
@@ -54,13 +52,11 @@ export class DockerImageEngine implements ImageEngine {
   private readonly docker: Docker;
   private readonly network: string;
   private readonly platformId: string | undefined;
-  private readonly logger: Logger;
 
   constructor(options: DockerImageEngineOptions) {
     this.docker = options.docker ?? new Docker();
     this.network = options.network;
     this.platformId = options.platformId;
-    this.logger = options.logger;
   }
 
   async inspectImage(ref: string, signal?: AbortSignal): Promise<ImageInfo | undefined> {
@@ -253,7 +249,6 @@ export class DockerImageEngine implements ImageEngine {
         if (message.status?.startsWith('sha256:')) imageId = message.status.trim();
       });
       if (!imageId) throw new DockerCallError('flatten: the engine returned no image id');
-      this.logger.debug({ containerId: id, imageId }, 'flattened container filesystem into one layer');
       return imageId;
     });
   }
