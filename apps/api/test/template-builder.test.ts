@@ -285,6 +285,12 @@ describe('TemplateBuilder steps', () => {
     expect(notThere.failure.message).toMatch(/'two.txt' is not among the uploaded files/);
   }, 60_000);
 
+  it('copies into a container that never ran (a COPY-only build)', async () => {
+    const files = await upload([{ name: 'only.txt', content: 'only' }]);
+    const { result } = await built(spec([step('COPY', ['only.txt', '/opt/only/', '', '0640'], { filesHash: files })]));
+    expect(await inImage(result.image, 'stat -c "%U %a" /opt/only /opt/only/only.txt && cat /opt/only/only.txt')).toBe('user 755\nuser 640\nonly');
+  }, 60_000);
+
   it('removes the images of a deleted build', async () => {
     const nonce = randomUUID();
     const { result, buildId } = await built(spec([step('RUN', [`echo ${nonce} > /tmp/a`]), step('RUN', [`echo ${nonce} > /tmp/b`])]));

@@ -217,7 +217,8 @@ export class DockerImageEngine implements ImageEngine {
   }
 
   async readArchive(id: string, path: string, signal?: AbortSignal): Promise<Readable> {
-    return (await bounded(`read ${path} from container`, LIMITS.quick, signal, (s) =>
+    // The signal stays on the response: the limit covers reading the whole archive.
+    return (await bounded(`read ${path} from container`, LIMITS.transfer, signal, (s) =>
       this.docker.getContainer(id).getArchive({ path, abortSignal: s }),
     )) as Readable;
   }
