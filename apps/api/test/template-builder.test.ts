@@ -159,8 +159,12 @@ afterAll(async () => {
   // cache tags of config-only steps point at images the suite did not make (e.g. the base image)
   const newTags = (await layerTags()).filter((tag) => !layerTagsBefore.has(tag));
   if (newTags.length) await run('docker', ['rmi', ...newTags]);
-  const images = (await run('docker', ['images', '-q', '--filter', `label=dev.tidepool.platform-id=${PLATFORM}`])).stdout.split('\n').filter(Boolean);
-  if (images.length) await run('docker', ['rmi', '-f', ...new Set(images)]);
+  // children before parents: retry until nothing of this suite is left
+  for (let round = 0; round < 5; round++) {
+    const images = (await run('docker', ['images', '-q', '--filter', `label=dev.tidepool.platform-id=${PLATFORM}`])).stdout.split('\n').filter(Boolean);
+    if (images.length === 0) break;
+    await run('docker', ['rmi', '-f', ...new Set(images)]);
+  }
   await rm(workDir, { recursive: true, force: true });
 }, 120_000);
 

@@ -40,8 +40,8 @@ export function stepChainHash(previous: string, step: BuildStep): string {
 }
 
 /** Key of the envd runtime added to a base image. */
-export function runtimeInjectionHash(baseImageId: string, runtimeHash: string): string {
-  return sha256([CACHE_FORMAT, 'runtime', baseImageId, runtimeHash]);
+export function runtimeInjectionHash(baseImageId: string, runtimeHash: string, scope: string): string {
+  return sha256([CACHE_FORMAT, 'runtime', scope, baseImageId, runtimeHash]);
 }
 
 export function layerTag(hash: string): string {

@@ -24,6 +24,8 @@ export interface InjectionContext {
   /** Labels of the containers it creates. */
   labels: Record<string, string>;
   namePrefix: string;
+  /** Keeps the caches of platforms sharing an engine apart. */
+  cacheScope: string;
   log(level: LogLevel, message: string): void;
   signal: AbortSignal;
 }
@@ -44,7 +46,7 @@ export function carriesRuntime(image: ImageInfo, runtime: EnvdRuntime): boolean 
 
 export async function injectRuntime(ctx: InjectionContext, base: ImageInfo, baseName: string, runtime: EnvdRuntime): Promise<InjectedBase> {
   const { engine, signal } = ctx;
-  const tag = layerTag(runtimeInjectionHash(base.id, runtime.hash));
+  const tag = layerTag(runtimeInjectionHash(base.id, runtime.hash, ctx.cacheScope));
   const cached = await engine.inspectImage(tag, signal);
   if (cached) {
     ctx.log('info', `CACHED envd runtime ${runtime.envdVersion} in ${baseName}`);

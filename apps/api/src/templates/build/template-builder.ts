@@ -117,7 +117,7 @@ export class TemplateBuilder {
     let workspace: BuildWorkspace | undefined;
     try {
       const base = await prepareBase(
-        { engine, labels, namePrefix, log: (level, message) => log(level, message, BASE_STEP), signal },
+        { engine, labels, namePrefix, cacheScope: this.deps.cacheScope ?? '', log: (level, message) => log(level, message, BASE_STEP), signal },
         {
           spec: job.spec,
           baseTemplate: job.baseTemplate,
