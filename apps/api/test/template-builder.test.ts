@@ -165,6 +165,7 @@ afterAll(async () => {
     if (images.length === 0) break;
     await run('docker', ['rmi', '-f', ...new Set(images)]);
   }
+  await run('docker', ['network', 'rm', NETWORK]);
   await rm(workDir, { recursive: true, force: true });
 }, 120_000);
 
