@@ -283,6 +283,8 @@ describe('TemplateBuilder steps', () => {
     expect(bad.failure.message).toMatch(/symlink 'evil\/passwd' points outside the uploaded files/);
     const user = await failed(spec([step('USER', ['nobody-such'])]));
     expect(user.failure).toMatchObject({ step: '0', message: "USER: user 'nobody-such' does not exist in the image" });
+    const runAs = await failed(spec([step('RUN', ['true', 'ghost'])]));
+    expect(runAs.failure).toMatchObject({ step: '0', message: "RUN: user 'ghost' does not exist in the image" });
     const missing = await failed(spec([step('COPY', ['a', '/a', '', ''], { filesHash: 'f'.repeat(64) })]));
     expect(missing.failure.message).toMatch(/were not uploaded/);
     const source = await upload([{ name: 'one.txt', content: '1' }]);

@@ -3,7 +3,7 @@ import { EnvdCommandError } from '../../envd/envd-process-client.ts';
 import { BuildFailure } from './build-failure.ts';
 import type { BuildWorkspace } from './build-workspace.ts';
 import { resolveUser, UnknownAccountError } from './accounts.ts';
-import { readAccounts } from './image-accounts.ts';
+import { isRoot, readAccounts } from './image-accounts.ts';
 import { LineSplitter } from './line-splitter.ts';
 import type { StepContext } from './step-context.ts';
 import { shortCommand } from './step-text.ts';
@@ -18,11 +18,14 @@ export async function pickShell(workspace: BuildWorkspace): Promise<string | und
   return undefined;
 }
 
-/** envd takes user names: `1000` or `user:group` become the account's name. */
-export async function envdUserName(workspace: BuildWorkspace, spec: string): Promise<string> {
+/**
+ * envd takes user names: `1000` or `user:group` become the account's name. With `check`, a name
+ * must exist in the image (users set by USER steps were checked then).
+ */
+export async function envdUserName(workspace: BuildWorkspace, spec: string, check = false): Promise<string> {
   const [name] = spec.split(':', 1);
-  if (!/^\d+$/.test(name)) return name;
-  if (name === '0') return 'root';
+  if (isRoot(name)) return 'root';
+  if (!check && !/^\d+$/.test(name)) return name;
   return resolveUser(await readAccounts(workspace), name).name;
 }
 
@@ -33,7 +36,7 @@ export async function runStep(ctx: StepContext): Promise<void> {
   const envd = await workspace.envd();
   let user: string;
   try {
-    user = await envdUserName(workspace, asUser || state.user);
+    user = await envdUserName(workspace, asUser || state.user, asUser !== '');
   } catch (error) {
     if (error instanceof UnknownAccountError) throw new BuildFailure(`RUN: ${error.message}`, ctx.stepId);
     throw error;
@@ -52,7 +55,7 @@ export async function runStep(ctx: StepContext): Promise<void> {
     );
   } catch (error) {
     if (ctx.signal.aborted || !(error instanceof EnvdCommandError)) throw error;
-    throw new BuildFailure(`RUN '${shortCommand(command)}' could not start as '${user}': ${error.message}`, ctx.stepId);
+    throw new BuildFailure(`RUN '${shortCommand(command)}' as '${user}' failed in envd: ${error.message}`, ctx.stepId);
   } finally {
     stdout.end();
     stderr.end();
