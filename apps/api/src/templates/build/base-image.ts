@@ -4,7 +4,7 @@
  * The start image always carries the current envd runtime (added when missing).
  */
 import type { ImageEngine, ImageInfo, RegistryLogin } from '../../runtime/image-engine.ts';
-import { BASE_DEFAULTS, type BuildSpec, type LogLevel, type RegistryCredentials, type SandboxDefaults } from '../template-model.ts';
+import { BASE_DEFAULTS, type BuildSpec, type RegistryCredentials, type SandboxDefaults } from '../template-model.ts';
 import { BuildFailure } from './build-failure.ts';
 import { ENVD_VERSION_LABEL, RUNTIME_HASH_LABEL } from './build-labels.ts';
 import { applyImageAlias, parseImageRef, pullableRef } from './image-ref.ts';
