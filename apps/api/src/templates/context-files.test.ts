@@ -3,6 +3,7 @@ import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'n
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Readable } from 'node:stream';
+import { gzipSync } from 'node:zlib';
 import { afterAll, describe, expect, it } from 'vitest';
 import { PlatformError } from '../errors.ts';
 import { ContextFiles } from './context-files.ts';
@@ -19,6 +20,7 @@ function tarball(gzip: boolean): Buffer {
   return readFileSync(out);
 }
 
+const gzipOf = (text: string): Buffer => gzipSync(Buffer.from(text));
 const hash = (n: number): string => n.toString(16).padStart(64, '0');
 
 describe('uploaded context archives', () => {
@@ -36,7 +38,9 @@ describe('uploaded context archives', () => {
   it('refuses what is not a tar, too big, shorter or longer than announced — and keeps nothing of it', async () => {
     const body = tarball(true);
     const failures: Array<[Buffer | Buffer[], number | undefined, RegExp]> = [
-      [Buffer.from('definitely not an archive'.padEnd(600, '!')), 600, /not a tar archive/],
+      [Buffer.from('definitely not an archive'.padEnd(600, '!')), 600, /not a complete tar archive/],
+      [gzipOf('plain text, gzipped'), gzipOf('plain text, gzipped').length, /not a complete tar archive/],
+      [body.subarray(0, Math.floor(body.length / 2)), Math.floor(body.length / 2), /not a complete tar archive/],
       [body, 10 * 1024 * 1024, /limited to/],
       [body, undefined, /exact Content-Length/],
       [body, body.length + 10, /ended after/],

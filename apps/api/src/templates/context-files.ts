@@ -1,9 +1,11 @@
-import { createWriteStream, existsSync, mkdirSync, readdirSync, rmSync, statSync } from 'node:fs';
+import { createReadStream, createWriteStream, existsSync, mkdirSync, readdirSync, rmSync, statSync } from 'node:fs';
 import { open, rename, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { randomBytes } from 'node:crypto';
+import { createGunzip } from 'node:zlib';
+import tar from 'tar-stream';
 import { invalid } from '../errors.ts';
 
 const HASH = /^[0-9a-f]{64}$/;
@@ -13,21 +15,31 @@ export function checkFilesHash(hash: string): string {
   return hash;
 }
 
-/** The first bytes of a gzip stream, and where a tar header keeps its `ustar` magic. */
 const GZIP_MAGIC = [0x1f, 0x8b];
-const TAR_MAGIC_OFFSET = 257;
 
-async function looksLikeArchive(path: string): Promise<boolean> {
+async function isGzip(path: string): Promise<boolean> {
   const file = await open(path, 'r');
   try {
-    const head = Buffer.alloc(512);
-    const { bytesRead } = await file.read(head, 0, 512, 0);
-    if (bytesRead >= 2 && head[0] === GZIP_MAGIC[0] && head[1] === GZIP_MAGIC[1]) return true;
-    // An empty tar is 1024 zero bytes; any other tar starts with a header carrying `ustar`.
-    if (bytesRead === 512 && head.subarray(TAR_MAGIC_OFFSET, TAR_MAGIC_OFFSET + 5).toString('latin1') === 'ustar') return true;
-    return bytesRead === 512 && head.every((b) => b === 0);
+    const head = Buffer.alloc(2);
+    const { bytesRead } = await file.read(head, 0, 2, 0);
+    return bytesRead === 2 && head[0] === GZIP_MAGIC[0] && head[1] === GZIP_MAGIC[1];
   } finally {
     await file.close();
+  }
+}
+
+/** Reads the whole archive (gunzipped when it is gzip): a truncated or non-tar upload fails here, not in a build. */
+async function checkArchive(path: string): Promise<void> {
+  const extract = tar.extract();
+  extract.on('entry', (_header, stream, next) => {
+    stream.on('end', next);
+    stream.resume();
+  });
+  try {
+    const source = createReadStream(path);
+    await ((await isGzip(path)) ? pipeline(source, createGunzip(), extract) : pipeline(source, extract));
+  } catch (error) {
+    throw invalid(`the upload is not a complete tar archive (plain or gzipped): ${(error as Error).message}`);
   }
 }
 
@@ -73,7 +85,7 @@ export class ContextFiles {
       };
       await pipeline(body, counter, createWriteStream(part, { mode: 0o600 }));
       if (received !== declaredLength) throw invalid(`the upload ended after ${received} of ${declaredLength} bytes`);
-      if (!(await looksLikeArchive(part))) throw invalid('the upload is not a tar archive (plain or gzipped)');
+      await checkArchive(part);
       await rename(part, final);
       return received;
     } finally {

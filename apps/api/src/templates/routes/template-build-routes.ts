@@ -1,6 +1,7 @@
 import type { Static } from '@sinclair/typebox';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { invalid, notFound, PlatformError } from '../../errors.ts';
+import { parseLimit } from '../../http/keyset-page.ts';
 import { parseBuildRequest } from '../build-request.ts';
 import { checkFilesHash } from '../context-files.ts';
 import type { BuildLogEntry, LogLevel } from '../template-model.ts';
@@ -24,14 +25,15 @@ function origin(request: FastifyRequest): string {
 export function registerTemplateBuildRoutes(app: FastifyInstance, deps: TemplateRouteDeps): void {
   const { catalog, store } = deps;
 
-  /** The build of a template, or the reference's answers: unknown template 404, unknown build 400. */
-  const buildOf = (params: Static<typeof BuildParams>) => {
-    const template = catalog.require(params.templateID);
-    const buildId = checkBuildId(params.buildID);
+  /** The build of a template; unknown template or build → not found. */
+  const buildOf = (params: Static<typeof BuildParams>) => catalog.requireBuild(catalog.require(params.templateID).templateId, checkBuildId(params.buildID));
+
+  /** The status poll answers an unknown build with 400, as the reference does (its other routes say 404). */
+  const polledBuildOf = (params: Static<typeof BuildParams>) => {
     try {
-      return catalog.requireBuild(template.templateId, buildId);
+      return buildOf(params);
     } catch (error) {
-      if (error instanceof PlatformError && error.kind === 'not_found') throw invalid(`Build '${params.buildID}' not found`);
+      if (error instanceof PlatformError && error.kind === 'not_found' && catalog.find(params.templateID)) throw invalid(`Build '${params.buildID}' not found`);
       throw error;
     }
   };
@@ -44,9 +46,9 @@ export function registerTemplateBuildRoutes(app: FastifyInstance, deps: Template
   });
 
   app.get('/templates/:templateID/builds/:buildID/status', { schema: { params: BuildParams, querystring: StatusQuery } }, async (request) => {
-    const build = buildOf(request.params as Static<typeof BuildParams>);
+    const build = polledBuildOf(request.params as Static<typeof BuildParams>);
     const query = request.query as Static<typeof StatusQuery>;
-    const limit = Math.min(100, Math.max(1, Number(query.limit ?? 100)));
+    const limit = parseLimit(query.limit);
     const offset = Number(query.logsOffset ?? 0);
     const entries = store.logs(build.buildId, offset, limit).filter(atLeast(query.level as LogLevel | undefined));
     const failedStep = build.reason?.step;
@@ -58,7 +60,7 @@ export function registerTemplateBuildRoutes(app: FastifyInstance, deps: Template
   app.get('/templates/:templateID/builds/:buildID/logs', { schema: { params: BuildParams, querystring: LogsQuery } }, async (request) => {
     const build = buildOf(request.params as Static<typeof BuildParams>);
     const query = request.query as Static<typeof LogsQuery>;
-    const limit = Math.min(100, Math.max(1, Number(query.limit ?? 100)));
+    const limit = parseLimit(query.limit);
     const forward = query.direction !== 'backward';
     const cursor = query.cursor === undefined ? undefined : Number(query.cursor);
     let entries = store.logs(build.buildId, 0, 100_000).filter(atLeast(query.level as LogLevel | undefined));
