@@ -205,9 +205,9 @@ describe('TemplateBuilder steps', () => {
     expect(result.images).toContain(await imageId(result.image));
     expect(result.images).not.toContain(await imageId(BASE));
     // RUN output is streamed into the log, under the step's index
-    expect(logs).toContainEqual({ level: 'info', message: nonce, step: '2' });
-    expect(logs).toContainEqual({ level: 'info', message: 'to-stderr', step: '2' });
-    expect(logs.some((l) => l.message === '[5/9] COPY app .' && l.step === '4')).toBe(true);
+    expect(logs).toContainEqual({ level: 'info', message: nonce, step: '3' });
+    expect(logs).toContainEqual({ level: 'info', message: 'to-stderr', step: '3' });
+    expect(logs.some((l) => l.message === '[5/9] COPY app .' && l.step === '5')).toBe(true);
 
     const out = await inImage(
       result.image,
@@ -257,7 +257,7 @@ describe('TemplateBuilder steps', () => {
     const forced = steps.map((s, i) => (i === 12 ? { ...s, force: true } : s));
     const third = await built(spec(forced));
     const cachedSteps = third.logs.filter((l) => l.message.startsWith('CACHED [')).map((l) => Number(l.step));
-    expect(cachedSteps).toEqual([...Array(12).keys()]);
+    expect(cachedSteps).toEqual([...Array(12).keys()].map((i) => i + 1)); // user steps count from 1
     const trace = (await inImage(third.result.image, 'cat /tmp/trace')).split('\n');
     const before = (await inImage(first.result.image, 'cat /tmp/trace')).split('\n');
     expect(trace.slice(0, 7)).toEqual(before.slice(0, 7)); // RUN steps 0..11 come from the cache
@@ -270,21 +270,21 @@ describe('TemplateBuilder steps', () => {
   it('fails a RUN step with its index and exit code, and leaves no container or image behind', async () => {
     const nonce = randomUUID();
     const { failure, buildId, logs } = await failed(spec([step('RUN', [`echo ${nonce} > /tmp/ok`]), step('RUN', ['echo about to fail; exit 3'])]));
-    expect(failure.step).toBe('1');
+    expect(failure.step).toBe('2');
     expect(failure.message).toBe("'echo about to fail; exit 3' exited with code 3");
-    expect(logs).toContainEqual({ level: 'info', message: 'about to fail', step: '1' });
+    expect(logs).toContainEqual({ level: 'info', message: 'about to fail', step: '2' });
     expect(await leftovers(buildId)).toEqual({ containers: '', images: '' });
   }, 60_000);
 
   it('fails clearly on a bad COPY archive, an unknown user and a missing upload', async () => {
     const escaping = await upload([{ name: 'evil/', type: 'directory' }, { name: 'evil/passwd', type: 'symlink', linkname: '/etc/passwd' }]);
     const bad = await failed(spec([step('RUN', ['true']), step('COPY', ['evil', '/x', '', ''], { filesHash: escaping })]));
-    expect(bad.failure.step).toBe('1');
+    expect(bad.failure.step).toBe('2');
     expect(bad.failure.message).toMatch(/symlink 'evil\/passwd' points outside the uploaded files/);
     const user = await failed(spec([step('USER', ['nobody-such'])]));
-    expect(user.failure).toMatchObject({ step: '0', message: "USER: user 'nobody-such' does not exist in the image" });
+    expect(user.failure).toMatchObject({ step: '1', message: "USER: user 'nobody-such' does not exist in the image" });
     const runAs = await failed(spec([step('RUN', ['true', 'ghost'])]));
-    expect(runAs.failure).toMatchObject({ step: '0', message: "RUN: user 'ghost' does not exist in the image" });
+    expect(runAs.failure).toMatchObject({ step: '1', message: "RUN: user 'ghost' does not exist in the image" });
     const missing = await failed(spec([step('COPY', ['a', '/a', '', ''], { filesHash: 'f'.repeat(64) })]));
     expect(missing.failure.message).toMatch(/were not uploaded/);
     const source = await upload([{ name: 'one.txt', content: '1' }]);

@@ -163,7 +163,8 @@ export class BuildRun {
     let chain = initialChainHash({ baseImageId: base.originalId, runtimeHash: base.runtime.hash, defaults: base.defaults, scope: cacheScope });
     const forcedFrom = firstForcedStep(steps, force);
     for (const [index, step] of steps.entries()) {
-      const stepId = String(index);
+      // The SDK numbers the base 0 and user steps from 1 (it picks the failing call's stack trace by it).
+      const stepId = String(index + 1);
       this.phase = stepId;
       this.signal.throwIfAborted();
       chain = stepChainHash(chain, step);
