@@ -1,7 +1,7 @@
 import { Sandbox } from 'e2b';
 import Docker from 'dockerode';
 import { afterAll, describe, expect, it } from 'vitest';
-import { PLATFORM_LABEL, SANDBOX_LABEL } from '../src/runtime/docker/docker-runtime.ts';
+import { PLATFORM_LABEL, SANDBOX_LABEL } from '../src/runtime/docker/docker-labels.ts';
 import { api, startTestPlatform, type TestPlatform } from './support/start-platform.ts';
 
 const started: TestPlatform[] = [];

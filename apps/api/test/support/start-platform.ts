@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { ensureBaseImage } from '@tidepool/testkit';
 import Docker from 'dockerode';
 import type { Config } from '../../src/config.ts';
-import { PLATFORM_LABEL } from '../../src/runtime/docker/docker-runtime.ts';
+import { PLATFORM_LABEL } from '../../src/runtime/docker/docker-labels.ts';
 import { type RunningPlatform, startPlatform } from '../../src/platform.ts';
 
 export interface TestPlatform extends RunningPlatform {

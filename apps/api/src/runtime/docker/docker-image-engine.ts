@@ -16,9 +16,9 @@ import type {
 import { bounded, DockerCallError, engineMessage } from './docker-call.ts';
 import { demuxLogs, pullProgressLine, readProgress } from './docker-streams.ts';
 import { commandChanges, configChanges } from './image-config-changes.ts';
+import { PLATFORM_LABEL } from './docker-labels.ts';
 
 /** Same label as DockerRuntime's: which platform (data directory) owns a container or image. */
-export const PLATFORM_LABEL = 'dev.tidepool.platform-id';
 
 const SECOND = 1_000;
 const MINUTE = 60 * SECOND;

@@ -1,15 +1,11 @@
 import Docker from 'dockerode';
 import type { Logger } from 'pino';
 import type { ContainerSpec, ContainerStatus, ManagedContainer, SandboxImage, SandboxRuntime, StartedContainer } from '../sandbox-runtime.ts';
+import { ENVD_VERSION_LABEL, PLATFORM_LABEL, SANDBOX_LABEL, TEMPLATE_LABEL } from './docker-labels.ts';
 import { PAUSED_IMAGE_REPOSITORY, pausedImageRef, sandboxOfImage } from './paused-image.ts';
 
-export const SANDBOX_LABEL = 'dev.tidepool.sandbox-id';
-export const TEMPLATE_LABEL = 'dev.tidepool.template-id';
-export const ENVD_VERSION_LABEL = 'dev.tidepool.envd-version';
 /** Every sandbox runs envd under tini, whatever the image's own entrypoint and command are. */
 export const ENVD_ENTRYPOINT = ['/opt/tidepool/bin/tini', '--', '/opt/tidepool/bin/envd'];
-/** Which platform (data directory) owns a container: several platforms may share one engine. */
-export const PLATFORM_LABEL = 'dev.tidepool.platform-id';
 
 export interface DockerRuntimeOptions {
   /** Name of the bridge network sandboxes join; created when missing. */
