@@ -28,6 +28,31 @@ export interface BuildQueueDeps {
   logger: Logger;
 }
 
+/** Log entries kept per build: past this, output lines are dropped (warnings and errors get a little more room). */
+export const MAX_LOG_ENTRIES = 20_000;
+const MAX_LOG_ENTRIES_HARD = MAX_LOG_ENTRIES + 1_000;
+
+/** Writes a build's log entries to the store, bounded: a RUN that prints forever cannot fill the disk. */
+export function boundedReporter(store: TemplateStore, buildId: string): BuildReporter {
+  let written = 0;
+  let truncated = false;
+  return {
+    log(level, message, step) {
+      const important = level === 'warn' || level === 'error';
+      if (written >= (important ? MAX_LOG_ENTRIES_HARD : MAX_LOG_ENTRIES)) {
+        if (!truncated && !important) {
+          truncated = true;
+          store.appendLog(buildId, 'warn', `build log truncated: more than ${MAX_LOG_ENTRIES} entries; further output is not kept`, step);
+          written += 1;
+        }
+        return;
+      }
+      store.appendLog(buildId, level, message.length > 16_384 ? `${message.slice(0, 16_384)}…` : message, step);
+      written += 1;
+    },
+  };
+}
+
 interface Running {
   templateId: string;
   controller: AbortController;
@@ -91,7 +116,7 @@ export class BuildQueue {
 
   private async run(build: BuildRecord, job: BuildJob, signal: AbortSignal): Promise<void> {
     const log = this.deps.logger.child({ buildId: build.buildId, templateId: build.templateId });
-    const reporter: BuildReporter = { log: (level, message, step) => this.deps.store.appendLog(build.buildId, level, message, step) };
+    const reporter = boundedReporter(this.deps.store, build.buildId);
     if (this.slots === 0) reporter.log('info', 'waiting for a free build slot');
     await this.acquire();
     try {
