@@ -21,6 +21,8 @@ COPY package.json pnpm-workspace.yaml tsconfig.base.json ./
 COPY node_modules ./node_modules
 COPY packages ./packages
 COPY apps/api ./apps/api
+# TIDEPOOL_HOST: the platform binds 127.0.0.1 by default; in a container it has to listen on every
+# interface (docker-compose.yml publishes the port on the host's 127.0.0.1 only).
 ENV NODE_ENV=production \
     TIDEPOOL_HOST=0.0.0.0 \
     TIDEPOOL_PORT=3000 \

@@ -4,7 +4,7 @@ import { ConfigError, loadConfig } from './config.ts';
 describe('loadConfig', () => {
   it('applies defaults and reads TIDEPOOL_* variables', () => {
     const config = loadConfig({ TIDEPOOL_PORT: '8080', TIDEPOOL_API_KEYS: 'e2b_abc, e2b_def' });
-    expect(config).toMatchObject({ port: 8080, host: '0.0.0.0', apiKeys: ['e2b_abc', 'e2b_def'], maxSandboxes: 100, baseImage: 'tidepool/base:latest' });
+    expect(config).toMatchObject({ port: 8080, host: '127.0.0.1', apiKeys: ['e2b_abc', 'e2b_def'], maxSandboxes: 100, baseImage: 'tidepool/base:latest' });
   });
 
   it('names the variable and the problem when a value is wrong', () => {

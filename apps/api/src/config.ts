@@ -69,7 +69,8 @@ function imageAliases(raw: string | undefined, baseImage: string): Record<string
 /** Reads the whole configuration once from the environment (plus programmatic overrides) and validates it. */
 export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Partial<Config> = {}): Config {
   const candidate = {
-    host: env.TIDEPOOL_HOST || '0.0.0.0',
+    // Loopback unless asked: the API and the proxy carry sandbox tokens (containers set 0.0.0.0 explicitly).
+    host: env.TIDEPOOL_HOST || '127.0.0.1',
     port: integer(env.TIDEPOOL_PORT, 3000),
     dataDir: env.TIDEPOOL_DATA_DIR || '.data',
     apiKeys: (env.TIDEPOOL_API_KEYS ?? '').split(',').map((k) => k.trim()).filter(Boolean),
