@@ -1,12 +1,13 @@
 import type { AddressInfo } from 'node:net';
 import type { FastifyInstance } from 'fastify';
-import pino from 'pino';
+import pino, { type Logger } from 'pino';
 import { type Config, loadConfig } from './config.ts';
 import { DockerRuntime } from './runtime/docker/docker-runtime.ts';
 import type { SandboxRuntime } from './runtime/sandbox-runtime.ts';
 import { SandboxLifecycle } from './sandboxes/sandbox-lifecycle.ts';
 import { buildApiServer } from './http/api-server.ts';
 import { openDatabase } from './store/database.ts';
+import { lockDataDir, secureDatabaseFiles } from './store/data-dir.ts';
 import { KeyStore } from './store/key-store.ts';
 import { SandboxStore } from './sandboxes/sandbox-store.ts';
 import { type BuildRunner, BuildQueue } from './templates/build-queue.ts';
@@ -43,14 +44,24 @@ export interface PlatformOptions {
   env?: NodeJS.ProcessEnv;
   /** Another template builder (tests); the Docker builder by default. */
   builder?: BuildRunner;
+  /** Where the platform logs (tests capture it); pino on stdout at the configured level by default. */
+  logger?: Logger;
 }
 
 /** Starts the whole platform in this process: store, Docker runtime, lifecycle, API and proxy. */
 export async function startPlatform(overrides: Partial<Config> = {}, options: PlatformOptions | SandboxRuntime = {}): Promise<RunningPlatform> {
-  const { runtime: runtimeOverride, env = process.env, builder: builderOverride } = 'prepare' in options ? { runtime: options } : (options as PlatformOptions);
+  const { runtime: runtimeOverride, env = process.env, builder: builderOverride, logger: loggerOverride } = 'prepare' in options ? { runtime: options } : (options as PlatformOptions);
   const config = loadConfig(env, overrides);
-  const logger = pino({ level: config.logLevel, base: { service: 'tidepool-api' } });
-  const db = openDatabase(config.dataDir);
+  const logger = loggerOverride ?? pino({ level: config.logLevel, base: { service: 'tidepool-api' } });
+  const dataLock = lockDataDir(config.dataDir, logger);
+  let db: ReturnType<typeof openDatabase>;
+  try {
+    db = openDatabase(config.dataDir);
+    secureDatabaseFiles(config.dataDir, logger);
+  } catch (error) {
+    dataLock.release();
+    throw error;
+  }
   let lifecycle: SandboxLifecycle | undefined;
   let queue: BuildQueue | undefined;
   try {
@@ -151,12 +162,14 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
         app.server.closeAllConnections?.();
         await app.close();
         db.close();
+        dataLock.release();
       },
     };
   } catch (error) {
     await queue?.stop();
     lifecycle?.stop();
     db.close();
+    dataLock.release();
     throw error;
   }
 }
