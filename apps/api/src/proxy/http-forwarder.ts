@@ -1,8 +1,17 @@
 import http, { type ClientRequest, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { Socket } from 'node:net';
 import { pipeline } from 'node:stream';
 import type { Logger } from 'pino';
 import { CONNECT_TIMEOUT_MS, DIAL_RETRY_DELAYS_MS, DialTimeoutError } from './dial-policy.ts';
-import { proxyErrors, sendProxyError } from './proxy-errors.ts';
+import { upstreamHeadProblem } from './message-checks.ts';
+import {
+  classifyUpstreamError,
+  InvalidUpstreamResponse,
+  proxyErrors,
+  sendProxyError,
+  UpstreamIdleTimeout,
+  upstreamFailureReply,
+} from './proxy-errors.ts';
 import { stripHopByHop } from './upstream-headers.ts';
 
 export interface UpstreamTarget {
@@ -19,12 +28,18 @@ export interface HttpForwardOptions {
   stillRoutable: () => boolean;
   logger: Logger;
   retryDelaysMs?: readonly number[];
+  /** Either socket of the exchange idle for this long ends it (0: never). */
+  idleTimeoutMs?: number;
 }
 
 /** A request without a body can be replayed safely when a pooled connection turns out to be dead. */
 function hasRequestBody(req: IncomingMessage): boolean {
   const length = req.headers['content-length'];
   if (length !== undefined) return length !== '0';
+  return isChunked(req);
+}
+
+function isChunked(req: IncomingMessage): boolean {
   return req.headers['transfer-encoding'] !== undefined;
 }
 
@@ -39,18 +54,38 @@ export function forwardHttp(
   options: HttpForwardOptions,
 ): void {
   const delays = options.retryDelaysMs ?? DIAL_RETRY_DELAYS_MS;
+  const idleTimeoutMs = options.idleTimeoutMs ?? 0;
   const withBody = hasRequestBody(req);
+  // The inbound chunked framing was removed with the hop-by-hop headers: re-frame the body as chunked upstream
+  // (Node would otherwise send it unframed on methods that are not chunked by default).
+  const headers = isChunked(req) ? [...options.headers, 'Transfer-Encoding', 'chunked'] : options.headers;
   let attempt = 0;
   let responded = false;
   let current: ClientRequest | undefined;
+  const log = { sandboxId: target.sandboxId, port: target.port };
 
   res.once('close', () => {
     // Client went away (or we finished): make sure the upstream exchange does not linger.
     if (!res.writableFinished) current?.destroy();
   });
+  if (idleTimeoutMs > 0) {
+    // A client that stops sending (slow upload) or reading (slow download) does not hold the sockets forever.
+    res.setTimeout(idleTimeoutMs, () => {
+      options.logger.info(log, 'proxy client idle, closing');
+      current?.destroy();
+      res.destroy();
+    });
+  }
 
   const fail = (reply = proxyErrors.portNotOpen(target.sandboxId, target.port)): void => {
     if (!res.destroyed) sendProxyError(res, req.headers, reply);
+  };
+
+  const relayHead = (upstreamRes: IncomingMessage): void => {
+    const raw = stripHopByHop(upstreamRes.rawHeaders);
+    const problem = upstreamHeadProblem(upstreamRes.statusCode, upstreamRes.statusMessage, upstreamRes.rawHeaders);
+    if (problem) throw new InvalidUpstreamResponse(problem);
+    res.writeHead(upstreamRes.statusCode!, upstreamRes.statusMessage || undefined, raw);
   };
 
   const start = (): void => {
@@ -59,7 +94,7 @@ export function forwardHttp(
       port: target.port,
       method: req.method,
       path: req.url,
-      headers: options.headers,
+      headers,
       agent: options.agent,
       setHost: false,
     });
@@ -72,8 +107,14 @@ export function forwardHttp(
     const onConnected = (): void => {
       connected = true;
       clearTimeout(timer);
+      if (idleTimeoutMs > 0) upstream.setTimeout(idleTimeoutMs, () => upstream.destroy(new UpstreamIdleTimeout('upstream idle')));
       if (withBody) req.pipe(upstream);
     };
+    // A 101 to a request that asked for no upgrade is not HTTP we can relay.
+    upstream.on('upgrade', (_res, socket: Socket) => {
+      socket.destroy();
+      upstream.destroy(new InvalidUpstreamResponse('unsolicited 101'));
+    });
     upstream.once('socket', (socket) => {
       socket.setNoDelay(true);
       if (socket.connecting) socket.once('connect', onConnected);
@@ -82,9 +123,24 @@ export function forwardHttp(
     if (!withBody) upstream.end();
 
     upstream.once('response', (upstreamRes) => {
+      upstreamRes.on('error', () => {
+        if (responded) res.destroy();
+      });
+      try {
+        if (res.destroyed) {
+          upstream.destroy();
+          return;
+        }
+        relayHead(upstreamRes);
+      } catch (err) {
+        // Nothing was written yet: the client gets a clean 502 and the upstream connection is dropped.
+        options.logger.warn({ ...log, err: (err as Error).message }, 'sandbox answered an invalid HTTP response');
+        upstreamRes.resume();
+        upstream.destroy();
+        fail(proxyErrors.invalidUpstreamResponse(target.sandboxId, target.port));
+        return;
+      }
       responded = true;
-      const raw = stripHopByHop(upstreamRes.rawHeaders);
-      res.writeHead(upstreamRes.statusCode ?? 502, upstreamRes.statusMessage || undefined, raw);
       // Streams (Connect server streams, downloads of unknown length) should show their headers right away.
       if (upstreamRes.headers['content-length'] === undefined) res.flushHeaders();
       pipeline(upstreamRes, res, (err) => {
@@ -110,6 +166,12 @@ export function forwardHttp(
         return;
       }
       if (res.destroyed || res.headersSent) return;
+      const failure = classifyUpstreamError(err);
+      if (failure !== 'unreachable') {
+        options.logger.warn({ ...log, failure, err: err.message }, 'proxy upstream exchange failed');
+        fail(upstreamFailureReply(failure, target.sandboxId, target.port));
+        return;
+      }
       // Refused/unreachable dial, or a pooled keep-alive connection the upstream had already closed.
       const retryable = !connected || (upstream.reusedSocket && !withBody);
       if (retryable && attempt < delays.length) {
@@ -125,7 +187,7 @@ export function forwardHttp(
         }, delay);
         return;
       }
-      options.logger.debug({ sandboxId: target.sandboxId, port: target.port, err: err.message }, 'proxy upstream failed');
+      options.logger.debug({ ...log, err: err.message }, 'proxy upstream failed');
       fail();
     });
   };

@@ -54,6 +54,36 @@ export const proxyErrors = {
     status: 429,
     body: { sandboxId, message, code: 429 },
   }),
+  /** The sandbox answered something that is not valid HTTP (bad status line, headers or framing). */
+  invalidUpstreamResponse: (sandboxId: string, port: number): ProxyErrorReply => ({
+    status: 502,
+    body: { sandboxId, message: 'The sandbox answered with an invalid HTTP response', port, code: 502 },
+  }),
+  /** The sandbox port accepted the connection but stayed silent past the idle timeout. */
+  upstreamTimeout: (sandboxId: string, port: number): ProxyErrorReply => ({
+    status: 502,
+    body: { sandboxId, message: 'The sandbox did not answer in time', port, code: 502 },
+  }),
+  /** A request whose framing could be read two ways (smuggling), refused before it reaches the sandbox. */
+  badRequest: (message: string): ProxyErrorReply => ({ status: 400, body: { message, code: 400 } }),
+  tooManySandboxConnections: (sandboxId: string, limit: number): ProxyErrorReply => ({
+    status: 429,
+    body: {
+      sandboxId,
+      message: `The sandbox has too many concurrent incoming connections (limit: ${limit})`,
+      connectionLimit: limit,
+      code: 429,
+    },
+  }),
+  tooManyClientConnections: (sandboxId: string, limit: number): ProxyErrorReply => ({
+    status: 429,
+    body: {
+      sandboxId,
+      message: `Too many concurrent connections from this client address (limit: ${limit})`,
+      connectionLimit: limit,
+      code: 429,
+    },
+  }),
   controlRoute: (path: string): ProxyErrorReply => ({
     status: 404,
     body: {
@@ -63,6 +93,47 @@ export const proxyErrors = {
     },
   }),
 };
+
+/** Why an upstream exchange failed, decided from the error alone (one place for every forwarder). */
+export type UpstreamFailure = 'unreachable' | 'invalid-response' | 'timeout';
+
+const PARSER_ERROR = /^HPE_/;
+const INVALID_HEAD_CODES = new Set([
+  'ERR_INVALID_CHAR',
+  'ERR_INVALID_HTTP_TOKEN',
+  'ERR_HTTP_INVALID_HEADER_VALUE',
+  'ERR_HTTP_INVALID_STATUS_CODE',
+  'ERR_INVALID_ARG_TYPE',
+  'ERR_INVALID_ARG_VALUE',
+]);
+
+export class InvalidUpstreamResponse extends Error {
+  readonly code = 'TIDEPOOL_INVALID_UPSTREAM_RESPONSE';
+}
+
+export class UpstreamIdleTimeout extends Error {
+  readonly code = 'TIDEPOOL_UPSTREAM_IDLE_TIMEOUT';
+}
+
+export function classifyUpstreamError(err: unknown): UpstreamFailure {
+  const code = typeof err === 'object' && err !== null ? (err as { code?: unknown }).code : undefined;
+  if (err instanceof InvalidUpstreamResponse) return 'invalid-response';
+  if (err instanceof UpstreamIdleTimeout) return 'timeout';
+  if (typeof code === 'string' && (PARSER_ERROR.test(code) || INVALID_HEAD_CODES.has(code))) return 'invalid-response';
+  return 'unreachable';
+}
+
+/** The answer for a failure before any response byte reached the client. */
+export function upstreamFailureReply(failure: UpstreamFailure, sandboxId: string, port: number): ProxyErrorReply {
+  switch (failure) {
+    case 'invalid-response':
+      return proxyErrors.invalidUpstreamResponse(sandboxId, port);
+    case 'timeout':
+      return proxyErrors.upstreamTimeout(sandboxId, port);
+    case 'unreachable':
+      return proxyErrors.portNotOpen(sandboxId, port);
+  }
+}
 
 /** Browser navigations get an HTML page instead of JSON, like the reference edge. */
 export function wantsHtml(headers: IncomingHttpHeaders): boolean {

@@ -5,7 +5,9 @@ import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import { checkTrafficToken, mayAutoResume } from './access-checks.ts';
 import { cleanRequestPath, isEnvdControlRoute } from './control-routes.ts';
+import { ConnectionLimiter, DEFAULT_PROXY_LIMITS, type ProxyLimits } from './connection-limits.ts';
 import { forwardHttp } from './http-forwarder.ts';
+import { requestFramingProblem } from './message-checks.ts';
 import { proxyErrors, sendProxyError, writeProxyErrorToSocket, type ProxyErrorReply } from './proxy-errors.ts';
 import { resolveRouteTarget } from './route-target.ts';
 import { ENVD_PORT, type RoutableSandbox, type SandboxDirectory } from './sandbox-directory.ts';
@@ -18,6 +20,8 @@ export interface SandboxProxyOptions {
   /** Sandbox domain: hosts look like `<port>-<sandboxID>.<domain>`. */
   domain: string;
   logger: Logger;
+  /** Connection caps and idle timeouts; defaults in DEFAULT_PROXY_LIMITS. */
+  limits?: Partial<ProxyLimits>;
 }
 
 /** A sandbox that may receive this request, and the port it is for. */
@@ -57,8 +61,13 @@ export class SandboxProxy {
   });
   private readonly resumes = new Map<string, Promise<RoutableSandbox>>();
   private readonly tunnels = new Set<Duplex>();
+  readonly limits: ProxyLimits;
+  readonly connections: ConnectionLimiter;
 
-  constructor(private readonly options: SandboxProxyOptions) {}
+  constructor(private readonly options: SandboxProxyOptions) {
+    this.limits = { ...DEFAULT_PROXY_LIMITS, ...options.limits };
+    this.connections = new ConnectionLimiter(this.limits);
+  }
 
   /** Returns false when the request is not for a sandbox (the API handles it). */
   handleRequest(req: IncomingMessage, res: ServerResponse): boolean {
@@ -70,15 +79,30 @@ export class SandboxProxy {
         return;
       }
       const { sandbox, port } = result;
+      const release = this.connections.acquire(sandbox.sandboxId, req.socket.remoteAddress ?? '');
+      if (typeof release !== 'function') {
+        this.options.logger.warn({ sandboxId: sandbox.sandboxId, client: req.socket.remoteAddress }, 'proxy connection limit reached');
+        sendProxyError(res, req.headers, release);
+        return;
+      }
+      res.once('close', release);
       forwardHttp(req, res, { sandboxId: sandbox.sandboxId, address: sandbox.address, port }, {
         agent: this.agent,
         headers: applyHostMask(stripHopByHop(req.rawHeaders), port === ENVD_PORT ? undefined : sandbox.maskRequestHost, port),
         stillRoutable: () => this.stillRoutable(sandbox),
         logger: this.options.logger,
+        idleTimeoutMs: this.limits.idleTimeoutMs,
       });
     };
-    if (admission instanceof Promise) admission.then(go, (err) => this.internalError(err, () => go(proxyErrors.sandboxNotFound(''))));
-    else go(admission);
+    const guarded = (result: Admission): void => {
+      try {
+        go(result);
+      } catch (err) {
+        this.internalError(err, () => (res.headersSent ? res.destroy() : sendProxyError(res, req.headers, proxyErrors.sandboxNotFound(''))));
+      }
+    };
+    if (admission instanceof Promise) admission.then(guarded, (err) => this.internalError(err, () => guarded(proxyErrors.sandboxNotFound(''))));
+    else guarded(admission);
     return true;
   }
 
@@ -92,6 +116,13 @@ export class SandboxProxy {
         return;
       }
       const { sandbox, port } = result;
+      const release = this.connections.acquire(sandbox.sandboxId, req.socket.remoteAddress ?? '');
+      if (typeof release !== 'function') {
+        this.options.logger.warn({ sandboxId: sandbox.sandboxId, client: req.socket.remoteAddress }, 'proxy connection limit reached');
+        writeProxyErrorToSocket(socket, req.headers, release);
+        return;
+      }
+      socket.once('close', release);
       (socket as Socket).setNoDelay?.(true);
       this.track(socket);
       forwardUpgrade(req, socket, head, { sandboxId: sandbox.sandboxId, address: sandbox.address, port }, {
@@ -99,10 +130,18 @@ export class SandboxProxy {
         stillRoutable: () => this.stillRoutable(sandbox),
         logger: this.options.logger,
         track: (upstream) => this.track(upstream),
+        idleTimeoutMs: this.limits.idleTimeoutMs,
       });
     };
-    if (admission instanceof Promise) admission.then(go, (err) => this.internalError(err, () => go(proxyErrors.sandboxNotFound(''))));
-    else go(admission);
+    const guarded = (result: Admission): void => {
+      try {
+        go(result);
+      } catch (err) {
+        this.internalError(err, () => socket.destroy());
+      }
+    };
+    if (admission instanceof Promise) admission.then(guarded, (err) => this.internalError(err, () => guarded(proxyErrors.sandboxNotFound(''))));
+    else guarded(admission);
     return true;
   }
 
@@ -132,9 +171,10 @@ export class SandboxProxy {
   private route(req: IncomingMessage): Admission | Promise<Admission> | undefined {
     const url = req.url ?? '/';
     const target = resolveRouteTarget(req.method, url, req.headers, this.options.domain);
+    if (target.kind === 'api') return undefined;
+    const refusal = this.framingRefusal(req);
+    if (refusal) return refusal;
     switch (target.kind) {
-      case 'api':
-        return undefined;
       case 'invalid':
         return proxyErrors.invalidRoute(target.message);
       case 'signed-files': {
@@ -146,6 +186,14 @@ export class SandboxProxy {
       case 'sandbox':
         return this.admit(target.sandboxId, target.port, req);
     }
+  }
+
+  /** Requests whose body framing is ambiguous never reach a sandbox (request smuggling). */
+  private framingRefusal(req: IncomingMessage): ProxyErrorReply | undefined {
+    const problem = requestFramingProblem(req.method, req.rawHeaders);
+    if (!problem) return undefined;
+    this.options.logger.info({ client: req.socket.remoteAddress, problem }, 'proxy refused an ambiguous request');
+    return proxyErrors.badRequest(`Bad request: ${problem}`);
   }
 
   private admit(sandboxId: string, port: number, req: IncomingMessage): Admission | Promise<Admission> {
