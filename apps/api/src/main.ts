@@ -1,8 +1,12 @@
+import type { Logger } from 'pino';
 import { ConfigError } from './config.ts';
 import { startPlatform } from './platform.ts';
+import { installProcessGuard } from './process-guard.ts';
 
 async function main(): Promise<void> {
   const platform = await startPlatform();
+  // From here on, nothing a request triggers may take the platform down; startup errors above still exit.
+  installProcessGuard(platform.app.log as unknown as Logger);
   const lines = [
     '',
     `Tidepool is running at ${platform.url}`,
