@@ -1,3 +1,5 @@
+import type { EngineEvent, EngineEventStream } from './engine-events.ts';
+
 /**
  * The container engine behind sandboxes: containers and images only. It knows nothing of envd,
  * templates or timeouts; the lifecycle talks to it through this seam (Docker is the one implementation).
@@ -36,6 +38,11 @@ export interface SandboxImage {
 }
 
 export interface SandboxRuntime {
+  /**
+   * Follows the engine's events about this platform's sandbox containers from `since` (engine time,
+   * seconds; events already past are replayed). Resolves once connected; rejects when the engine is unreachable.
+   */
+  watchEvents?(since: number | undefined, onEvent: (event: EngineEvent) => void): Promise<EngineEventStream>;
   /** Creates the sandbox network if needed; checks the engine answers. */
   prepare(): Promise<void>;
   /** True when the image exists locally. */
