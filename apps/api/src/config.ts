@@ -25,6 +25,12 @@ export const ConfigSchema = Type.Object({
   imageAliases: Type.Record(Type.String({ minLength: 1 }), Type.String({ minLength: 1 })),
   /** How long a build's readyCmd may take to succeed (seconds). */
   buildReadyTimeoutSeconds: Type.Integer({ minimum: 1 }),
+  /** Proxied exchanges (requests in flight, open tunnels) one sandbox may have at once; beyond it the proxy answers 429. */
+  proxyMaxConnectionsPerSandbox: Type.Integer({ minimum: 1 }),
+  /** Proxied exchanges one client address may have at once, over all sandboxes (429 beyond it). */
+  proxyMaxConnectionsPerClient: Type.Integer({ minimum: 1 }),
+  /** Seconds a proxied client or sandbox socket may stay silent before it is closed. */
+  proxyIdleTimeoutSeconds: Type.Integer({ minimum: 1 }),
 });
 
 export type Config = Static<typeof ConfigSchema>;
@@ -46,6 +52,9 @@ const ENV_NAMES: Record<keyof Config, string> = {
   maxUploadMB: 'TIDEPOOL_MAX_UPLOAD_MB',
   imageAliases: 'TIDEPOOL_IMAGE_ALIASES',
   buildReadyTimeoutSeconds: 'TIDEPOOL_BUILD_READY_TIMEOUT',
+  proxyMaxConnectionsPerSandbox: 'TIDEPOOL_PROXY_MAX_CONNECTIONS_PER_SANDBOX',
+  proxyMaxConnectionsPerClient: 'TIDEPOOL_PROXY_MAX_CONNECTIONS_PER_CLIENT',
+  proxyIdleTimeoutSeconds: 'TIDEPOOL_PROXY_IDLE_TIMEOUT',
 };
 
 export class ConfigError extends Error {}
@@ -84,6 +93,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     maxConcurrentBuilds: integer(env.TIDEPOOL_MAX_CONCURRENT_BUILDS, 2),
     maxUploadMB: integer(env.TIDEPOOL_MAX_UPLOAD_MB, 2048),
     buildReadyTimeoutSeconds: integer(env.TIDEPOOL_BUILD_READY_TIMEOUT, 600),
+    proxyMaxConnectionsPerSandbox: integer(env.TIDEPOOL_PROXY_MAX_CONNECTIONS_PER_SANDBOX, 1000),
+    proxyMaxConnectionsPerClient: integer(env.TIDEPOOL_PROXY_MAX_CONNECTIONS_PER_CLIENT, 2000),
+    proxyIdleTimeoutSeconds: integer(env.TIDEPOOL_PROXY_IDLE_TIMEOUT, 620),
     ...overrides,
   };
   if (overrides.imageAliases === undefined) {

@@ -136,6 +136,11 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
       domain: config.domain,
       timeouts: { defaultSeconds: config.defaultTimeoutSeconds, maxSeconds: config.maxTimeoutSeconds },
       logger,
+      proxyLimits: {
+        maxConnectionsPerSandbox: config.proxyMaxConnectionsPerSandbox,
+        maxConnectionsPerClient: config.proxyMaxConnectionsPerClient,
+        idleTimeoutMs: config.proxyIdleTimeoutSeconds * 1000,
+      },
     });
     await app.listen({ host: config.host, port: config.port });
     const { port } = app.server.address() as AddressInfo;

@@ -1,6 +1,7 @@
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, LogController } from 'fastify';
 import type { Logger } from 'pino';
+import type { ProxyLimits } from '../proxy/connection-limits.ts';
 import { installSandboxProxy } from '../proxy/sandbox-proxy.ts';
 import { registerSandboxLifecycleRoutes } from '../sandboxes/routes/sandbox-lifecycle-routes.ts';
 import { registerSandboxObservabilityRoutes } from '../sandboxes/routes/sandbox-observability-routes.ts';
@@ -28,6 +29,8 @@ export interface ApiServerDeps {
   templates: TemplateRouteDeps;
   runtime: SandboxRuntime;
   logger: Logger;
+  /** Sandbox proxy connection caps and idle timeouts (defaults otherwise). */
+  proxyLimits?: Partial<ProxyLimits>;
 }
 
 /** The platform's one HTTP listener: sandbox proxy first, then the authenticated REST API. */
@@ -39,7 +42,7 @@ export function buildApiServer(deps: ApiServerDeps): FastifyInstance {
     requestTimeout: 0,
     ajv: { customOptions: { coerceTypes: false, removeAdditional: false, allErrors: false } },
   }).withTypeProvider<TypeBoxTypeProvider>();
-  installSandboxProxy(app, { directory: deps.lifecycle, domain: deps.domain, logger: deps.logger });
+  installSandboxProxy(app, { directory: deps.lifecycle, domain: deps.domain, logger: deps.logger, limits: deps.proxyLimits });
   installApiErrorHandler(app);
   installLenientJsonBody(app);
   app.get('/health', async (_request, reply) => reply.code(200).type('text/plain').send('Health check successful'));
