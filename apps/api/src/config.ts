@@ -11,6 +11,8 @@ export const ConfigSchema = Type.Object({
   domain: Type.String({ minLength: 1 }),
   maxSandboxes: Type.Integer({ minimum: 1 }),
   sandboxNetwork: Type.String({ minLength: 1 }),
+  /** `warn`: start without sandbox isolation (logged loudly) where its firewall rules cannot be installed; `require`: refuse. */
+  sandboxIsolation: Type.Union([Type.Literal('warn'), Type.Literal('require')]),
   baseImage: Type.String({ minLength: 1 }),
   logLevel: Type.Union(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].map((l) => Type.Literal(l))),
   /** Longest timeout (seconds) a sandbox may be given. */
@@ -44,6 +46,7 @@ const ENV_NAMES: Record<keyof Config, string> = {
   domain: 'TIDEPOOL_DOMAIN',
   maxSandboxes: 'TIDEPOOL_MAX_SANDBOXES',
   sandboxNetwork: 'TIDEPOOL_SANDBOX_NETWORK',
+  sandboxIsolation: 'TIDEPOOL_SANDBOX_ISOLATION',
   baseImage: 'TIDEPOOL_BASE_IMAGE',
   logLevel: 'TIDEPOOL_LOG_LEVEL',
   maxTimeoutSeconds: 'TIDEPOOL_MAX_TIMEOUT_SECONDS',
@@ -86,6 +89,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     domain: env.TIDEPOOL_DOMAIN || 'localhost',
     maxSandboxes: integer(env.TIDEPOOL_MAX_SANDBOXES, 100),
     sandboxNetwork: env.TIDEPOOL_SANDBOX_NETWORK || env.TIDEPOOL_DOCKER_NETWORK || 'tidepool',
+    sandboxIsolation: env.TIDEPOOL_SANDBOX_ISOLATION || 'warn',
     baseImage: env.TIDEPOOL_BASE_IMAGE || 'tidepool/base:latest',
     logLevel: env.TIDEPOOL_LOG_LEVEL || 'info',
     maxTimeoutSeconds: integer(env.TIDEPOOL_MAX_TIMEOUT_SECONDS, 24 * 3600),

@@ -78,7 +78,7 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
       );
     }
     const platformId = keys.platformId();
-    const runtime = runtimeOverride ?? new DockerRuntime({ network: config.sandboxNetwork, platformId, logger });
+    const runtime = runtimeOverride ?? new DockerRuntime({ network: config.sandboxNetwork, platformId, logger, isolation: config.sandboxIsolation, helperImage: config.baseImage });
     await runtime.prepare();
     const templateStore = new TemplateStore(db);
     const templates = new TemplateCatalog(templateStore);

@@ -12,6 +12,14 @@ export interface ContainerSpec {
   image: string;
   cpuCount: number;
   memoryMB: number;
+  /** Egress rules in force from the moment the container has an address. */
+  egress?: EgressPolicy;
+}
+
+/** IPv4 egress rules of one sandbox: allowed CIDRs beat denied ones; everything else is allowed. */
+export interface EgressPolicy {
+  allow: string[];
+  deny: string[];
 }
 
 export interface StartedContainer {
@@ -73,4 +81,6 @@ export interface SandboxRuntime {
   listManaged(): Promise<ManagedContainer[]>;
   /** Every committed sandbox filesystem that belongs to this platform. */
   listSandboxImages(): Promise<SandboxImage[]>;
+  /** Replaces the egress rules of a sandbox's running (or frozen) container at `address`, atomically. */
+  applyEgress?(sandboxId: string, address: string, policy: EgressPolicy): Promise<void>;
 }

@@ -1,8 +1,10 @@
 import Docker from 'dockerode';
 import type { Logger } from 'pino';
-import type { ContainerSpec, ContainerStatus, ManagedContainer, SandboxImage, SandboxRuntime, StartedContainer } from '../sandbox-runtime.ts';
+import type { ContainerSpec, ContainerStatus, EgressPolicy, ManagedContainer, SandboxImage, SandboxRuntime, StartedContainer } from '../sandbox-runtime.ts';
 import { ENVD_VERSION_LABEL, PLATFORM_LABEL, SANDBOX_LABEL, TEMPLATE_LABEL } from './docker-labels.ts';
 import { PAUSED_IMAGE_REPOSITORY, pausedImageRef, sandboxOfImage } from './paused-image.ts';
+import type { SandboxFirewall } from './sandbox-firewall.ts';
+import { type IsolationMode, isolateSandboxNetwork, networkSpec, recreateIfOpen } from './sandbox-network.ts';
 
 /** Every sandbox runs envd under tini, whatever the image's own entrypoint and command are. */
 export const ENVD_ENTRYPOINT = ['/opt/tidepool/bin/tini', '--', '/opt/tidepool/bin/envd'];
@@ -14,6 +16,10 @@ export interface DockerRuntimeOptions {
   /** Stamped on every container; reconcile only ever touches containers carrying it. */
   platformId?: string;
   docker?: Docker;
+  /** What to do where sandbox isolation rules cannot be installed (default: warn loudly). */
+  isolation?: IsolationMode;
+  /** Image of the helper container that installs the rules when the platform itself runs in a container. */
+  helperImage?: string;
 }
 
 function statusCode(error: unknown): number | undefined {
@@ -32,8 +38,12 @@ export class DockerRuntime implements SandboxRuntime {
   private readonly network: string;
   private readonly logger: Logger;
   private readonly platformId: string | undefined;
+  private readonly options: DockerRuntimeOptions;
+  /** Isolation and egress rules of the sandbox network; undefined where they could not be installed. */
+  private firewall: SandboxFirewall | undefined;
 
   constructor(options: DockerRuntimeOptions) {
+    this.options = options;
     this.platformId = options.platformId;
     this.docker = options.docker ?? new Docker();
     this.network = options.network;
@@ -54,7 +64,7 @@ export class DockerRuntime implements SandboxRuntime {
     } catch (error) {
       if (statusCode(error) !== 404) throw error;
       try {
-        await this.docker.createNetwork({ Name: this.network, Driver: 'bridge', CheckDuplicate: true, Labels: { 'dev.tidepool.managed': 'true' } });
+        await this.docker.createNetwork(networkSpec(this.network));
         this.logger.info({ network: this.network }, 'created sandbox network');
       } catch (createError) {
         // Someone else created it in the meantime.
@@ -62,6 +72,20 @@ export class DockerRuntime implements SandboxRuntime {
       }
       await this.dropDuplicateNetworks();
     }
+    await recreateIfOpen(this.docker, this.network, this.logger);
+    this.firewall = await isolateSandboxNetwork({ docker: this.docker, network: this.network, logger: this.logger, mode: this.options.isolation ?? 'warn', helperImage: this.options.helperImage });
+    await this.pruneEgressRules();
+  }
+
+  /** Rules of sandboxes whose container is gone (removed while no platform ran) are dropped. */
+  private async pruneEgressRules(): Promise<void> {
+    if (!this.firewall) return;
+    const alive = new Set((await this.docker.listContainers({ all: true, filters: { label: [SANDBOX_LABEL] } })).map((c) => c.Labels[SANDBOX_LABEL]));
+    for (const sandboxId of await this.firewall.sandboxesWithRules()) if (!alive.has(sandboxId)) await this.firewall.removeSandbox(sandboxId);
+  }
+
+  async applyEgress(sandboxId: string, address: string, policy: EgressPolicy): Promise<void> {
+    await this.firewall?.applySandbox(sandboxId, address, policy);
   }
 
   /**
@@ -117,6 +141,7 @@ export class DockerRuntime implements SandboxRuntime {
       await container.start();
       const { address } = await this.inspect(container.id);
       if (!address) throw new Error(`container has no address on network '${this.network}'`);
+      await this.firewall?.applySandbox(spec.sandboxId, address, spec.egress ?? { allow: [], deny: [] });
       return { containerId: container.id, address };
     } catch (error) {
       this.logger.warn({ sandboxId: spec.sandboxId, err: error }, 'sandbox container failed to start; removing it');
@@ -155,6 +180,21 @@ export class DockerRuntime implements SandboxRuntime {
   }
 
   async remove(containerId: string): Promise<void> {
+    const sandboxId = this.firewall ? await this.sandboxOf(containerId) : undefined;
+    await this.removeContainer(containerId);
+    // Its address may go to another container next: the rules go with the container.
+    if (sandboxId) await this.firewall?.removeSandbox(sandboxId);
+  }
+
+  private async sandboxOf(containerId: string): Promise<string | undefined> {
+    try {
+      return (await this.docker.getContainer(containerId).inspect()).Config?.Labels?.[SANDBOX_LABEL];
+    } catch {
+      return undefined;
+    }
+  }
+
+  private async removeContainer(containerId: string): Promise<void> {
     const container = this.docker.getContainer(containerId);
     try {
       await container.remove({ force: true, v: true });

@@ -1,0 +1,212 @@
+import { createHash } from 'node:crypto';
+import type { Logger } from 'pino';
+import type { EgressPolicy } from '../sandbox-runtime.ts';
+import type { FirewallCommands } from './firewall-commands.ts';
+
+/**
+ * Never reachable from a sandbox, whatever its rules say (the reference platform's always-deny set):
+ * private and shared ranges, loopback, link-local (cloud metadata included).
+ */
+export const ALWAYS_DENIED = ['10.0.0.0/8', '100.64.0.0/10', '127.0.0.0/8', '169.254.0.0/16', '172.16.0.0/12', '192.168.0.0/16'];
+
+/** Tag in the comment of every rule the platform adds to a built-in chain (DOCKER-USER, INPUT). */
+export const RULE_TAG = 'tidepool-isolation';
+const SANDBOX_TAG = 'tidepool-sandbox';
+
+export interface SandboxBridge {
+  /** Docker network name (appears in rule comments). */
+  name: string;
+  /** Docker network id: chain names are derived from it. */
+  id: string;
+  /** Linux bridge interface of the network. */
+  bridge: string;
+}
+
+/** The platform itself when it runs in a container on the sandbox network (docker-compose.yml). */
+export interface PlatformPeer {
+  address: string;
+  mac: string;
+}
+
+export interface FirewallOptions {
+  commands: FirewallCommands;
+  network: SandboxBridge;
+  logger: Logger;
+  /** DNS servers Docker's embedded resolver forwards to: reachable on port 53 even when private. */
+  resolvers: string[];
+  peer?: PlatformPeer;
+}
+
+const reject = (match: string): string[] => [`${match} -p tcp -j REJECT --reject-with tcp-reset`, `${match} -j REJECT --reject-with icmp-port-unreachable`];
+
+/**
+ * iptables rules that isolate the sandboxes of one bridge network and enforce their egress rules.
+ *
+ * * `TP-FWD-<net>` (jumped to from DOCKER-USER for packets entering from the bridge): replies pass; new
+ *   connections to the bridge itself (another sandbox) are refused, except from the platform's own container;
+ *   DNS to the host's resolvers passes; the always-denied ranges are refused; then `TP-SBX-<net>` dispatches
+ *   by source address to the sandbox's own chain (`TP-S-<hash>`: allowed CIDRs return, denied CIDRs are refused).
+ * * `TP-IN-<net>` (from INPUT): a sandbox opens no connection to the host (gateway, published ports, the API).
+ *
+ * Each chain is replaced in one `iptables-restore` transaction, so rules change atomically.
+ */
+export class SandboxFirewall {
+  private readonly forward: string;
+  private readonly input: string;
+  private readonly dispatch: string;
+  private queue: Promise<unknown> = Promise.resolve();
+
+  constructor(private readonly options: FirewallOptions) {
+    const short = options.network.id.slice(0, 12);
+    this.forward = `TP-FWD-${short}`;
+    this.input = `TP-IN-${short}`;
+    this.dispatch = `TP-SBX-${short}`;
+  }
+
+  get where(): string {
+    return this.options.commands.where;
+  }
+
+  /** Runs firewall changes one at a time (each reads the current rules before it writes). */
+  private serial<T>(operation: () => Promise<T>): Promise<T> {
+    const next = this.queue.then(operation, operation);
+    this.queue = next.catch(() => undefined);
+    return next;
+  }
+
+  /** Installs (or replaces) the network's rules and hooks them into DOCKER-USER and INPUT. Idempotent. */
+  install(): Promise<void> {
+    return this.serial(async () => {
+      const { commands, network, peer, resolvers } = this.options;
+      for (const chain of [this.forward, this.input, this.dispatch]) await this.ensureChain(chain);
+      const forward = [
+        '-m conntrack --ctstate RELATED,ESTABLISHED -j RETURN',
+        ...(peer ? [`-s ${peer.address}/32 -m mac --mac-source ${peer.mac} -j ACCEPT`] : []),
+        ...reject(`-o ${network.bridge}`),
+        ...resolvers.flatMap((ip) => [`-d ${ip}/32 -p udp --dport 53 -j RETURN`, `-d ${ip}/32 -p tcp --dport 53 -j RETURN`]),
+        ...ALWAYS_DENIED.flatMap((cidr) => reject(`-d ${cidr}`)),
+        `-j ${this.dispatch}`,
+      ];
+      const input = ['-m conntrack --ctstate RELATED,ESTABLISHED -j RETURN', ...reject('')];
+      await commands.restore(
+        [
+          '*filter',
+          `:${this.forward} - [0:0]`,
+          `:${this.input} - [0:0]`,
+          ...forward.map((rule) => `-A ${this.forward} ${rule}`),
+          ...input.map((rule) => `-A ${this.input} ${rule}`.trimEnd()),
+          'COMMIT',
+          '',
+        ].join('\n'),
+      );
+      await this.hook('DOCKER-USER', this.forward);
+      await this.hook('INPUT', this.input);
+      this.options.logger.info({ network: network.name, bridge: network.bridge, via: commands.where }, 'sandbox network isolation rules installed');
+    });
+  }
+
+  private async ensureChain(chain: string): Promise<void> {
+    try {
+      await this.options.commands.iptables(['-N', chain]);
+    } catch (error) {
+      if (!/exists/i.test(String((error as Error).message))) throw error;
+    }
+  }
+
+  /** One tagged jump from a built-in chain to ours, first in it; stale tagged jumps (an older bridge) go. */
+  private async hook(builtin: string, target: string): Promise<void> {
+    const { commands, network } = this.options;
+    const tag = `${RULE_TAG}/${network.name}`;
+    const wanted = `-i ${network.bridge} -m comment --comment ${tag} -j ${target}`;
+    const existing = (await commands.iptables(['-S', builtin])).split('\n').filter((line) => tagged(line, tag));
+    let present = false;
+    for (const line of existing) {
+      if (normalise(line) === normalise(`-A ${builtin} ${wanted}`) && !present) {
+        present = true;
+        continue;
+      }
+      await commands.iptables(['-D', builtin, ...splitRule(line).slice(2)]);
+    }
+    if (!present) await commands.iptables(['-I', builtin, '1', ...wanted.split(' ')]);
+  }
+
+  /** Replaces the sandbox's egress rules (and where its address dispatches to them) in one transaction. */
+  applySandbox(sandboxId: string, address: string, policy: EgressPolicy): Promise<void> {
+    return this.serial(() =>
+      this.retryOnce(async () => {
+        const chain = sandboxChain(sandboxId);
+        const stale = await this.dispatchRules((line) => tagged(line, `${SANDBOX_TAG}/${sandboxId}`) || line.includes(` -s ${address}/32 `));
+        const rules = [
+          ...policy.allow.map((cidr) => `-d ${cidr} -j RETURN`),
+          ...policy.deny.flatMap((cidr) => reject(`-d ${cidr}`)),
+        ];
+        await this.options.commands.restore(
+          [
+            '*filter',
+            `:${chain} - [0:0]`,
+            ...rules.map((rule) => `-A ${chain} ${rule}`),
+            ...stale.map((line) => line.replace(/^-A /, '-D ')),
+            `-A ${this.dispatch} -s ${address}/32 -m comment --comment ${SANDBOX_TAG}/${sandboxId} -j ${chain}`,
+            'COMMIT',
+            '',
+          ].join('\n'),
+        );
+        this.options.logger.debug({ sandboxId, address, allow: policy.allow, deny: policy.deny }, 'sandbox egress rules applied');
+      }),
+    );
+  }
+
+  /** Drops the sandbox's rules (its container is gone; its address may be handed to another one). */
+  removeSandbox(sandboxId: string): Promise<void> {
+    return this.serial(() =>
+      this.retryOnce(async () => {
+        const chain = sandboxChain(sandboxId);
+        const stale = await this.dispatchRules((line) => tagged(line, `${SANDBOX_TAG}/${sandboxId}`));
+        const exists = (await this.options.commands.iptables(['-S'])).split('\n').includes(`-N ${chain}`);
+        if (stale.length === 0 && !exists) return;
+        await this.options.commands.restore(
+          ['*filter', ...stale.map((line) => line.replace(/^-A /, '-D ')), ...(exists ? [`-F ${chain}`, `-X ${chain}`] : []), 'COMMIT', ''].join('\n'),
+        );
+        this.options.logger.debug({ sandboxId }, 'sandbox egress rules removed');
+      }),
+    );
+  }
+
+  /** Sandboxes that have rules on this network (to drop the ones whose container is gone). */
+  async sandboxesWithRules(): Promise<string[]> {
+    const lines = await this.dispatchRules(() => true);
+    return lines.map((line) => new RegExp(`${SANDBOX_TAG}/([A-Za-z0-9_-]+)`).exec(line)?.[1]).filter((id): id is string => id !== undefined);
+  }
+
+  private async dispatchRules(match: (line: string) => boolean): Promise<string[]> {
+    const lines = (await this.options.commands.iptables(['-S', this.dispatch])).split('\n');
+    return lines.filter((line) => line.startsWith(`-A ${this.dispatch} `) && match(line));
+  }
+
+  /** Another platform on the same network may have just changed the dispatch chain: read again and retry. */
+  private async retryOnce(operation: () => Promise<void>): Promise<void> {
+    try {
+      await operation();
+    } catch {
+      await operation();
+    }
+  }
+}
+
+export function sandboxChain(sandboxId: string): string {
+  return `TP-S-${createHash('sha256').update(sandboxId).digest('hex').slice(0, 20)}`;
+}
+
+/** The rule carries exactly this comment (iptables prints it quoted or not, depending on the variant). */
+function tagged(line: string, comment: string): boolean {
+  return splitRule(line).some((arg, i, args) => arg === comment && args[i - 1] === '--comment');
+}
+
+function normalise(rule: string): string {
+  return splitRule(rule).join(' ');
+}
+
+/** Splits an `iptables -S` line into arguments (comments may be quoted). */
+export function splitRule(line: string): string[] {
+  return [...line.matchAll(/"([^"]*)"|(\S+)/g)].map((m) => m[1] ?? m[2]!);
+}

@@ -1,0 +1,29 @@
+import type { Sandbox } from 'e2b';
+
+export interface Probe {
+  open: boolean;
+  ms: number;
+  output: string;
+}
+
+/** Opens a TCP connection from inside the sandbox (bash's /dev/tcp, 5 s at most) and reads what comes back. */
+export async function tcpProbe(sbx: Sandbox, address: string, port: number): Promise<Probe> {
+  const script = [
+    's=$(date +%s%N)',
+    `out=$(timeout 5 bash -c 'exec 3<>/dev/tcp/${address}/${port}; timeout 2 cat <&3' 2>/dev/null); rc=$?`,
+    'e=$(( ($(date +%s%N) - s) / 1000000 ))',
+    'echo "$rc $e $out"',
+  ].join('; ');
+  const result = await sbx.commands.run(script, { timeoutMs: 30_000 });
+  const [rc, ms, ...rest] = result.stdout.trim().split(' ');
+  // 124: the 2 s read timed out on an open connection that sent nothing.
+  return { open: rc === '0' || rc === '124', ms: Number(ms), output: rest.join(' ') };
+}
+
+/** An HTTP(S) request from inside the sandbox with curl; `resolve` pins the name to an address (no DNS). */
+export async function curlFromSandbox(sbx: Sandbox, url: string, resolve?: string): Promise<{ ok: boolean; body: string }> {
+  const pin = resolve ? `--resolve '${resolve}'` : '';
+  const result = await sbx.commands.run(`curl -sk --max-time 5 ${pin} '${url}' || echo "curl-failed $?"`, { timeoutMs: 30_000 });
+  const body = result.stdout.trim();
+  return { ok: !body.startsWith('curl-failed') && body !== '', body };
+}

@@ -1,0 +1,93 @@
+/**
+ * Hosts that exist only for a test: a network namespace on the Docker host, joined to it by a veth pair, with
+ * addresses in the benchmarking range 198.18.0.0/15 ("the internet") and a few addresses in private and
+ * link-local ranges (which sandboxes must never reach). Servers in it answer on TCP 8099 (plain: `hi <address>`),
+ * 80 (HTTP: `host <Host header>`) and 443 (TLS, any SNI: `tls <servername>`). Nothing else is ever addressed.
+ */
+import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { writeFileSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+
+const exec = promisify(execFile);
+
+export interface StandinHosts {
+  /** Two "internet" addresses. */
+  internet: [string, string];
+  /** Addresses in always-denied ranges (10/8, 172.16/12, 192.168/16, 169.254/16), routed to the namespace. */
+  privateAddresses: string[];
+  stop(): Promise<void>;
+}
+
+const SERVER = `
+const net = require('node:net'), http = require('node:http'), tls = require('node:tls'), fs = require('node:fs');
+net.createServer((s) => s.end('hi ' + s.localAddress + '\\n')).listen(8099, '0.0.0.0');
+http.createServer((req, res) => res.end('host ' + req.headers.host + '\\n')).listen(80, '0.0.0.0');
+const dir = process.argv[2];
+tls.createServer({ key: fs.readFileSync(dir + '/key.pem'), cert: fs.readFileSync(dir + '/cert.pem') }, (s) => s.end('tls ' + s.servername + '\\n')).listen(443, '0.0.0.0');
+`;
+
+async function ip(...args: string[]): Promise<void> {
+  await exec('ip', args);
+}
+
+async function waitForPort(namespace: string, address: string, port: number): Promise<void> {
+  const deadline = Date.now() + 10_000;
+  while (Date.now() < deadline) {
+    try {
+      await exec('ip', ['netns', 'exec', namespace, 'bash', '-c', `echo > /dev/tcp/${address}/${port}`]);
+      return;
+    } catch {
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+  }
+  throw new Error(`stand-in server on ${address}:${port} did not start`);
+}
+
+/** `slot` (0-63) keeps concurrently running suites apart: each gets its own /30 link and addresses. */
+export async function startStandinHosts(slot: number): Promise<StandinHosts> {
+  const tag = randomBytes(3).toString('hex');
+  const namespace = `tp-standin-${tag}`;
+  const hostSide = `tps${tag}h`;
+  const nsSide = `tps${tag}n`;
+  const link = slot * 4;
+  const hostLink = `198.18.0.${link + 1}`;
+  const nsLink = `198.18.0.${link + 2}`;
+  const internet: [string, string] = [`198.18.${slot + 1}.2`, `198.18.${slot + 1}.3`];
+  const privateAddresses = [`10.213.${slot}.2`, `172.31.213.${slot + 2}`, `192.168.213.${slot + 2}`, `169.254.213.${slot + 2}`];
+  const dir = mkdtempSync(join(tmpdir(), 'tp-standin-'));
+  let server: ChildProcess | undefined;
+  const stop = async (): Promise<void> => {
+    server?.kill('SIGKILL');
+    for (const address of [...internet, ...privateAddresses]) await ip('route', 'del', `${address}/32`).catch(() => undefined);
+    await ip('link', 'del', hostSide).catch(() => undefined);
+    await ip('netns', 'del', namespace).catch(() => undefined);
+    rmSync(dir, { recursive: true, force: true });
+  };
+  try {
+    await exec('openssl', ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', join(dir, 'key.pem'), '-out', join(dir, 'cert.pem'), '-days', '1', '-subj', '/CN=standin.test']);
+    writeFileSync(join(dir, 'server.cjs'), SERVER);
+    await ip('netns', 'add', namespace);
+    await ip('link', 'add', hostSide, 'type', 'veth', 'peer', 'name', nsSide);
+    await ip('link', 'set', nsSide, 'netns', namespace);
+    await ip('addr', 'add', `${hostLink}/30`, 'dev', hostSide);
+    await ip('link', 'set', hostSide, 'up');
+    const inNs = (...args: string[]) => ip('netns', 'exec', namespace, 'ip', ...args);
+    await inNs('addr', 'add', `${nsLink}/30`, 'dev', nsSide);
+    await inNs('link', 'set', nsSide, 'up');
+    await inNs('link', 'set', 'lo', 'up');
+    for (const address of [...internet, ...privateAddresses]) {
+      await inNs('addr', 'add', `${address}/32`, 'dev', 'lo');
+      await ip('route', 'add', `${address}/32`, 'via', nsLink, 'dev', hostSide);
+    }
+    await inNs('route', 'add', 'default', 'via', hostLink);
+    server = spawn('ip', ['netns', 'exec', namespace, process.execPath, join(dir, 'server.cjs'), dir], { stdio: 'ignore' });
+    for (const port of [8099, 80, 443]) await waitForPort(namespace, internet[0], port);
+    return { internet, privateAddresses, stop };
+  } catch (error) {
+    await stop();
+    throw error;
+  }
+}
