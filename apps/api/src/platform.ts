@@ -5,6 +5,7 @@ import { type Config, loadConfig } from './config.ts';
 import { DockerRuntime } from './runtime/docker/docker-runtime.ts';
 import type { SandboxRuntime } from './runtime/sandbox-runtime.ts';
 import { SandboxLifecycle } from './sandboxes/sandbox-lifecycle.ts';
+import { EngineWatch } from './sandboxes/engine-watch.ts';
 import { buildApiServer } from './http/api-server.ts';
 import { openDatabase } from './store/database.ts';
 import { lockDataDir, secureDatabaseFiles } from './store/data-dir.ts';
@@ -18,6 +19,9 @@ import { TemplateCatalog } from './templates/template-catalog.ts';
 import { removeTemplate } from './templates/template-removal.ts';
 import { TemplateStore } from './templates/template-store.ts';
 import { registerBaseTemplate } from './templates/base-template.ts';
+
+/** How long shutdown waits for sandbox operations in flight. */
+const SHUTDOWN_DRAIN_MS = 15_000;
 
 export interface RunningPlatform {
   app: FastifyInstance;
@@ -33,6 +37,8 @@ export interface RunningPlatform {
   platformId: string;
   config: Config;
   lifecycle: SandboxLifecycle;
+  /** Follows the engine's events (containers dying under sandboxes, engine restarts). */
+  engineWatch: EngineWatch;
   /** Stops serving. Sandboxes are killed unless `keepSandboxes` (the next start on the same data dir adopts them). */
   close(options?: { keepSandboxes?: boolean }): Promise<void>;
 }
@@ -64,6 +70,7 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
   }
   let lifecycle: SandboxLifecycle | undefined;
   let queue: BuildQueue | undefined;
+  let engineWatch: EngineWatch | undefined;
   try {
     const keys = new KeyStore(db);
     for (const key of config.apiKeys) keys.addKey(key);
@@ -93,7 +100,10 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
       defaultTimeoutSeconds: config.defaultTimeoutSeconds,
       logger,
     });
+    // Events from just before the restart reconcile on, so a container dying meanwhile is not missed.
+    engineWatch = new EngineWatch({ runtime, lifecycle, logger, since: Date.now() / 1000 - 1 });
     await lifecycle.start();
+    engineWatch.start();
     const contextFiles = new ContextFiles(config.dataDir, config.maxUploadMB * 1024 * 1024);
     const builder =
       builderOverride ??
@@ -110,6 +120,7 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
     await queue.recoverAfterRestart();
     const running = lifecycle;
     const buildQueue = queue;
+    const watch = engineWatch;
     const templateDeps = {
       catalog: templates,
       store: templateStore,
@@ -158,10 +169,14 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
       platformId,
       config,
       lifecycle: running,
+      engineWatch: watch,
       async close(closeOptions = {}) {
         if (closed) return;
         closed = true;
         running.stop();
+        await watch.stop();
+        // Creations and per-sandbox operations in flight finish (bounded) before the store closes.
+        await running.drain(SHUTDOWN_DRAIN_MS);
         await buildQueue.stop();
         if (!closeOptions.keepSandboxes) await running.killAll();
         app.server.closeAllConnections?.();
@@ -172,6 +187,7 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
     };
   } catch (error) {
     await queue?.stop();
+    await engineWatch?.stop();
     lifecycle?.stop();
     db.close();
     dataLock.release();

@@ -66,6 +66,8 @@ export class SandboxLifecycle implements SandboxDirectory {
   readonly registry: SandboxRegistry;
   private readonly timers: SandboxTimers;
   readonly metrics: MetricsRecorder;
+  /** Creations in flight by sandbox id: their containers exist before their records do. */
+  private readonly creating = new Map<string, Promise<SandboxRecord>>();
 
   constructor(private readonly deps: LifecycleDeps) {
     this.registry = new SandboxRegistry(deps.store, deps.maxSandboxes);
@@ -129,6 +131,36 @@ export class SandboxLifecycle implements SandboxDirectory {
 
   /** Starts a new sandbox from an image (a template build, a fork checkpoint); takes one slot. */
   async launch(plan: LaunchPlan, release = this.registry.reserveSlots(1)): Promise<SandboxRecord> {
+    const sandboxId = plan.sandboxId ?? newSandboxId();
+    const launching = this.launchNow({ ...plan, sandboxId }, release);
+    this.creating.set(sandboxId, launching);
+    try {
+      return await launching;
+    } finally {
+      this.creating.delete(sandboxId);
+    }
+  }
+
+  /** True while the sandbox is being created (its container may exist without a record). */
+  isCreating(sandboxId: string): boolean {
+    return this.creating.has(sandboxId);
+  }
+
+  /** Waits for creations and per-sandbox operations in flight, at most `timeoutMs`; false when some were still running. */
+  async drain(timeoutMs: number): Promise<boolean> {
+    const pending = [...this.creating.values(), ...this.registry.inFlight()].map((p) => p.then(() => undefined, () => undefined));
+    if (pending.length === 0) return true;
+    let timer: NodeJS.Timeout | undefined;
+    const expired = new Promise<false>((resolve) => {
+      timer = setTimeout(() => resolve(false), timeoutMs);
+    });
+    const done = await Promise.race([Promise.all(pending).then(() => true), expired]);
+    clearTimeout(timer);
+    if (!done) this.deps.logger.warn({ pending: pending.length, timeoutMs }, 'sandbox operations still running at shutdown; not waiting longer');
+    return done;
+  }
+
+  private async launchNow(plan: LaunchPlan, release: (howMany?: number) => void): Promise<SandboxRecord> {
     try {
       const sandboxId = plan.sandboxId ?? newSandboxId();
       const { settings, from } = plan;
@@ -193,12 +225,31 @@ export class SandboxLifecycle implements SandboxDirectory {
     });
   }
 
+  /**
+   * The engine says the sandbox's container died or vanished behind our back: the sandbox ends as if
+   * killed, with `reason` in its log. Ignored when the container is no longer the sandbox's (paused to
+   * the filesystem, killed, re-booted). Resolves true when the sandbox was removed.
+   */
+  containerLost(id: string, containerId: string, reason: string): Promise<boolean> {
+    return this.registry.serial(id, async () => {
+      const record = this.registry.get(id);
+      if (!record || record.containerId !== containerId) return false;
+      const { status } = await this.deps.runtime.inspect(containerId);
+      if (status === 'running' || status === 'paused') return false;
+      this.registry.recordEvent(id, reason, 'error');
+      this.log(id).warn({ containerId, reason, state: record.state }, 'sandbox container is gone; removing the sandbox');
+      await this.destroy(record);
+      return true;
+    });
+  }
+
   private async destroy(record: SandboxRecord): Promise<void> {
     this.timers.clear(record.sandboxId);
     if (record.containerId) await this.deps.runtime.remove(record.containerId);
     await this.deps.runtime.removeSandboxImage(record.sandboxId);
     this.registry.forget(record.sandboxId);
     this.metrics.forget(record.sandboxId);
+    this.timers.forget(record.sandboxId);
   }
 
   /** `POST /timeout`: the sandbox now ends `seconds` from now (may shorten). */
@@ -320,9 +371,18 @@ export class SandboxLifecycle implements SandboxDirectory {
           this.timers.arm(record);
           return;
         }
+        if (!this.timers.due(id)) return;
         this.registry.recordEvent(id, 'sandbox timeout reached');
-        if (record.autoPause) await this.pauseNow(record, record.autoPauseMemory);
-        else await this.destroy(record);
+        try {
+          if (record.autoPause) await this.pauseNow(record, record.autoPauseMemory);
+          else await this.destroy(record);
+        } catch (error) {
+          // Retried with a growing delay (not at every sweep); one log line per attempt.
+          const { attempt, delayMs } = this.timers.failed(record);
+          this.log(id).error({ err: error, attempt, retryInMs: delayMs }, `timeout action failed (attempt ${attempt}); retrying in ${delayMs / 1000} s`);
+          return;
+        }
+        this.timers.forget(id);
         this.log(id).info({ action: record.autoPause ? 'pause' : 'kill' }, 'sandbox timed out');
       })
       .catch((error: unknown) => this.log(id).error({ err: error }, 'timeout action failed'));

@@ -50,14 +50,19 @@ export class SandboxRegistry {
     return next;
   }
 
+  /** Operations queued or running, on any sandbox. */
+  inFlight(): Promise<unknown>[] {
+    return [...this.queues.values()];
+  }
+
   persist(record: SandboxRecord, event?: string): void {
     this.store.save(record);
     this.records.set(record.sandboxId, record);
     if (event) this.store.recordEvent(record.sandboxId, 'info', event);
   }
 
-  recordEvent(id: string, message: string): void {
-    this.store.recordEvent(id, 'info', message);
+  recordEvent(id: string, message: string, level: 'info' | 'warn' | 'error' = 'info'): void {
+    this.store.recordEvent(id, level, message);
   }
 
   forget(id: string): void {

@@ -5,7 +5,7 @@ import { ensureBaseImage } from '@tidepool/testkit';
 import Docker from 'dockerode';
 import type { Config } from '../../src/config.ts';
 import { PLATFORM_LABEL } from '../../src/runtime/docker/docker-labels.ts';
-import { type RunningPlatform, startPlatform } from '../../src/platform.ts';
+import { type PlatformOptions, type RunningPlatform, startPlatform } from '../../src/platform.ts';
 
 export interface TestPlatform extends RunningPlatform {
   dataDir: string;
@@ -16,9 +16,13 @@ export interface TestPlatform extends RunningPlatform {
 }
 
 /** Starts the real platform in this process on a free loopback port with a fresh data directory. */
-export async function startTestPlatform(overrides: Partial<Config> = {}, dataDir = mkdtempSync(join(tmpdir(), 'tidepool-api-'))): Promise<TestPlatform> {
+export async function startTestPlatform(
+  overrides: Partial<Config> = {},
+  dataDir = mkdtempSync(join(tmpdir(), 'tidepool-api-')),
+  options: PlatformOptions = {},
+): Promise<TestPlatform> {
   await ensureBaseImage();
-  const platform = await startPlatform({ host: '127.0.0.1', port: 0, dataDir, logLevel: 'silent', sandboxNetwork: 'tidepool-test', ...overrides });
+  const platform = await startPlatform({ host: '127.0.0.1', port: 0, dataDir, logLevel: 'silent', sandboxNetwork: 'tidepool-test', ...overrides }, options);
   return Object.assign(platform, {
     dataDir,
     sdk: { apiKey: platform.apiKey, apiUrl: platform.url, sandboxUrl: platform.url },

@@ -1,7 +1,9 @@
 import Docker from 'dockerode';
 import type { Logger } from 'pino';
+import type { EngineEvent, EngineEventStream } from '../engine-events.ts';
 import type { ContainerSpec, ContainerStatus, EgressPolicy, ManagedContainer, SandboxImage, SandboxRuntime, StartedContainer } from '../sandbox-runtime.ts';
 import { ENVD_VERSION_LABEL, PLATFORM_LABEL, SANDBOX_LABEL, TEMPLATE_LABEL } from './docker-labels.ts';
+import { followSandboxEvents } from './docker-events.ts';
 import { PAUSED_IMAGE_REPOSITORY, pausedImageRef, sandboxOfImage } from './paused-image.ts';
 import type { SandboxFirewall } from './sandbox-firewall.ts';
 import { type IsolationMode, isolateSandboxNetwork, networkSpec, recreateIfOpen } from './sandbox-network.ts';
@@ -100,6 +102,10 @@ export class DockerRuntime implements SandboxRuntime {
       await this.docker.getNetwork(network.Id).remove().catch(() => undefined);
     }
     this.logger.warn({ network: this.network, removed: extra.length }, 'removed duplicate sandbox networks');
+  }
+
+  watchEvents(since: number | undefined, onEvent: (event: EngineEvent) => void): Promise<EngineEventStream> {
+    return followSandboxEvents(this.docker, this.platformId, since, onEvent);
   }
 
   async imageExists(image: string): Promise<boolean> {
