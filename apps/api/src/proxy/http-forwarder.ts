@@ -71,6 +71,8 @@ export function forwardHttp(
   if (idleTimeoutMs > 0) {
     // A client that stops sending (slow upload) or reading (slow download) does not hold the sockets forever.
     res.setTimeout(idleTimeoutMs, () => {
+      // A client waiting for the sandbox's answer is not idle: the upstream idle timeout decides that case.
+      if (!responded && req.complete) return;
       options.logger.info(log, 'proxy client idle, closing');
       current?.destroy();
       res.destroy();
@@ -100,6 +102,7 @@ export function forwardHttp(
     });
     current = upstream;
     let connected = false;
+    let relayed: IncomingMessage | undefined;
     const timer = setTimeout(() => {
       if (!connected) upstream.destroy(new DialTimeoutError(target.address, target.port));
     }, CONNECT_TIMEOUT_MS);
@@ -112,8 +115,11 @@ export function forwardHttp(
     };
     // A 101 to a request that asked for no upgrade is not HTTP we can relay.
     upstream.on('upgrade', (_res, socket: Socket) => {
+      // The socket is detached from the request by now, so no 'error' follows: answer here.
+      clearTimeout(timer);
       socket.destroy();
-      upstream.destroy(new InvalidUpstreamResponse('unsolicited 101'));
+      options.logger.warn({ ...log, err: 'unsolicited 101' }, 'sandbox answered an invalid HTTP response');
+      fail(proxyErrors.invalidUpstreamResponse(target.sandboxId, target.port));
     });
     upstream.once('socket', (socket) => {
       socket.setNoDelay(true);
@@ -141,6 +147,7 @@ export function forwardHttp(
         return;
       }
       responded = true;
+      relayed = upstreamRes;
       // Streams (Connect server streams, downloads of unknown length) should show their headers right away.
       if (upstreamRes.headers['content-length'] === undefined) res.flushHeaders();
       pipeline(upstreamRes, res, (err) => {
@@ -162,7 +169,8 @@ export function forwardHttp(
     upstream.on('error', (err: NodeJS.ErrnoException) => {
       clearTimeout(timer);
       if (responded) {
-        res.destroy();
+        // Junk after a complete response (e.g. a body on a HEAD answer) only spoils the upstream connection.
+        if (!relayed?.complete) res.destroy();
         return;
       }
       if (res.destroyed || res.headersSent) return;

@@ -10,6 +10,9 @@ describe('upstreamHeadProblem', () => {
   it('refuses control characters, bad names, bad statuses and conflicting framing', () => {
     expect(upstreamHeadProblem(200, 'O\x01K', [])).toBe('invalid status line');
     expect(upstreamHeadProblem(99, 'x', [])).toMatch(/invalid status/);
+    expect(upstreamHeadProblem(101, 'Switching Protocols', [])).toMatch(/invalid status/);
+    expect(upstreamHeadProblem(101, 'Switching Protocols', ['Upgrade', 'websocket'], true)).toBeUndefined();
+    expect(upstreamHeadProblem(200, 'OK', [], true)).toMatch(/invalid status/);
     expect(upstreamHeadProblem(600, 'x', [])).toMatch(/invalid status/);
     expect(upstreamHeadProblem(200, 'OK', ['Bad Name', 'x'])).toMatch(/invalid header/);
     expect(upstreamHeadProblem(200, 'OK', ['X-Ok', 'a\x00b'])).toMatch(/invalid header/);

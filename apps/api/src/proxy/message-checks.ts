@@ -36,9 +36,18 @@ function framingProblem(raw: readonly string[]): string | undefined {
   return undefined;
 }
 
-/** Why a sandbox's response head cannot be relayed, or undefined when it can. */
-export function upstreamHeadProblem(statusCode: number | undefined, statusMessage: string | undefined, raw: readonly string[]): string | undefined {
-  if (statusCode === undefined || !Number.isInteger(statusCode) || statusCode < 100 || statusCode > 599) return `invalid status ${statusCode}`;
+/**
+ * Why a sandbox's response head cannot be relayed, or undefined when it can. A final answer is 200–599; interim
+ * 1xx answers are never relayed as final, except `101` when an upgrade was asked for (`switching`).
+ */
+export function upstreamHeadProblem(
+  statusCode: number | undefined,
+  statusMessage: string | undefined,
+  raw: readonly string[],
+  switching = false,
+): string | undefined {
+  const validStatus = switching ? statusCode === 101 : statusCode !== undefined && Number.isInteger(statusCode) && statusCode >= 200 && statusCode <= 599;
+  if (!validStatus) return `invalid status ${statusCode}`;
   if (statusMessage !== undefined && INVALID_TEXT.test(statusMessage)) return 'invalid status line';
   if (raw.length % 2 !== 0) return 'truncated header list';
   for (let i = 0; i < raw.length; i += 2) {

@@ -125,7 +125,7 @@ export function forwardUpgrade(
 
     upstream.once('upgrade', (upstreamRes: IncomingMessage, socket: net.Socket, upstreamHead: Buffer) => {
       const problem =
-        upstreamHeadProblem(upstreamRes.statusCode, upstreamRes.statusMessage, upstreamRes.rawHeaders) ??
+        upstreamHeadProblem(upstreamRes.statusCode, upstreamRes.statusMessage, upstreamRes.rawHeaders, true) ??
         (upstreamRes.headers.upgrade ? undefined : '101 without an upgrade header');
       if (problem) {
         socket.destroy();
