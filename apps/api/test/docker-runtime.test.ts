@@ -80,12 +80,12 @@ describe('DockerRuntime and the sandbox boot sequence against a real engine', ()
     await runtime.pause(s.containerId);
     expect((await runtime.inspect(s.containerId)).status).toBe('paused');
     await runtime.unpause(s.containerId);
-    await initEnvd(s.address, initFor(record), true);
+    await initEnvd(s.address, initFor(record));
     expect((await envs(s.address)).GREETING).toBe('hello');
   });
 
   it('rejects an /init that presents another token', async () => {
-    await expect(initEnvd(started!.address, { ...initFor(record), accessToken: 'not-the-token' }, true)).rejects.toThrow(/rejected \/init/);
+    await expect(initEnvd(started!.address, { ...initFor(record), accessToken: 'not-the-token' })).rejects.toThrow(/rejected \/init/);
   });
 
   it('commits the filesystem as the sandbox image (listed by sandbox) and removes containers idempotently', async () => {

@@ -1,4 +1,5 @@
 import { readFileSync } from 'node:fs';
+import { DEFAULT_ACCESS_TOKEN_FILE } from './birth-token.ts';
 
 /** Version reported to clients; ≥ 0.6.4 opens every gate of the e2b SDK. */
 export const ENVD_VERSION = '0.6.13';
@@ -10,6 +11,13 @@ export interface EnvdConfig {
   logLevel: string;
   /** Forward services bound to localhost onto the container's external addresses. */
   forwardLocalPorts: boolean;
+  /**
+   * Local debugging without a platform (`-debug` / `ENVD_DEBUG=true`): envd may start without an
+   * access token and the first `/init` may set one. Containers the platform creates never set it.
+   */
+  debug: boolean;
+  /** File holding the access token from birth (`-access-token-file` / `ENVD_ACCESS_TOKEN_FILE`). */
+  accessTokenFile: string;
 }
 
 function fail(message: string): never {
@@ -34,7 +42,16 @@ export function loadEnvdConfig(env: NodeJS.ProcessEnv = process.env, argv: strin
   if (!['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].includes(logLevel)) fail(`log level '${logLevel}' is not one of fatal,error,warn,info,debug,trace,silent`);
   const forward = flags.get('forward-local-ports') ?? env.ENVD_FORWARD_LOCAL_PORTS ?? 'true';
   if (!['true', 'false'].includes(forward)) fail(`ENVD_FORWARD_LOCAL_PORTS must be true or false, got '${forward}'`);
-  return { port, host: flags.get('host') ?? env.ENVD_HOST ?? '0.0.0.0', logLevel, forwardLocalPorts: forward === 'true' };
+  const debug = flags.get('debug') ?? env.ENVD_DEBUG ?? 'false';
+  if (!['true', 'false'].includes(debug)) fail(`ENVD_DEBUG must be true or false, got '${debug}'`);
+  return {
+    port,
+    host: flags.get('host') ?? env.ENVD_HOST ?? '0.0.0.0',
+    logLevel,
+    forwardLocalPorts: forward === 'true',
+    debug: debug === 'true',
+    accessTokenFile: flags.get('access-token-file') ?? env.ENVD_ACCESS_TOKEN_FILE ?? DEFAULT_ACCESS_TOKEN_FILE,
+  };
 }
 
 /** True when the version flag was asked for (`envd -version`). */

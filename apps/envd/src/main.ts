@@ -1,3 +1,4 @@
+import { takeBirthToken } from './birth-token.ts';
 import { ENVD_VERSION, loadEnvdConfig, wantsVersion } from './config.ts';
 import { SystemUsers } from './identity/system-users.ts';
 import { createLogger } from './logger.ts';
@@ -18,7 +19,16 @@ async function main(): Promise<void> {
   }
   const config = loadEnvdConfig(process.env, argv);
   const logger = createLogger(config.logLevel);
-  const ctx = { config, state: new EnvdState(), users: new SystemUsers(), logger };
+  const state = new EnvdState();
+  state.accessToken = takeBirthToken(config.accessTokenFile);
+  if (!state.accessToken && !config.debug) {
+    throw new Error(
+      `no access token in ${config.accessTokenFile}: the platform places one there when it creates the sandbox. For local debugging without a platform, start envd with -debug (or ENVD_DEBUG=true); then the first /init may set the token`,
+    );
+  }
+  state.initMaySetToken = !state.accessToken;
+  if (state.initMaySetToken) logger.warn('debug mode: started without an access token; the first /init may set one');
+  const ctx = { config, state, users: new SystemUsers(), logger };
   const app = await buildEnvdServer(ctx);
   await app.listen({ port: config.port, host: config.host });
   logger.info({ port: config.port, version: ENVD_VERSION }, 'envd listening');

@@ -3,7 +3,10 @@
  * One instance per envd process; every service reads it at call time.
  */
 export class EnvdState {
+  /** Set from birth by the platform (see birth-token.ts); only debug mode starts without one. */
   accessToken: string | undefined;
+  /** Debug mode only: while no token is set, the first `/init` may set it (the reference's `-isnotfc`). */
+  initMaySetToken = false;
   defaultUser = 'root';
   defaultWorkdir: string | undefined;
   /** Sandbox-wide env vars from `/init`; each `/init` replaces the set. */

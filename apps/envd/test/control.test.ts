@@ -1,5 +1,9 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { ENVD_VERSION } from '../src/config.ts';
+import { mkdtempSync, writeFileSync, existsSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { takeBirthToken } from '../src/birth-token.ts';
+import { ENVD_VERSION, loadEnvdConfig } from '../src/config.ts';
 import { type RunningEnvd, startEnvd } from './support/start-envd.ts';
 
 let envd: RunningEnvd | undefined;
@@ -57,6 +61,24 @@ describe('control routes', () => {
     expect((await unknown.json()).code).toBe(400);
   });
 
+  it('/init refuses timestamps in the future (beyond the clock-skew allowance) with a 400', async () => {
+    envd = await startEnvd({ accessToken: 'secret' });
+    const future = await init({ envVars: { LATE: '1' }, timestamp: new Date(Date.now() + 3_600_000).toISOString() }, { 'x-access-token': 'secret' });
+    expect(future.status).toBe(400);
+    expect((await future.json()).message).toMatch(/is in the future/);
+    expect(envd.ctx.state.lastInitAt).toBe(0);
+    const skewed = await init({ envVars: { NOW: '1' }, timestamp: new Date(Date.now() + 2_000).toISOString() }, { 'x-access-token': 'secret' });
+    expect(skewed.status).toBe(204);
+    expect(envd.ctx.state.envVars).toEqual({ NOW: '1' });
+  });
+
+  it('outside debug mode, /init can never set the first token (no first-come door)', async () => {
+    envd = await startEnvd({ debug: false });
+    const claim = await init({ accessToken: 'attacker' });
+    expect(claim.status).toBe(401);
+    expect(envd.ctx.state.accessToken).toBeUndefined();
+  });
+
   it('/init accepts an empty body and refuses broken JSON', async () => {
     envd = await startEnvd();
     const empty = await fetch(`${envd.url}/init`, { method: 'POST', headers: { 'content-type': 'application/json' } });
@@ -86,5 +108,22 @@ describe('control routes', () => {
     envd.ctx.state.accessToken = 't';
     expect((await fetch(`${envd.url}/metrics`)).status).toBe(401);
     expect((await fetch(`${envd.url}/metrics`, { headers: { 'x-access-token': 't' } })).status).toBe(200);
+  });
+});
+
+describe('the token from birth', () => {
+  it('is read once from its file, which is then removed', () => {
+    const file = join(mkdtempSync(join(tmpdir(), 'envd-token-')), 'envd-access-token');
+    writeFileSync(file, 'born-with-it\n', { mode: 0o600 });
+    expect(takeBirthToken(file)).toBe('born-with-it');
+    expect(existsSync(file)).toBe(false);
+    expect(takeBirthToken(file)).toBeUndefined();
+  });
+
+  it('debug mode is explicit: -debug or ENVD_DEBUG=true, off by default', () => {
+    expect(loadEnvdConfig({}, []).debug).toBe(false);
+    expect(loadEnvdConfig({ ENVD_DEBUG: 'true' }, []).debug).toBe(true);
+    expect(loadEnvdConfig({}, ['-debug']).debug).toBe(true);
+    expect(() => loadEnvdConfig({ ENVD_DEBUG: 'yes' }, [])).toThrow(/ENVD_DEBUG/);
   });
 });

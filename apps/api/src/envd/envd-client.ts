@@ -51,10 +51,9 @@ export async function waitForEnvd(address: string, timeoutMs: number, isAlive: (
   throw new EnvdUnavailableError(`envd did not answer within ${timeoutMs} ms`);
 }
 
-/** Sends `/init`; returns the version envd reports in `X-Envd-Version`. */
-export async function initEnvd(address: string, init: EnvdInit, presentToken: boolean): Promise<string> {
-  const headers: Record<string, string> = { 'content-type': 'application/json' };
-  if (presentToken) headers['x-access-token'] = init.accessToken;
+/** Sends `/init` with the token envd got at birth; returns the version envd reports in `X-Envd-Version`. */
+export async function initEnvd(address: string, init: EnvdInit): Promise<string> {
+  const headers: Record<string, string> = { 'content-type': 'application/json', 'x-access-token': init.accessToken };
   let lastError = '';
   for (let attempt = 0; attempt < 20; attempt++) {
     try {

@@ -14,6 +14,8 @@ export interface ContainerSpec {
   memoryMB: number;
   /** Egress rules in force from the moment the container has an address. */
   egress?: EgressPolicy;
+  /** envd's access token, placed in the container before it starts (envd never runs without one). */
+  envdAccessToken: string;
 }
 
 /** IPv4 egress rules of one sandbox: allowed CIDRs beat denied ones; everything else is allowed. */

@@ -36,10 +36,12 @@ export async function bootSandbox(runtime: SandboxRuntime, record: SandboxRecord
     image,
     cpuCount: record.cpuCount,
     memoryMB: record.memoryMB,
+    envdAccessToken: record.envdAccessToken,
   });
   try {
     await waitForEnvd(started.address, ENVD_READY_TIMEOUT_MS, async () => (await runtime.inspect(started.containerId)).status === 'running');
-    const envdVersion = await initEnvd(started.address, initFor(record), false);
+    // envd has had its token since birth: /init presents it like any other call.
+    const envdVersion = await initEnvd(started.address, initFor(record));
     await runStartCommand(started.address, record, logger);
     logger.debug({ containerId: started.containerId, address: started.address }, 'sandbox container ready');
     return { ...started, envdVersion };

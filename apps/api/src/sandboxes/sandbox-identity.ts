@@ -1,4 +1,5 @@
 import { createHmac, randomBytes } from 'node:crypto';
+import { randomEnvdToken } from '../envd/envd-birth-token.ts';
 
 const ALPHABET = 'abcdefghijklmnopqrstuvwxyz0123456789';
 
@@ -12,11 +13,19 @@ export function normalizeSandboxId(raw: string): string {
   return raw.split('-', 1)[0];
 }
 
-/** Tokens are derived from the platform seed, so they survive restarts, pauses and resumes unchanged. */
+/**
+ * A sandbox's first envd token, derived from the platform seed (it survives platform restarts and
+ * memory pauses). A resume from disk boots a new envd and rotates it (rotatedEnvdAccessToken).
+ */
 export function envdAccessToken(seed: string, sandboxId: string): string {
   return createHmac('sha256', seed).update(sandboxId).digest('hex');
 }
 
 export function trafficAccessToken(seed: string, sandboxId: string): string {
   return createHmac('sha256', seed).update(`sandbox-traffic-${sandboxId}`).digest('hex');
+}
+
+/** A fresh random token for a sandbox resumed from its committed filesystem. */
+export function rotatedEnvdAccessToken(): string {
+  return randomEnvdToken();
 }

@@ -5,7 +5,7 @@ import type { RoutableSandbox, SandboxDirectory } from '../proxy/sandbox-directo
 import type { SandboxRuntime } from '../runtime/sandbox-runtime.ts';
 import type { ResolvedTemplate } from '../templates/template-model.ts';
 import { bootSandbox, initFor } from './sandbox-boot.ts';
-import { envdAccessToken, newSandboxId, trafficAccessToken } from './sandbox-identity.ts';
+import { envdAccessToken, newSandboxId, rotatedEnvdAccessToken, trafficAccessToken } from './sandbox-identity.ts';
 import { MetricsRecorder } from './metrics-recorder.ts';
 import type { SandboxNetwork, SandboxRecord } from './sandbox-record.ts';
 import { SandboxRegistry } from './sandbox-registry.ts';
@@ -333,6 +333,8 @@ export class SandboxLifecycle implements SandboxDirectory {
     if (record.pausedImage) {
       const release = this.registry.reserveSlots(1);
       try {
+        // A cold boot is a new envd: it gets a new token, which connect/resume hand to the SDK.
+        record.envdAccessToken = rotatedEnvdAccessToken();
         const booted = await bootSandbox(this.deps.runtime, record, record.pausedImage, this.log(record.sandboxId));
         record.containerId = booted.containerId;
         record.address = booted.address;
@@ -347,7 +349,7 @@ export class SandboxLifecycle implements SandboxDirectory {
       const { status } = await this.deps.runtime.inspect(record.containerId!);
       if (status === 'paused') await this.deps.runtime.unpause(record.containerId!);
       else if (status !== 'running') throw new PlatformError('internal', `Sandbox "${record.sandboxId}" cannot be resumed: its container is ${status}`);
-      await initEnvd(record.address!, initFor(record), true);
+      await initEnvd(record.address!, initFor(record));
     }
     // Paused time does not count: a fresh window starts now.
     record.state = 'running';

@@ -34,9 +34,15 @@ function parseInitBody(raw: unknown): InitBody {
   return { envVars, accessToken: text('accessToken'), timestamp: text('timestamp'), defaultUser: text('defaultUser'), defaultWorkdir: text('defaultWorkdir') };
 }
 
+/** How far ahead of envd's clock an `/init` timestamp may be (the platform and the sandbox share the host clock). */
+export const INIT_CLOCK_SKEW_MS = 10_000;
+
 /**
- * `POST /init`: the control plane hands over env vars, the access token and defaults.
- * The first call may set the token; later calls must present the same one.
+ * `POST /init`: the control plane hands over env vars and defaults. The access token reaches envd at
+ * birth (birth-token.ts), so `/init` always needs it: header `X-Access-Token` or body `accessToken`,
+ * and a body token must equal the current one. Only in debug mode, while no token is set, may the
+ * first `/init` set it. Timestamps later than now (plus a small skew) are refused: a far-future one
+ * would make every later `/init` look stale.
  */
 export function registerInitRoute(app: FastifyInstance, ctx: EnvdContext): void {
   // Every field is optional, so an empty JSON body is a valid /init (fastify's own parser refuses it).
@@ -60,13 +66,22 @@ export function registerInitRoute(app: FastifyInstance, ctx: EnvdContext): void 
       if (!tokensEqual(presented, state.accessToken) || (body.accessToken !== undefined && !tokensEqual(body.accessToken, state.accessToken))) {
         throw new EnvdHttpError(401, 'access token validation failed');
       }
+    } else if (body.accessToken && !state.initMaySetToken) {
+      throw new EnvdHttpError(401, 'access token reset not authorized');
     }
-    const at = body.timestamp ? Date.parse(body.timestamp) : Date.now();
+    const now = Date.now();
+    const at = body.timestamp ? Date.parse(body.timestamp) : now;
     if (Number.isNaN(at)) throw new EnvdHttpError(400, `timestamp '${body.timestamp}' is not an RFC 3339 date`);
+    if (at > now + INIT_CLOCK_SKEW_MS) {
+      throw new EnvdHttpError(400, `timestamp '${body.timestamp}' is in the future (more than ${INIT_CLOCK_SKEW_MS / 1000} s ahead of the sandbox clock ${new Date(now).toISOString()})`);
+    }
     if (body.defaultUser !== undefined && !ctx.users.lookup(body.defaultUser)) throw new EnvdHttpError(400, `default user '${body.defaultUser}' does not exist`);
     if (at >= state.lastInitAt) {
       state.lastInitAt = at;
-      if (body.accessToken) state.accessToken = body.accessToken;
+      if (body.accessToken && !state.accessToken) {
+        state.accessToken = body.accessToken;
+        state.initMaySetToken = false;
+      }
       if (body.envVars) state.envVars = body.envVars;
       if (body.defaultUser) state.defaultUser = body.defaultUser;
       if (body.defaultWorkdir !== undefined) state.defaultWorkdir = body.defaultWorkdir || undefined;

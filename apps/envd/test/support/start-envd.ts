@@ -10,6 +10,8 @@ export interface StartEnvdOptions {
   accessToken?: string;
   /** Default user for requests without Basic auth; envd's own default is `root`. */
   defaultUser?: string;
+  /** Debug mode (no token from birth, the first `/init` may set one); true unless a token is given. */
+  debug?: boolean;
   /** pino level; `silent` unless ENVD_TEST_LOG_LEVEL says otherwise. */
   logLevel?: string;
 }
@@ -27,9 +29,11 @@ export async function startEnvd(opts: StartEnvdOptions = {}): Promise<RunningEnv
   const logLevel = opts.logLevel ?? process.env.ENVD_TEST_LOG_LEVEL ?? 'silent';
   const state = new EnvdState();
   if (opts.accessToken !== undefined) state.accessToken = opts.accessToken;
+  const debug = opts.debug ?? opts.accessToken === undefined;
+  state.initMaySetToken = debug && state.accessToken === undefined;
   if (opts.defaultUser !== undefined) state.defaultUser = opts.defaultUser;
   const ctx: EnvdContext = {
-    config: { port: 0, host: '127.0.0.1', logLevel, forwardLocalPorts: false },
+    config: { port: 0, host: '127.0.0.1', logLevel, forwardLocalPorts: false, debug, accessTokenFile: '/nonexistent' },
     state,
     users: new SystemUsers(),
     logger: createLogger(logLevel),

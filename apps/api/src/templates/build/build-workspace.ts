@@ -9,6 +9,7 @@
  */
 import type { Logger } from 'pino';
 import { EnvdProcessClient } from '../../envd/envd-process-client.ts';
+import { envdTokenArchive, randomEnvdToken } from '../../envd/envd-birth-token.ts';
 import { waitForEnvd } from '../../envd/envd-client.ts';
 import type { Readable } from 'node:stream';
 import type { ImageEngine, ImageInfo, PathStat } from '../../runtime/image-engine.ts';
@@ -100,11 +101,14 @@ export class BuildWorkspace {
     const container = this.container as WorkContainer;
     if (container.envd) return container.envd;
     const { engine, signal } = this.options;
+    // envd starts only with a token from birth; it deletes the file, so commits never carry it.
+    const accessToken = randomEnvdToken();
+    await engine.writeArchive(id, '/', envdTokenArchive(accessToken), signal);
     await engine.startContainer(id, signal);
     const address = await engine.containerAddress(id, signal);
     if (!address) throw new Error('the build container has no address on the sandbox network');
     await waitUntilEnvdAnswers(address, this.options.envdReadyTimeoutMs, signal, () => engine.isRunning(id, signal));
-    container.envd = new EnvdProcessClient(address);
+    container.envd = new EnvdProcessClient(address, { accessToken });
     return container.envd;
   }
 
