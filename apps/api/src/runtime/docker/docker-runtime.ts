@@ -1,5 +1,6 @@
 import Docker from 'dockerode';
 import type { Logger } from 'pino';
+import { envdTokenArchive } from '../../envd/envd-birth-token.ts';
 import type { EngineEvent, EngineEventStream } from '../engine-events.ts';
 import type { ContainerSpec, ContainerStatus, EgressPolicy, ManagedContainer, SandboxImage, SandboxRuntime, StartedContainer } from '../sandbox-runtime.ts';
 import { ENVD_VERSION_LABEL, PLATFORM_LABEL, SANDBOX_LABEL, TEMPLATE_LABEL } from './docker-labels.ts';
@@ -144,6 +145,7 @@ export class DockerRuntime implements SandboxRuntime {
       },
     });
     try {
+      await container.putArchive(envdTokenArchive(spec.envdAccessToken), { path: '/' });
       await container.start();
       const { address } = await this.inspect(container.id);
       if (!address) throw new Error(`container has no address on network '${this.network}'`);
