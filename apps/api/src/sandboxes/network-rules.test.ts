@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { isCidrOrIp, validateNetwork } from './network-rules.ts';
+import { allowedDomains, egressPolicy, egressUpdate, isCidrOrIp, validateNetwork } from './network-rules.ts';
 
 describe('network rules', () => {
   it('tells CIDRs and IPs from everything else', () => {
@@ -12,5 +12,18 @@ describe('network rules', () => {
     expect(() => validateNetwork({ allowOut: ['*.example.com'] })).toThrow(/ALL_TRAFFIC/);
     expect(() => validateNetwork({ allowOut: ['*.example.com', '1.1.1.1'], denyOut: ['0.0.0.0/0'] })).not.toThrow();
     expect(() => validateNetwork({ maskRequestHost: 'bad host' })).toThrow(/maskRequestHost/);
+  });
+
+  it('turns allow and deny lists into IPv4 firewall rules (bare IPs as /32, domains and IPv6 left out)', () => {
+    expect(egressPolicy({ allowOut: ['1.2.3.4', '*.example.com', '10.0.0.0/8', '::1'], denyOut: ['0.0.0.0/0'] })).toEqual({ allow: ['1.2.3.4/32', '10.0.0.0/8'], deny: ['0.0.0.0/0'] });
+    expect(egressPolicy({})).toEqual({ allow: [], deny: [] });
+    expect(allowedDomains({ allowOut: ['Example.COM', '1.1.1.1', '*.x.org'] })).toEqual(['example.com', '*.x.org']);
+  });
+
+  it('replaces the rules on update: omitted lists are cleared, allow_internet_access=false denies everything else', () => {
+    const current = { allowPublicTraffic: false, allowOut: ['1.1.1.1'], denyOut: ['2.0.0.0/8'], maskRequestHost: 'h' };
+    expect(egressUpdate(current, {})).toEqual({ allowPublicTraffic: false, allowOut: undefined, denyOut: undefined, maskRequestHost: 'h' });
+    expect(egressUpdate(current, { allowOut: ['3.3.3.3'], allow_internet_access: false })).toMatchObject({ allowOut: ['3.3.3.3'], denyOut: ['0.0.0.0/0'] });
+    expect(() => egressUpdate(current, { allowOut: ['example.com'] })).toThrow(/ALL_TRAFFIC/);
   });
 });

@@ -1,5 +1,6 @@
 import { isIP } from 'node:net';
 import { PlatformError } from '../errors.ts';
+import type { EgressPolicy } from '../runtime/sandbox-runtime.ts';
 import type { SandboxNetwork } from './sandbox-record.ts';
 
 const ALL_TRAFFIC = '0.0.0.0/0';
@@ -30,4 +31,37 @@ export function validateNetwork(network: SandboxNetwork): void {
   }
   const mask = network.maskRequestHost;
   if (mask !== undefined && !/^[\x21-\x7e]+$/.test(mask)) throw new PlatformError('invalid', 'maskRequestHost must be an ASCII host[:port]');
+}
+
+const ipv4 = (entry: string): boolean => isCidrOrIp(entry) && isIP(entry.split('/')[0]!) === 4;
+const asCidr = (entry: string): string => (entry.includes('/') ? entry : `${entry}/32`);
+
+/** The IPv4 part of a sandbox's egress rules (bare IPs as /32), for the firewall. */
+export function egressPolicy(network: SandboxNetwork): EgressPolicy {
+  return {
+    allow: (network.allowOut ?? []).filter(ipv4).map(asCidr),
+    deny: (network.denyOut ?? []).filter(ipv4).map(asCidr),
+  };
+}
+
+/** Allowed domain names (exact or `*.` wildcards), enforced on HTTP (Host) and TLS (SNI). */
+export function allowedDomains(network: SandboxNetwork): string[] {
+  return (network.allowOut ?? []).filter((entry) => !isCidrOrIp(entry)).map((d) => d.toLowerCase());
+}
+
+export interface NetworkUpdate {
+  allowOut?: string[];
+  denyOut?: string[];
+  allow_internet_access?: boolean;
+}
+
+/**
+ * `PUT /sandboxes/{id}/network` replaces the egress rules: an omitted list is cleared, and
+ * `allow_internet_access: false` denies all traffic (0.0.0.0/0) but what is allowed. Validated like create.
+ */
+export function egressUpdate(current: SandboxNetwork, update: NetworkUpdate): SandboxNetwork {
+  const next: SandboxNetwork = { ...current, allowOut: update.allowOut, denyOut: update.denyOut };
+  if (update.allow_internet_access === false) next.denyOut = [ALL_TRAFFIC];
+  validateNetwork(next);
+  return next;
 }

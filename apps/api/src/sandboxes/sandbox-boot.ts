@@ -3,6 +3,7 @@ import { type EnvdInit, initEnvd, waitForEnvd } from '../envd/envd-client.ts';
 import { EnvdProcessClient, shellCommand } from '../envd/envd-process-client.ts';
 import { PlatformError } from '../errors.ts';
 import type { SandboxRuntime, StartedContainer } from '../runtime/sandbox-runtime.ts';
+import { egressPolicy } from './network-rules.ts';
 import type { SandboxRecord } from './sandbox-record.ts';
 
 /** How long a new container may take before envd answers. */
@@ -36,6 +37,7 @@ export async function bootSandbox(runtime: SandboxRuntime, record: SandboxRecord
     image,
     cpuCount: record.cpuCount,
     memoryMB: record.memoryMB,
+    egress: egressPolicy(record.network),
     envdAccessToken: record.envdAccessToken,
   });
   try {

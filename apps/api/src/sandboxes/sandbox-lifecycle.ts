@@ -7,6 +7,7 @@ import type { ResolvedTemplate } from '../templates/template-model.ts';
 import { bootSandbox, initFor } from './sandbox-boot.ts';
 import { envdAccessToken, newSandboxId, rotatedEnvdAccessToken, trafficAccessToken } from './sandbox-identity.ts';
 import { MetricsRecorder } from './metrics-recorder.ts';
+import { egressPolicy, egressUpdate, type NetworkUpdate } from './network-rules.ts';
 import type { SandboxNetwork, SandboxRecord } from './sandbox-record.ts';
 import { SandboxRegistry } from './sandbox-registry.ts';
 import type { SandboxStore } from './sandbox-store.ts';
@@ -80,6 +81,27 @@ export class SandboxLifecycle implements SandboxDirectory {
     await reconcileAfterRestart({ registry: this.registry, runtime: this.deps.runtime, logger: this.deps.logger, adopted: (r) => this.timers.arm(r) });
     this.timers.startSweep(() => this.registry.running());
     this.metrics.start();
+    await this.reapplyEgress();
+  }
+
+  /** Egress rules live in the records: after a restart they are put in force again (replacing what the host kept). */
+  private async reapplyEgress(): Promise<void> {
+    for (const record of this.registry.list()) {
+      if (!record.address || !record.containerId) continue;
+      await this.deps.runtime.applyEgress?.(record.sandboxId, record.address, egressPolicy(record.network)).catch((error: unknown) => this.log(record.sandboxId).error({ err: error }, 'egress rules not re-applied'));
+    }
+  }
+
+  /** `PUT /network`: new egress rules, in force at once (atomically) on a running or frozen container, kept for resumes. */
+  updateNetwork(id: string, update: NetworkUpdate): Promise<void> {
+    return this.withSandbox(id, async (record) => {
+      const network = egressUpdate(record.network, update);
+      if (record.address && record.containerId) await this.deps.runtime.applyEgress?.(record.sandboxId, record.address, egressPolicy(network));
+      record.network = network;
+      record.allowInternetAccess = update.allow_internet_access ?? null;
+      this.registry.persist(record, 'sandbox network updated');
+      this.log(id).info({ allowOut: network.allowOut, denyOut: network.denyOut }, 'sandbox egress rules updated');
+    });
   }
 
   stop(): void {

@@ -2,11 +2,11 @@ import type { Static } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
 import { PlatformError } from '../../errors.ts';
 import { decodeMetadataFilter, matchesMetadata, type Order, page, parseStates } from '../list-query.ts';
-import { validateNetwork } from '../network-rules.ts';
+import { type NetworkUpdate, validateNetwork } from '../network-rules.ts';
 import { normalizeSandboxId } from '../sandbox-identity.ts';
 import type { SandboxLifecycle } from '../sandbox-lifecycle.ts';
 import { listedSandboxView, sandboxDetailView, sandboxView } from '../sandbox-views.ts';
-import { ListQuery, NewSandboxSchema, SandboxParams } from './sandbox-schemas.ts';
+import { ListQuery, NetworkUpdateSchema, NewSandboxSchema, SandboxParams } from './sandbox-schemas.ts';
 import { positiveTimeout, type TimeoutRules } from './timeout-rules.ts';
 
 /** Turns a validated NewSandbox body into a create request, applying the reference platform's rules. */
@@ -76,6 +76,12 @@ export function registerSandboxRoutes(app: FastifyInstance, lifecycle: SandboxLi
   app.get('/sandboxes/:sandboxID', { schema: { params: SandboxParams } }, async (request) => {
     const id = normalizeSandboxId((request.params as Static<typeof SandboxParams>).sandboxID);
     return sandboxDetailView(lifecycle.require(id));
+  });
+
+  app.put('/sandboxes/:sandboxID/network', { schema: { params: SandboxParams, body: NetworkUpdateSchema } }, async (request, reply) => {
+    const id = normalizeSandboxId((request.params as Static<typeof SandboxParams>).sandboxID);
+    await lifecycle.updateNetwork(id, request.body as NetworkUpdate);
+    return reply.code(204).send();
   });
 
   app.delete('/sandboxes/:sandboxID', { schema: { params: SandboxParams } }, async (request, reply) => {

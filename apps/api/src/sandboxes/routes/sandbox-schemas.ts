@@ -12,6 +12,16 @@ export const NetworkSchema = Type.Object(
   { additionalProperties: true },
 );
 
+/** `PUT /sandboxes/{id}/network` (SandboxNetworkUpdateConfig); `egressProxy` and `rules` are accepted and ignored. */
+export const NetworkUpdateSchema = Type.Object(
+  {
+    allowOut: Type.Optional(Type.Array(Type.String())),
+    denyOut: Type.Optional(Type.Array(Type.String())),
+    allow_internet_access: Type.Optional(Type.Boolean()),
+  },
+  { additionalProperties: true },
+);
+
 export const NewSandboxSchema = Type.Object(
   {
     templateID: Type.String({ minLength: 1 }),
