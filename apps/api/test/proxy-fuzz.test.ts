@@ -19,7 +19,7 @@ const SEED = Number(process.env.PROXY_FUZZ_SEED ?? 20261123);
 const CLIENT_CASES = 2400;
 const UPSTREAM_CASES = 1500;
 const UPGRADE_CASES = 300;
-const BATCH = 60;
+const BATCH = 100;
 /** No case may take longer than this (the proxy's idle timeout in this suite is 1 s). */
 const CASE_DEADLINE_MS = 6_000;
 const IDLE_TIMEOUT_MS = 1_000;
@@ -148,7 +148,7 @@ function sendRaw(port: number, bytes: Buffer): Promise<RawOutcome> {
       const match = /^HTTP\/1\.[01] (\d{3})/.exec(buffered.toString('latin1', 0, Math.min(buffered.length, 32)));
       return match ? Number(match[1]) : undefined;
     };
-    const nudge = setTimeout(() => socket.end(), 800);
+    const nudge = setTimeout(() => socket.end(), 300);
     const deadline = setTimeout(() => finish({ status: statusOf(), hung: statusOf() === undefined }), CASE_DEADLINE_MS);
     socket.on('error', () => finish({ status: statusOf(), hung: false }));
     socket.on('close', () => finish({ status: statusOf(), hung: false }));
@@ -157,6 +157,27 @@ function sendRaw(port: number, bytes: Buffer): Promise<RawOutcome> {
       if (buffered.includes('\r\n\r\n')) finish({ status: statusOf(), hung: false });
     });
     socket.on('connect', () => socket.write(bytes));
+  });
+}
+
+/** Sends raw bytes with `Connection: close` semantics and reads the whole answer. */
+function sendRawFull(port: number, text: string): Promise<{ status: number; body: string }> {
+  return new Promise((resolve, reject) => {
+    const socket = net.connect({ host: '127.0.0.1', port });
+    let data = '';
+    socket.setEncoding('latin1');
+    socket.on('data', (c: string) => {
+      data += c;
+      const end = data.indexOf('\r\n\r\n');
+      const length = /content-length: (\d+)/i.exec(data.slice(0, end));
+      if (end !== -1 && length && data.length >= end + 4 + Number(length[1])) socket.destroy();
+    });
+    socket.on('error', reject);
+    socket.on('close', () => {
+      const end = data.indexOf('\r\n\r\n');
+      resolve({ status: Number(/^HTTP\/1\.1 (\d{3})/.exec(data)?.[1] ?? 0), body: data.slice(end + 4) });
+    });
+    socket.on('connect', () => socket.write(text));
   });
 }
 
@@ -215,6 +236,12 @@ function describeReply(n: number, forUpgrade: boolean): string {
   return reply === null || reply === 'close' ? String(reply) : JSON.stringify(reply.toString('latin1').slice(0, 160));
 }
 
+/** Replies for the targeted cases (`/x/<name>`). */
+const FIXED_REPLIES: Record<string, Buffer | null> = {
+  ctl: Buffer.from('HTTP/1.1 200 O\x01K\r\nContent-Length: 2\r\n\r\nok', 'latin1'),
+  silent: null,
+};
+
 interface HostileUpstream {
   server: net.Server;
   sockets: Set<net.Socket>;
@@ -232,12 +259,13 @@ async function startHostileUpstream(): Promise<HostileUpstream> {
       const end = head.indexOf('\r\n\r\n');
       if (end === -1) return;
       socket.off('data', onData);
+      const fixed = /^\S+ \/x\/(\w+)/.exec(head);
       const match = /^\S+ \/(u|w)\/(\d+)/.exec(head);
-      if (!match) {
+      if (!match && !(fixed && fixed[1]! in FIXED_REPLIES)) {
         socket.destroy();
         return;
       }
-      const reply = replyFor(Number(match[2]), match[1] === 'w');
+      const reply = match ? replyFor(Number(match[2]), match[1] === 'w') : FIXED_REPLIES[fixed![1]!]!;
       if (reply === null) return; // silence: the proxy's idle timeout must end this
       if (reply === 'close') {
         socket.destroy();
@@ -362,6 +390,81 @@ describe('sandbox proxy fuzz', () => {
     for (const s of hostile?.sockets ?? []) s.destroy();
     good?.closeAllConnections();
     await Promise.all([new Promise((r) => good?.close(r)), new Promise((r) => hostile?.server.close(r))]);
+  });
+
+  async function startProxy(limits: Parameters<typeof installSandboxProxy>[1]['limits']): Promise<{ app: FastifyInstance; port: number }> {
+    const extra = Fastify({ logger: false });
+    installSandboxProxy(extra, { directory, domain: DOMAIN, logger: pino({ level: 'silent' }), limits });
+    await extra.listen({ host: '127.0.0.1', port: 0 });
+    return { app: extra, port: (extra.server.address() as net.AddressInfo).port };
+  }
+
+  function fetchJson(proxyPort: number, path: string, sandboxId: string, sandboxPort: number): Promise<{ status: number; body: unknown }> {
+    return new Promise((resolve, reject) => {
+      const req = http.request({ host: '127.0.0.1', port: proxyPort, path, agent: false, headers: { 'E2b-Sandbox-Id': sandboxId, 'E2b-Sandbox-Port': String(sandboxPort) } }, (res) => {
+        let body = '';
+        res.setEncoding('utf8');
+        res.on('data', (c: string) => (body += c));
+        res.on('end', () => resolve({ status: res.statusCode!, body: body ? JSON.parse(body) : undefined }));
+      });
+      req.on('error', reject);
+      req.end();
+    });
+  }
+
+  it('answers a control character in the sandbox status line with the 502 JSON body, and keeps serving', async () => {
+    const r = await fetchJson(port, '/x/ctl', 'sbxhostile', HOSTILE_PORT);
+    expect(r).toEqual({ status: 502, body: { sandboxId: 'sbxhostile', message: 'The sandbox answered with an invalid HTTP response', port: HOSTILE_PORT, code: 502 } });
+    await afterBatch('after the control-character status line');
+  });
+
+  it('answers a silent sandbox with a 502 once the idle timeout passes', async () => {
+    const started = performance.now();
+    const r = await fetchJson(port, '/x/silent', 'sbxhostile', HOSTILE_PORT);
+    expect(r).toEqual({ status: 502, body: { sandboxId: 'sbxhostile', message: 'The sandbox did not answer in time', port: HOSTILE_PORT, code: 502 } });
+    expect(performance.now() - started).toBeGreaterThanOrEqual(IDLE_TIMEOUT_MS - 50);
+  });
+
+  it('refuses a body on GET and both framings at once before they reach the sandbox', async () => {
+    const before = seenByGood.length;
+    const get = await sendRawFull(port, `GET /te HTTP/1.1\r\nHost: h\r\n${route()}Transfer-Encoding: chunked\r\n\r\n${hexSize(inner.length)}\r\n${inner}\r\n0\r\n\r\n`);
+    expect(get.status).toBe(400);
+    expect(JSON.parse(get.body)).toEqual({ message: 'Bad request: transfer-encoding on GET', code: 400 });
+    const both = await sendRawFull(port, `POST /both HTTP/1.1\r\nHost: h\r\n${route()}Content-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n`);
+    expect(both.status).toBe(400);
+    expect(seenByGood.length).toBe(before);
+  });
+
+  it('caps concurrent exchanges per sandbox and per client address with the 429 JSON body', async () => {
+    const capped = await startProxy({ maxConnectionsPerSandbox: 2, maxConnectionsPerClient: 3, idleTimeoutMs: IDLE_TIMEOUT_MS });
+    try {
+      const held = [fetchJson(capped.port, '/x/silent', 'sbxhostile', HOSTILE_PORT), fetchJson(capped.port, '/x/silent', 'sbxhostile', HOSTILE_PORT)];
+      await new Promise((r) => setTimeout(r, 150));
+      expect(await fetchJson(capped.port, '/x/silent', 'sbxhostile', HOSTILE_PORT)).toEqual({
+        status: 429,
+        body: { sandboxId: 'sbxhostile', message: 'The sandbox has too many concurrent incoming connections (limit: 2)', connectionLimit: 2, code: 429 },
+      });
+      const third = fetchJson(capped.port, '/x/silent', 'sbxcapped', HOSTILE_PORT);
+      await new Promise((r) => setTimeout(r, 150));
+      expect(await fetchJson(capped.port, '/probe', 'sbxgood', GOOD_PORT)).toMatchObject({ status: 429, body: { connectionLimit: 3, code: 429 } });
+      expect((await Promise.all([...held, third])).map((r) => r.status)).toEqual([502, 502, 502]);
+      expect(await goodRequest(capped.port)).toEqual({ status: 200, body: 'good' });
+    } finally {
+      await capped.app.close();
+    }
+  });
+
+  it('closes a slowloris client that stops sending its body after the idle timeout', async () => {
+    const socket = net.connect({ host: '127.0.0.1', port });
+    await once(socket, 'connect');
+    const started = performance.now();
+    socket.write(`POST /slow HTTP/1.1\r\nHost: h\r\n${route()}Content-Length: 1000\r\n\r\n0123456789`);
+    socket.resume();
+    await once(socket, 'close');
+    const elapsed = performance.now() - started;
+    expect(elapsed).toBeGreaterThanOrEqual(IDLE_TIMEOUT_MS - 50);
+    expect(elapsed).toBeLessThan(IDLE_TIMEOUT_MS + 2_000);
+    await afterBatch('after the slowloris client');
   });
 
   async function afterBatch(label: string): Promise<void> {

@@ -170,6 +170,8 @@ export function sendProxyError(res: ServerResponse, headers: IncomingHttpHeaders
     return;
   }
   const { type, payload } = renderProxyError(reply, headers);
+  // An unread request body (refused upload, slow client) is not drained: the connection ends with the answer.
+  if (res.req && !res.req.complete) res.setHeader('connection', 'close');
   res.writeHead(reply.status, { 'content-type': type, 'content-length': payload.length });
   res.end(payload);
 }
