@@ -48,6 +48,10 @@ describe('engine watch', () => {
     // Like a kill: the container is removed too, and the SDK sees the sandbox gone.
     await expect(docker.getContainer(containerId).inspect()).rejects.toMatchObject({ statusCode: 404 });
     await expect(Sandbox.getInfo(sbx.sandboxId, platform.sdk)).rejects.toThrow(/not found|doesn't exist/i);
+    // Traffic for it no longer goes to the old address: the proxy answers 502 "not found".
+    const proxied = await fetch(`${platform.url}/health`, { headers: { 'E2b-Sandbox-Id': sbx.sandboxId, 'E2b-Sandbox-Port': '49983' } });
+    expect(proxied.status).toBe(502);
+    expect(await proxied.json()).toMatchObject({ message: 'The sandbox was not found' });
   });
 
   it('records an OOM kill inside a sandbox in its log', async () => {
