@@ -22,6 +22,8 @@ export interface ContainerSpec {
 export interface EgressPolicy {
   allow: string[];
   deny: string[];
+  /** Allowed domain names (exact or `*.` wildcards), decided on TCP 80 by HTTP Host and on 443 by TLS SNI. */
+  domains?: string[];
 }
 
 export interface StartedContainer {

@@ -41,6 +41,7 @@ export function egressPolicy(network: SandboxNetwork): EgressPolicy {
   return {
     allow: (network.allowOut ?? []).filter(ipv4).map(asCidr),
     deny: (network.denyOut ?? []).filter(ipv4).map(asCidr),
+    domains: allowedDomains(network),
   };
 }
 

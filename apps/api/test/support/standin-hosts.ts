@@ -2,7 +2,7 @@
  * Hosts that exist only for a test: a network namespace on the Docker host, joined to it by a veth pair, with
  * addresses in the benchmarking range 198.18.0.0/15 ("the internet") and a few addresses in private and
  * link-local ranges (which sandboxes must never reach). Servers in it answer on TCP 8099 (plain: `hi <address>`),
- * 80 (HTTP: `host <Host header>`) and 443 (TLS, any SNI: `tls <servername>`). Nothing else is ever addressed.
+ * 80 (HTTP: `host <Host header>`) and 443 (HTTPS, any SNI: `tls <servername>`). Nothing else is ever addressed.
  */
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -22,11 +22,11 @@ export interface StandinHosts {
 }
 
 const SERVER = `
-const net = require('node:net'), http = require('node:http'), tls = require('node:tls'), fs = require('node:fs');
+const net = require('node:net'), http = require('node:http'), https = require('node:https'), fs = require('node:fs');
 net.createServer((s) => s.end('hi ' + s.localAddress + '\\n')).listen(8099, '0.0.0.0');
 http.createServer((req, res) => res.end('host ' + req.headers.host + '\\n')).listen(80, '0.0.0.0');
 const dir = process.argv[2];
-tls.createServer({ key: fs.readFileSync(dir + '/key.pem'), cert: fs.readFileSync(dir + '/cert.pem') }, (s) => s.end('tls ' + s.servername + '\\n')).listen(443, '0.0.0.0');
+https.createServer({ key: fs.readFileSync(dir + '/key.pem'), cert: fs.readFileSync(dir + '/cert.pem') }, (req, res) => res.end('tls ' + req.socket.servername + '\\n')).listen(443, '0.0.0.0');
 `;
 
 async function ip(...args: string[]): Promise<void> {

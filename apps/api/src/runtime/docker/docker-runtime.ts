@@ -6,6 +6,7 @@ import type { ContainerSpec, ContainerStatus, EgressPolicy, ManagedContainer, Sa
 import { ENVD_VERSION_LABEL, PLATFORM_LABEL, SANDBOX_LABEL, TEMPLATE_LABEL } from './docker-labels.ts';
 import { followSandboxEvents } from './docker-events.ts';
 import { PAUSED_IMAGE_REPOSITORY, pausedImageRef, sandboxOfImage } from './paused-image.ts';
+import { EgressProxy } from './egress-proxy.ts';
 import type { SandboxFirewall } from './sandbox-firewall.ts';
 import { type IsolationMode, isolateSandboxNetwork, networkSpec, recreateIfOpen } from './sandbox-network.ts';
 
@@ -44,6 +45,8 @@ export class DockerRuntime implements SandboxRuntime {
   private readonly options: DockerRuntimeOptions;
   /** Isolation and egress rules of the sandbox network; undefined where they could not be installed. */
   private firewall: SandboxFirewall | undefined;
+  /** Decides TCP 80/443 of sandboxes that allow domains (host installs only). */
+  private egressProxy: EgressProxy | undefined;
 
   constructor(options: DockerRuntimeOptions) {
     this.options = options;
@@ -78,6 +81,21 @@ export class DockerRuntime implements SandboxRuntime {
     await recreateIfOpen(this.docker, this.network, this.logger);
     this.firewall = await isolateSandboxNetwork({ docker: this.docker, network: this.network, logger: this.logger, mode: this.options.isolation ?? 'warn', helperImage: this.options.helperImage });
     await this.pruneEgressRules();
+    await this.startEgressProxy();
+  }
+
+  /** Where the firewall runs on this machine, the egress proxy listens on the bridge gateway (where REDIRECT delivers). */
+  private async startEgressProxy(): Promise<void> {
+    if (!this.firewall || this.firewall.where !== 'host' || this.egressProxy) return;
+    const info = await this.docker.getNetwork(this.network).inspect();
+    const gateway = (info.IPAM?.Config ?? []).map((c: { Gateway?: string }) => c.Gateway).find((g: string | undefined) => g && !g.includes(':'));
+    if (!gateway) {
+      this.logger.warn({ network: this.network }, 'sandbox network has no IPv4 gateway: allowed domains are not reachable (their traffic is refused)');
+      return;
+    }
+    const proxy = new EgressProxy(this.logger);
+    this.firewall.setRedirect(await proxy.listen(gateway));
+    this.egressProxy = proxy;
   }
 
   /** Rules of sandboxes whose container is gone (removed while no platform ran) are dropped. */
@@ -88,6 +106,7 @@ export class DockerRuntime implements SandboxRuntime {
   }
 
   async applyEgress(sandboxId: string, address: string, policy: EgressPolicy): Promise<void> {
+    this.egressProxy?.setDomains(address, policy.domains);
     await this.firewall?.applySandbox(sandboxId, address, policy);
   }
 
@@ -149,7 +168,7 @@ export class DockerRuntime implements SandboxRuntime {
       await container.start();
       const { address } = await this.inspect(container.id);
       if (!address) throw new Error(`container has no address on network '${this.network}'`);
-      await this.firewall?.applySandbox(spec.sandboxId, address, spec.egress ?? { allow: [], deny: [] });
+      await this.applyEgress(spec.sandboxId, address, spec.egress ?? { allow: [], deny: [] });
       return { containerId: container.id, address };
     } catch (error) {
       this.logger.warn({ sandboxId: spec.sandboxId, err: error }, 'sandbox container failed to start; removing it');

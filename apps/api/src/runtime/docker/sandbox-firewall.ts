@@ -3,6 +3,12 @@ import type { Logger } from 'pino';
 import type { EgressPolicy } from '../sandbox-runtime.ts';
 import type { FirewallCommands } from './firewall-commands.ts';
 
+/** Where TCP 80/443 of sandboxes that allow domains is redirected (the egress proxy's ports on the gateway). */
+export interface RedirectPorts {
+  http: number;
+  tls: number;
+}
+
 /**
  * Never reachable from a sandbox, whatever its rules say (the reference platform's always-deny set):
  * private and shared ranges, loopback, link-local (cloud metadata included).
@@ -54,6 +60,9 @@ export class SandboxFirewall {
   private readonly forward: string;
   private readonly input: string;
   private readonly dispatch: string;
+  /** nat PREROUTING: where sandboxes with domain rules are redirected to the egress proxy. */
+  private readonly natDispatch: string;
+  private redirect: RedirectPorts | undefined;
   private queue: Promise<unknown> = Promise.resolve();
 
   constructor(private readonly options: FirewallOptions) {
@@ -61,6 +70,12 @@ export class SandboxFirewall {
     this.forward = `TP-FWD-${short}`;
     this.input = `TP-IN-${short}`;
     this.dispatch = `TP-SBX-${short}`;
+    this.natDispatch = `TP-NAT-${short}`;
+  }
+
+  /** From now on, sandboxes with allowed domains send TCP 80/443 to these ports (see EgressProxy). */
+  setRedirect(ports: RedirectPorts): void {
+    this.redirect = ports;
   }
 
   get where(): string {
@@ -79,6 +94,7 @@ export class SandboxFirewall {
     return this.serial(async () => {
       const { commands, network, peer, resolvers } = this.options;
       for (const chain of [this.forward, this.input, this.dispatch]) await this.ensureChain(chain);
+      await this.ensureChain(this.natDispatch, 'nat');
       const forward = [
         '-m conntrack --ctstate RELATED,ESTABLISHED -j RETURN',
         ...(peer ? [`-s ${peer.address}/32 -m mac --mac-source ${peer.mac} -j ACCEPT`] : []),
@@ -87,7 +103,8 @@ export class SandboxFirewall {
         ...ALWAYS_DENIED.flatMap((cidr) => reject(`-d ${cidr}`)),
         `-j ${this.dispatch}`,
       ];
-      const input = ['-m conntrack --ctstate RELATED,ESTABLISHED -j RETURN', ...reject('')];
+      // Connections redirected to the egress proxy are the only new ones a sandbox may open to the host.
+      const input = ['-m conntrack --ctstate RELATED,ESTABLISHED -j RETURN', '-p tcp -m conntrack --ctstate DNAT -j RETURN', ...reject('')];
       await commands.restore(
         [
           '*filter',
@@ -101,33 +118,34 @@ export class SandboxFirewall {
       );
       await this.hook('DOCKER-USER', this.forward);
       await this.hook('INPUT', this.input);
+      await this.hook('PREROUTING', this.natDispatch, 'nat');
       this.options.logger.info({ network: network.name, bridge: network.bridge, via: commands.where }, 'sandbox network isolation rules installed');
     });
   }
 
-  private async ensureChain(chain: string): Promise<void> {
+  private async ensureChain(chain: string, table = 'filter'): Promise<void> {
     try {
-      await this.options.commands.iptables(['-N', chain]);
+      await this.options.commands.iptables(['-t', table, '-N', chain]);
     } catch (error) {
       if (!/exists/i.test(String((error as Error).message))) throw error;
     }
   }
 
   /** One tagged jump from a built-in chain to ours, first in it; stale tagged jumps (an older bridge) go. */
-  private async hook(builtin: string, target: string): Promise<void> {
+  private async hook(builtin: string, target: string, table = 'filter'): Promise<void> {
     const { commands, network } = this.options;
     const tag = `${RULE_TAG}/${network.name}`;
     const wanted = `-i ${network.bridge} -m comment --comment ${tag} -j ${target}`;
-    const existing = (await commands.iptables(['-S', builtin])).split('\n').filter((line) => tagged(line, tag));
+    const existing = (await commands.iptables(['-t', table, '-S', builtin])).split('\n').filter((line) => tagged(line, tag));
     let present = false;
     for (const line of existing) {
       if (normalise(line) === normalise(`-A ${builtin} ${wanted}`) && !present) {
         present = true;
         continue;
       }
-      await commands.iptables(['-D', builtin, ...splitRule(line).slice(2)]);
+      await commands.iptables(['-t', table, '-D', builtin, ...splitRule(line).slice(2)]);
     }
-    if (!present) await commands.iptables(['-I', builtin, '1', ...wanted.split(' ')]);
+    if (!present) await commands.iptables(['-t', table, '-I', builtin, '1', ...wanted.split(' ')]);
   }
 
   /** Replaces the sandbox's egress rules (and where its address dispatches to them) in one transaction. */
@@ -135,7 +153,18 @@ export class SandboxFirewall {
     return this.serial(() =>
       this.retryOnce(async () => {
         const chain = sandboxChain(sandboxId);
-        const stale = await this.dispatchRules((line) => tagged(line, `${SANDBOX_TAG}/${sandboxId}`) || line.includes(` -s ${address}/32 `));
+        const natChain = sandboxChain(sandboxId, 'TP-R-');
+        const mine = (line: string): boolean => tagged(line, `${SANDBOX_TAG}/${sandboxId}`) || line.includes(` -s ${address}/32 `);
+        const stale = await this.dispatchRules(mine);
+        const staleNat = await this.dispatchRules(mine, 'nat');
+        const redirect = this.redirect && (policy.domains ?? []).length > 0 ? this.redirect : undefined;
+        const natRules = redirect
+          ? [
+              ...policy.allow.map((cidr) => `-d ${cidr} -j RETURN`),
+              `-p tcp --dport 80 -j REDIRECT --to-ports ${redirect.http}`,
+              `-p tcp --dport 443 -j REDIRECT --to-ports ${redirect.tls}`,
+            ]
+          : [];
         const rules = [
           ...policy.allow.map((cidr) => `-d ${cidr} -j RETURN`),
           ...policy.deny.flatMap((cidr) => reject(`-d ${cidr}`)),
@@ -148,10 +177,16 @@ export class SandboxFirewall {
             ...stale.map((line) => line.replace(/^-A /, '-D ')),
             `-A ${this.dispatch} -s ${address}/32 -m comment --comment ${SANDBOX_TAG}/${sandboxId} -j ${chain}`,
             'COMMIT',
+            '*nat',
+            `:${natChain} - [0:0]`,
+            ...natRules.map((rule) => `-A ${natChain} ${rule}`),
+            ...staleNat.map((line) => line.replace(/^-A /, '-D ')),
+            `-A ${this.natDispatch} -s ${address}/32 -m comment --comment ${SANDBOX_TAG}/${sandboxId} -j ${natChain}`,
+            'COMMIT',
             '',
           ].join('\n'),
         );
-        this.options.logger.debug({ sandboxId, address, allow: policy.allow, deny: policy.deny }, 'sandbox egress rules applied');
+        this.options.logger.debug({ sandboxId, address, allow: policy.allow, deny: policy.deny, domains: redirect ? policy.domains : [] }, 'sandbox egress rules applied');
       }),
     );
   }
@@ -161,11 +196,25 @@ export class SandboxFirewall {
     return this.serial(() =>
       this.retryOnce(async () => {
         const chain = sandboxChain(sandboxId);
-        const stale = await this.dispatchRules((line) => tagged(line, `${SANDBOX_TAG}/${sandboxId}`));
+        const natChain = sandboxChain(sandboxId, 'TP-R-');
+        const mine = (line: string): boolean => tagged(line, `${SANDBOX_TAG}/${sandboxId}`);
+        const stale = await this.dispatchRules(mine);
+        const staleNat = await this.dispatchRules(mine, 'nat');
         const exists = (await this.options.commands.iptables(['-S'])).split('\n').includes(`-N ${chain}`);
-        if (stale.length === 0 && !exists) return;
+        const natExists = (await this.options.commands.iptables(['-t', 'nat', '-S'])).split('\n').includes(`-N ${natChain}`);
+        if (stale.length === 0 && staleNat.length === 0 && !exists && !natExists) return;
         await this.options.commands.restore(
-          ['*filter', ...stale.map((line) => line.replace(/^-A /, '-D ')), ...(exists ? [`-F ${chain}`, `-X ${chain}`] : []), 'COMMIT', ''].join('\n'),
+          [
+            '*filter',
+            ...stale.map((line) => line.replace(/^-A /, '-D ')),
+            ...(exists ? [`-F ${chain}`, `-X ${chain}`] : []),
+            'COMMIT',
+            '*nat',
+            ...staleNat.map((line) => line.replace(/^-A /, '-D ')),
+            ...(natExists ? [`-F ${natChain}`, `-X ${natChain}`] : []),
+            'COMMIT',
+            '',
+          ].join('\n'),
         );
         this.options.logger.debug({ sandboxId }, 'sandbox egress rules removed');
       }),
@@ -178,9 +227,10 @@ export class SandboxFirewall {
     return lines.map((line) => new RegExp(`${SANDBOX_TAG}/([A-Za-z0-9_-]+)`).exec(line)?.[1]).filter((id): id is string => id !== undefined);
   }
 
-  private async dispatchRules(match: (line: string) => boolean): Promise<string[]> {
-    const lines = (await this.options.commands.iptables(['-S', this.dispatch])).split('\n');
-    return lines.filter((line) => line.startsWith(`-A ${this.dispatch} `) && match(line));
+  private async dispatchRules(match: (line: string) => boolean, table: 'filter' | 'nat' = 'filter'): Promise<string[]> {
+    const chain = table === 'nat' ? this.natDispatch : this.dispatch;
+    const lines = (await this.options.commands.iptables(['-t', table, '-S', chain])).split('\n');
+    return lines.filter((line) => line.startsWith(`-A ${chain} `) && match(line));
   }
 
   /** Another platform on the same network may have just changed the dispatch chain: read again and retry. */
@@ -193,8 +243,8 @@ export class SandboxFirewall {
   }
 }
 
-export function sandboxChain(sandboxId: string): string {
-  return `TP-S-${createHash('sha256').update(sandboxId).digest('hex').slice(0, 20)}`;
+export function sandboxChain(sandboxId: string, prefix = 'TP-S-'): string {
+  return `${prefix}${createHash('sha256').update(sandboxId).digest('hex').slice(0, 20)}`;
 }
 
 /** The rule carries exactly this comment (iptables prints it quoted or not, depending on the variant). */

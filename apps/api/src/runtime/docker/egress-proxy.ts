@@ -1,0 +1,164 @@
+import { lookup } from 'node:dns/promises';
+import net from 'node:net';
+import type { Logger } from 'pino';
+import { ALWAYS_DENIED } from './sandbox-firewall.ts';
+
+/** How the proxy turns a name into addresses; replaceable so tests can name their own stand-in hosts. */
+export const egressNameResolver = {
+  resolve: async (name: string): Promise<string[]> => (await lookup(name, { all: true, family: 4 })).map((a) => a.address),
+};
+
+/** Largest request head / ClientHello read before a decision. */
+const MAX_PEEK = 16 * 1024;
+const PEEK_TIMEOUT_MS = 10_000;
+
+const denied = new net.BlockList();
+for (const cidr of ALWAYS_DENIED) {
+  const [address, bits] = cidr.split('/');
+  denied.addSubnet(address!, Number(bits), 'ipv4');
+}
+
+/** `example.com` matches itself only; `*.example.com` any name below it (not itself); `*` anything. */
+export function domainAllowed(name: string, patterns: string[]): boolean {
+  const host = name.toLowerCase().replace(/\.$/, '');
+  return patterns.some((pattern) => pattern === '*' || (pattern.startsWith('*.') ? host.endsWith(pattern.slice(1)) : host === pattern));
+}
+
+/** The Host header of an HTTP/1 request head; undefined until the head is complete (or without one). */
+export function httpHost(head: Buffer): string | undefined | null {
+  const text = head.toString('latin1');
+  const end = text.indexOf('\r\n\r\n');
+  if (end < 0) return null;
+  const match = /\r\nhost:[ \t]*([^\r\n]+)/i.exec(text.slice(0, end + 2));
+  if (!match) return undefined;
+  const host = match[1]!.trim();
+  return host.startsWith('[') ? undefined : host.replace(/:\d+$/, '');
+}
+
+/** The SNI of a TLS ClientHello; null while incomplete, undefined when there is none (or it is not TLS). */
+export function tlsServerName(data: Buffer): string | undefined | null {
+  if (data.length < 5) return null;
+  if (data[0] !== 0x16) return undefined;
+  const recordEnd = 5 + data.readUInt16BE(3);
+  if (data.length < recordEnd) return null;
+  let at = 5;
+  if (data[at] !== 0x01) return undefined;
+  at += 4 + 2 + 32; // handshake header, version, random
+  const skip = (lengthBytes: 1 | 2): boolean => {
+    if (at + lengthBytes > recordEnd) return false;
+    at += lengthBytes + (lengthBytes === 1 ? data[at]! : data.readUInt16BE(at));
+    return at <= recordEnd;
+  };
+  if (!skip(1) || !skip(2) || !skip(1)) return undefined; // session id, cipher suites, compression
+  if (at + 2 > recordEnd) return undefined;
+  const extensionsEnd = Math.min(recordEnd, at + 2 + data.readUInt16BE(at));
+  at += 2;
+  while (at + 4 <= extensionsEnd) {
+    const type = data.readUInt16BE(at);
+    const length = data.readUInt16BE(at + 2);
+    at += 4;
+    if (type === 0 && at + 5 <= extensionsEnd && data[at + 2] === 0) {
+      const nameLength = data.readUInt16BE(at + 3);
+      return data.subarray(at + 5, at + 5 + nameLength).toString('ascii');
+    }
+    at += length;
+  }
+  return undefined;
+}
+
+export interface EgressProxyPorts {
+  http: number;
+  tls: number;
+}
+
+/**
+ * Transparent proxy for sandbox TCP traffic to ports 80 and 443 when the sandbox allows domains: the
+ * firewall redirects those connections here; the proxy reads the HTTP Host header or the TLS SNI, and when
+ * the name is allowed for that sandbox it resolves and dials the name itself (so a sandbox cannot pick the
+ * address by lying about it) unless it resolves into an always-denied range. Anything else is closed.
+ */
+export class EgressProxy {
+  private readonly servers: net.Server[] = [];
+  /** Allowed domain patterns by sandbox address. */
+  private readonly domains = new Map<string, string[]>();
+
+  constructor(private readonly logger: Logger) {}
+
+  setDomains(address: string, patterns: string[] | undefined): void {
+    if (patterns && patterns.length > 0) this.domains.set(address, patterns);
+    else this.domains.delete(address);
+  }
+
+  /** Listens on `address` (the bridge gateway, where REDIRECT delivers) on two free ports. */
+  async listen(address: string): Promise<EgressProxyPorts> {
+    const http = await this.server(address, 80, httpHost);
+    const tls = await this.server(address, 443, tlsServerName);
+    return { http, tls };
+  }
+
+  close(): void {
+    for (const server of this.servers) server.close();
+  }
+
+  private async server(address: string, upstreamPort: number, nameOf: (data: Buffer) => string | undefined | null): Promise<number> {
+    const server = net.createServer((socket) => this.handle(socket, upstreamPort, nameOf));
+    server.on('error', (error) => this.logger.warn({ err: error }, 'egress proxy listener error'));
+    await new Promise<void>((resolve, reject) => server.once('error', reject).listen(0, address, () => resolve()));
+    server.unref();
+    this.servers.push(server);
+    return (server.address() as net.AddressInfo).port;
+  }
+
+  private handle(socket: net.Socket, upstreamPort: number, nameOf: (data: Buffer) => string | undefined | null): void {
+    const patterns = this.domains.get(socket.remoteAddress?.replace(/^::ffff:/, '') ?? '');
+    if (!patterns) {
+      socket.destroy();
+      return;
+    }
+    let head = Buffer.alloc(0);
+    socket.setTimeout(PEEK_TIMEOUT_MS, () => socket.destroy());
+    socket.on('error', () => socket.destroy());
+    const onData = (chunk: Buffer): void => {
+      head = Buffer.concat([head, chunk]);
+      const name = nameOf(head);
+      if (name === null && head.length < MAX_PEEK) return;
+      socket.off('data', onData);
+      socket.pause();
+      void this.forward(socket, head, name ?? undefined, upstreamPort, patterns);
+    };
+    socket.on('data', onData);
+  }
+
+  private async forward(socket: net.Socket, head: Buffer, name: string | undefined, port: number, patterns: string[]): Promise<void> {
+    const log = this.logger.child({ sandboxAddress: socket.remoteAddress, name, port });
+    if (!name || !domainAllowed(name, patterns)) {
+      log.debug('egress connection refused: name not allowed');
+      socket.destroy();
+      return;
+    }
+    let addresses: string[];
+    try {
+      addresses = await egressNameResolver.resolve(name);
+    } catch {
+      socket.destroy();
+      return;
+    }
+    if (addresses.length === 0 || addresses.some((a) => denied.check(a, 'ipv4'))) {
+      log.debug({ addresses }, 'egress connection refused: name resolves into a denied range');
+      socket.destroy();
+      return;
+    }
+    const upstream = net.connect(port, addresses[0]);
+    upstream.on('error', () => socket.destroy());
+    socket.on('error', () => upstream.destroy());
+    upstream.once('connect', () => {
+      socket.setTimeout(0);
+      upstream.write(head);
+      socket.pipe(upstream);
+      upstream.pipe(socket);
+      socket.resume();
+    });
+    socket.on('close', () => upstream.destroy());
+    upstream.on('close', () => socket.destroy());
+  }
+}
