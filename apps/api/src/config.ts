@@ -33,6 +33,16 @@ export const ConfigSchema = Type.Object({
   proxyMaxConnectionsPerClient: Type.Integer({ minimum: 1 }),
   /** Seconds a proxied client or sandbox socket may stay silent before it is closed. */
   proxyIdleTimeoutSeconds: Type.Integer({ minimum: 1 }),
+  /** Processes and threads one sandbox (or build container) may have at once (pids cgroup). */
+  sandboxPidsLimit: Type.Integer({ minimum: 32 }),
+  /** Open files per process in a sandbox (RLIMIT_NOFILE). */
+  sandboxNofile: Type.Integer({ minimum: 1024 }),
+  /** Processes per uid (RLIMIT_NPROC); counted host-wide per uid, so a backstop above the pids limit. */
+  sandboxNproc: Type.Integer({ minimum: 64 }),
+  /** Writable-layer quota per sandbox (MiB) where the storage driver enforces one (overlay2 on xfs with pquota); 0 = none. */
+  sandboxDiskMB: Type.Integer({ minimum: 0 }),
+  /** OCI runtime for sandboxes and builds (`runsc` = gVisor), checked against `docker info` at startup; '' = the engine's default. */
+  containerRuntime: Type.String({ pattern: '^[A-Za-z0-9._-]*$' }),
 });
 
 export type Config = Static<typeof ConfigSchema>;
@@ -58,6 +68,11 @@ const ENV_NAMES: Record<keyof Config, string> = {
   proxyMaxConnectionsPerSandbox: 'TIDEPOOL_PROXY_MAX_CONNECTIONS_PER_SANDBOX',
   proxyMaxConnectionsPerClient: 'TIDEPOOL_PROXY_MAX_CONNECTIONS_PER_CLIENT',
   proxyIdleTimeoutSeconds: 'TIDEPOOL_PROXY_IDLE_TIMEOUT',
+  sandboxPidsLimit: 'TIDEPOOL_SANDBOX_PIDS_LIMIT',
+  sandboxNofile: 'TIDEPOOL_SANDBOX_NOFILE',
+  sandboxNproc: 'TIDEPOOL_SANDBOX_NPROC',
+  sandboxDiskMB: 'TIDEPOOL_SANDBOX_DISK_MB',
+  containerRuntime: 'TIDEPOOL_CONTAINER_RUNTIME',
 };
 
 export class ConfigError extends Error {}
@@ -100,6 +115,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     proxyMaxConnectionsPerSandbox: integer(env.TIDEPOOL_PROXY_MAX_CONNECTIONS_PER_SANDBOX, 1000),
     proxyMaxConnectionsPerClient: integer(env.TIDEPOOL_PROXY_MAX_CONNECTIONS_PER_CLIENT, 2000),
     proxyIdleTimeoutSeconds: integer(env.TIDEPOOL_PROXY_IDLE_TIMEOUT, 620),
+    sandboxPidsLimit: integer(env.TIDEPOOL_SANDBOX_PIDS_LIMIT, 1024),
+    sandboxNofile: integer(env.TIDEPOOL_SANDBOX_NOFILE, 16384),
+    sandboxNproc: integer(env.TIDEPOOL_SANDBOX_NPROC, 65536),
+    sandboxDiskMB: integer(env.TIDEPOOL_SANDBOX_DISK_MB, 10240),
+    containerRuntime: (env.TIDEPOOL_CONTAINER_RUNTIME ?? '').trim(),
     ...overrides,
   };
   if (overrides.imageAliases === undefined) {

@@ -2,6 +2,7 @@ import type { AddressInfo } from 'node:net';
 import type { FastifyInstance } from 'fastify';
 import pino, { type Logger } from 'pino';
 import { type Config, loadConfig } from './config.ts';
+import { containerHardening } from './runtime/docker/container-hardening.ts';
 import { DockerRuntime } from './runtime/docker/docker-runtime.ts';
 import { withEngineDeadlines } from './runtime/docker/engine-deadlines.ts';
 import type { SandboxRuntime } from './runtime/sandbox-runtime.ts';
@@ -86,7 +87,8 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
       );
     }
     const platformId = keys.platformId();
-    const runtime = runtimeOverride ?? withEngineDeadlines(new DockerRuntime({ network: config.sandboxNetwork, platformId, logger, isolation: config.sandboxIsolation, helperImage: config.baseImage }));
+    const hardening = containerHardening(config);
+    const runtime = runtimeOverride ?? withEngineDeadlines(new DockerRuntime({ network: config.sandboxNetwork, platformId, logger, isolation: config.sandboxIsolation, helperImage: config.baseImage, hardening }));
     await runtime.prepare();
     const templateStore = new TemplateStore(db);
     const templates = new TemplateCatalog(templateStore);
@@ -109,7 +111,7 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
     const builder =
       builderOverride ??
       new TemplateBuilder({
-        engine: new DockerImageEngine({ network: config.sandboxNetwork, platformId }),
+        engine: new DockerImageEngine({ network: config.sandboxNetwork, platformId, hardening }),
         contextFiles,
         baseImage: config.baseImage,
         imageAliases: config.imageAliases,

@@ -2,6 +2,7 @@ import type { IncomingMessage } from 'node:http';
 import type { Readable } from 'node:stream';
 import Docker from 'dockerode';
 import tar from 'tar-stream';
+import { ContainerHardening } from './container-hardening.ts';
 import type {
   CommitOptions,
   ContainerExit,
@@ -40,6 +41,8 @@ export interface DockerImageEngineOptions {
   /** Stamped on every container (and so on every image committed from one). */
   platformId?: string;
   docker?: Docker;
+  /** Limits, capabilities and runtime of build containers (the sandboxes' own; checked by DockerRuntime.prepare). */
+  hardening?: ContainerHardening;
 }
 
 function toList(value: string | string[] | undefined | null): string[] | null {
@@ -52,11 +55,13 @@ export class DockerImageEngine implements ImageEngine {
   private readonly docker: Docker;
   private readonly network: string;
   private readonly platformId: string | undefined;
+  private readonly hardening: ContainerHardening;
 
   constructor(options: DockerImageEngineOptions) {
     this.docker = options.docker ?? new Docker();
     this.network = options.network;
     this.platformId = options.platformId;
+    this.hardening = options.hardening ?? new ContainerHardening();
   }
 
   async inspectImage(ref: string, signal?: AbortSignal): Promise<ImageInfo | undefined> {
@@ -127,7 +132,7 @@ export class DockerImageEngine implements ImageEngine {
         HostConfig: {
           NetworkMode: spec.network ? this.network : 'none',
           NanoCpus: Math.round(spec.cpuCount * 1e9),
-          Memory: spec.memoryMB * 1024 * 1024,
+          ...this.hardening.hostConfig(spec.memoryMB * 1024 * 1024),
           RestartPolicy: { Name: 'no' },
         },
         abortSignal: s,

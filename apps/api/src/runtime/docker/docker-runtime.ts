@@ -1,6 +1,7 @@
 import Docker from 'dockerode';
 import type { Logger } from 'pino';
 import { envdTokenArchive } from '../../envd/envd-birth-token.ts';
+import { ContainerHardening } from './container-hardening.ts';
 import type { EngineEvent, EngineEventStream } from '../engine-events.ts';
 import type { ContainerSpec, ContainerStatus, EgressPolicy, ManagedContainer, SandboxImage, SandboxRuntime, StartedContainer } from '../sandbox-runtime.ts';
 import { ENVD_VERSION_LABEL, PLATFORM_LABEL, SANDBOX_LABEL, TEMPLATE_LABEL } from './docker-labels.ts';
@@ -24,6 +25,8 @@ export interface DockerRuntimeOptions {
   isolation?: IsolationMode;
   /** Image of the helper container that installs the rules when the platform itself runs in a container. */
   helperImage?: string;
+  /** Limits, capabilities and runtime of every sandbox container (default: DEFAULT_HARDENING). */
+  hardening?: ContainerHardening;
 }
 
 function statusCode(error: unknown): number | undefined {
@@ -47,6 +50,7 @@ export class DockerRuntime implements SandboxRuntime {
   private firewall: SandboxFirewall | undefined;
   /** Decides TCP 80/443 of sandboxes that allow domains (host installs only). */
   private egressProxy: EgressProxy | undefined;
+  private readonly hardening: ContainerHardening;
 
   constructor(options: DockerRuntimeOptions) {
     this.options = options;
@@ -54,6 +58,7 @@ export class DockerRuntime implements SandboxRuntime {
     this.docker = options.docker ?? new Docker();
     this.network = options.network;
     this.logger = options.logger;
+    this.hardening = options.hardening ?? new ContainerHardening();
   }
 
   async prepare(): Promise<void> {
@@ -65,6 +70,7 @@ export class DockerRuntime implements SandboxRuntime {
         `cannot reach the Docker engine at ${where} (${error instanceof Error ? error.message : String(error)}): start dockerd (bash scripts/ensure-docker.sh) or set DOCKER_HOST`,
       );
     }
+    await this.hardening.prepare(this.docker, this.logger, this.options.helperImage);
     try {
       await this.docker.getNetwork(this.network).inspect();
     } catch (error) {
@@ -159,7 +165,7 @@ export class DockerRuntime implements SandboxRuntime {
       HostConfig: {
         NetworkMode: this.network,
         NanoCpus: Math.round(spec.cpuCount * 1e9),
-        Memory: spec.memoryMB * 1024 * 1024,
+        ...this.hardening.hostConfig(spec.memoryMB * 1024 * 1024),
         RestartPolicy: { Name: 'no' },
       },
     });

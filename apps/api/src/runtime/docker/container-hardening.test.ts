@@ -1,0 +1,62 @@
+import type Docker from 'dockerode';
+import pino from 'pino';
+import { describe, expect, it } from 'vitest';
+import { loadConfig } from '../../config.ts';
+import { ContainerHardening, containerHardening, DEFAULT_HARDENING } from './container-hardening.ts';
+
+function engine(info: Record<string, unknown>, create?: () => Promise<unknown>): Docker {
+  return { info: async () => info, createContainer: create ?? (async () => ({ remove: async () => undefined })) } as unknown as Docker;
+}
+
+function capture(): { logger: pino.Logger; lines: string[] } {
+  const lines: string[] = [];
+  const logger = pino({ level: 'info' }, { write: (line: string) => void lines.push(line) });
+  return { logger, lines };
+}
+
+describe('ContainerHardening', () => {
+  it('refuses an unregistered runtime at startup with what to do', async () => {
+    const hardening = new ContainerHardening({ ...DEFAULT_HARDENING, runtime: 'runsc', diskMB: 0 });
+    await expect(hardening.prepare(engine({ Runtimes: { runc: {} } }), capture().logger, undefined)).rejects.toThrow(
+      /TIDEPOOL_CONTAINER_RUNTIME is 'runsc' but the Docker engine knows only the runtimes runc\. Install gVisor \(Debian: apt-get install runsc\)/,
+    );
+    await new ContainerHardening({ ...DEFAULT_HARDENING, runtime: 'runsc', diskMB: 0 }).prepare(engine({ Runtimes: { runc: {}, runsc: {} } }), capture().logger, undefined);
+  });
+
+  it('selects a registered runtime for every container', async () => {
+    const hardening = new ContainerHardening({ ...DEFAULT_HARDENING, runtime: 'runsc', diskMB: 0 });
+    await hardening.prepare(engine({ Runtimes: { runc: {}, runsc: {} } }), capture().logger, undefined);
+    expect(hardening.hostConfig(512 * 1024 * 1024)).toMatchObject({ Runtime: 'runsc', Memory: 512 * 1024 * 1024, MemorySwap: 512 * 1024 * 1024, CapDrop: ['ALL'] });
+  });
+
+  it('notes once at startup that the disk quota is not enforced where the driver cannot, and sets none', async () => {
+    const { logger, lines } = capture();
+    const hardening = new ContainerHardening(DEFAULT_HARDENING);
+    await hardening.prepare(engine({ Runtimes: { runc: {} }, Driver: 'overlay2', DriverStatus: [['Backing Filesystem', 'extfs']] }), logger, 'base');
+    expect(lines.join('')).toMatch(/disk quota .* is not enforced: the storage driver is overlay2 on extfs; per-container quotas need overlay2 on xfs mounted with pquota/);
+    expect(hardening.diskQuotaEnforced).toBe(false);
+    expect(hardening.hostConfig(1)).not.toHaveProperty('StorageOpt');
+  });
+
+  it('on xfs, applies the quota only when the engine accepts a per-container size (pquota)', async () => {
+    const xfs = { Runtimes: { runc: {} }, Driver: 'overlay2', DriverStatus: [['Backing Filesystem', 'xfs']] };
+    const withPquota = new ContainerHardening(DEFAULT_HARDENING);
+    await withPquota.prepare(engine(xfs), capture().logger, 'base');
+    expect(withPquota.hostConfig(1)).toMatchObject({ StorageOpt: { size: `${DEFAULT_HARDENING.diskMB}M` } });
+    const { logger, lines } = capture();
+    const without = new ContainerHardening(DEFAULT_HARDENING);
+    await without.prepare(engine(xfs, async () => Promise.reject(new Error('--storage-opt is supported only for overlay over xfs with pquota'))), logger, 'base');
+    expect(without.diskQuotaEnforced).toBe(false);
+    expect(lines.join('')).toMatch(/pquota/);
+  });
+});
+
+describe('hardening settings', () => {
+  it('come from TIDEPOOL_* variables with defaults, validated', () => {
+    expect(containerHardening(loadConfig({})).settings).toEqual(DEFAULT_HARDENING);
+    const custom = loadConfig({ TIDEPOOL_SANDBOX_PIDS_LIMIT: '256', TIDEPOOL_SANDBOX_NOFILE: '4096', TIDEPOOL_SANDBOX_NPROC: '8192', TIDEPOOL_SANDBOX_DISK_MB: '0', TIDEPOOL_CONTAINER_RUNTIME: 'runsc' });
+    expect(containerHardening(custom).settings).toEqual({ pidsLimit: 256, nofile: 4096, nproc: 8192, diskMB: 0, runtime: 'runsc' });
+    expect(() => loadConfig({ TIDEPOOL_SANDBOX_PIDS_LIMIT: '5' })).toThrow(/TIDEPOOL_SANDBOX_PIDS_LIMIT/);
+    expect(() => loadConfig({ TIDEPOOL_CONTAINER_RUNTIME: 'run sc' })).toThrow(/TIDEPOOL_CONTAINER_RUNTIME/);
+  });
+});
