@@ -27,8 +27,9 @@ describe('timeouts', () => {
   it('kills a sandbox within a second of its timeout, or pauses it with autoPause', async () => {
     const platform = await startTestPlatform();
     started.push(platform);
-    const killed = await Sandbox.create('base', { ...platform.sdk, timeoutMs: 2_000 });
     const paused = await Sandbox.create('base', { ...platform.sdk, timeoutMs: 2_000, lifecycle: { onTimeout: 'pause' } } as never);
+    // Its end is read right after it is created (a slow machine must not let its 2 s pass first).
+    const killed = await Sandbox.create('base', { ...platform.sdk, timeoutMs: 2_000 });
     const endAt = (await killed.getInfo()).endAt.getTime();
     await until(async () => (await api(platform, 'GET', `/sandboxes/${killed.sandboxId}`)).status === 404, 10_000);
     expect(Date.now() - endAt).toBeLessThan(1_500);
@@ -53,8 +54,10 @@ describe('timeouts', () => {
     await until(async () => (await api(platform, 'GET', `/sandboxes/${id}`)).body.state === 'paused', 10_000);
     // Reported paused as soon as the image is committed (like the reference's "pausing"); the container goes next.
     await until(async () => (await containersOf(id)) === 0, 5_000);
-    const logs = await api(platform, 'GET', `/v2/sandboxes/${id}/logs?direction=forward`);
-    expect(logs.body.logs.map((l: { message: string }) => l.message)).toEqual(expect.arrayContaining(['sandbox timeout reached', 'sandbox paused (filesystem only)']));
+    // The log line follows the container's removal (the engine may report it gone a moment earlier).
+    const messages = async (): Promise<string[]> => (await api(platform, 'GET', `/v2/sandboxes/${id}/logs?direction=forward`)).body.logs.map((l: { message: string }) => l.message);
+    await until(async () => (await messages()).includes('sandbox paused (filesystem only)'), 5_000);
+    expect(await messages()).toEqual(expect.arrayContaining(['sandbox timeout reached', 'sandbox paused (filesystem only)']));
     const resumed = await api(platform, 'POST', `/v2/sandboxes/${id}/connect`, { timeout: 30 });
     expect(resumed.status).toBe(201);
     const again = await Sandbox.connect(id, platform.sdk);
