@@ -1,5 +1,8 @@
+import { STATUS_CODES } from 'node:http';
+import type { Socket } from 'node:net';
 import { fastifyConnectPlugin } from '@connectrpc/connect-fastify';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, LogController } from 'fastify';
+import { reclassifyClientFaults } from './connect/client-fault-errors.ts';
 import type { EnvdContext } from './context.ts';
 import { registerFilesystemService } from './filesystem/filesystem-service.ts';
 import { installAccessTokenGuard } from './http/access-token-guard.ts';
@@ -7,6 +10,17 @@ import { registerControlRoutes } from './http/control-routes.ts';
 import { registerFileRoutes } from './http/files-routes.ts';
 import { installHttpErrorHandler } from './http/http-error.ts';
 import { registerProcessService } from './process/process-service.ts';
+
+/** Requests node's parser refuses (oversized headers, malformed lines) get envd's `{code, message}` too. */
+function answerClientError(error: Error & { code?: string }, socket: Socket): void {
+  if (!socket.writable) {
+    socket.destroy();
+    return;
+  }
+  const status = error.code === 'HPE_HEADER_OVERFLOW' ? 431 : error.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? 408 : 400;
+  const body = JSON.stringify({ code: status, message: status === 431 ? 'request header fields too large' : `bad request: ${error.message}` });
+  socket.end(`HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`);
+}
 
 /** Builds the envd HTTP server: Connect services for process and filesystem plus the plain-HTTP routes. */
 export async function buildEnvdServer(ctx: EnvdContext): Promise<FastifyInstance> {
@@ -17,6 +31,7 @@ export async function buildEnvdServer(ctx: EnvdContext): Promise<FastifyInstance
     requestTimeout: 0,
     bodyLimit: 16 * 1024 * 1024,
     return503OnClosing: false,
+    clientErrorHandler: answerClientError,
   });
   installHttpErrorHandler(app);
   installAccessTokenGuard(app, ctx.state);
@@ -24,6 +39,7 @@ export async function buildEnvdServer(ctx: EnvdContext): Promise<FastifyInstance
     routes(router) {
       registerProcessService(router, ctx);
       registerFilesystemService(router, ctx);
+      reclassifyClientFaults(router.handlers);
     },
   });
   await app.register(async (scope) => registerControlRoutes(scope, ctx));

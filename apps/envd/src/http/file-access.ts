@@ -61,6 +61,8 @@ export function fileHttpError(error: unknown, path: string): EnvdHttpError {
     case 'EINVAL':
     case 'ENAMETOOLONG':
       return new EnvdHttpError(400, `invalid path '${path}': ${message}`);
+    case 'ELOOP':
+      return new EnvdHttpError(400, `too many levels of symbolic links: '${path}'`);
     case 'ENOSPC':
     case 'EDQUOT':
       return new EnvdHttpError(507, 'not enough disk space available');

@@ -70,7 +70,10 @@ class StagedFile {
   async discard(): Promise<void> {
     // A destroyed write stream may still be opening its file: remove it only once it is closed.
     if (this.sink && !this.sink.closed) await once(this.sink, 'close').catch(() => undefined);
-    if (this.temp) await fs.rm(this.temp, { force: true });
+    // ENOTDIR/ELOOP: the staging file could never be created (a parent is a file or a symlink loop).
+    if (this.temp) await fs.rm(this.temp, { force: true }).catch((error: NodeJS.ErrnoException) => {
+      if (error.code !== 'ENOTDIR' && error.code !== 'ELOOP') throw error;
+    });
   }
 }
 

@@ -8,6 +8,7 @@ export class PathResolutionError extends Error {}
  * `~` and `~/x` → the user's home, absolute → as is, relative → joined onto the user's home.
  */
 export function resolvePath(path: string, user: SystemUser, defaultWorkdir?: string): string {
+  if (path.includes('\0')) throw new PathResolutionError(`invalid path: contains a NUL byte: ${JSON.stringify(path)}`);
   if (path === '') return posix.normalize(defaultWorkdir || user.home);
   if (path === '~') return posix.normalize(user.home);
   if (path.startsWith('~/')) return posix.join(user.home, path.slice(2));

@@ -106,7 +106,12 @@ class PtyProcess implements ProcessIo {
 
   signal(signal: NodeJS.Signals): void {
     if (this.exited) return;
-    process.kill(this.pid, signal);
+    try {
+      process.kill(this.pid, signal);
+    } catch (error) {
+      // Exited already, its exit event not yet seen: nothing left to signal.
+      if ((error as NodeJS.ErrnoException).code !== 'ESRCH') throw error;
+    }
   }
 
   pause(): void {
