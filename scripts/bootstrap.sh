@@ -16,6 +16,21 @@ if ((${#missing[@]} > 0)); then
   apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq build-essential python3 >/dev/null
 fi
 
+# Sandbox isolation and egress rules (iptables, iptables-restore); the network tests' stand-in hosts
+# (ip netns) and their TLS certificate (openssl).
+net_missing=()
+for pair in iptables:iptables iptables-restore:iptables ip:iproute2 openssl:openssl; do
+  command -v "${pair%%:*}" >/dev/null || net_missing+=("${pair#*:}")
+done
+if ((${#net_missing[@]} > 0)); then
+  if [[ $EUID -eq 0 ]]; then
+    log "installing network tools: ${net_missing[*]}"
+    apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${net_missing[@]}" >/dev/null
+  else
+    log "missing ${net_missing[*]}: sandboxes will run WITHOUT network isolation (sudo apt-get install -y ${net_missing[*]})"
+  fi
+fi
+
 if ! command -v pnpm >/dev/null || [[ "$(pnpm --version 2>/dev/null)" != "$PNPM_VERSION" ]]; then
   log "installing pnpm $PNPM_VERSION"
   npm install -g --silent "pnpm@$PNPM_VERSION" >/dev/null 2>&1 || { corepack enable && corepack prepare "pnpm@$PNPM_VERSION" --activate; }
