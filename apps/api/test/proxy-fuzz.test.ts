@@ -407,6 +407,7 @@ describe('sandbox proxy fuzz', () => {
         res.on('data', (c: string) => (body += c));
         res.on('end', () => resolve({ status: res.statusCode!, body: body ? JSON.parse(body) : undefined }));
       });
+      req.setTimeout(CASE_DEADLINE_MS, () => req.destroy(new Error(`no answer for ${path} within ${CASE_DEADLINE_MS} ms`)));
       req.on('error', reject);
       req.end();
     });
