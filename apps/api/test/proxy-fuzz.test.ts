@@ -426,6 +426,12 @@ describe('sandbox proxy fuzz', () => {
     expect(performance.now() - started).toBeGreaterThanOrEqual(IDLE_TIMEOUT_MS - 50);
   });
 
+  it('answers an upgrade to a silent sandbox with a 502 once the idle timeout passes', async () => {
+    const r = await sendRawFull(port, `GET /x/silent HTTP/1.1\r\nHost: h\r\n${route('sbxhostile', HOSTILE_PORT)}Connection: Upgrade\r\nUpgrade: websocket\r\n\r\n`);
+    expect(r.status).toBe(502);
+    expect(JSON.parse(r.body)).toEqual({ sandboxId: 'sbxhostile', message: 'The sandbox did not answer in time', port: HOSTILE_PORT, code: 502 });
+  });
+
   it('refuses a body on GET and both framings at once before they reach the sandbox', async () => {
     const before = seenByGood.length;
     const get = await sendRawFull(port, `GET /te HTTP/1.1\r\nHost: h\r\n${route()}Transfer-Encoding: chunked\r\n\r\n${hexSize(inner.length)}\r\n${inner}\r\n0\r\n\r\n`);

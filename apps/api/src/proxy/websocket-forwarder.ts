@@ -58,6 +58,8 @@ export function forwardUpgrade(
   const clientSocket = client as net.Socket;
   if (idleTimeoutMs > 0 && typeof clientSocket.setTimeout === 'function') {
     clientSocket.setTimeout(idleTimeoutMs, () => {
+      // While the sandbox has not answered, the upstream idle timeout decides (and answers 502).
+      if (!settled) return;
       options.logger.info(log, 'proxy tunnel client idle, closing');
       client.destroy();
     });
