@@ -1,5 +1,4 @@
 import { createHmac, randomBytes } from 'node:crypto';
-import { randomEnvdToken } from '../envd/envd-birth-token.ts';
 
 const ALPHABET = 'abcdefghijklmnopqrstuvwxyz0123456789';
 
@@ -14,8 +13,8 @@ export function normalizeSandboxId(raw: string): string {
 }
 
 /**
- * A sandbox's first envd token, derived from the platform seed (it survives platform restarts and
- * memory pauses). A resume from disk boots a new envd and rotates it (rotatedEnvdAccessToken).
+ * A sandbox's envd token, derived from the platform seed: it survives platform restarts, pauses and
+ * resumes (also from disk) unchanged, because SDK objects keep the token they were created with.
  */
 export function envdAccessToken(seed: string, sandboxId: string): string {
   return createHmac('sha256', seed).update(sandboxId).digest('hex');
@@ -25,7 +24,3 @@ export function trafficAccessToken(seed: string, sandboxId: string): string {
   return createHmac('sha256', seed).update(`sandbox-traffic-${sandboxId}`).digest('hex');
 }
 
-/** A fresh random token for a sandbox resumed from its committed filesystem. */
-export function rotatedEnvdAccessToken(): string {
-  return randomEnvdToken();
-}

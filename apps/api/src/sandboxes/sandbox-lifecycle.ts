@@ -5,7 +5,7 @@ import type { RoutableSandbox, SandboxDirectory } from '../proxy/sandbox-directo
 import type { SandboxRuntime } from '../runtime/sandbox-runtime.ts';
 import type { ResolvedTemplate } from '../templates/template-model.ts';
 import { bootSandbox, initFor } from './sandbox-boot.ts';
-import { envdAccessToken, newSandboxId, rotatedEnvdAccessToken, trafficAccessToken } from './sandbox-identity.ts';
+import { envdAccessToken, newSandboxId, trafficAccessToken } from './sandbox-identity.ts';
 import { MetricsRecorder } from './metrics-recorder.ts';
 import { egressPolicy, egressUpdate, type NetworkUpdate } from './network-rules.ts';
 import type { SandboxNetwork, SandboxRecord } from './sandbox-record.ts';
@@ -355,8 +355,8 @@ export class SandboxLifecycle implements SandboxDirectory {
     if (record.pausedImage) {
       const release = this.registry.reserveSlots(1);
       try {
-        // A cold boot is a new envd: it gets a new token, which connect/resume hand to the SDK.
-        record.envdAccessToken = rotatedEnvdAccessToken();
+        // The token stays the same across a cold boot, as in the reference: an SDK object's own connect()
+        // keeps the token it has, so a rotated one would lock it out of its sandbox.
         const booted = await bootSandbox(this.deps.runtime, record, record.pausedImage, this.log(record.sandboxId));
         record.containerId = booted.containerId;
         record.address = booted.address;
