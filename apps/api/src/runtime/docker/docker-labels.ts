@@ -5,3 +5,8 @@ export const TEMPLATE_LABEL = 'dev.tidepool.template-id';
 export const ENVD_VERSION_LABEL = 'dev.tidepool.envd-version';
 /** Which platform (data directory) owns a container or image: several platforms may share one engine. */
 export const PLATFORM_LABEL = 'dev.tidepool.platform-id';
+/**
+ * Set by the template builder on its work containers (templates/build/build-labels.ts). A build container
+ * started from a snapshot image inherits that sandbox's label, so sandbox listings skip this role.
+ */
+export const BUILD_ROLE_LABEL = 'dev.tidepool.build-role';

@@ -4,7 +4,7 @@ import { envdTokenArchive } from '../../envd/envd-birth-token.ts';
 import { ContainerHardening } from './container-hardening.ts';
 import type { EngineEvent, EngineEventStream } from '../engine-events.ts';
 import type { ContainerSpec, ContainerStatus, EgressPolicy, ManagedContainer, SandboxImage, SandboxRuntime, StartedContainer } from '../sandbox-runtime.ts';
-import { ENVD_VERSION_LABEL, PLATFORM_LABEL, SANDBOX_LABEL, TEMPLATE_LABEL } from './docker-labels.ts';
+import { BUILD_ROLE_LABEL, ENVD_VERSION_LABEL, PLATFORM_LABEL, SANDBOX_LABEL, TEMPLATE_LABEL } from './docker-labels.ts';
 import { followSandboxEvents } from './docker-events.ts';
 import { PAUSED_IMAGE_REPOSITORY, pausedImageRef, sandboxOfImage } from './paused-image.ts';
 import { EgressProxy } from './egress-proxy.ts';
@@ -294,7 +294,7 @@ export class DockerRuntime implements SandboxRuntime {
   async listManaged(): Promise<ManagedContainer[]> {
     const containers = await this.docker.listContainers({ all: true, filters: { label: [SANDBOX_LABEL] } });
     return containers
-      .filter((c) => this.isOurs(c.Labels))
+      .filter((c) => this.isOurs(c.Labels) && c.Labels[BUILD_ROLE_LABEL] === undefined)
       .map((c) => ({
         containerId: c.Id,
         sandboxId: c.Labels[SANDBOX_LABEL],
