@@ -84,8 +84,10 @@ describe('egress rules', () => {
     await sbx.kill();
   });
 
-  it('keeps the rules across pause/resume (memory and filesystem) and an API restart', async () => {
+  it('keeps the rules across a snapshot, pause/resume (memory and filesystem) and an API restart', async () => {
     let sbx = await create({ network: { allowOut: [first], denyOut: ['198.18.0.0/15'] } });
+    expect(await reachability(sbx)).toEqual([true, false]);
+    await sbx.createSnapshot();
     expect(await reachability(sbx)).toEqual([true, false]);
     await sbx.pause();
     sbx = await Sandbox.connect(sbx.sandboxId, platform.sdk);

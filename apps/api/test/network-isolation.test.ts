@@ -120,4 +120,17 @@ describe('sandbox network isolation', () => {
     expect((await tcpProbe(a, standin.internet[0], 8099)).open).toBe(true);
     expect(await throughProxy(b, 8080)).toBe(200);
   });
+
+  it('keeps isolation after an API restart (the rules are re-installed, the sandboxes adopted)', async () => {
+    const { dataDir, apiKey } = platform;
+    await platform.close({ keepSandboxes: true });
+    platform = await startTestPlatform({ host: '0.0.0.0', sandboxNetwork: NETWORK, apiKeys: [apiKey] }, dataDir);
+    a = await Sandbox.connect(a.sandboxId, platform.sdk);
+    b = await Sandbox.connect(b.sandboxId, platform.sdk);
+    expectClosed(await tcpProbe(a, addressOf(b), 49983));
+    expectClosed(await tcpProbe(a, gateway, apiPort()));
+    expectClosed(await tcpProbe(a, standin.privateAddresses[0]!, 8099));
+    expect((await tcpProbe(a, standin.internet[0], 8099)).open).toBe(true);
+    expect(await throughProxy(b, 8080)).toBe(200);
+  });
 });
