@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import { type Static, Type } from '@sinclair/typebox';
 import { Value } from '@sinclair/typebox/value';
 
@@ -82,6 +83,20 @@ function integer(raw: string | undefined, fallback: number): number | string {
   return /^-?\d+$/.test(raw.trim()) ? Number(raw) : raw;
 }
 
+/**
+ * 16384 open files per sandbox process, but never above this process's own hard limit: the engine is
+ * normally started from the same environment, and runc refuses a container asking for more than it has.
+ */
+function defaultNofile(): number {
+  try {
+    const line = readFileSync('/proc/self/limits', 'utf8').split('\n').find((l) => l.startsWith('Max open files'));
+    const hard = Number(line?.trim().split(/\s+/)[4]);
+    return Number.isInteger(hard) && hard > 0 ? Math.min(16384, hard) : 16384;
+  } catch {
+    return 16384;
+  }
+}
+
 /** `from=to,from2=to2` → a map; a malformed entry is returned as is so validation names it. */
 function imageAliases(raw: string | undefined, baseImage: string): Record<string, string> | string {
   const aliases: Record<string, string> = { 'e2bdev/base': baseImage };
@@ -116,7 +131,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     proxyMaxConnectionsPerClient: integer(env.TIDEPOOL_PROXY_MAX_CONNECTIONS_PER_CLIENT, 2000),
     proxyIdleTimeoutSeconds: integer(env.TIDEPOOL_PROXY_IDLE_TIMEOUT, 620),
     sandboxPidsLimit: integer(env.TIDEPOOL_SANDBOX_PIDS_LIMIT, 1024),
-    sandboxNofile: integer(env.TIDEPOOL_SANDBOX_NOFILE, 16384),
+    sandboxNofile: integer(env.TIDEPOOL_SANDBOX_NOFILE, defaultNofile()),
     sandboxNproc: integer(env.TIDEPOOL_SANDBOX_NPROC, 65536),
     sandboxDiskMB: integer(env.TIDEPOOL_SANDBOX_DISK_MB, 10240),
     containerRuntime: (env.TIDEPOOL_CONTAINER_RUNTIME ?? '').trim(),
