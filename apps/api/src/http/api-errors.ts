@@ -1,4 +1,4 @@
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyReply } from 'fastify';
 import { type FailureKind, PlatformError } from '../errors.ts';
 
 const STATUS: Record<FailureKind, number> = {
@@ -16,6 +16,14 @@ export function statusOf(error: Error & { statusCode?: number; validation?: unkn
   if (error.validation) return 400;
   if (error.statusCode && error.statusCode >= 400 && error.statusCode < 500) return error.statusCode;
   return 500;
+}
+
+/**
+ * Failures fastify answers before any route runs (a URL that does not decode, a path parameter longer
+ * than `maxParamLength`): the same `{code, message}` shape, always 400.
+ */
+export function answerFrameworkError(error: Error, _request: unknown, reply: FastifyReply): void {
+  void reply.code(400).header('content-type', 'application/json; charset=utf-8').send({ code: 400, message: error.message });
 }
 
 /** Classifies every failure of a platform route into `{code, message}` in one place. */
