@@ -163,7 +163,7 @@ describe('template, build, tag, upload, snapshot and fork routes under fuzz', ()
 
   it('registration bodies (v2, v3)', async () => {
     const failures: string[] = [];
-    for (const variant of bodyVariants({ name: 'fuzz-new', tags: ['a'], cpuCount: 2, memoryMB: 1024, minFreeDiskMb: 10 }, rng)) {
+    for (const variant of bodyVariants({ name: 'fuzz-new', tags: ['a'], cpuCount: 2, memoryMB: 1024, minFreeDiskMb: 10, teamID: 'team' }, rng)) {
       await check(failures, variant.label, 'POST', '/v3/templates', variant.body, variant.headers);
     }
     for (const variant of bodyVariants({ alias: 'fuzz-new2', cpuCount: 2, memoryMB: 1024 }, rng)) {
@@ -208,6 +208,20 @@ describe('template, build, tag, upload, snapshot and fork routes under fuzz', ()
     for (const steps of ['[{"type":1}]', '[{"args":"x"}]', '[{"type":"RUN","args":[1]}]', '[{"type":"COPY","filesHash":"zz"}]', '[null]', '["RUN"]', JSON.stringify(Array.from({ length: 5000 }, () => step))]) {
       await check(failures, `steps ${steps.slice(0, 40)}`, 'POST', target, Buffer.from(`{"fromImage":"ubuntu:22.04","steps":${steps}}`));
     }
+    // Bounds of the schema: refused with 400 before the build is even looked up.
+    const limits = [
+      { steps: Array.from({ length: 1001 }, () => step) },
+      { steps: [{ type: 'ENV', args: Array.from({ length: 10_001 }, () => 'a') }] },
+      { startCmd: 's'.repeat(100_001) },
+      { readyCmd: 'r'.repeat(100_001) },
+      { fromImage: 'ubuntu:22.04', fromImageRegistry: { type: 't'.repeat(65) } },
+    ];
+    for (const body of limits) {
+      const answer = await check(failures, `limit ${Object.keys(body).join(',')}`, 'POST', target, Buffer.from(JSON.stringify(body)));
+      if (answer.status !== 400) failures.push(`limit ${Object.keys(body).join(',')}: HTTP ${answer.status}, expected 400`);
+    }
+    const team = await check(failures, 'teamID limit', 'POST', '/v3/templates', Buffer.from(JSON.stringify({ name: 'fuzz-team', teamID: 't'.repeat(129) })));
+    if (team.status !== 400) failures.push(`teamID limit: HTTP ${team.status}, expected 400`);
     // The registered build: semantically invalid requests must be refused and leave it waiting.
     for (const body of [{ fromImage: 'ubuntu:22.04', fromTemplate: 'base' }, { fromImage: 'UPPER CASE!!' }, { fromImageRegistry: { type: 'aws' } }, { fromImage: 'ubuntu:22.04', steps: [{ type: 'BOGUS' }] }, { fromImage: 'ubuntu:22.04', steps: [{ type: 'COPY', args: ['a', 'b'], filesHash: 'nothex' }] }]) {
       await check(failures, JSON.stringify(body).slice(0, 60), 'POST', `/v2/templates/${templateId}/builds/${buildId}`, Buffer.from(JSON.stringify(body)));

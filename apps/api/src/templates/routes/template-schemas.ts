@@ -3,6 +3,9 @@ import { Type } from '@sinclair/typebox';
 const CpuCount = Type.Integer({ minimum: 1, maximum: 64 });
 const MemoryMB = Type.Integer({ minimum: 128, maximum: 262_144 });
 const Name = Type.String({ minLength: 1, maxLength: 300 });
+const TeamId = Type.String({ maxLength: 128 });
+/** Commands of a build (start, ready): generous, but bounded before they reach the builder. */
+const Command = Type.String({ maxLength: 100_000 });
 
 export const TemplateParams = Type.Object({ templateID: Type.String({ minLength: 1, maxLength: 300 }) });
 export const BuildParams = Type.Object({ templateID: Type.String({ minLength: 1, maxLength: 300 }), buildID: Type.String({ minLength: 1, maxLength: 64 }) });
@@ -10,7 +13,7 @@ export const FileParams = Type.Object({ templateID: Type.String({ minLength: 1, 
 export const AliasParams = Type.Object({ alias: Name });
 
 export const RegisterV2Body = Type.Object(
-  { alias: Name, teamID: Type.Optional(Type.String()), cpuCount: Type.Optional(CpuCount), memoryMB: Type.Optional(MemoryMB) },
+  { alias: Name, teamID: Type.Optional(TeamId), cpuCount: Type.Optional(CpuCount), memoryMB: Type.Optional(MemoryMB) },
   { additionalProperties: true },
 );
 
@@ -19,7 +22,7 @@ export const RegisterV3Body = Type.Object(
     name: Type.Optional(Name),
     alias: Type.Optional(Name),
     tags: Type.Optional(Type.Array(Type.String({ maxLength: 128 }), { maxItems: 50 })),
-    teamID: Type.Optional(Type.String()),
+    teamID: Type.Optional(TeamId),
     cpuCount: Type.Optional(CpuCount),
     memoryMB: Type.Optional(MemoryMB),
     minFreeDiskMb: Type.Optional(Type.Integer({ minimum: 0 })),
@@ -30,7 +33,7 @@ export const RegisterV3Body = Type.Object(
 const Step = Type.Object(
   {
     type: Type.String({ maxLength: 32 }),
-    args: Type.Optional(Type.Array(Type.String())),
+    args: Type.Optional(Type.Array(Type.String(), { maxItems: 10_000 })),
     filesHash: Type.Optional(Type.String({ maxLength: 128 })),
     force: Type.Optional(Type.Boolean()),
     forceUpload: Type.Optional(Type.Boolean()),
@@ -44,11 +47,11 @@ export const BuildStartBody = Type.Object(
   {
     fromImage: Type.Optional(Type.String({ maxLength: 512 })),
     fromTemplate: Type.Optional(Type.String({ maxLength: 300 })),
-    fromImageRegistry: Type.Optional(Type.Object({ type: Type.String() }, { additionalProperties: true })),
+    fromImageRegistry: Type.Optional(Type.Object({ type: Type.String({ maxLength: 64 }) }, { additionalProperties: true })),
     force: Type.Optional(Type.Boolean()),
-    steps: Type.Optional(Type.Array(Step)),
-    startCmd: Type.Optional(Type.String()),
-    readyCmd: Type.Optional(Type.String()),
+    steps: Type.Optional(Type.Array(Step, { maxItems: 1000 })),
+    startCmd: Type.Optional(Command),
+    readyCmd: Type.Optional(Command),
   },
   { additionalProperties: true },
 );
@@ -74,7 +77,7 @@ export const LogsQuery = Type.Object(
 );
 
 export const PageQuery = Type.Object(
-  { limit: Type.Optional(Type.String({ pattern: '^[0-9]{1,4}$' })), nextToken: Type.Optional(Type.String({ maxLength: 512 })), teamID: Type.Optional(Type.String()) },
+  { limit: Type.Optional(Type.String({ pattern: '^[0-9]{1,4}$' })), nextToken: Type.Optional(Type.String({ maxLength: 512 })), teamID: Type.Optional(TeamId) },
   { additionalProperties: true },
 );
 
