@@ -30,6 +30,9 @@ const SEED = Number(process.env.ENVD_FUZZ_SEED ?? 20261123);
 const MISSING_PID = 4194305;
 const ALLOWED_CODES = new Set(['invalid_argument', 'not_found', 'unimplemented', 'unauthenticated', 'failed_precondition', 'already_exists', 'resource_exhausted', 'deadline_exceeded']);
 
+/** Messages the reference agent sends as `internal` for a real process in the wrong mode (kept for compatibility). */
+const REFERENCE_INTERNAL = /^(error writing to stdin: stdin not enabled or closed|tty not assigned to process)$/;
+
 let envd: RunningEnvd;
 let scratch: string;
 let home: string;
@@ -394,6 +397,41 @@ describe.each(['json', 'proto'] as const)('envd RPC fuzz (%s)', (encoding) => {
       await until(async () => (await listProcesses()) === 0, 10_000);
       await expectHealthy();
     });
+  });
+});
+
+describe('envd RPC fuzz against live processes', () => {
+  it('answers odd PTY sizes, signals and inputs for a running PTY process without crashing', async () => {
+    const client = createClient(Process, createConnectTransport({ baseUrl: envd.url, httpVersion: '1.1' }));
+    const stream = client.start({ process: { cmd: 'sleep', args: ['30'] }, pty: { size: { cols: 80, rows: 24 } }, stdin: false, tag: 'fuzz-pty' });
+    const iterator = stream[Symbol.asyncIterator]();
+    const first = await iterator.next();
+    const event = first.value?.event?.event;
+    if (event?.case !== 'start') throw new Error('expected a start event');
+    const pid = event.value.pid;
+    const failures: string[] = [];
+    const call = async (method: string, json: string): Promise<void> => {
+      const answer = await rawRequest(envd.url, { path: `/process.Process/${method}`, headers: { 'content-type': 'application/json' }, body: Buffer.from(json) });
+      const outcome = classifyAnswer(answer, false);
+      // The reference agent answers these two with `internal`, and process-connect.test.ts pins them.
+      const referenceInternal = outcome.kind === 'error' && outcome.code === 'internal' && REFERENCE_INTERNAL.test(outcome.message);
+      if (outcome.kind === 'error' && !ALLOWED_CODES.has(outcome.code) && !referenceInternal) failures.push(`${method} ${json.slice(0, 80)}: ${outcome.code} ${outcome.message}`);
+    };
+    for (const [cols, rows] of [[0, 0], [0, 24], [65535, 65535], [65536, 1], [4294967295, 4294967295], [1, 1]]) {
+      await call('Update', JSON.stringify({ process: { pid }, pty: { size: { cols, rows } } }));
+    }
+    await call('Update', JSON.stringify({ process: { pid }, pty: {} }));
+    await call('Update', JSON.stringify({ process: { pid } }));
+    for (const signal of [0, 1, 2, 19, 64, 65, 2147483647, -1]) await call('SendSignal', JSON.stringify({ process: { pid }, signal }));
+    await call('SendInput', JSON.stringify({ process: { pid }, input: { stdin: 'aGk=' } }));
+    await call('SendInput', JSON.stringify({ process: { pid }, input: { pty: Buffer.alloc(1 << 20, 0x61).toString('base64') } }));
+    await call('SendInput', JSON.stringify({ process: { pid }, input: {} }));
+    await call('CloseStdin', JSON.stringify({ process: { pid } }));
+    await call('SendSignal', JSON.stringify({ process: { tag: 'fuzz-pty' }, signal: 'SIGNAL_SIGKILL' }));
+    for (;;) if ((await iterator.next()).done) break;
+    expect(failures).toEqual([]);
+    await until(async () => (await listProcesses()) === 0, 10_000);
+    await expectHealthy();
   });
 });
 
