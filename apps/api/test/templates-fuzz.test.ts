@@ -289,7 +289,7 @@ describe('template, build, tag, upload, snapshot and fork routes under fuzz', ()
     expect(failures).toEqual([]);
   });
 
-  it('snapshots and forks', async () => {
+  it('snapshots and forks', { timeout: 120_000 }, async () => {
     const failures: string[] = [];
     for (const id of BAD_IDS) {
       await check(failures, 'snapshot', 'POST', `/sandboxes/${id}/snapshots`, Buffer.from('{"name":"snap"}'));
@@ -300,6 +300,31 @@ describe('template, build, tag, upload, snapshot and fork routes under fuzz', ()
     for (const count of ['0', '-1', '1000000', '2147483648']) await check(failures, `count ${count}`, 'POST', '/sandboxes/inone123/fork', Buffer.from(`{"count":${count}}`));
     for (const query of ['sandboxID=..', 'sandboxID=' + 's'.repeat(200), 'name=%ff', 'limit=-1', 'limit=abc', 'nextToken=junk', 'sandboxID=a&sandboxID=b', 'name=a:b:c']) {
       await check(failures, query, 'GET', `/snapshots?${query}`);
+    }
+    // A live sandbox: rejected snapshot and fork requests must create no snapshot and no sandbox.
+    const created = await api(platform, 'POST', '/sandboxes', { templateID: 'base', timeout: 120 });
+    expect(created.status).toBe(201);
+    const live = created.body.sandboxID as string;
+    const sandboxCount = async () => ((await api(platform, 'GET', '/v2/sandboxes?limit=100')).body as unknown[]).length;
+    const snapshotCount = async () => ((await api(platform, 'GET', '/snapshots')).body as unknown[]).length;
+    try {
+      const [sandboxesBefore, snapshotsBefore] = [await sandboxCount(), await snapshotCount()];
+      const refused: [string, string, string][] = [];
+      for (const name of ['bad name', '..', 'ns/', '/', 'a:b:c', 'a:', '-x', '\u0000', 'x'.repeat(301), 'y'.repeat(129), 'base', 'ok:.tag']) {
+        refused.push(['snapshot', `/sandboxes/${live}/snapshots`, JSON.stringify({ name })]);
+      }
+      for (const value of WRONG_VALUES.filter((v) => !['null', '"x"', '""'].includes(v))) refused.push(['snapshot', `/sandboxes/${live}/snapshots`, `{"name":${value}}`]);
+      for (const count of ['0', '-1', '101', '1000000', '2147483648', '1.5', '"2"', 'null', '[]']) refused.push(['fork', `/sandboxes/${live}/fork`, `{"count":${count}}`]);
+      for (const timeout of ['0', '-1', '1e999', '99999999999', '"60"', '1.5', '{}']) refused.push(['fork', `/sandboxes/${live}/fork`, `{"count":1,"timeout":${timeout}}`]);
+      for (const [label, path, body] of refused) {
+        const answer = await check(failures, `${label} ${body.slice(0, 60)}`, 'POST', path, Buffer.from(body));
+        if (answer.status < 400) failures.push(`${label} ${body.slice(0, 60)}: accepted (${answer.status})`);
+      }
+      expect(failures).toEqual([]);
+      expect(await sandboxCount()).toBe(sandboxesBefore);
+      expect(await snapshotCount()).toBe(snapshotsBefore);
+    } finally {
+      await api(platform, 'DELETE', `/sandboxes/${live}`);
     }
     expect(failures).toEqual([]);
     process.stderr.write(`templates fuzz: ${counts.cases} requests (${counts.accepted} accepted), seed ${SEED}\n`);
