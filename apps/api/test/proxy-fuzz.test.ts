@@ -11,6 +11,7 @@ import net from 'node:net';
 import { once } from 'node:events';
 import Fastify, { type FastifyInstance } from 'fastify';
 import pino from 'pino';
+import { Prng } from '@tidepool/testkit';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { installSandboxProxy } from '../src/proxy/sandbox-proxy.ts';
 import type { RoutableSandbox, SandboxDirectory } from '../src/proxy/sandbox-directory.ts';
@@ -30,26 +31,7 @@ const GOOD_PORT = 18_100 + Math.floor(Math.random() * 800);
 const HOSTILE_PORT = GOOD_PORT + 1;
 const DOMAIN = 'fuzz.test';
 
-/** mulberry32: small, fast, seedable. */
-function prng(seed: number): { next: () => number; int: (n: number) => number; pick: <T>(xs: readonly T[]) => T; bytes: (n: number) => Buffer } {
-  let a = seed >>> 0;
-  const next = (): number => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-  const int = (n: number): number => Math.floor(next() * n);
-  return {
-    next,
-    int,
-    pick: (xs) => xs[int(xs.length)]!,
-    bytes: (n) => Buffer.from(Array.from({ length: n }, () => int(256))),
-  };
-}
-
-type Rng = ReturnType<typeof prng>;
+type Rng = Prng;
 
 class FuzzDirectory implements SandboxDirectory {
   private readonly sandboxes = new Map<string, RoutableSandbox>();
@@ -228,7 +210,7 @@ function hostileReply(rng: Rng, forUpgrade: boolean): Buffer | null | 'close' {
 }
 
 function replyFor(n: number, forUpgrade: boolean): Buffer | null | 'close' {
-  return hostileReply(prng(SEED ^ Math.imul(n, 2654435761)), forUpgrade);
+  return hostileReply(new Prng(SEED ^ Math.imul(n, 2654435761)), forUpgrade);
 }
 
 function describeReply(n: number, forUpgrade: boolean): string {
@@ -481,7 +463,7 @@ describe('sandbox proxy fuzz', () => {
   }
 
   it(`answers ${CLIENT_CASES} malformed client requests with 4xx/502 or a relayed answer, and never smuggles`, async () => {
-    const rng = prng(SEED);
+    const rng = new Prng(SEED);
     const statuses = new Map<string, number>();
     for (let start = 0; start < CLIENT_CASES; start += BATCH) {
       const cases = Array.from({ length: Math.min(BATCH, CLIENT_CASES - start) }, () => hostileRequest(rng));

@@ -1,28 +1,13 @@
 import { readdirSync } from 'node:fs';
 import { request as httpRequest } from 'node:http';
 import { join } from 'node:path';
+import { Prng } from '@tidepool/testkit';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { api, startTestPlatform, type TestPlatform } from './support/start-platform.ts';
 
 /** Seed of the run; set TEMPLATES_FUZZ_SEED to replay one. */
 const SEED = Number(process.env.TEMPLATES_FUZZ_SEED ?? 8);
 
-class Prng {
-  constructor(private state: number) {}
-  next(): number {
-    this.state = (this.state + 0x6d2b79f5) | 0;
-    let t = this.state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  }
-  pick<T>(items: readonly T[]): T {
-    return items[Math.floor(this.next() * items.length)];
-  }
-  bytes(length: number): Buffer {
-    return Buffer.from(Array.from({ length }, () => Math.floor(this.next() * 256)));
-  }
-}
 
 interface Answer {
   status: number;

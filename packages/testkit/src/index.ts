@@ -31,3 +31,4 @@ export { BUSYBOX_IMAGE, ensureBusyboxImage } from './busybox-image.ts';
 export { fetchDebianPackage, extractDebianPackage } from './debian-packages.ts';
 export { imageLabel } from './image-labels.ts';
 export { buildSandboxImage, sandboxDockerfile, sandboxImageName, type SandboxImage } from './sandbox-image.ts';
+export { Prng } from './seeded-random.ts';
