@@ -1,3 +1,5 @@
+import { STATUS_CODES } from 'node:http';
+import type { Socket } from 'node:net';
 import type { FastifyInstance, FastifyReply } from 'fastify';
 import { type FailureKind, PlatformError } from '../errors.ts';
 
@@ -24,6 +26,23 @@ export function statusOf(error: Error & { statusCode?: number; validation?: unkn
  */
 export function answerFrameworkError(error: Error, _request: unknown, reply: FastifyReply): void {
   void reply.code(400).header('content-type', 'application/json; charset=utf-8').send({ code: 400, message: error.message });
+}
+
+/**
+ * Requests Node's HTTP parser refuses before fastify sees them (headers or URL over 16 KiB, garbage on the
+ * wire, a client too slow to send its request): the same `{code, message}` shape, then the connection closes.
+ */
+export function answerClientError(error: Error & { code?: string }, socket: Socket): void {
+  if (error.code === 'ECONNRESET' || socket.destroyed) return;
+  const [status, message] =
+    error.code === 'HPE_HEADER_OVERFLOW'
+      ? [431, 'request headers (URL included) exceed the allowed size']
+      : error.code === 'ERR_HTTP_REQUEST_TIMEOUT'
+        ? [408, 'request not received in time']
+        : [400, 'malformed HTTP request'];
+  const body = JSON.stringify({ code: status, message });
+  const head = [`HTTP/1.1 ${status} ${STATUS_CODES[status]}`, 'Content-Type: application/json; charset=utf-8', `Content-Length: ${Buffer.byteLength(body)}`, 'Connection: close'];
+  socket.end(`${head.join('\r\n')}\r\n\r\n${body}`);
 }
 
 /** Classifies every failure of a platform route into `{code, message}` in one place. */

@@ -16,7 +16,7 @@ import { registerTemplateBuildRoutes } from '../templates/routes/template-build-
 import type { TemplateRouteDeps } from '../templates/routes/template-route-deps.ts';
 import { registerTemplateRoutes } from '../templates/routes/template-routes.ts';
 import { registerTemplateTagRoutes } from '../templates/routes/template-tag-routes.ts';
-import { answerFrameworkError, installApiErrorHandler } from './api-errors.ts';
+import { answerClientError, answerFrameworkError, installApiErrorHandler } from './api-errors.ts';
 import { installApiKeyAuth } from './api-key-auth.ts';
 import { installLenientJsonBody } from './json-body.ts';
 
@@ -44,6 +44,7 @@ export function buildApiServer(deps: ApiServerDeps): FastifyInstance {
     // Long IDs reach the route schemas (which answer 400 with their limit) instead of the router.
     maxParamLength: 1000,
     frameworkErrors: answerFrameworkError,
+    clientErrorHandler: answerClientError,
   }).withTypeProvider<TypeBoxTypeProvider>();
   installSandboxProxy(app, { directory: deps.lifecycle, domain: deps.domain, logger: deps.logger, limits: deps.proxyLimits });
   installApiErrorHandler(app);
