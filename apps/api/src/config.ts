@@ -44,6 +44,8 @@ export const ConfigSchema = Type.Object({
   sandboxDiskMB: Type.Integer({ minimum: 0 }),
   /** OCI runtime for sandboxes and builds (`runsc` = gVisor), checked against `docker info` at startup; '' = the engine's default. */
   containerRuntime: Type.String({ pattern: '^[A-Za-z0-9._-]*$' }),
+  /** `<dataDir>/volumes` as the container engine sees it (absolute; differs when the API runs in a container); '' = the API's own path. */
+  volumesHostDir: Type.String({ pattern: '^(/.*)?$' }),
 });
 
 export type Config = Static<typeof ConfigSchema>;
@@ -74,6 +76,7 @@ const ENV_NAMES: Record<keyof Config, string> = {
   sandboxNproc: 'TIDEPOOL_SANDBOX_NPROC',
   sandboxDiskMB: 'TIDEPOOL_SANDBOX_DISK_MB',
   containerRuntime: 'TIDEPOOL_CONTAINER_RUNTIME',
+  volumesHostDir: 'TIDEPOOL_VOLUMES_HOST_DIR',
 };
 
 export class ConfigError extends Error {}
@@ -135,6 +138,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     sandboxNproc: integer(env.TIDEPOOL_SANDBOX_NPROC, 65536),
     sandboxDiskMB: integer(env.TIDEPOOL_SANDBOX_DISK_MB, 10240),
     containerRuntime: (env.TIDEPOOL_CONTAINER_RUNTIME ?? '').trim(),
+    volumesHostDir: (env.TIDEPOOL_VOLUMES_HOST_DIR ?? '').trim(),
     ...overrides,
   };
   if (overrides.imageAliases === undefined) {

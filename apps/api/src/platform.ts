@@ -1,4 +1,5 @@
 import type { AddressInfo } from 'node:net';
+import { resolve } from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import pino, { type Logger } from 'pino';
 import { type Config, loadConfig } from './config.ts';
@@ -21,6 +22,9 @@ import { TemplateCatalog } from './templates/template-catalog.ts';
 import { removeTemplate } from './templates/template-removal.ts';
 import { TemplateStore } from './templates/template-store.ts';
 import { registerBaseTemplate } from './templates/base-template.ts';
+import { VolumeCatalog } from './volumes/volume-catalog.ts';
+import { VolumeStorage } from './volumes/volume-storage.ts';
+import { VolumeStore } from './volumes/volume-store.ts';
 
 /** How long shutdown waits for sandbox operations in flight. */
 const SHUTDOWN_DRAIN_MS = 15_000;
@@ -93,6 +97,13 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
     const templateStore = new TemplateStore(db);
     const templates = new TemplateCatalog(templateStore);
     await registerBaseTemplate(templates, runtime, config.baseImage, logger);
+    const volumesRoot = resolve(config.dataDir, 'volumes');
+    const volumes = new VolumeCatalog({
+      store: new VolumeStore(db),
+      storage: new VolumeStorage(volumesRoot, config.volumesHostDir || volumesRoot, logger),
+      logger,
+    });
+    volumes.start();
     const sandboxes = new SandboxStore(db);
     lifecycle = new SandboxLifecycle({
       store: sandboxes,
@@ -147,6 +158,7 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
       runtime,
       keys,
       sandboxes,
+      volumes,
       domain: config.domain,
       timeouts: { defaultSeconds: config.defaultTimeoutSeconds, maxSeconds: config.maxTimeoutSeconds },
       logger,

@@ -12,6 +12,8 @@ import type { SandboxLifecycle } from '../sandboxes/sandbox-lifecycle.ts';
 import type { SandboxStore } from '../sandboxes/sandbox-store.ts';
 import type { KeyStore } from '../store/key-store.ts';
 import type { SandboxRuntime } from '../runtime/sandbox-runtime.ts';
+import type { VolumeCatalog } from '../volumes/volume-catalog.ts';
+import { registerVolumeRoutes } from '../volumes/routes/volume-routes.ts';
 import { registerTemplateBuildRoutes } from '../templates/routes/template-build-routes.ts';
 import type { TemplateRouteDeps } from '../templates/routes/template-route-deps.ts';
 import { registerTemplateRoutes } from '../templates/routes/template-routes.ts';
@@ -24,6 +26,8 @@ export interface ApiServerDeps {
   lifecycle: SandboxLifecycle;
   keys: KeyStore;
   sandboxes: SandboxStore;
+  /** Volumes: their rows, tokens and content directories. */
+  volumes: VolumeCatalog;
   domain: string;
   timeouts: TimeoutRules;
   templates: TemplateRouteDeps;
@@ -58,5 +62,6 @@ export function buildApiServer(deps: ApiServerDeps): FastifyInstance {
   registerTemplateRoutes(app, deps.templates);
   registerTemplateBuildRoutes(app, deps.templates);
   registerTemplateTagRoutes(app, deps.templates);
+  registerVolumeRoutes(app, deps.volumes);
   return app;
 }

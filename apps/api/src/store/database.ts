@@ -60,6 +60,9 @@ const MIGRATIONS: string[] = [
    ALTER TABLE templates_v2 RENAME TO templates;
    ALTER TABLE sandboxes ADD COLUMN build_id TEXT NOT NULL DEFAULT 'base';
    ALTER TABLE sandboxes ADD COLUMN defaults TEXT NOT NULL DEFAULT '{"user":"user","workdir":"/home/user","envs":{},"startCmd":null,"readyCmd":null}';`,
+  // Volumes: named directories under <dataDir>/volumes/<volume_id>; sandboxes remember what they mount.
+  `CREATE TABLE volumes (volume_id TEXT PRIMARY KEY, name TEXT NOT NULL UNIQUE, token TEXT NOT NULL, created_at TEXT NOT NULL);
+   ALTER TABLE sandboxes ADD COLUMN volume_mounts TEXT NOT NULL DEFAULT '[]';`,
 ];
 
 /** Opens (creating if needed) the platform database in the data directory and migrates it. */

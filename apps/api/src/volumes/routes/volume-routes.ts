@@ -1,0 +1,30 @@
+import { type Static, Type } from '@sinclair/typebox';
+import type { FastifyInstance } from 'fastify';
+import type { VolumeCatalog } from '../volume-catalog.ts';
+import type { Volume } from '../volume-model.ts';
+
+/** Bounded before the catalog applies the name rule (which answers with a clear message). */
+const NewVolumeBody = Type.Object({ name: Type.String({ maxLength: 1000 }) }, { additionalProperties: true });
+const VolumeParams = Type.Object({ volumeID: Type.String({ minLength: 1, maxLength: 128 }) });
+
+/** `VolumeAndToken`: no `domain`, so the SDK reaches the content API at `E2B_VOLUME_API_URL` (this platform's origin). */
+const volumeAndToken = (v: Volume) => ({ volumeID: v.volumeID, name: v.name, token: v.token });
+
+/** `POST/GET /volumes`, `GET/DELETE /volumes/{volumeID}` (API key). */
+export function registerVolumeRoutes(app: FastifyInstance, volumes: VolumeCatalog): void {
+  app.post('/volumes', { schema: { body: NewVolumeBody } }, async (request, reply) => {
+    const volume = volumes.create((request.body as Static<typeof NewVolumeBody>).name);
+    return reply.code(201).send(volumeAndToken(volume));
+  });
+
+  app.get('/volumes', async () => volumes.list().map((v) => ({ volumeID: v.volumeID, name: v.name })));
+
+  app.get('/volumes/:volumeID', { schema: { params: VolumeParams } }, async (request) =>
+    volumeAndToken(volumes.require((request.params as Static<typeof VolumeParams>).volumeID)),
+  );
+
+  app.delete('/volumes/:volumeID', { schema: { params: VolumeParams } }, async (request, reply) => {
+    volumes.remove((request.params as Static<typeof VolumeParams>).volumeID);
+    return reply.code(204).send();
+  });
+}
