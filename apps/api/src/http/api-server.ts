@@ -14,6 +14,7 @@ import type { KeyStore } from '../store/key-store.ts';
 import type { SandboxRuntime } from '../runtime/sandbox-runtime.ts';
 import type { VolumeCatalog } from '../volumes/volume-catalog.ts';
 import { registerVolumeRoutes } from '../volumes/routes/volume-routes.ts';
+import { registerVolumeContentRoutes } from '../volumes/content/volume-content-routes.ts';
 import { registerTemplateBuildRoutes } from '../templates/routes/template-build-routes.ts';
 import type { TemplateRouteDeps } from '../templates/routes/template-route-deps.ts';
 import { registerTemplateRoutes } from '../templates/routes/template-routes.ts';
@@ -63,5 +64,6 @@ export function buildApiServer(deps: ApiServerDeps): FastifyInstance {
   registerTemplateBuildRoutes(app, deps.templates);
   registerTemplateTagRoutes(app, deps.templates);
   registerVolumeRoutes(app, deps.volumes);
+  registerVolumeContentRoutes(app, { volumes: deps.volumes, logger: deps.logger });
   return app;
 }

@@ -1,0 +1,73 @@
+import { randomBytes } from 'node:crypto';
+import { constants, promises as fsp } from 'node:fs';
+import type { FileHandle } from 'node:fs/promises';
+import type { Readable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import { pathConflict, pathNotFound } from './content-errors.ts';
+import type { WriteOptions } from './entry-options.ts';
+import { DEFAULT_FILE_MODE, type OwnerPolicy } from './entry-owner.ts';
+import { toEntryStat, type VolumeEntryStat } from './entry-stat.ts';
+import { baseName, isVolumeRoot, type VolumePath } from './volume-path.ts';
+import { type DirHandle, errnoOf, lstatAt, openParent, parentNotADirectory } from './volume-tree.ts';
+
+const { O_WRONLY, O_CREAT, O_EXCL, O_NOFOLLOW } = constants;
+/** Name prefix of uploads in progress (in the target's own directory, so the final rename is atomic). */
+export const UPLOAD_TEMP_PREFIX = '.tidepool-upload-';
+
+/**
+ * `PUT …/file`: streams the body into a new temporary file beside the target, then puts it in place in
+ * one step — `rename` over an existing file with `force`, otherwise `link`, which fails if the name
+ * was taken meanwhile (409). Until then the target is untouched; on any failure (client gone, disk or
+ * quota full, a bad state) the temporary file is removed, so a write lands whole or not at all.
+ * The parent directory must exist (404).
+ */
+export async function uploadFile(root: DirHandle, path: VolumePath, body: Readable, options: WriteOptions, owners: OwnerPolicy): Promise<VolumeEntryStat> {
+  if (isVolumeRoot(path)) throw pathConflict('path "/" is a directory');
+  const parent = await openParent(root, path.segments, { notDirectory: parentNotADirectory });
+  const name = baseName(path);
+  try {
+    await refuseTaken(parent, name, path, options.force);
+    const tempName = `${UPLOAD_TEMP_PREFIX}${randomBytes(12).toString('hex')}`;
+    const temp = await fsp.open(parent.at(tempName), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0o600);
+    let placed = false;
+    try {
+      await pipeline(body, temp.createWriteStream({ autoClose: false, highWaterMark: 256 * 1024 }));
+      await temp.datasync();
+      await owners.applyToNew(temp, options, DEFAULT_FILE_MODE);
+      const stats = await temp.stat();
+      await place(parent, tempName, name, path, options.force);
+      placed = true;
+      return toEntryStat(stats, name, path.display);
+    } finally {
+      await closeQuietly(temp);
+      if (!placed || !options.force) await fsp.unlink(parent.at(tempName)).catch(() => undefined);
+    }
+  } finally {
+    if (parent !== root) await parent.close();
+  }
+}
+
+async function refuseTaken(parent: DirHandle, name: string, path: VolumePath, force: boolean): Promise<void> {
+  const existing = await lstatAt(parent, name);
+  if (!existing) return;
+  if (existing.isDirectory()) throw pathConflict(`path "${path.display}" is a directory`);
+  if (!force) throw pathConflict(`path "${path.display}" already exists (pass force to overwrite it)`);
+}
+
+async function place(parent: DirHandle, tempName: string, name: string, path: VolumePath, force: boolean): Promise<void> {
+  try {
+    // rename(2) and link(2) never follow a link at the new name: they replace or refuse the link itself.
+    if (force) await fsp.rename(parent.at(tempName), parent.at(name));
+    else await fsp.link(parent.at(tempName), parent.at(name));
+  } catch (error) {
+    const code = errnoOf(error);
+    if (code === 'EEXIST') throw pathConflict(`path "${path.display}" already exists (pass force to overwrite it)`);
+    if (code === 'EISDIR' || code === 'ENOTEMPTY') throw pathConflict(`path "${path.display}" is a directory`);
+    if (code === 'ENOENT') throw pathNotFound(path.display);
+    throw error;
+  }
+}
+
+async function closeQuietly(handle: FileHandle): Promise<void> {
+  await handle.close().catch(() => undefined);
+}

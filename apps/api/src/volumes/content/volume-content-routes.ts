@@ -1,0 +1,125 @@
+import { Readable } from 'node:stream';
+import { Type } from '@sinclair/typebox';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { Logger } from 'pino';
+import type { VolumeCatalog } from '../volume-catalog.ts';
+import { authorizeVolume } from './content-auth.ts';
+import { badRequest, ContentError, contentErrorBody, fromFsError } from './content-errors.ts';
+import { listDirectory } from './dir-listing.ts';
+import { parseDepth, parseMetadataBody, parseWriteQuery } from './entry-options.ts';
+import { makeDirectory, statEntry, updateMetadata } from './entry-ops.ts';
+import { OwnerPolicy } from './entry-owner.ts';
+import { openDownload } from './file-download.ts';
+import { uploadFile } from './file-upload.ts';
+import { removeEntry } from './tree-removal.ts';
+import { parseVolumePath, type VolumePath } from './volume-path.ts';
+import { type DirHandle, openVolumeRoot } from './volume-tree.ts';
+
+/** Prefix of every content route; `X-API-Key` is not asked for under it (see api-key-auth.ts). */
+export const VOLUME_CONTENT_PREFIX = '/volumecontent/';
+
+export interface VolumeContentDeps {
+  volumes: Pick<VolumeCatalog, 'get' | 'contentDir'>;
+  logger: Logger;
+}
+
+const Params = Type.Object({ volumeID: Type.String({ minLength: 1, maxLength: 128 }) });
+type Query = Record<string, unknown>;
+type ContentRequest = FastifyRequest<{ Params: { volumeID: string }; Querystring: Query }>;
+
+/**
+ * The volume-content API (`E2B_VOLUME_API_URL` = this platform's origin): `GET|POST …/dir`,
+ * `GET|PATCH|DELETE …/path`, `GET|PUT …/file` under `/volumecontent/{volumeID}`. Authenticated by
+ * the volume's bearer token alone; errors are `{code: "<status>", message}`.
+ */
+export function registerVolumeContentRoutes(app: FastifyInstance, deps: VolumeContentDeps): void {
+  void app.register(async (scope) => {
+    const owners = new OwnerPolicy(deps.logger);
+    scope.setErrorHandler((error: Error & { validation?: unknown; statusCode?: number }, request, reply) => {
+      void answerError(error, undefined, request, reply);
+    });
+    scope.setNotFoundHandler((request, reply) => {
+      void reply.code(404).send({ code: '404', message: `route ${request.method} ${request.url.split('?')[0]} not found` });
+    });
+
+    /** Authorizes, parses `path`, opens the volume root around `op`, and maps every failure. */
+    const serve = async (request: ContentRequest, reply: FastifyReply, op: (root: DirHandle, path: VolumePath) => Promise<unknown>) => {
+      let path: VolumePath | undefined;
+      try {
+        const { volumeID } = request.params;
+        authorizeVolume(deps.volumes.get(volumeID), volumeID, request.headers.authorization);
+        path = parseVolumePath(request.query.path);
+        const root = await openVolumeRoot(deps.volumes.contentDir(volumeID));
+        try {
+          return await op(root, path);
+        } finally {
+          await root.close();
+        }
+      } catch (error) {
+        return answerError(error as Error, path, request, reply);
+      }
+    };
+
+    const routeOptions = { schema: { params: Params } };
+
+    scope.get<{ Params: { volumeID: string }; Querystring: Query }>('/volumecontent/:volumeID/dir', routeOptions, (request, reply) =>
+      serve(request, reply, async (root, path) => reply.code(200).send(await listDirectory(root, path, parseDepth(request.query.depth)))),
+    );
+
+    scope.post<{ Params: { volumeID: string }; Querystring: Query }>('/volumecontent/:volumeID/dir', routeOptions, (request, reply) =>
+      serve(request, reply, async (root, path) => reply.code(201).send(await makeDirectory(root, path, parseWriteQuery(request.query), owners))),
+    );
+
+    scope.get<{ Params: { volumeID: string }; Querystring: Query }>('/volumecontent/:volumeID/path', routeOptions, (request, reply) =>
+      serve(request, reply, async (root, path) => reply.code(200).send(await statEntry(root, path))),
+    );
+
+    scope.patch<{ Params: { volumeID: string }; Querystring: Query }>('/volumecontent/:volumeID/path', routeOptions, (request, reply) =>
+      serve(request, reply, async (root, path) => reply.code(200).send(await updateMetadata(root, path, parseMetadataBody(request.body)))),
+    );
+
+    scope.delete<{ Params: { volumeID: string }; Querystring: Query }>('/volumecontent/:volumeID/path', routeOptions, (request, reply) =>
+      serve(request, reply, async (root, path) => {
+        await removeEntry(root, path);
+        return reply.code(204).send();
+      }),
+    );
+
+    scope.get<{ Params: { volumeID: string }; Querystring: Query }>('/volumecontent/:volumeID/file', routeOptions, (request, reply) =>
+      serve(request, reply, async (root, path) => {
+        const download = await openDownload(root, path);
+        void reply.code(200).header('content-type', 'application/octet-stream').header('content-length', String(download.size));
+        return reply.send(download.stream ?? '');
+      }),
+    );
+
+    // The upload body is never parsed: whatever its content type, the handler streams the raw request.
+    await scope.register(async (uploads) => {
+      uploads.removeAllContentTypeParsers();
+      uploads.addContentTypeParser('*', (_request, payload, done) => done(null, payload));
+      uploads.put<{ Params: { volumeID: string }; Querystring: Query }>('/volumecontent/:volumeID/file', routeOptions, (request, reply) =>
+        serve(request, reply, async (root, path) => {
+          const options = parseWriteQuery(request.query);
+          const body = request.body instanceof Readable ? request.body : request.raw;
+          return reply.code(201).send(await uploadFile(root, path, body, options, owners));
+        }),
+      );
+    });
+  });
+
+  async function answerError(error: Error & { validation?: unknown; statusCode?: number }, path: VolumePath | undefined, request: FastifyRequest, reply: FastifyReply) {
+    let known = fromFsError(error, path?.display ?? '');
+    if (!known && error.validation) known = badRequest(`invalid request: ${error.message}`);
+    if (!known && error.statusCode && error.statusCode >= 400 && error.statusCode < 500) known = new ContentError(error.statusCode, error.message);
+    if (!known && request.raw.destroyed) {
+      request.log.info({ err: error, url: request.url }, 'volume-content request abandoned by the client');
+      known = new ContentError(400, 'request aborted');
+    }
+    if (!known) {
+      deps.logger.error({ err: error, method: request.method, url: request.url }, 'volume-content request failed');
+      known = new ContentError(500, `internal error: ${error.message}`);
+    }
+    if (reply.sent) return reply;
+    return reply.code(known.status).header('content-type', 'application/json; charset=utf-8').send(contentErrorBody(known));
+  }
+}
