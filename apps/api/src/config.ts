@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { type Static, Type } from '@sinclair/typebox';
 import { Value } from '@sinclair/typebox/value';
+import { DOCKER_HOST_PATTERN } from './runtime/docker/docker-host.ts';
 
 const Port = Type.Integer({ minimum: 0, maximum: 65535 });
 
@@ -44,6 +45,8 @@ export const ConfigSchema = Type.Object({
   sandboxDiskMB: Type.Integer({ minimum: 0 }),
   /** OCI runtime for sandboxes and builds (`runsc` = gVisor), checked against `docker info` at startup; '' = the engine's default. */
   containerRuntime: Type.String({ pattern: '^[A-Za-z0-9._-]*$' }),
+  /** Where the engine is: `unix:///path` or `tcp://host:port` (the docker gate in docker-compose.yml); '' = DOCKER_HOST, else /var/run/docker.sock. */
+  dockerHost: Type.String({ pattern: DOCKER_HOST_PATTERN }),
   /** `<dataDir>/volumes` as the container engine sees it (absolute; differs when the API runs in a container); '' = the API's own path. */
   volumesHostDir: Type.String({ pattern: '^(/.*)?$' }),
 });
@@ -76,6 +79,7 @@ const ENV_NAMES: Record<keyof Config, string> = {
   sandboxNproc: 'TIDEPOOL_SANDBOX_NPROC',
   sandboxDiskMB: 'TIDEPOOL_SANDBOX_DISK_MB',
   containerRuntime: 'TIDEPOOL_CONTAINER_RUNTIME',
+  dockerHost: 'TIDEPOOL_DOCKER_HOST',
   volumesHostDir: 'TIDEPOOL_VOLUMES_HOST_DIR',
 };
 
@@ -138,6 +142,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     sandboxNproc: integer(env.TIDEPOOL_SANDBOX_NPROC, 65536),
     sandboxDiskMB: integer(env.TIDEPOOL_SANDBOX_DISK_MB, 10240),
     containerRuntime: (env.TIDEPOOL_CONTAINER_RUNTIME ?? '').trim(),
+    dockerHost: (env.TIDEPOOL_DOCKER_HOST ?? '').trim(),
     volumesHostDir: (env.TIDEPOOL_VOLUMES_HOST_DIR ?? '').trim(),
     ...overrides,
   };

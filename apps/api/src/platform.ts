@@ -5,6 +5,7 @@ import pino, { type Logger } from 'pino';
 import { type Config, loadConfig } from './config.ts';
 import { containerHardening } from './runtime/docker/container-hardening.ts';
 import { DockerRuntime } from './runtime/docker/docker-runtime.ts';
+import { dockerClient } from './runtime/docker/docker-host.ts';
 import { withEngineDeadlines } from './runtime/docker/engine-deadlines.ts';
 import type { SandboxRuntime } from './runtime/sandbox-runtime.ts';
 import { SandboxLifecycle } from './sandboxes/sandbox-lifecycle.ts';
@@ -92,7 +93,8 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
     }
     const platformId = keys.platformId();
     const hardening = containerHardening(config);
-    const runtime = runtimeOverride ?? withEngineDeadlines(new DockerRuntime({ network: config.sandboxNetwork, platformId, logger, isolation: config.sandboxIsolation, helperImage: config.baseImage, hardening }));
+    const docker = dockerClient(config.dockerHost);
+    const runtime = runtimeOverride ?? withEngineDeadlines(new DockerRuntime({ docker, network: config.sandboxNetwork, platformId, logger, isolation: config.sandboxIsolation, helperImage: config.baseImage, hardening }));
     await runtime.prepare();
     const templateStore = new TemplateStore(db);
     const templates = new TemplateCatalog(templateStore);
@@ -122,7 +124,7 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
     const builder =
       builderOverride ??
       new TemplateBuilder({
-        engine: new DockerImageEngine({ network: config.sandboxNetwork, platformId, hardening }),
+        engine: new DockerImageEngine({ docker, network: config.sandboxNetwork, platformId, hardening }),
         contextFiles,
         baseImage: config.baseImage,
         imageAliases: config.imageAliases,
