@@ -115,7 +115,10 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
       maxSandboxes: config.maxSandboxes,
       defaultTimeoutSeconds: config.defaultTimeoutSeconds,
       logger,
+      volumes,
     });
+    const sandboxLifecycle = lifecycle;
+    volumes.setUsers((volumeID) => sandboxLifecycle.usingVolume(volumeID));
     // Events from just before the restart reconcile on, so a container dying meanwhile is not missed.
     engineWatch = new EngineWatch({ runtime, lifecycle, logger, since: Date.now() / 1000 - 1 });
     await lifecycle.start();

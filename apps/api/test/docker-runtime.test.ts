@@ -44,6 +44,7 @@ function recordOf(id: string): SandboxRecord {
     autoPause: false,
     autoPauseMemory: true,
     autoResume: false,
+    volumeMounts: [],
   };
 }
 const record = recordOf(sandboxId);

@@ -16,6 +16,15 @@ export interface ContainerSpec {
   egress?: EgressPolicy;
   /** envd's access token, placed in the container before it starts (envd never runs without one). */
   envdAccessToken: string;
+  /** Host directories bound read-write into the container (volumes); nothing else of the host is reachable. */
+  directories?: DirectoryMount[];
+}
+
+export interface DirectoryMount {
+  /** Absolute path of the directory on the engine's host. */
+  source: string;
+  /** Absolute path inside the container. */
+  target: string;
 }
 
 /** IPv4 egress rules of one sandbox: allowed CIDRs beat denied ones; everything else is allowed. */

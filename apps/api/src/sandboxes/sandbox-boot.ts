@@ -2,7 +2,7 @@ import type { Logger } from 'pino';
 import { type EnvdInit, initEnvd, waitForEnvd } from '../envd/envd-client.ts';
 import { EnvdProcessClient, shellCommand } from '../envd/envd-process-client.ts';
 import { PlatformError } from '../errors.ts';
-import type { SandboxRuntime, StartedContainer } from '../runtime/sandbox-runtime.ts';
+import type { DirectoryMount, SandboxRuntime, StartedContainer } from '../runtime/sandbox-runtime.ts';
 import { egressPolicy } from './network-rules.ts';
 import type { SandboxRecord } from './sandbox-record.ts';
 
@@ -30,7 +30,7 @@ export function initFor(record: SandboxRecord): EnvdInit {
  * Starts a container for the record from `image`, waits for envd and initialises it. Returns when
  * the sandbox is usable; on any failure the container is removed before the error propagates.
  */
-export async function bootSandbox(runtime: SandboxRuntime, record: SandboxRecord, image: string, logger: Logger): Promise<BootedSandbox> {
+export async function bootSandbox(runtime: SandboxRuntime, record: SandboxRecord, image: string, logger: Logger, directories: DirectoryMount[] = []): Promise<BootedSandbox> {
   const started = await runtime.startContainer({
     sandboxId: record.sandboxId,
     templateId: record.templateId,
@@ -39,6 +39,7 @@ export async function bootSandbox(runtime: SandboxRuntime, record: SandboxRecord
     memoryMB: record.memoryMB,
     egress: egressPolicy(record.network),
     envdAccessToken: record.envdAccessToken,
+    directories,
   });
   try {
     await waitForEnvd(started.address, ENVD_READY_TIMEOUT_MS, async () => (await runtime.inspect(started.containerId)).status === 'running');

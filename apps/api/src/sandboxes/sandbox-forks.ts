@@ -52,6 +52,8 @@ export async function forkSandbox(deps: ForkDeps, sourceId: string, count: numbe
                 envVars: { ...source.envVars },
                 network: { ...source.network },
                 allowInternetAccess: source.allowInternetAccess,
+                // The same volumes (shared, not copied): a fork sees what its source sees at those paths.
+                volumeMounts: source.volumeMounts.map((m) => ({ ...m })),
               },
               event: `sandbox forked from ${source.sandboxId}`,
             },

@@ -1,8 +1,8 @@
 import type { Logger } from 'pino';
 import { initEnvd } from '../envd/envd-client.ts';
-import { conflict, PlatformError } from '../errors.ts';
+import { conflict, invalid, PlatformError } from '../errors.ts';
 import type { RoutableSandbox, SandboxDirectory } from '../proxy/sandbox-directory.ts';
-import type { SandboxRuntime } from '../runtime/sandbox-runtime.ts';
+import type { DirectoryMount, SandboxRuntime } from '../runtime/sandbox-runtime.ts';
 import type { ResolvedTemplate } from '../templates/template-model.ts';
 import { bootSandbox, initFor } from './sandbox-boot.ts';
 import { envdAccessToken, newSandboxId, trafficAccessToken } from './sandbox-identity.ts';
@@ -13,6 +13,7 @@ import { SandboxRegistry } from './sandbox-registry.ts';
 import type { SandboxStore } from './sandbox-store.ts';
 import { SandboxTimers } from './sandbox-timers.ts';
 import { reconcileAfterRestart } from './restart-reconcile.ts';
+import { type SandboxVolumeMount, volumeMountsProblem } from './volume-mounts.ts';
 
 /** How a sandbox is configured, whatever it starts from (a template, a fork checkpoint). */
 export interface SandboxSettings {
@@ -24,10 +25,22 @@ export interface SandboxSettings {
   envVars: Record<string, string>;
   network: SandboxNetwork;
   allowInternetAccess: boolean | null;
+  volumeMounts: SandboxVolumeMount[];
 }
 
-export interface CreateSandboxInput extends SandboxSettings {
+export interface CreateSandboxInput extends Omit<SandboxSettings, 'volumeMounts'> {
   templateRef: string;
+  /** As requested: volumes by name. */
+  volumeMounts: Array<{ name: string; path: string }>;
+}
+
+/** Where the lifecycle finds volumes (by name on create, by id whenever a container is made). */
+export interface VolumeSource {
+  resolveNames(names: string[]): Array<{ volumeID: string; name: string }>;
+  /** Keeps the volumes from being deleted until `release`; refuses volumes that no longer exist. */
+  hold(volumeIDs: string[]): { release(): void };
+  /** The volume's directory as the container engine sees it. */
+  hostDir(volumeID: string): string;
 }
 
 /** Where the lifecycle finds templates: resolution and spawn counting. */
@@ -45,6 +58,8 @@ export interface LifecycleDeps {
   /** Timeout of a sandbox resumed without one and without a usable timeout of its own. */
   defaultTimeoutSeconds: number;
   logger: Logger;
+  /** Volumes for `volumeMounts`; without it a create that asks for any is refused. */
+  volumes?: VolumeSource;
 }
 
 /** Everything `launch` needs: what to run and how the sandbox is configured. */
@@ -121,6 +136,31 @@ export class SandboxLifecycle implements SandboxDirectory {
     return this.registry.list();
   }
 
+  /** Sandboxes (running or paused) that mount the volume; creations in flight hold their volumes themselves. */
+  usingVolume(volumeID: string): string[] {
+    return this.list()
+      .filter((r) => r.volumeMounts.some((m) => m.volumeID === volumeID))
+      .map((r) => r.sandboxId);
+  }
+
+  /** Bind mounts of the sandbox's volumes, as the engine sees them. */
+  private directoriesOf(record: SandboxRecord): DirectoryMount[] {
+    if (record.volumeMounts.length === 0) return [];
+    const volumes = this.deps.volumes;
+    if (!volumes) throw invalid('volumes are not available on this platform');
+    return record.volumeMounts.map((m) => ({ source: volumes.hostDir(m.volumeID), target: m.path }));
+  }
+
+  /** Checks and resolves a create request's `volumeMounts` (no container exists yet). */
+  private resolveMounts(requested: CreateSandboxInput['volumeMounts']): SandboxVolumeMount[] {
+    if (requested.length === 0) return [];
+    const problem = volumeMountsProblem(requested);
+    if (problem) throw invalid(problem);
+    if (!this.deps.volumes) throw invalid('volumes are not available on this platform');
+    const volumes = this.deps.volumes.resolveNames(requested.map((m) => m.name));
+    return requested.map((m, i) => ({ name: volumes[i].name, volumeID: volumes[i].volumeID, path: m.path }));
+  }
+
   /** Sandboxes (running or paused) started from any of these builds. */
   usingBuilds(buildIds: Set<string>): SandboxRecord[] {
     return this.list().filter((r) => buildIds.has(r.buildId));
@@ -132,6 +172,7 @@ export class SandboxLifecycle implements SandboxDirectory {
 
   async create(input: CreateSandboxInput): Promise<SandboxRecord> {
     const { template, build } = this.deps.templates.resolve(input.templateRef);
+    const volumeMounts = this.resolveMounts(input.volumeMounts);
     const record = await this.launch({
       image: build.image!,
       from: {
@@ -144,7 +185,7 @@ export class SandboxLifecycle implements SandboxDirectory {
         envdVersion: build.envdVersion ?? '0.0.0',
         defaults: build.defaults,
       },
-      settings: input,
+      settings: { ...input, volumeMounts },
       event: `sandbox created from template ${template.templateId} (build ${build.buildId})`,
     });
     this.deps.templates.recordSpawn(template.templateId);
@@ -154,13 +195,27 @@ export class SandboxLifecycle implements SandboxDirectory {
   /** Starts a new sandbox from an image (a template build, a fork checkpoint); takes one slot. */
   async launch(plan: LaunchPlan, release = this.registry.reserveSlots(1)): Promise<SandboxRecord> {
     const sandboxId = plan.sandboxId ?? newSandboxId();
+    let held: { release(): void } | undefined;
+    try {
+      // Held from before the container exists until the record does, so a delete cannot race the creation.
+      if (plan.settings.volumeMounts.length > 0) held = this.requireVolumes().hold(plan.settings.volumeMounts.map((m) => m.volumeID));
+    } catch (error) {
+      release(1);
+      throw error;
+    }
     const launching = this.launchNow({ ...plan, sandboxId }, release);
     this.creating.set(sandboxId, launching);
     try {
       return await launching;
     } finally {
       this.creating.delete(sandboxId);
+      held?.release();
     }
+  }
+
+  private requireVolumes(): VolumeSource {
+    if (!this.deps.volumes) throw invalid('volumes are not available on this platform');
+    return this.deps.volumes;
   }
 
   /** True while the sandbox is being created (its container may exist without a record). */
@@ -213,8 +268,9 @@ export class SandboxLifecycle implements SandboxDirectory {
         autoPause: settings.autoPause,
         autoPauseMemory: settings.autoPauseMemory,
         autoResume: settings.autoResume,
+        volumeMounts: settings.volumeMounts,
       };
-      const booted = await bootSandbox(this.deps.runtime, record, plan.image, this.log(sandboxId));
+      const booted = await bootSandbox(this.deps.runtime, record, plan.image, this.log(sandboxId), this.directoriesOf(record));
       record.containerId = booted.containerId;
       record.address = booted.address;
       record.envdVersion = booted.envdVersion;
@@ -357,7 +413,7 @@ export class SandboxLifecycle implements SandboxDirectory {
       try {
         // The token stays the same across a cold boot, as in the reference: an SDK object's own connect()
         // keeps the token it has, so a rotated one would lock it out of its sandbox.
-        const booted = await bootSandbox(this.deps.runtime, record, record.pausedImage, this.log(record.sandboxId));
+        const booted = await bootSandbox(this.deps.runtime, record, record.pausedImage, this.log(record.sandboxId), this.directoriesOf(record));
         record.containerId = booted.containerId;
         record.address = booted.address;
         record.envdVersion = booted.envdVersion;

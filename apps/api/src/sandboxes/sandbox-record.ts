@@ -1,4 +1,5 @@
 import type { SandboxDefaults } from '../templates/template-model.ts';
+import type { SandboxVolumeMount } from './volume-mounts.ts';
 
 export interface SandboxNetwork {
   allowPublicTraffic?: boolean;
@@ -38,4 +39,6 @@ export interface SandboxRecord {
   autoPause: boolean;
   autoPauseMemory: boolean;
   autoResume: boolean;
+  /** Volumes bound into the sandbox, mounted again whenever its container is (re)created. */
+  volumeMounts: SandboxVolumeMount[];
 }

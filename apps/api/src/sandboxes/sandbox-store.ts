@@ -28,6 +28,7 @@ interface Row {
   auto_pause: number;
   auto_pause_memory: number;
   auto_resume: number;
+  volume_mounts: string;
 }
 
 function fromRow(row: Row): SandboxRecord {
@@ -58,6 +59,7 @@ function fromRow(row: Row): SandboxRecord {
     autoPause: row.auto_pause === 1,
     autoPauseMemory: row.auto_pause_memory === 1,
     autoResume: row.auto_resume === 1,
+    volumeMounts: JSON.parse(row.volume_mounts) as SandboxRecord['volumeMounts'],
   };
 }
 
@@ -89,10 +91,11 @@ function toRow(record: SandboxRecord): Row {
     auto_pause: record.autoPause ? 1 : 0,
     auto_pause_memory: record.autoPauseMemory ? 1 : 0,
     auto_resume: record.autoResume ? 1 : 0,
+    volume_mounts: JSON.stringify(record.volumeMounts),
   };
 }
 
-const COLUMNS = Object.keys(toRow({} as SandboxRecord & { metadata: object; envVars: object; network: object }));
+const COLUMNS = Object.keys(toRow({} as SandboxRecord & { metadata: object; envVars: object; network: object; volumeMounts: object }));
 
 /** Persistence of sandbox records and their lifecycle events. */
 export class SandboxStore {

@@ -32,7 +32,7 @@ export function listedSandboxView(record: SandboxRecord) {
     metadata: record.metadata,
     state: record.state,
     envdVersion: record.envdVersion,
-    volumeMounts: [],
+    volumeMounts: record.volumeMounts.map(({ name, path }) => ({ name, path })),
   };
 }
 

@@ -130,27 +130,31 @@ export class VolumeCatalog {
     this.deps.logger.info({ volumeID, name: volume.name }, 'volume deleted');
   }
 
-  /**
-   * Resolves volume names for a sandbox creation and holds them until `release` (after the sandbox
-   * record exists, or the creation failed), so a concurrent delete cannot pull them away meanwhile.
-   */
-  hold(names: string[]): { volumes: Volume[]; release(): void } {
-    const volumes = names.map((name) => {
+  /** Volumes by name, in order; an unknown name is a bad request naming it. */
+  resolveNames(names: string[]): Volume[] {
+    return names.map((name) => {
       const volume = this.byName(name);
       if (!volume) throw invalid(`volume "${name}" not found`);
       return volume;
     });
-    for (const v of volumes) this.holds.set(v.volumeID, (this.holds.get(v.volumeID) ?? 0) + 1);
+  }
+
+  /**
+   * Holds volumes for a sandbox being started until `release` (once its record exists, or it failed),
+   * so a concurrent delete cannot pull them away meanwhile. A volume already gone is a bad request.
+   */
+  hold(volumeIDs: string[]): { release(): void } {
+    for (const id of volumeIDs) if (!this.get(id)) throw invalid(`volume "${id}" no longer exists`);
+    for (const id of volumeIDs) this.holds.set(id, (this.holds.get(id) ?? 0) + 1);
     let released = false;
     return {
-      volumes,
       release: () => {
         if (released) return;
         released = true;
-        for (const v of volumes) {
-          const left = (this.holds.get(v.volumeID) ?? 1) - 1;
-          if (left > 0) this.holds.set(v.volumeID, left);
-          else this.holds.delete(v.volumeID);
+        for (const id of volumeIDs) {
+          const left = (this.holds.get(id) ?? 1) - 1;
+          if (left > 0) this.holds.set(id, left);
+          else this.holds.delete(id);
         }
       },
     };

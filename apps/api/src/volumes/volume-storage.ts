@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { chownSync, existsSync, mkdirSync, readdirSync, renameSync, rmSync } from 'node:fs';
+import { chownSync, existsSync, mkdirSync, readdirSync, renameSync, rmSync, statfsSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import type { Logger } from 'pino';
 
@@ -42,6 +42,11 @@ export class VolumeStorage {
   prepareRoot(): void {
     // The data directory above is 0700; this one only holds volume directories.
     mkdirSync(this.root, { recursive: true, mode: 0o711 });
+    const { bavail, bsize } = statfsSync(this.root);
+    this.logger.info(
+      { root: this.root, hostRoot: this.hostRoot, freeMB: Math.floor((bavail * bsize) / 2 ** 20) },
+      'volumes have no size quota: together they can fill the filesystem of the data directory',
+    );
   }
 
   /** Makes an empty content root owned by the sandbox user (kept as it is when it exists). */

@@ -167,6 +167,10 @@ export class DockerRuntime implements SandboxRuntime {
         NanoCpus: Math.round(spec.cpuCount * 1e9),
         ...this.hardening.hostConfig(spec.memoryMB * 1024 * 1024),
         RestartPolicy: { Name: 'no' },
+        // Only the volume's own directory is bound; private propagation, so nothing mounted later on the host shows up inside.
+        ...(spec.directories?.length
+          ? { Mounts: spec.directories.map((d) => ({ Type: 'bind' as const, Source: d.source, Target: d.target, ReadOnly: false, BindOptions: { Propagation: 'rprivate' as const } })) }
+          : {}),
       },
     });
     try {

@@ -14,7 +14,6 @@ function createInput(body: Static<typeof NewSandboxSchema>, timeouts: TimeoutRul
   const timeout = positiveTimeout(timeouts, body.timeout);
   if (body.autoPauseMemory === false && !body.autoPause) throw new PlatformError('invalid', 'autoPauseMemory can only be set together with autoPause');
   if (body.autoPauseMemory === false && body.autoResume?.enabled) throw new PlatformError('invalid', 'autoPauseMemory false cannot be combined with autoResume');
-  for (const mount of body.volumeMounts ?? []) throw new PlatformError('invalid', `volume '${mount.name}' not found`);
   const network = { ...(body.network ?? {}) };
   if (body.allow_internet_access === false) network.denyOut = ['0.0.0.0/0'];
   validateNetwork(network);
@@ -28,6 +27,7 @@ function createInput(body: Static<typeof NewSandboxSchema>, timeouts: TimeoutRul
     envVars: body.envVars ?? {},
     network: { allowPublicTraffic: network.allowPublicTraffic, allowOut: network.allowOut, denyOut: network.denyOut, maskRequestHost: network.maskRequestHost },
     allowInternetAccess: body.allow_internet_access ?? null,
+    volumeMounts: (body.volumeMounts ?? []).map(({ name, path }) => ({ name, path })),
   };
 }
 

@@ -1,0 +1,115 @@
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import pino from 'pino';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { PlatformError } from '../errors.ts';
+import { openDatabase } from '../store/database.ts';
+import { newVolumeId, VolumeCatalog, volumeNameProblem } from './volume-catalog.ts';
+import { VolumeStorage } from './volume-storage.ts';
+import { VolumeStore } from './volume-store.ts';
+
+const logger = pino({ level: 'silent' });
+let dir: string;
+let db: ReturnType<typeof openDatabase>;
+
+function catalog(): VolumeCatalog {
+  const root = join(dir, 'volumes');
+  const c = new VolumeCatalog({ store: new VolumeStore(db), storage: new VolumeStorage(root, '/host/volumes', logger), logger });
+  c.start();
+  return c;
+}
+
+const kindOf = (fn: () => unknown): string | undefined => {
+  try {
+    fn();
+    return undefined;
+  } catch (error) {
+    return error instanceof PlatformError ? error.kind : 'other';
+  }
+};
+
+beforeEach(() => {
+  dir = mkdtempSync(join(tmpdir(), 'tp-volumes-'));
+  db = openDatabase(dir);
+});
+afterEach(() => {
+  db.close();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+describe('volume names', () => {
+  it.each(['a', 'my-vol_1', 'A'.repeat(128)])('accepts %j', (name) => expect(volumeNameProblem(name)).toBeUndefined());
+  it.each(['', 'a b', 'a/b', '..', 'a.b', 'é', 'A'.repeat(129), 'x\u0000'])('refuses %j', (name) => expect(volumeNameProblem(name)).toBeDefined());
+});
+
+describe('VolumeCatalog', () => {
+  it('creates a volume: a row, a directory named by its id, a 43-character token', () => {
+    const volumes = catalog();
+    const v = volumes.create('data');
+    expect(v.volumeID).toMatch(/^vol_[a-z0-9]{20}$/);
+    expect(v.token).toMatch(/^[A-Za-z0-9_-]{43}$/);
+    expect(volumes.get(v.volumeID)).toEqual(v);
+    expect(volumes.contentDir(v.volumeID)).toBe(join(dir, 'volumes', v.volumeID));
+    expect(volumes.hostDir(v.volumeID)).toBe(`/host/volumes/${v.volumeID}`);
+    const stat = statSync(volumes.contentDir(v.volumeID));
+    expect(stat.isDirectory()).toBe(true);
+    if (process.getuid?.() === 0) expect([stat.uid, stat.gid]).toEqual([1000, 1000]);
+  });
+
+  it('refuses bad and duplicate names', () => {
+    const volumes = catalog();
+    volumes.create('data');
+    expect(kindOf(() => volumes.create('data'))).toBe('conflict');
+    expect(kindOf(() => volumes.create('../x'))).toBe('invalid');
+    expect(readdirSync(join(dir, 'volumes'))).toHaveLength(1);
+  });
+
+  it('checks tokens', () => {
+    const volumes = catalog();
+    const v = volumes.create('data');
+    expect(volumes.tokenMatches(v.volumeID, v.token)).toBe(true);
+    expect(volumes.tokenMatches(v.volumeID, `${v.token}x`)).toBe(false);
+    expect(volumes.tokenMatches(v.volumeID, '')).toBe(false);
+    expect(volumes.tokenMatches('vol_unknown', v.token)).toBe(false);
+  });
+
+  it('deletes the row and the directory; refuses while mounted or held', () => {
+    const volumes = catalog();
+    const v = volumes.create('data');
+    writeFileSync(join(volumes.contentDir(v.volumeID), 'f'), 'x');
+    let users = ['isbx1'];
+    volumes.setUsers(() => users);
+    expect(() => volumes.remove(v.volumeID)).toThrow(/mounted by sandbox isbx1/);
+    users = [];
+    const held = volumes.hold([v.volumeID]);
+    expect(kindOf(() => volumes.remove(v.volumeID))).toBe('conflict');
+    held.release();
+    held.release();
+    volumes.remove(v.volumeID);
+    expect(volumes.get(v.volumeID)).toBeUndefined();
+    expect(readdirSync(join(dir, 'volumes'))).toEqual([]);
+    expect(kindOf(() => volumes.remove(v.volumeID))).toBe('not_found');
+  });
+
+  it('holding an unknown volume is refused', () => {
+    expect(kindOf(() => catalog().hold(['vol_gone']))).toBe('invalid');
+  });
+
+  it('start-up sweep: trash and ownerless directories go, a missing directory is recreated empty', () => {
+    const first = catalog();
+    const kept = first.create('kept');
+    const lost = first.create('lost');
+    rmSync(first.contentDir(lost.volumeID), { recursive: true });
+    const root = join(dir, 'volumes');
+    const orphan = newVolumeId();
+    mkdirSync(join(root, orphan));
+    mkdirSync(join(root, `.trash-${kept.volumeID}-abc`));
+    writeFileSync(join(root, `.trash-${kept.volumeID}-abc`, 'f'), 'x');
+    writeFileSync(join(first.contentDir(kept.volumeID), 'f'), 'x');
+    const second = catalog();
+    expect(readdirSync(root).sort()).toEqual([kept.volumeID, lost.volumeID].sort());
+    expect(existsSync(join(second.contentDir(kept.volumeID), 'f'))).toBe(true);
+    expect(readdirSync(second.contentDir(lost.volumeID))).toEqual([]);
+  });
+});
