@@ -198,6 +198,10 @@ describe('volumeMounts', () => {
       expect(answer.status, JSON.stringify(volumeMounts)).toBe(400);
       expect(answer.body.message).toMatch(message);
     }
+    // Valid, but the image has a file there: the engine refuses the mount, and the half-made container goes.
+    const overFile = await api(platform, 'POST', '/v2/sandboxes', { templateID: 'base', volumeMounts: [{ name: vol.name, path: '/home/user/.bashrc' }] });
+    expect(overFile.status).toBeGreaterThanOrEqual(400);
+    expect(overFile.body).toMatchObject({ code: overFile.status, message: expect.any(String) });
     const viaSdk = await rejectionOf(create({ '/data': name('nope') }));
     expect(viaSdk.message).toMatch(/^400: .*not found/);
     expect((await api(platform, 'GET', '/v2/sandboxes')).body.length).toBe(sandboxesBefore);
