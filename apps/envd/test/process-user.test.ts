@@ -1,5 +1,5 @@
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { Sandbox, AuthenticationError } from 'e2b';
@@ -24,8 +24,10 @@ beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), 'envd-user-'));
   helper = join(dir, 'bin', 'exec-as-user');
   execFileSync(join(NATIVE_DIR, 'build-exec-helper.sh'), [helper], { stdio: 'pipe' });
-  // A private passwd/group pair: `nobody` (65534) gets two supplementary groups.
-  writeFileSync(join(dir, 'passwd'), ['root:x:0:0:root:/root:/bin/bash', 'nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin', ''].join('\n'));
+  // A private passwd/group pair: `nobody` (65534) gets two supplementary groups. Root's home is a fresh
+  // directory: the SDK runs `bash -l`, and this host's own /root dotfiles (pyenv, cargo...) are not under test.
+  mkdirSync(join(dir, 'root-home'));
+  writeFileSync(join(dir, 'passwd'), [`root:x:0:0:root:${join(dir, 'root-home')}:/bin/bash`, 'nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin', ''].join('\n'));
   writeFileSync(join(dir, 'group'), ['root:x:0:', 'users:x:100:nobody', 'extra:x:4242:nobody', 'nogroup:x:65534:', ''].join('\n'));
   envd = await startEnvd();
   envd.ctx.users = new SystemUsers(join(dir, 'passwd'), join(dir, 'group'));
@@ -45,7 +47,7 @@ describe('process users with the exec-as-user helper', () => {
   });
 
   it('runs as root with root groups and raised oom_score_adj', async () => {
-    expect(await runAs('root', 'id -u; id -g; id -G; cat /proc/self/oom_score_adj; echo "$HOME $USER"')).toBe('0\n0\n0\n100\n/root root\n');
+    expect(await runAs('root', 'id -u; id -g; id -G; cat /proc/self/oom_score_adj; echo "$HOME $USER"')).toBe(`0\n0\n0\n100\n${join(dir, 'root-home')} root\n`);
   });
 
   it('runs as nobody with uid, gid and supplementary groups', async () => {
