@@ -21,4 +21,10 @@ describe('loadConfig', () => {
     expect(loadConfig({})).toMatchObject({ defaultTimeoutSeconds: 15, sandboxNetwork: 'tidepool', domain: 'localhost', dataDir: '.data' });
     expect(loadConfig({ TIDEPOOL_DOCKER_NETWORK: 'sbx-net', TIDEPOOL_DEFAULT_TIMEOUT: '300' })).toMatchObject({ sandboxNetwork: 'sbx-net', defaultTimeoutSeconds: 300 });
   });
+
+  it('takes the volumes host directory as an absolute path (empty = the API\'s own path)', () => {
+    expect(loadConfig({}).volumesHostDir).toBe('');
+    expect(loadConfig({ TIDEPOOL_VOLUMES_HOST_DIR: ' /var/lib/tidepool/volumes ' }).volumesHostDir).toBe('/var/lib/tidepool/volumes');
+    expect(() => loadConfig({ TIDEPOOL_VOLUMES_HOST_DIR: 'relative/dir' })).toThrow(/TIDEPOOL_VOLUMES_HOST_DIR/);
+  });
 });

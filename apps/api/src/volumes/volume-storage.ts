@@ -69,7 +69,13 @@ export class VolumeStorage {
     const dir = this.contentDir(volumeID);
     if (!existsSync(dir)) return;
     const trash = join(this.root, `${TRASH_PREFIX}${volumeID}-${randomBytes(6).toString('hex')}`);
-    renameSync(dir, trash);
+    try {
+      renameSync(dir, trash);
+    } catch (error) {
+      // The row is already gone: the directory is ownerless now and is swept at the next start.
+      this.logger.error({ err: error, volumeID, dir }, 'cannot move a deleted volume\'s directory aside; it is removed at the next start');
+      return;
+    }
     this.deleteTree(trash);
   }
 
