@@ -2,7 +2,6 @@ import { randomBytes } from 'node:crypto';
 import { constants, promises as fsp } from 'node:fs';
 import type { FileHandle } from 'node:fs/promises';
 import type { Readable } from 'node:stream';
-import { pipeline } from 'node:stream/promises';
 import { pathConflict, pathNotFound } from './content-errors.ts';
 import type { WriteOptions } from './entry-options.ts';
 import { DEFAULT_FILE_MODE, type OwnerPolicy } from './entry-owner.ts';
@@ -31,7 +30,7 @@ export async function uploadFile(root: DirHandle, path: VolumePath, body: Readab
     const temp = await fsp.open(parent.at(tempName), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0o600);
     let placed = false;
     try {
-      await pipeline(body, temp.createWriteStream({ autoClose: false, highWaterMark: 256 * 1024 }));
+      await copyInto(temp, body);
       await temp.datasync();
       await owners.applyToNew(temp, options, DEFAULT_FILE_MODE);
       const stats = await temp.stat();
@@ -65,6 +64,19 @@ async function place(parent: DirHandle, tempName: string, name: string, path: Vo
     if (code === 'EISDIR' || code === 'ENOTEMPTY') throw pathConflict(`path "${path.display}" is a directory`);
     if (code === 'ENOENT') throw pathNotFound(path.display);
     throw error;
+  }
+}
+
+/**
+ * One chunk in flight at a time (memory stays bounded by the socket's buffers); a body that errors
+ * (client gone, framing broken) rejects here. Written through the handle itself, not a stream made from
+ * it, so the handle stays usable for sync, chown and stat afterwards.
+ */
+async function copyInto(handle: FileHandle, body: Readable): Promise<void> {
+  for await (const chunk of body) {
+    const buffer = typeof chunk === 'string' ? Buffer.from(chunk) : (chunk as Buffer);
+    let offset = 0;
+    while (offset < buffer.length) offset += (await handle.write(buffer, offset, buffer.length - offset)).bytesWritten;
   }
 }
 
