@@ -109,7 +109,9 @@ describe('volumeMounts', () => {
 
   it('two sandboxes sharing a volume see each other’s writes at once', async () => {
     const vol = await Volume.create(name('shared'), platform.sdk);
-    const [a, b] = await Promise.all([create({ '/shared': vol }), create({ '/mnt/other': vol })]);
+    // b also has egress rules: mounts and the per-sandbox firewall do not get in each other's way.
+    const [a, b] = await Promise.all([create({ '/shared': vol }), create({ '/mnt/other': vol }, { allowInternetAccess: false })]);
+    expect((await b.getInfo()).allowInternetAccess).toBe(false);
     await sh(a, 'echo ping > /shared/from-a');
     expect(await sh(b, 'cat /mnt/other/from-a')).toBe('ping');
     await b.files.write('/mnt/other/from-b', 'pong');
