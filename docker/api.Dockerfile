@@ -27,8 +27,20 @@ ENV NODE_ENV=production \
     TIDEPOOL_HOST=0.0.0.0 \
     TIDEPOOL_PORT=3000 \
     TIDEPOOL_DATA_DIR=/data
+# The API runs as the dedicated user `tidepool`, never root. It does not need root: it reaches the engine
+# through the docker gate (TIDEPOOL_DOCKER_HOST, set in docker-compose.yml; no Docker socket in this
+# container), and the iptables rules are installed by a separate helper container. Its uid is the sandbox
+# user's (1000) on purpose: volume directories it makes under /data/volumes then belong to the sandbox user
+# without a chown (which a non-root process could not do). /data is made here, owned by it and 0700, so a
+# fresh named volume mounted there inherits that owner.
+ARG API_UID=1000
+RUN useradd --uid "${API_UID}" --user-group --no-create-home --home-dir /app --shell /usr/sbin/nologin tidepool \
+ && mkdir -p /data \
+ && chown tidepool:tidepool /data \
+ && chmod 0700 /data
 VOLUME /data
 EXPOSE 3000
 WORKDIR /app/apps/api
+USER tidepool
 # tsx runs the TypeScript sources directly, as `pnpm --filter @tidepool/api start` does.
 CMD ["node", "/app/node_modules/tsx/dist/cli.mjs", "src/main.ts"]

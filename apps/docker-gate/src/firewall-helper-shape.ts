@@ -1,0 +1,60 @@
+import { BodyError, foldFields, isEmpty, isObject, optionalString, stringList } from './json-fields.ts';
+import { FIREWALL_HELPER_LABEL } from './platform-labels.ts';
+
+/**
+ * The one privileged container the platform makes: when it runs in a container itself, it installs the
+ * sandbox network's iptables rules through a short-lived helper (apps/api/src/runtime/docker/firewall-commands.ts)
+ * in the host's network namespace with NET_ADMIN and the host's root filesystem at /host. Such a container
+ * is root on the host, so the gate lets through exactly that shape and only the three scripts the platform
+ * runs in it: the host's iptables with single-quoted arguments, iptables-restore fed from $RULES, and reading
+ * the host's resolver files.
+ */
+const QUOTED_WORD = String.raw`'(?:[^']|'\\'')*'`;
+const IPTABLES_SCRIPT = new RegExp(`^exec chroot /host iptables -w(?: ${QUOTED_WORD})*$`);
+const RESTORE_SCRIPT = 'printf "%s" "$RULES" | chroot /host iptables-restore -w --noflush';
+const HOST_FILE_SCRIPT = /^cat \/host'(?:\/etc\/resolv\.conf|\/run\/systemd\/resolve\/resolv\.conf)' 2>\/dev\/null \|\| true$/;
+
+const TOP_FIELDS = new Set(['image', 'entrypoint', 'cmd', 'env', 'user', 'labels', 'hostconfig', 'name']);
+const HOST_FIELDS = new Set(['networkmode', 'capadd', 'binds', 'autoremove']);
+const HELPER_CAPS = new Set(['NET_ADMIN', 'NET_RAW']);
+const HELPER_BINDS = new Set(['/:/host', '/:/host:ro']);
+
+export function isFirewallHelperRequest(labels: Record<string, unknown>): boolean {
+  return FIREWALL_HELPER_LABEL in labels;
+}
+
+/** Undefined when `body` is the platform's firewall helper as it makes it; otherwise why not. */
+export function firewallHelperProblem(body: unknown, helperImage: string): string | undefined {
+  try {
+    const top = foldFields(body, 'body');
+    for (const [key, value] of top) if (!TOP_FIELDS.has(key) && !isEmpty(value)) return `the firewall helper container sets no field ${key}`;
+    const labels = top.get('labels');
+    if (!isObject(labels) || labels[FIREWALL_HELPER_LABEL] !== 'true') return `${FIREWALL_HELPER_LABEL} must be "true"`;
+    if (optionalString(top.get('image'), 'Image') !== helperImage) return `the firewall helper container runs only the helper image ${helperImage}`;
+    if (optionalString(top.get('user'), 'User') !== '0') return 'the firewall helper container runs as user 0';
+    if (stringList(top.get('cmd'), 'Cmd').length > 0) return 'the firewall helper container has no Cmd';
+    const entrypoint = stringList(top.get('entrypoint'), 'Entrypoint');
+    if (entrypoint.length !== 3 || entrypoint[0] !== '/bin/sh' || entrypoint[1] !== '-c') return 'the firewall helper container runs /bin/sh -c <script>';
+    const script = entrypoint[2]!;
+    const env = stringList(top.get('env'), 'Env');
+    if (script === RESTORE_SCRIPT) {
+      if (env.length !== 1 || !env[0]!.startsWith('RULES=')) return 'iptables-restore in the firewall helper takes exactly one variable, RULES';
+    } else if (IPTABLES_SCRIPT.test(script) || HOST_FILE_SCRIPT.test(script)) {
+      if (env.length > 0) return 'this firewall helper script takes no environment';
+    } else {
+      return 'the firewall helper container runs only iptables, iptables-restore or reads the host resolver files';
+    }
+    const host = foldFields(top.get('hostconfig'), 'HostConfig');
+    for (const [key, value] of host) if (!HOST_FIELDS.has(key) && !isEmpty(value)) return `the firewall helper container sets no HostConfig.${key}`;
+    if (host.get('networkmode') !== 'host') return 'the firewall helper container uses the host network';
+    if (!isEmpty(host.get('autoremove'))) return 'the firewall helper container is removed by the platform (no AutoRemove)';
+    const caps = stringList(host.get('capadd'), 'HostConfig.CapAdd').map((c) => c.toUpperCase().replace(/^CAP_/, ''));
+    if (caps.some((c) => !HELPER_CAPS.has(c))) return 'the firewall helper container adds only NET_ADMIN and NET_RAW';
+    const binds = stringList(host.get('binds'), 'HostConfig.Binds');
+    if (binds.length !== 1 || !HELPER_BINDS.has(binds[0]!)) return 'the firewall helper container binds only the host root at /host';
+    return undefined;
+  } catch (error) {
+    if (error instanceof BodyError) return error.message;
+    throw error;
+  }
+}

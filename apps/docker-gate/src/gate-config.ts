@@ -1,0 +1,63 @@
+import { isAbsolute, posix } from 'node:path';
+import { followLinks } from './bind-roots.ts';
+
+export interface GateConfig {
+  /** `tcp://host:port` or `unix:///path` the gate listens on. */
+  listen: { host: string; port: number } | { socketPath: string };
+  /** The engine's unix socket. */
+  engineSocket: string;
+  /** Host directories bind mounts may come from (as given and with their links resolved). */
+  bindRoots: string[];
+  helperImage: string;
+  runtimes: string[];
+  logLevel: string;
+}
+
+export class GateConfigError extends Error {}
+
+const LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
+
+function parseListen(raw: string): GateConfig['listen'] {
+  if (raw.startsWith('unix://')) {
+    const socketPath = raw.slice('unix://'.length);
+    if (!isAbsolute(socketPath)) throw new GateConfigError(`DOCKER_GATE_LISTEN: unix:// needs an absolute path (got ${JSON.stringify(raw)})`);
+    return { socketPath };
+  }
+  const match = /^(?:tcp:\/\/)?(\[[0-9a-fA-F:]+\]|[A-Za-z0-9.-]+):(\d{1,5})$/.exec(raw);
+  const port = Number(match?.[2]);
+  if (!match || port > 65535) throw new GateConfigError(`DOCKER_GATE_LISTEN: expected tcp://host:port or unix:///path (got ${JSON.stringify(raw)})`);
+  return { host: match[1]!.replace(/^\[|\]$/g, ''), port };
+}
+
+function parseRoots(raw: string): string[] {
+  const roots = new Set<string>();
+  for (const entry of raw.split(',').map((r) => r.trim()).filter(Boolean)) {
+    const normal = posix.normalize(entry).replace(/\/+$/, '');
+    if (!isAbsolute(entry) || normal === '' || normal.split('/').includes('..')) {
+      throw new GateConfigError(`DOCKER_GATE_ALLOWED_BIND_ROOTS: each root must be an absolute path other than / (got ${JSON.stringify(entry)})`);
+    }
+    roots.add(normal);
+    const real = followLinks(normal);
+    if (real !== '/') roots.add(real);
+  }
+  return [...roots];
+}
+
+/** Reads and validates the gate's settings once (a bad value names its variable). */
+export function loadGateConfig(env: NodeJS.ProcessEnv = process.env): GateConfig {
+  const engine = env.DOCKER_GATE_ENGINE || 'unix:///var/run/docker.sock';
+  const engineSocket = engine.startsWith('unix://') ? engine.slice('unix://'.length) : engine;
+  if (!isAbsolute(engineSocket)) throw new GateConfigError(`DOCKER_GATE_ENGINE: expected unix:///path of the engine socket (got ${JSON.stringify(engine)})`);
+  const logLevel = env.DOCKER_GATE_LOG_LEVEL || 'info';
+  if (!LEVELS.includes(logLevel)) throw new GateConfigError(`DOCKER_GATE_LOG_LEVEL: one of ${LEVELS.join(', ')} (got ${JSON.stringify(logLevel)})`);
+  const runtimes = (env.DOCKER_GATE_ALLOWED_RUNTIMES ?? 'runc,runsc').split(',').map((r) => r.trim()).filter(Boolean);
+  if (runtimes.some((r) => !/^[A-Za-z0-9._-]+$/.test(r))) throw new GateConfigError(`DOCKER_GATE_ALLOWED_RUNTIMES: comma list of runtime names (got ${JSON.stringify(env.DOCKER_GATE_ALLOWED_RUNTIMES)})`);
+  return {
+    listen: parseListen(env.DOCKER_GATE_LISTEN || 'tcp://127.0.0.1:2375'),
+    engineSocket,
+    bindRoots: parseRoots(env.DOCKER_GATE_ALLOWED_BIND_ROOTS ?? ''),
+    helperImage: env.DOCKER_GATE_HELPER_IMAGE || 'tidepool/base:latest',
+    runtimes,
+    logLevel,
+  };
+}

@@ -1,0 +1,297 @@
+import { chmodSync, rmSync } from 'node:fs';
+import http, { type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { AddressInfo, Socket } from 'node:net';
+import type { Logger } from 'pino';
+import { type AllowedCall, type BodyCheck, decideCall, withTargetId } from './call-policy.ts';
+import { containerCreateProblem } from './container-create-policy.ts';
+import { EngineLookup } from './engine-lookup.ts';
+import type { GateConfig } from './gate-config.ts';
+import { followLinks } from './bind-roots.ts';
+import { execCreateProblem, networkCreateProblem } from './small-body-policy.ts';
+
+/** Largest body the gate reads to check it (create, exec and network bodies; the firewall helper's rules). */
+const MAX_CHECKED_BODY = 16 * 1024 * 1024;
+/** Hop-by-hop headers: they describe one connection and are never passed on. */
+const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'proxy-connection', 'transfer-encoding', 'upgrade', 'te', 'trailer', 'host']);
+/** Calls whose connection the engine may take over (HTTP Upgrade to a raw stream). */
+const UPGRADABLE = new Set(['container attach', 'exec start']);
+
+export interface RunningGate {
+  server: http.Server;
+  /** Where a Docker client reaches the gate: `tcp://host:port` or `unix:///path` (DOCKER_HOST form). */
+  dockerHost: string;
+  close(): Promise<void>;
+}
+
+class Refusal extends Error {
+  constructor(
+    readonly status: number,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+function passedHeaders(headers: IncomingHttpHeaders): Record<string, string | string[]> {
+  const out: Record<string, string | string[]> = {};
+  for (const [name, value] of Object.entries(headers)) if (value !== undefined && !HOP_BY_HOP.has(name)) out[name] = value;
+  return out;
+}
+
+function errorText(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}
+
+function readBody(request: IncomingMessage, limit: number): Promise<Buffer> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    request.on('data', (chunk: Buffer) => {
+      size += chunk.length;
+      if (size > limit) {
+        request.pause();
+        reject(new Refusal(413, `docker gate: request body larger than ${limit} bytes`));
+      } else chunks.push(chunk);
+    });
+    request.on('end', () => resolve(Buffer.concat(chunks)));
+    request.on('error', reject);
+  });
+}
+
+/** The Docker gate: an HTTP server in front of the engine socket that forwards only the platform's calls. */
+export class DockerGate {
+  private readonly lookup: EngineLookup;
+
+  constructor(
+    private readonly config: GateConfig,
+    private readonly logger: Logger,
+  ) {
+    this.lookup = new EngineLookup(config.engineSocket);
+  }
+
+  /** Why a body the gate checks is refused (undefined: fine). */
+  private bodyProblem(check: BodyCheck, raw: Buffer): string | undefined {
+    const text = raw.toString('utf8').trim();
+    if (check === 'empty') return text === '' || text === '{}' || text === 'null' ? undefined : 'this call takes no body (no HostConfig at start)';
+    let body: unknown;
+    try {
+      body = JSON.parse(text);
+    } catch {
+      throw new Refusal(400, 'docker gate: the body is not valid JSON');
+    }
+    if (check === 'exec-create') return execCreateProblem(body);
+    if (check === 'network-create') return networkCreateProblem(body);
+    return containerCreateProblem(body, {
+      bindRoots: this.config.bindRoots,
+      helperImage: this.config.helperImage,
+      runtimes: this.config.runtimes,
+      resolvePath: followLinks,
+    });
+  }
+
+  /** Decides a request completely (method, path, body, target); returns the URL to forward. */
+  private async admit(request: IncomingMessage, body: Buffer | undefined): Promise<{ decision: AllowedCall; url: string }> {
+    const decision = decideCall(request.method ?? '', request.url ?? '/');
+    if (!decision.allowed) throw new Refusal(decision.status, decision.message);
+    if (decision.body && body !== undefined) {
+      const problem = this.bodyProblem(decision.body, body);
+      if (problem) throw new Refusal(403, `docker gate: ${decision.call} refused: ${problem}`);
+    }
+    let url = request.url ?? '/';
+    if (decision.target) {
+      const verdict = await this.lookup.check(decision.target.kind, decision.target.ref);
+      if (verdict.kind === 'refused') throw new Refusal(403, verdict.message);
+      if (verdict.kind === 'engine') {
+        let message = verdict.body;
+        try {
+          message = String((JSON.parse(verdict.body) as { message?: unknown }).message ?? verdict.body);
+        } catch {
+          // plain text from the engine
+        }
+        throw new Refusal(verdict.status, message);
+      }
+      url = withTargetId(url, decision, verdict.id);
+    }
+    return { decision, url };
+  }
+
+  private refuse(request: IncomingMessage, response: ServerResponse, error: unknown): void {
+    const status = error instanceof Refusal ? error.status : 502;
+    const message = error instanceof Refusal ? error.message : `docker gate: ${errorText(error)}`;
+    const log = status === 403 || status === 400 || status === 413 ? this.logger.warn.bind(this.logger) : this.logger.debug.bind(this.logger);
+    if (status === 403) log({ method: request.method, url: request.url?.slice(0, 500), status, reason: message }, 'call refused');
+    else log({ method: request.method, url: request.url?.slice(0, 500), status, reason: message }, 'call not forwarded');
+    if (response.headersSent) {
+      response.destroy();
+      return;
+    }
+    const body = JSON.stringify({ message });
+    response.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) });
+    response.end(body);
+    request.resume();
+  }
+
+  /** Ordinary calls, streamed both ways (pulls, imports, archives, events, logs, hijacked attach without Upgrade). */
+  async handle(request: IncomingMessage, response: ServerResponse): Promise<void> {
+    try {
+      const early = decideCall(request.method ?? '', request.url ?? '/');
+      const body = early.allowed && early.body ? await readBody(request, MAX_CHECKED_BODY) : undefined;
+      const { decision, url } = await this.admit(request, body);
+      this.forward(request, response, decision, url, body);
+    } catch (error) {
+      this.refuse(request, response, error);
+    }
+  }
+
+  private forward(request: IncomingMessage, response: ServerResponse, decision: AllowedCall, url: string, body: Buffer | undefined): void {
+    const headers = passedHeaders(request.headers);
+    headers.host = 'docker';
+    if (body !== undefined) {
+      delete headers['content-length'];
+      headers['content-length'] = String(body.length);
+    }
+    const upstream = http.request({ socketPath: this.config.engineSocket, method: request.method, path: url, headers, agent: false }, (answer) => {
+      this.logger.debug({ method: request.method, url, call: decision.call, status: answer.statusCode }, 'forwarded');
+      if (decision.call === 'container remove' && decision.target && answer.statusCode !== undefined && answer.statusCode < 300) {
+        this.lookup.forget('container', decision.target.ref);
+      }
+      try {
+        response.writeHead(answer.statusCode ?? 502, passedHeaders(answer.headers));
+        response.flushHeaders();
+      } catch (error) {
+        answer.destroy();
+        this.refuse(request, response, error);
+        return;
+      }
+      answer.pipe(response);
+      answer.on('error', () => response.destroy());
+    });
+    upstream.on('error', (error) => this.refuse(request, response, new Refusal(502, `docker gate: engine: ${errorText(error)}`)));
+    response.on('close', () => {
+      if (!response.writableFinished) upstream.destroy();
+    });
+    if (body !== undefined) upstream.end(body);
+    else request.pipe(upstream);
+  }
+
+  /** Exec start and attach with `Upgrade: tcp`: tunnelled only after the engine answers 101. */
+  async upgrade(request: IncomingMessage, socket: Socket, head: Buffer): Promise<void> {
+    socket.on('error', () => socket.destroy());
+    const fail = (status: number, message: string): void => {
+      this.logger.warn({ method: request.method, url: request.url?.slice(0, 500), status, reason: message }, status === 403 ? 'call refused' : 'call not forwarded');
+      const body = JSON.stringify({ message });
+      socket.end(`HTTP/1.1 ${status} ${http.STATUS_CODES[status] ?? 'Error'}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`);
+    };
+    try {
+      if (request.headers['transfer-encoding']) throw new Refusal(400, 'docker gate: an upgrade request must not be chunked');
+      const length = Number(request.headers['content-length'] ?? 0);
+      if (!Number.isInteger(length) || length < 0 || length > 1024 * 1024) throw new Refusal(400, 'docker gate: bad Content-Length on an upgrade request');
+      const { body, rest } = await readExactly(socket, head, length);
+      const { decision, url } = await this.admit(request, undefined);
+      if (!UPGRADABLE.has(decision.call)) throw new Refusal(403, `docker gate: ${decision.call} cannot be upgraded`);
+      const headers = passedHeaders(request.headers);
+      Object.assign(headers, { host: 'docker', connection: 'Upgrade', upgrade: String(request.headers.upgrade ?? 'tcp'), 'content-length': String(body.length) });
+      const upstream = http.request({ socketPath: this.config.engineSocket, method: request.method, path: url, headers, agent: false });
+      upstream.on('upgrade', (answer, engineSocket, engineHead) => {
+        this.logger.debug({ method: request.method, url, call: decision.call, status: answer.statusCode }, 'forwarded (upgraded)');
+        const lines = [`HTTP/1.1 ${answer.statusCode ?? 101} ${answer.statusMessage ?? 'UPGRADED'}`];
+        for (let i = 0; i < answer.rawHeaders.length; i += 2) lines.push(`${answer.rawHeaders[i]}: ${answer.rawHeaders[i + 1]}`);
+        socket.write(`${lines.join('\r\n')}\r\n\r\n`);
+        if (engineHead.length > 0) socket.write(engineHead);
+        if (rest.length > 0) engineSocket.write(rest);
+        engineSocket.on('error', () => socket.destroy());
+        socket.on('close', () => engineSocket.destroy());
+        engineSocket.on('close', () => socket.destroy());
+        socket.pipe(engineSocket);
+        engineSocket.pipe(socket);
+      });
+      upstream.on('response', (answer) => {
+        // No upgrade (an error, or a detached exec): pass the answer on and close; nothing else reaches the engine.
+        this.logger.debug({ method: request.method, url, call: decision.call, status: answer.statusCode }, 'forwarded');
+        const lines = [`HTTP/1.1 ${answer.statusCode ?? 502} ${answer.statusMessage ?? ''}`];
+        for (let i = 0; i < answer.rawHeaders.length; i += 2) {
+          const name = answer.rawHeaders[i]!.toLowerCase();
+          if (!HOP_BY_HOP.has(name) && name !== 'content-length') lines.push(`${answer.rawHeaders[i]}: ${answer.rawHeaders[i + 1]}`);
+        }
+        lines.push('connection: close');
+        socket.write(`${lines.join('\r\n')}\r\n\r\n`);
+        answer.pipe(socket);
+        answer.on('error', () => socket.destroy());
+      });
+      upstream.on('error', (error) => {
+        if (socket.writable) fail(502, `docker gate: engine: ${errorText(error)}`);
+      });
+      upstream.end(body);
+    } catch (error) {
+      if (error instanceof Refusal) fail(error.status, error.message);
+      else fail(502, `docker gate: ${errorText(error)}`);
+    }
+  }
+}
+
+/** The first `length` bytes after the headers (already in `head` or still on the socket), and what follows. */
+function readExactly(socket: Socket, head: Buffer, length: number): Promise<{ body: Buffer; rest: Buffer }> {
+  if (head.length >= length) return Promise.resolve({ body: head.subarray(0, length), rest: head.subarray(length) });
+  return new Promise((resolve, reject) => {
+    let buffered = head;
+    const onData = (chunk: Buffer): void => {
+      buffered = Buffer.concat([buffered, chunk]);
+      if (buffered.length >= length) {
+        cleanup();
+        socket.pause();
+        resolve({ body: buffered.subarray(0, length), rest: buffered.subarray(length) });
+      }
+    };
+    const onEnd = (): void => {
+      cleanup();
+      reject(new Refusal(400, 'docker gate: the connection closed inside the request body'));
+    };
+    const cleanup = (): void => {
+      socket.off('data', onData);
+      socket.off('end', onEnd);
+    };
+    socket.on('data', onData);
+    socket.on('end', onEnd);
+  });
+}
+
+/** Starts the gate on its configured address. */
+export async function startGate(config: GateConfig, logger: Logger): Promise<RunningGate> {
+  const gate = new DockerGate(config, logger);
+  const server = http.createServer({ requestTimeout: 0, headersTimeout: 60_000 }, (request, response) => {
+    void gate.handle(request, response);
+  });
+  server.on('upgrade', (request: IncomingMessage, socket: Socket, head: Buffer) => {
+    void gate.upgrade(request, socket, head);
+  });
+  server.on('clientError', (error, socket) => {
+    logger.debug({ err: errorText(error) }, 'malformed request');
+    if (socket.writable) socket.end('HTTP/1.1 400 Bad Request\r\ncontent-type: application/json\r\nconnection: close\r\n\r\n{"message":"docker gate: malformed request"}');
+    else socket.destroy();
+  });
+  const listen = config.listen;
+  if ('socketPath' in listen) rmSync(listen.socketPath, { force: true });
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    if ('socketPath' in listen) server.listen(listen.socketPath, resolve);
+    else server.listen(listen.port, listen.host, resolve);
+  });
+  let dockerHost: string;
+  if ('socketPath' in listen) {
+    chmodSync(listen.socketPath, 0o660);
+    dockerHost = `unix://${listen.socketPath}`;
+  } else {
+    const address = server.address() as AddressInfo;
+    dockerHost = `tcp://${address.family === 'IPv6' ? `[${address.address}]` : address.address}:${address.port}`;
+  }
+  logger.info({ listen: dockerHost, engine: config.engineSocket, bindRoots: config.bindRoots, helperImage: config.helperImage }, 'docker gate listening');
+  return {
+    server,
+    dockerHost,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        server.closeAllConnections();
+      }),
+  };
+}
