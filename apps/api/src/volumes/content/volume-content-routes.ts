@@ -38,9 +38,6 @@ export function registerVolumeContentRoutes(app: FastifyInstance, deps: VolumeCo
     scope.setErrorHandler((error: Error & { validation?: unknown; statusCode?: number }, request, reply) => {
       void answerError(error, undefined, request, reply);
     });
-    scope.setNotFoundHandler((request, reply) => {
-      void reply.code(404).send({ code: '404', message: `route ${request.method} ${request.url.split('?')[0]} not found` });
-    });
 
     /** Authorizes, parses `path`, opens the volume root around `op`, and maps every failure. */
     const serve = async (request: ContentRequest, reply: FastifyReply, op: (root: DirHandle, path: VolumePath) => Promise<unknown>) => {
