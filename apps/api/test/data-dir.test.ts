@@ -45,6 +45,14 @@ describe('data directory', () => {
     started.push(second);
   });
 
+  it('takes over a lock naming its own pid that it does not hold (a restarted container is pid 1 again)', async () => {
+    const dataDir = mkdtempSync(join(tmpdir(), 'tidepool-samepid-'));
+    writeFileSync(join(dataDir, 'tidepool.lock'), `${process.pid}\n`);
+    const platform = await startTestPlatform({}, dataDir);
+    started.push(platform);
+    expect(readFileSync(join(dataDir, 'tidepool.lock'), 'utf8').trim()).toBe(String(process.pid));
+  });
+
   it('takes over a stale lock whose process is gone', async () => {
     const dataDir = mkdtempSync(join(tmpdir(), 'tidepool-stale-'));
     const gone = spawnSync(process.execPath, ['-e', 'process.stdout.write(String(process.pid))'], { encoding: 'utf8' });

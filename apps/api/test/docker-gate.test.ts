@@ -7,7 +7,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import http from 'node:http';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, symlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Sandbox, Template } from 'e2b';
@@ -24,6 +24,8 @@ const MARK = 'dev.tidepool-test.docker-gate';
 const engine = new Docker();
 const dir = mkdtempSync(join(tmpdir(), 'docker-gate-'));
 const socketPath = join(dir, 'gate.sock');
+/** The gate's only allowed bind root in this suite (like the volumes directory in docker-compose.yml). */
+const volumesRoot = join(dir, 'volumes');
 /** Every call the gate forwarded or refused (the gate logs at debug). */
 const gateLog: { msg: string; call?: string; method?: string; url?: string; reason?: string; status?: number }[] = [];
 
@@ -66,7 +68,7 @@ const platformLabels = { 'dev.tidepool.platform-id': `gate-test-${run}`, [MARK]:
 beforeAll(async () => {
   const logger = pino({ level: 'debug' }, { write: (line: string) => void gateLog.push(JSON.parse(line)) });
   gate = await startGate(
-    { listen: { socketPath }, engineSocket: '/var/run/docker.sock', bindRoots: [], helperImage: 'tidepool/base:latest', runtimes: ['runc', 'runsc'], logLevel: 'debug' },
+    { listen: { socketPath }, engineSocket: '/var/run/docker.sock', bindRoots: [volumesRoot], helperImage: 'tidepool/base:latest', runtimes: ['runc', 'runsc'], logLevel: 'debug' },
     logger,
   );
   platform = await startTestPlatform({ dockerHost: gate.dockerHost });
@@ -183,8 +185,23 @@ describe('calls the platform never makes', () => {
       expect(answer.body.message).toMatch(/^docker gate: /);
     }
     expect(await containersMarked()).toEqual(before);
+    mkdirSync(join(volumesRoot, 'vol_escape'), { recursive: true });
+    symlinkSync('/', join(volumesRoot, 'vol_link'));
+    for (const source of [dir, join(volumesRoot, 'vol_link'), join(volumesRoot, 'vol_link', 'etc'), `${volumesRoot}/../gate.sock`]) {
+      const answer = await create({ Labels: platformLabels, HostConfig: { Mounts: [{ Type: 'bind', Source: source, Target: '/mnt/v', BindOptions: { Propagation: 'rprivate' } }] } });
+      expect(answer.status, source).toBe(403);
+    }
+    expect(await containersMarked()).toEqual(before);
     const bad = await gateCall('POST', '/containers/create', '{"Image": "tidepool/base:latest", "Labels": ');
     expect(bad.status).toBe(400);
+  });
+
+  it('lets a platform container bind a directory under the allowed roots (sandbox volumes)', async () => {
+    mkdirSync(join(volumesRoot, 'vol_ok'), { recursive: true });
+    const answer = await create({ Labels: platformLabels, HostConfig: { Mounts: [{ Type: 'bind', Source: join(volumesRoot, 'vol_ok'), Target: '/mnt/v', ReadOnly: false, BindOptions: { Propagation: 'rprivate' } }] } });
+    expect(answer.status).toBe(201);
+    expect((await engine.getContainer(answer.body.Id).inspect()).Mounts.map((m) => m.Source)).toEqual([join(volumesRoot, 'vol_ok')]);
+    expect((await gateCall('DELETE', `/containers/${answer.body.Id}?force=true`)).status).toBe(204);
   });
 
   it('refuses operations on containers the platform did not make, and leaves them alone', async () => {

@@ -58,6 +58,10 @@ describe('containerCreateProblem', () => {
     expect(containerCreateProblem({ Image: 'tidepool/base:latest', Entrypoint: ['/bin/true'], Cmd: [], Labels: { 'dev.tidepool.probe': 'disk-quota' }, HostConfig: { StorageOpt: { size: '64M' } } }, settings)).toBeUndefined();
     expect(containerCreateProblem(sandbox({ Binds: ['/srv/tidepool/volumes/v1:/data:rw'] }), settings)).toBeUndefined();
     expect(containerCreateProblem(sandbox({ Mounts: [{ Type: 'bind', Source: '/srv/tidepool/volumes/v1', Target: '/data' }, { Type: 'tmpfs', Target: '/tmp' }] }), settings)).toBeUndefined();
+    // Sandbox volume mounts exactly as docker-runtime.ts makes them.
+    const volume = { Type: 'bind', Source: '/srv/tidepool/volumes/vol_1', Target: '/mnt/data', ReadOnly: false, BindOptions: { Propagation: 'rprivate' } };
+    expect(containerCreateProblem(sandbox({ Mounts: [volume] }), settings)).toBeUndefined();
+    expect(containerCreateProblem(sandbox({ Mounts: [{ ...volume, Source: '/srv/tidepool' }] }), settings)).toMatch(/outside/);
   });
 
   it('refuses containers without the platform labels', () => {

@@ -38,6 +38,20 @@ function processAlive(pid: number): boolean {
   }
 }
 
+/** Lock files this process holds: a holder with our own pid that is not in here is a previous incarnation. */
+const heldLocks = new Set<string>();
+
+/**
+ * Whether the lock's process still runs. Our own pid counts only when this process took the lock: in a
+ * container the platform is always pid 1, so after a crash or `docker kill` the lock names the pid the
+ * restarted platform has again, and must be taken over rather than refuse the restart forever.
+ */
+function holderAlive(path: string, holder: number | undefined): holder is number {
+  if (holder === undefined) return false;
+  if (holder === process.pid) return heldLocks.has(path);
+  return processAlive(holder);
+}
+
 function lockHolder(path: string): number | undefined {
   try {
     const pid = Number.parseInt(readFileSync(path, 'utf8').trim(), 10);
@@ -59,22 +73,24 @@ export function lockDataDir(dataDir: string, logger: Logger): DataDirLock {
   for (let attempt = 0; ; attempt += 1) {
     try {
       writeFileSync(path, `${process.pid}\n`, { flag: 'wx', mode: FILE_MODE });
+      heldLocks.add(path);
       break;
     } catch (error) {
       if ((error as NodeJS.ErrnoException).code !== 'EEXIST' || attempt > 0) {
         const holder = lockHolder(path);
-        if (holder !== undefined && processAlive(holder)) throw new DataDirLockedError(dir, holder);
+        if (holderAlive(path, holder)) throw new DataDirLockedError(dir, holder);
         if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
         throw new Error(`cannot take the lock ${path}: another platform is starting on the same data directory`);
       }
       const holder = lockHolder(path);
-      if (holder !== undefined && processAlive(holder)) throw new DataDirLockedError(dir, holder);
+      if (holderAlive(path, holder)) throw new DataDirLockedError(dir, holder);
       logger.warn({ path, pid: holder }, 'taking over a stale data directory lock (its process is gone)');
       unlinkSync(path);
     }
   }
   return {
     release() {
+      heldLocks.delete(path);
       if (lockHolder(path) === process.pid) unlinkSync(path);
     },
   };
