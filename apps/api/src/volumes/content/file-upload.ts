@@ -68,16 +68,43 @@ async function place(parent: DirHandle, tempName: string, name: string, path: Vo
 }
 
 /**
- * One chunk in flight at a time (memory stays bounded by the socket's buffers); a body that errors
- * (client gone, framing broken) rejects here. Written through the handle itself, not a stream made from
- * it, so the handle stays usable for sync, chown and stat afterwards.
+ * One chunk in flight at a time: the body is paused while each chunk is written, so memory stays
+ * bounded by the socket's buffers. A body that errors or closes before its end (client gone, broken
+ * framing) rejects. Written through the handle itself, not a stream made from it, so the handle stays
+ * usable for sync, chown and stat afterwards. After a failed write the rest of the body is read and
+ * dropped, so the error can still be answered on a healthy connection.
  */
-async function copyInto(handle: FileHandle, body: Readable): Promise<void> {
-  for await (const chunk of body) {
-    const buffer = typeof chunk === 'string' ? Buffer.from(chunk) : (chunk as Buffer);
-    let offset = 0;
-    while (offset < buffer.length) offset += (await handle.write(buffer, offset, buffer.length - offset)).bytesWritten;
-  }
+function copyInto(handle: FileHandle, body: Readable): Promise<void> {
+  return new Promise((resolve, reject) => {
+    let settled = false;
+    const settle = (error?: Error) => {
+      if (settled) return;
+      settled = true;
+      body.off('data', onData);
+      if (error) {
+        body.resume();
+        reject(error);
+      } else resolve();
+    };
+    const onData = (chunk: Buffer | string) => {
+      body.pause();
+      writeAll(handle, typeof chunk === 'string' ? Buffer.from(chunk) : chunk).then(
+        () => {
+          if (!settled) body.resume();
+        },
+        (error: Error) => settle(error),
+      );
+    };
+    body.on('data', onData);
+    body.once('end', () => settle());
+    body.once('error', (error) => settle(error));
+    body.once('close', () => settle(new Error('the request body ended before all of it arrived')));
+  });
+}
+
+async function writeAll(handle: FileHandle, buffer: Buffer): Promise<void> {
+  let offset = 0;
+  while (offset < buffer.length) offset += (await handle.write(buffer, offset, buffer.length - offset)).bytesWritten;
 }
 
 async function closeQuietly(handle: FileHandle): Promise<void> {
