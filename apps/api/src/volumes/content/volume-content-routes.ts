@@ -12,6 +12,7 @@ import { OwnerPolicy } from './entry-owner.ts';
 import { openDownload } from './file-download.ts';
 import { uploadFile } from './file-upload.ts';
 import { removeEntry } from './tree-removal.ts';
+import { sweepUploadLeftovers } from './upload-leftovers.ts';
 import { parseVolumePath, type VolumePath } from './volume-path.ts';
 import { type DirHandle, openVolumeRoot } from './volume-tree.ts';
 
@@ -19,7 +20,7 @@ import { type DirHandle, openVolumeRoot } from './volume-tree.ts';
 export const VOLUME_CONTENT_PREFIX = '/volumecontent/';
 
 export interface VolumeContentDeps {
-  volumes: Pick<VolumeCatalog, 'get' | 'contentDir'>;
+  volumes: Pick<VolumeCatalog, 'get' | 'contentDir' | 'list'>;
   logger: Logger;
 }
 
@@ -33,6 +34,12 @@ type ContentRequest = FastifyRequest<{ Params: { volumeID: string }; Querystring
  * the volume's bearer token alone; errors are `{code: "<status>", message}`.
  */
 export function registerVolumeContentRoutes(app: FastifyInstance, deps: VolumeContentDeps): void {
+  const startedAt = Date.now();
+  app.addHook('onReady', async () => {
+    // In the background: a large volume must not hold up the start.
+    const dirs = deps.volumes.list().map((v): [string, string] => [v.volumeID, deps.volumes.contentDir(v.volumeID)]);
+    void sweepUploadLeftovers(dirs, startedAt, deps.logger);
+  });
   void app.register(async (scope) => {
     const owners = new OwnerPolicy(deps.logger);
     scope.setErrorHandler((error: Error & { validation?: unknown; statusCode?: number }, request, reply) => {
