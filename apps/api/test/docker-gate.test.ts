@@ -256,6 +256,11 @@ describe('calls the platform never makes', () => {
       expect(answer.status, `${method} ${path}`).toBe(403);
       expect(typeof answer.body.message).toBe('string');
     }
+    // The firewall helper's image name cannot be moved onto another image (it runs as root on the host).
+    const helperBefore = (await engine.getImage('tidepool/base:latest').inspect()).Id;
+    expect((await gateCall('POST', '/images/tidepool/debian:bookworm/tag?repo=tidepool/base&tag=latest')).status).toBe(403);
+    expect((await gateCall('DELETE', '/images/tidepool/base:latest?force=true')).status).toBe(403);
+    expect((await engine.getImage('tidepool/base:latest').inspect()).Id).toBe(helperBefore);
     for (const path of ['/containers/../secrets', '/v1.12/containers/x/start', '/containers/%2e%2e/json']) {
       expect((await gateCall('GET', path)).status, path).toBe(400);
     }

@@ -104,3 +104,31 @@ describe('withTargetId', () => {
     expect(withTargetId('/commit?container=name&repo=r', commit, 'abc')).toBe('/commit?container=abc&repo=r');
   });
 });
+
+describe('the firewall helper image name', () => {
+  const helper = ['tidepool/base:latest'];
+
+  it('cannot be tagged, pulled, imported or committed onto, or removed', () => {
+    for (const [method, url] of [
+      ['POST', '/images/sha256:abc/tag?repo=tidepool/base&tag=latest'],
+      ['POST', '/images/evil/tag?repo=tidepool/base'],
+      ['POST', '/images/evil/tag?repo=docker.io/tidepool/base&tag=LATEST'],
+      ['POST', '/images/create?fromImage=tidepool/base&tag=latest'],
+      ['POST', '/images/create?fromImage=docker.io/tidepool/base:latest'],
+      ['POST', '/images/create?fromImage=tidepool/base'],
+      ['POST', '/images/create?fromSrc=-&repo=tidepool/base&tag=latest'],
+      ['POST', '/commit?container=c&repo=tidepool/base&tag=latest'],
+      ['DELETE', '/images/tidepool/base:latest?force=true'],
+      ['DELETE', '/images/tidepool/base'],
+    ]) {
+      expect(decideCall(method!, url!, helper), `${method} ${url}`).toMatchObject({ allowed: false, status: 403 });
+    }
+  });
+
+  it('leaves other names alone', () => {
+    expect(decideCall('POST', '/images/sha256:abc/tag?repo=tidepool/paused&tag=s1', helper)).toMatchObject({ allowed: true });
+    expect(decideCall('POST', '/images/create?fromImage=tidepool/base&tag=other', helper)).toMatchObject({ allowed: true });
+    expect(decideCall('POST', '/commit?container=c&repo=tidepool/base-x&tag=latest', helper)).toMatchObject({ allowed: true });
+    expect(decideCall('DELETE', '/images/tidepool/paused:s1', helper)).toMatchObject({ allowed: true });
+  });
+});

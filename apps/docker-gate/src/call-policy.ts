@@ -5,6 +5,8 @@
  * gate knows more: the body of a create, or the labels of the container (or exec, or network) they act on.
  */
 
+import { protectedWrite } from './protected-images.ts';
+
 /** What the gate must look at before forwarding an allowed call. */
 export type BodyCheck = 'container-create' | 'exec-create' | 'network-create' | 'empty';
 export type TargetKind = 'container' | 'exec' | 'network';
@@ -101,8 +103,22 @@ const MIN_MINOR_VERSION = 24;
 /** Only characters that appear in engine paths: ids, names, image references. Anything else is refused. */
 const SAFE_PATH = /^\/[A-Za-z0-9._:@/+-]*$/;
 
-/** Decides one request by method and URL (`/v1.41/containers/x/json?all=1`). Pure. */
-export function decideCall(method: string, rawUrl: string): CallDecision {
+/** Refuses writes (tag, pull, import, commit, remove) to a protected image name. */
+function imageWriteProblem(call: string, match: RegExpExecArray, query: URLSearchParams, protectedImages: readonly string[]): string | undefined {
+  if (protectedImages.length === 0) return undefined;
+  if (call === 'image tag' || call === 'commit') return protectedWrite(protectedImages, query.get('repo'), query.get('tag'));
+  if (call === 'image remove') return protectedWrite(protectedImages, match[1]);
+  if (call === 'image pull/import') {
+    return query.get('fromSrc') === null ? protectedWrite(protectedImages, query.get('fromImage'), query.get('tag')) : protectedWrite(protectedImages, query.get('repo'), query.get('tag'));
+  }
+  return undefined;
+}
+
+/**
+ * Decides one request by method and URL (`/v1.41/containers/x/json?all=1`). Pure. `protectedImages`: names
+ * no call may tag, pull, import or commit onto, or remove (the firewall helper's image).
+ */
+export function decideCall(method: string, rawUrl: string, protectedImages: readonly string[] = []): CallDecision {
   const queryAt = rawUrl.indexOf('?');
   const rawPath = queryAt < 0 ? rawUrl : rawUrl.slice(0, queryAt);
   const query = new URLSearchParams(queryAt < 0 ? '' : rawUrl.slice(queryAt + 1));
@@ -121,7 +137,7 @@ export function decideCall(method: string, rawUrl: string): CallDecision {
     if (route.method !== method) continue;
     const match = route.pattern.exec(path);
     if (!match) continue;
-    const problem = route.query?.(query);
+    const problem = route.query?.(query) ?? imageWriteProblem(route.call, match, query, protectedImages);
     if (problem) return { allowed: false, status: 403, message: `docker gate: ${problem}` };
     const decision: AllowedCall = { allowed: true, call: route.call, path: rawPath };
     if (route.target) decision.target = { kind: route.target, ref: match[1]!, where: 'path' };

@@ -91,7 +91,7 @@ export class DockerGate {
 
   /** Decides a request completely (method, path, body, target); returns the URL to forward. */
   private async admit(request: IncomingMessage, body: Buffer | undefined): Promise<{ decision: AllowedCall; url: string }> {
-    const decision = decideCall(request.method ?? '', request.url ?? '/');
+    const decision = decideCall(request.method ?? '', request.url ?? '/', [this.config.helperImage]);
     if (!decision.allowed) throw new Refusal(decision.status, decision.message);
     if (decision.body && body !== undefined) {
       const problem = this.bodyProblem(decision.body, body);
@@ -134,7 +134,7 @@ export class DockerGate {
   /** Ordinary calls, streamed both ways (pulls, imports, archives, events, logs, hijacked attach without Upgrade). */
   async handle(request: IncomingMessage, response: ServerResponse): Promise<void> {
     try {
-      const early = decideCall(request.method ?? '', request.url ?? '/');
+      const early = decideCall(request.method ?? '', request.url ?? '/', [this.config.helperImage]);
       const body = early.allowed && early.body ? await readBody(request, MAX_CHECKED_BODY) : undefined;
       const { decision, url } = await this.admit(request, body);
       this.forward(request, response, decision, url, body);
