@@ -30,7 +30,7 @@ describe('e2e: SDK → proxy → envd container', () => {
     const address = stdout.trim().split(' ')[0]!;
     const entry: RoutableSandbox = {
       sandboxId: DEBUG_ID, state: 'running', address, envdAccessToken: '', trafficAccessToken: 'e2e-traffic',
-      maskRequestHost: undefined, autoResume: false,
+      maskRequestHost: undefined, httpsPorts: [], autoResume: false,
     };
     const directory: SandboxDirectory = {
       find: (id) => (id === DEBUG_ID ? entry : undefined),

@@ -37,7 +37,7 @@ class FuzzDirectory implements SandboxDirectory {
   private readonly sandboxes = new Map<string, RoutableSandbox>();
   add(sandboxId: string, address: string): void {
     this.sandboxes.set(sandboxId, {
-      sandboxId, state: 'running', address, envdAccessToken: 'x', trafficAccessToken: null, maskRequestHost: undefined, autoResume: false,
+      sandboxId, state: 'running', address, envdAccessToken: 'x', trafficAccessToken: null, maskRequestHost: undefined, httpsPorts: [], autoResume: false,
     });
   }
   find(id: string): RoutableSandbox | undefined {

@@ -1,5 +1,6 @@
 import { createHash, randomBytes } from 'node:crypto';
 import http, { type IncomingMessage, type ServerResponse } from 'node:http';
+import https from 'node:https';
 import net from 'node:net';
 import { once } from 'node:events';
 import Fastify, { type FastifyInstance } from 'fastify';
@@ -8,11 +9,14 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { installSandboxProxy } from '../src/proxy/sandbox-proxy.ts';
 import { ENVD_PORT, type RoutableSandbox, type SandboxDirectory } from '../src/proxy/sandbox-directory.ts';
 import { fileUrlSignature } from '../src/proxy/signed-url-owner.ts';
+import { selfSignedCertificate } from './support/self-signed-certificate.ts';
 
 // Each fake sandbox is a loopback address; its "envd" listens there on 49983 and its app on APP_PORT.
 const DOMAIN = 'tidepool.test';
 const APP_PORT = 18_000 + Math.floor(Math.random() * 1000);
 const ADDR = { public: '127.77.0.2', private: '127.77.0.3', resumed: '127.77.0.4', masked: '127.77.0.5' };
+/** A sandbox whose app port serves TLS with a self-signed certificate (`network.httpsPorts`). */
+const TLS_ADDR = '127.77.0.6';
 
 class FakeDirectory implements SandboxDirectory {
   readonly sandboxes = new Map<string, RoutableSandbox>();
@@ -21,7 +25,7 @@ class FakeDirectory implements SandboxDirectory {
   add(s: Partial<RoutableSandbox> & { sandboxId: string }): void {
     this.sandboxes.set(s.sandboxId, {
       state: 'running', address: undefined, envdAccessToken: `envd-${s.sandboxId}`, trafficAccessToken: null,
-      maskRequestHost: undefined, autoResume: false, ...s,
+      maskRequestHost: undefined, httpsPorts: [], autoResume: false, ...s,
     });
   }
   find(id: string): RoutableSandbox | undefined {
@@ -196,7 +200,7 @@ async function freePort(): Promise<number> {
 
 describe('sandbox proxy (integration)', () => {
   const directory = new FakeDirectory();
-  const upstreams: http.Server[] = [];
+  const upstreams: Array<http.Server | https.Server> = [];
   let app: FastifyInstance;
   let apiPort = 0;
 
@@ -220,6 +224,15 @@ describe('sandbox proxy (integration)', () => {
     directory.add({ sandboxId: 'sbxmasked', address: ADDR.masked, maskRequestHost: 'internal.svc:${PORT}' });
     directory.add({ sandboxId: 'sbxpaused', state: 'paused', address: undefined });
     directory.add({ sandboxId: 'sbxnoaddr', address: undefined });
+    const tls = https.createServer(await selfSignedCertificate('sandbox.local'), upstreamHandler);
+    tls.on('upgrade', wsUpgradeHandler);
+    tls.listen(APP_PORT, TLS_ADDR);
+    await once(tls, 'listening');
+    upstreams.push(tls);
+    await listenUpstream(TLS_ADDR, ENVD_PORT);
+    directory.add({ sandboxId: 'sbxtls', address: TLS_ADDR, httpsPorts: [APP_PORT] });
+    // Listed as HTTPS, but the service on that port speaks plain HTTP.
+    directory.add({ sandboxId: 'sbxwrongtls', address: ADDR.public, httpsPorts: [APP_PORT] });
 
     app = Fastify({ logger: false });
     app.get('/health', async () => ({ api: true }));
@@ -376,6 +389,24 @@ describe('sandbox proxy (integration)', () => {
     expect(refused.head).toContain('"message":"The sandbox was not found"');
     const forbidden = await wsRoundTrip(apiPort, envdHeaders('sbxprivate', APP_PORT), 'x');
     expect(forbidden.head).toMatch(/^HTTP\/1\.1 403/);
+  });
+
+  it('reaches httpsPorts over TLS (self-signed accepted), WebSockets included; envd stays plain HTTP', async () => {
+    const r = await request(apiPort, '/hello', { headers: envdHeaders('sbxtls', APP_PORT) });
+    expect(r.status).toBe(200);
+    const seen = JSON.parse(r.body);
+    expect(seen.who).toBe(`${TLS_ADDR}:${APP_PORT}`);
+    expect(seen.url).toBe('/hello');
+    const ws = await wsRoundTrip(apiPort, { Host: `${APP_PORT}-sbxtls.${DOMAIN}` }, 'over-tls');
+    expect(ws.head).toMatch(/^HTTP\/1\.1 101/);
+    expect(ws.echo).toBe('over-tls');
+    const envd = await request(apiPort, '/health', { headers: envdHeaders('sbxtls') });
+    expect(JSON.parse(envd.body).who).toBe(`${TLS_ADDR}:${ENVD_PORT}`);
+    // A port listed as HTTPS whose service answers plain HTTP: a 502, and the proxy keeps serving.
+    const wrong = await request(apiPort, '/hello', { headers: envdHeaders('sbxwrongtls', APP_PORT) });
+    expect(wrong.status).toBe(502);
+    expect(JSON.parse(wrong.body).code).toBe(502);
+    expect((await request(apiPort, '/health', { headers: envdHeaders('sbxpublic') })).status).toBe(200);
   });
 
   it('answers 502 "not found" for unknown, paused (no auto-resume) and address-less sandboxes', async () => {

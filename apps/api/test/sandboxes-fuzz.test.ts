@@ -182,6 +182,13 @@ function refusedCreates(): [string, unknown][] {
     ['maskRequestHost 257', { maskRequestHost: 'h'.repeat(257) }],
     ['maskRequestHost number', { maskRequestHost: 80 }],
     ['allowPublicTraffic string', { allowPublicTraffic: 'yes' }],
+    ['httpsPorts envd port', { httpsPorts: [8443, 49983] }],
+    ['httpsPorts 0', { httpsPorts: [0] }],
+    ['httpsPorts 65536', { httpsPorts: [65536] }],
+    ['httpsPorts string', { httpsPorts: ['443'] }],
+    ['httpsPorts 101', { httpsPorts: Array.from({ length: 101 }, (_, i) => 1000 + i) }],
+    ['egressProxy set', { egressProxy: { address: '10.0.0.1:1080' } }],
+    ['rules set', { rules: { 'example.com': [{ transform: { headers: { A: 'b' } } }] } }],
     ['array', [1]],
   ];
   for (const [label, value] of network) cases.push([`network ${label}`, { ...base, network: value }]);
@@ -340,7 +347,7 @@ describe('sandbox routes under fuzz', () => {
       volumeMounts: [],
       metadata: { ...manyKeys(63, 'k'), ['K'.repeat(256)]: 'v'.repeat(4096) },
       envVars: { ...manyKeys(255, 'E_'), ['_'.repeat(256)]: 'x=y;\u00e9 \t\n' },
-      network: { allowPublicTraffic: true, allowOut: ['10.0.0.1', 'example.com', '*.example.org'], denyOut: ['0.0.0.0/0'], maskRequestHost: 'localhost:${PORT}', egressProxy: { address: 'x' }, rules: [] },
+      network: { allowPublicTraffic: true, allowOut: ['10.0.0.1', 'example.com', '*.example.org'], denyOut: ['0.0.0.0/0'], maskRequestHost: 'localhost:${PORT}', httpsPorts: [443, 8443], egressProxy: null, rules: {} },
     });
     expect(created.status, JSON.stringify(created.body)).toBe(201);
     const live = created.body.sandboxID as string;
@@ -366,6 +373,8 @@ describe('sandbox routes under fuzz', () => {
         ['allowOut string', { allowOut: '10.0.0.1' }],
         ['allow_internet_access string', { allow_internet_access: 'no' }],
         ['denyOut NUL', { denyOut: ['10.0.0.0/8\u0000'] }],
+        ['egressProxy set (not supported)', { egressProxy: { address: '10.0.0.1:1080' } }],
+        ['rules set (not supported)', { rules: { 'example.com': [{ transform: { headers: { A: 'b' } } }] } }],
       ];
       for (const [label, body] of rules) refused.push(['PUT', '/network', label, body]);
       for (const [method, suffix, label, body] of refused) await refuse(failures, label, method, `/sandboxes/${live}${suffix}`, body);

@@ -9,19 +9,22 @@
  * SDK cases NOT run here, and why:
  * - network.test.ts "firewall transform injects headers" (network.rules with transform.headers): its target is a
  *   second sandbox reached over the public internet by its https getHost URL (wildcard DNS + public TLS), and
- *   Tidepool does not implement `network.rules` transforms yet.
- * - network.test.ts "httpsPorts option" (public URL proxies to an HTTPS backend): `sbx.getHost(port)` over https
- *   with wildcard DNS (the local-TLS issue); Tidepool does not implement `httpsPorts` yet either.
+ *   Tidepool does not implement `network.rules` transforms: a create or update that sets them is refused with
+ *   400 (checked below) instead of being ignored.
+ * - network.test.ts "httpsPorts option" is run with the public URL replaced by the proxy with routing headers
+ *   (`sbx.getHost(port)` over https needs wildcard DNS, the local-TLS issue).
  * - host.test.ts "ping server in running sandbox" and "ping server in non-running sandbox": `sbx.getHost(port)`
  *   over https with wildcard DNS (the local-TLS issue). The proxy side of both is covered by e2e-proxy.test.ts.
  * - egressProxy.test.ts (SOCKS5 `network.egressProxy`): runs against a mocked API (msw) and checks only the
- *   request bodies the SDK builds; nothing server-side to mirror, and Tidepool has no egress proxy option.
+ *   request bodies the SDK builds; nothing server-side to mirror. Tidepool has no upstream egress proxy: a set
+ *   `egressProxy` is refused with 400 (checked below).
  */
 import { execFile } from 'node:child_process';
 import http from 'node:http';
 import { promisify } from 'node:util';
-import { CommandExitError, Sandbox } from 'e2b';
+import { CommandExitError, Sandbox, SandboxError } from 'e2b';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { selfSignedCertificate } from './support/self-signed-certificate.ts';
 import { type StandinHosts, startStandinHosts } from './support/standin-hosts.ts';
 import { startTestPlatform, type TestPlatform } from './support/start-platform.ts';
 
@@ -114,13 +117,14 @@ let denyAll: Sandbox; // denyOut allTraffic
 let allowBoth: Sandbox; // denyOut allTraffic, allowOut [one, eight]
 let privateTraffic: Sandbox; // allowPublicTraffic: false
 let masked: Sandbox; // maskRequestHost
+let httpsBackend: Sandbox; // httpsPorts [APP_PORT]
 
 beforeAll(async () => {
   await ensureHostTools();
   platform = await startTestPlatform({ sandboxNetwork: NETWORK });
   standin = await startStandinHosts(3);
   [one, eight] = standin.internet;
-  [internetOn, internetDefault, internetOff, allowOnlyOne, denyEight, denyAll, allowBoth, privateTraffic, masked] = await Promise.all([
+  [internetOn, internetDefault, internetOff, allowOnlyOne, denyEight, denyAll, allowBoth, privateTraffic, masked, httpsBackend] = await Promise.all([
     create({ allowInternetAccess: true, network: { allowPublicTraffic: true } }),
     create(),
     create({ allowInternetAccess: false }),
@@ -130,6 +134,7 @@ beforeAll(async () => {
     create({ network: { denyOut: ({ allTraffic }: { allTraffic: string }) => [allTraffic], allowOut: [one, eight] } }),
     create({ network: { allowPublicTraffic: false } }),
     create({ network: { maskRequestHost: 'custom-host.example.com:${PORT}' } }),
+    create({ network: { httpsPorts: [APP_PORT] } }),
   ]);
 }, 600_000);
 
@@ -224,5 +229,54 @@ describe('inbound traffic (SDK network.test.ts)', () => {
     const headers = await masked.files.read(outputFile);
     expect(headers).toContain('Host:');
     expect(headers).toMatch(new RegExp(`^Host: custom-host\\.example\\.com:${APP_PORT}$`, 'mi'));
+  });
+
+  it('httpsPorts option: the proxy reaches an HTTPS backend with a self-signed certificate', async () => {
+    const { key, cert } = await selfSignedCertificate('sandbox.local');
+    await httpsBackend.files.write('/tmp/tls/key.pem', key);
+    await httpsBackend.files.write('/tmp/tls/cert.pem', cert);
+    const server = [
+      'import http.server, ssl',
+      'class H(http.server.BaseHTTPRequestHandler):',
+      '    def do_GET(self):',
+      '        self.send_response(200)',
+      '        self.end_headers()',
+      "        self.wfile.write(b'served over tls')",
+      '    def log_message(self, *a): pass',
+      `httpd = http.server.HTTPServer(('0.0.0.0', ${APP_PORT}), H)`,
+      'context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)',
+      "context.load_cert_chain('/tmp/tls/cert.pem', '/tmp/tls/key.pem')",
+      'httpd.socket = context.wrap_socket(httpd.socket, server_side=True)',
+      'httpd.serve_forever()',
+    ].join('\n');
+    await httpsBackend.files.write('/tmp/tls/server.py', server);
+    await httpsBackend.commands.run('python3 /tmp/tls/server.py', { background: true });
+    const response = await waitForStatus(httpsBackend, APP_PORT, 200);
+    expect(response.body).toBe('served over tls');
+    const info = await httpsBackend.getInfo();
+    expect(info.network?.httpsPorts).toEqual([APP_PORT]);
+  });
+});
+
+describe('network settings Tidepool does not implement are refused, not ignored', () => {
+  it('egressProxy and rules on create and on updateNetwork; the envd port in httpsPorts', async () => {
+    const count = async (): Promise<number> => (await Sandbox.list({ ...platform.sdk }).nextItems()).length;
+    const before = await count();
+    const refusals: Array<[Record<string, unknown>, RegExp]> = [
+      [{ egressProxy: { address: '198.18.0.1:1080' } }, /egressProxy is not supported/],
+      [{ rules: { 'api.example.com': [{ transform: { headers: { Authorization: 'Bearer x' } } }] } }, /rules is not supported/],
+      [{ httpsPorts: [49983] }, /envd port/],
+    ];
+    for (const [network, message] of refusals) {
+      const error = await Sandbox.create('base', { ...platform.sdk, network }).catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(SandboxError);
+      expect((error as Error).message).toMatch(/^400: /);
+      expect((error as Error).message).toMatch(message);
+    }
+    expect(await count()).toBe(before);
+    for (const [update, message] of refusals.slice(0, 2)) {
+      const error = await internetOn.updateNetwork(update as never).catch((e: unknown) => e);
+      expect((error as Error).message).toMatch(message);
+    }
   });
 });

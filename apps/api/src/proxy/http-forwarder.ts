@@ -1,4 +1,5 @@
 import http, { type ClientRequest, type IncomingMessage, type ServerResponse } from 'node:http';
+import https from 'node:https';
 import type { Socket } from 'node:net';
 import { pipeline } from 'node:stream';
 import type { Logger } from 'pino';
@@ -18,9 +19,17 @@ export interface UpstreamTarget {
   sandboxId: string;
   address: string;
   port: number;
+  /** The sandbox service speaks TLS on this port (`network.httpsPorts`): dialled over HTTPS, certificate not verified. */
+  tls: boolean;
+}
+
+/** `http.request` or `https.request` for the target; a self-signed certificate in the sandbox is accepted. */
+export function upstreamRequest(target: UpstreamTarget, options: http.RequestOptions): ClientRequest {
+  return target.tls ? https.request({ ...options, rejectUnauthorized: false }) : http.request(options);
 }
 
 export interface HttpForwardOptions {
+  /** Keep-alive pool: an `https.Agent` for TLS targets. */
   agent: http.Agent;
   /** Request headers for the upstream, already filtered and masked (flat raw list). */
   headers: string[];
@@ -91,7 +100,7 @@ export function forwardHttp(
   };
 
   const start = (): void => {
-    const upstream = http.request({
+    const upstream = upstreamRequest(target, {
       host: target.address,
       port: target.port,
       method: req.method,

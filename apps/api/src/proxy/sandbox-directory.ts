@@ -14,6 +14,8 @@ export interface RoutableSandbox {
   trafficAccessToken: string | null;
   /** Upstream Host for non-envd ports, `${PORT}` replaced by the port. */
   maskRequestHost: string | undefined;
+  /** Ports whose service speaks TLS: reached over HTTPS without verifying the certificate. */
+  httpsPorts: readonly number[];
   /** `autoResume.enabled`: traffic may resume the sandbox when it is paused. */
   autoResume: boolean;
 }

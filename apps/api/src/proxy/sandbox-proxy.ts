@@ -1,4 +1,5 @@
 import http, { type IncomingMessage, type ServerResponse } from 'node:http';
+import https from 'node:https';
 import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { FastifyInstance } from 'fastify';
@@ -6,7 +7,7 @@ import type { Logger } from 'pino';
 import { checkTrafficToken, mayAutoResume } from './access-checks.ts';
 import { cleanRequestPath, isEnvdControlRoute } from './control-routes.ts';
 import { ConnectionLimiter, DEFAULT_PROXY_LIMITS, type ProxyLimits } from './connection-limits.ts';
-import { forwardHttp } from './http-forwarder.ts';
+import { forwardHttp, type UpstreamTarget } from './http-forwarder.ts';
 import { requestFramingProblem } from './message-checks.ts';
 import { proxyErrors, sendProxyError, writeProxyErrorToSocket, type ProxyErrorReply } from './proxy-errors.ts';
 import { resolveRouteTarget } from './route-target.ts';
@@ -37,6 +38,10 @@ function isReply(value: Admission): value is ProxyErrorReply {
 }
 
 /** Status carried by an error thrown from `resumeForTraffic` (`statusCode`, `status` or numeric `code`). */
+function upstreamTarget(sandbox: RoutableSandbox & { address: string }, port: number): UpstreamTarget {
+  return { sandboxId: sandbox.sandboxId, address: sandbox.address, port, tls: port !== ENVD_PORT && sandbox.httpsPorts.includes(port) };
+}
+
 function errorStatus(err: unknown): number | undefined {
   if (typeof err !== 'object' || err === null) return undefined;
   const e = err as { statusCode?: unknown; status?: unknown; code?: unknown };
@@ -44,21 +49,25 @@ function errorStatus(err: unknown): number | undefined {
   return undefined;
 }
 
+const POOL_OPTIONS: http.AgentOptions = {
+  keepAlive: true,
+  keepAliveMsecs: 15_000,
+  maxSockets: Infinity,
+  maxFreeSockets: 1024,
+  // Only idle pooled sockets are reaped by this; active streams are not cut by it.
+  timeout: 60_000,
+  scheduling: 'lifo',
+};
+
 /**
  * The routing edge: decides whether a request is for a sandbox, applies the edge rules (control routes, traffic
  * token, auto-resume) and hands it to the HTTP or upgrade forwarder. Everything else is left to the API.
  */
 export class SandboxProxy {
   /** One keep-alive pool for every sandbox; Node keys it by address:port, so it is per sandbox port in effect. */
-  readonly agent = new http.Agent({
-    keepAlive: true,
-    keepAliveMsecs: 15_000,
-    maxSockets: Infinity,
-    maxFreeSockets: 1024,
-    // Only idle pooled sockets are reaped by this; active streams are not cut by it.
-    timeout: 60_000,
-    scheduling: 'lifo',
-  });
+  readonly agent = new http.Agent(POOL_OPTIONS);
+  /** The same for ports listed in `network.httpsPorts`; certificates in sandboxes are not verified (self-signed work). */
+  readonly tlsAgent = new https.Agent({ ...POOL_OPTIONS, rejectUnauthorized: false });
   private readonly resumes = new Map<string, Promise<RoutableSandbox>>();
   private readonly tunnels = new Set<Duplex>();
   readonly limits: ProxyLimits;
@@ -86,8 +95,9 @@ export class SandboxProxy {
         return;
       }
       res.once('close', release);
-      forwardHttp(req, res, { sandboxId: sandbox.sandboxId, address: sandbox.address, port }, {
-        agent: this.agent,
+      const target = upstreamTarget(sandbox, port);
+      forwardHttp(req, res, target, {
+        agent: target.tls ? this.tlsAgent : this.agent,
         headers: applyHostMask(stripHopByHop(req.rawHeaders), port === ENVD_PORT ? undefined : sandbox.maskRequestHost, port),
         stillRoutable: () => this.stillRoutable(sandbox),
         logger: this.options.logger,
@@ -125,7 +135,7 @@ export class SandboxProxy {
       socket.once('close', release);
       (socket as Socket).setNoDelay?.(true);
       this.track(socket);
-      forwardUpgrade(req, socket, head, { sandboxId: sandbox.sandboxId, address: sandbox.address, port }, {
+      forwardUpgrade(req, socket, head, upstreamTarget(sandbox, port), {
         headers: applyHostMask(req.rawHeaders, port === ENVD_PORT ? undefined : sandbox.maskRequestHost, port),
         stillRoutable: () => this.stillRoutable(sandbox),
         logger: this.options.logger,
@@ -150,6 +160,7 @@ export class SandboxProxy {
     for (const socket of this.tunnels) socket.destroy();
     this.tunnels.clear();
     this.agent.destroy();
+    this.tlsAgent.destroy();
   }
 
   private track(socket: Duplex): void {

@@ -4,7 +4,7 @@ import type { RoutableSandbox } from './sandbox-directory.ts';
 import { fileUrlSignature, findSignedUrlOwner, parseSignedFilesQuery } from './signed-url-owner.ts';
 
 function sandbox(sandboxId: string, envdAccessToken: string): RoutableSandbox {
-  return { sandboxId, state: 'running', address: '10.0.0.2', envdAccessToken, trafficAccessToken: null, maskRequestHost: undefined, autoResume: false };
+  return { sandboxId, state: 'running', address: '10.0.0.2', envdAccessToken, trafficAccessToken: null, maskRequestHost: undefined, httpsPorts: [], autoResume: false };
 }
 
 describe('fileUrlSignature', () => {

@@ -30,7 +30,7 @@ describe('applyHostMask', () => {
 
 describe('traffic token checks', () => {
   const base: RoutableSandbox = {
-    sandboxId: 's1', state: 'running', address: '10.0.0.2', envdAccessToken: 'envd-tok', trafficAccessToken: 'traffic-tok', maskRequestHost: undefined, autoResume: true,
+    sandboxId: 's1', state: 'running', address: '10.0.0.2', envdAccessToken: 'envd-tok', trafficAccessToken: 'traffic-tok', maskRequestHost: undefined, httpsPorts: [], autoResume: true,
   };
   it('compares tokens exactly', () => {
     expect(tokensEqual('abc', 'abc')).toBe(true);

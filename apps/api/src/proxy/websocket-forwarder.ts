@@ -3,7 +3,7 @@ import type net from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { Logger } from 'pino';
 import { CONNECT_TIMEOUT_MS, DIAL_RETRY_DELAYS_MS, DialTimeoutError } from './dial-policy.ts';
-import type { UpstreamTarget } from './http-forwarder.ts';
+import { type UpstreamTarget, upstreamRequest } from './http-forwarder.ts';
 import { upstreamHeadProblem } from './message-checks.ts';
 import {
   classifyUpstreamError,
@@ -102,7 +102,7 @@ export function forwardUpgrade(
   };
 
   const dial = (): void => {
-    const upstream = http.request({
+    const upstream = upstreamRequest(target, {
       host: target.address,
       port: target.port,
       method: req.method,

@@ -17,8 +17,28 @@ export function isCidrOrIp(value: string): boolean {
   return bits <= (family === 4 ? 32 : 128) && (address !== '0.0.0.0' || bits === 0);
 }
 
+const ENVD_PORT = 49983;
+
+/** Network settings the SDK can send that this platform does not implement: refused, never silently ignored. */
+export interface UnsupportedNetworkFields {
+  egressProxy?: unknown;
+  rules?: unknown;
+}
+
+export function refuseUnsupportedNetwork(fields: UnsupportedNetworkFields): void {
+  if (fields.egressProxy !== undefined && fields.egressProxy !== null) {
+    throw new PlatformError('invalid', 'network.egressProxy is not supported by this platform: sandbox traffic cannot be sent through an upstream SOCKS5 proxy');
+  }
+  const rules = fields.rules;
+  if (rules !== undefined && rules !== null && (typeof rules !== 'object' || Object.keys(rules).length > 0)) {
+    throw new PlatformError('invalid', 'network.rules is not supported by this platform: egress requests cannot be transformed (no header injection)');
+  }
+}
+
 /** Validates egress and routing settings the way the reference platform does, with its messages. */
-export function validateNetwork(network: SandboxNetwork): void {
+export function validateNetwork(network: SandboxNetwork & UnsupportedNetworkFields): void {
+  refuseUnsupportedNetwork(network);
+  if (network.httpsPorts?.includes(ENVD_PORT)) throw new PlatformError('invalid', `httpsPorts cannot list the envd port ${ENVD_PORT}`);
   for (const entry of network.denyOut ?? []) {
     if (!isCidrOrIp(entry)) throw new PlatformError('invalid', `invalid denied CIDR ${entry}`);
   }
@@ -50,7 +70,7 @@ export function allowedDomains(network: SandboxNetwork): string[] {
   return (network.allowOut ?? []).filter((entry) => !isCidrOrIp(entry)).map((d) => d.toLowerCase());
 }
 
-export interface NetworkUpdate {
+export interface NetworkUpdate extends UnsupportedNetworkFields {
   allowOut?: string[];
   denyOut?: string[];
   allow_internet_access?: boolean;
@@ -61,6 +81,7 @@ export interface NetworkUpdate {
  * `allow_internet_access: false` denies all traffic (0.0.0.0/0) but what is allowed. Validated like create.
  */
 export function egressUpdate(current: SandboxNetwork, update: NetworkUpdate): SandboxNetwork {
+  refuseUnsupportedNetwork(update);
   const next: SandboxNetwork = { ...current, allowOut: update.allowOut, denyOut: update.denyOut };
   if (update.allow_internet_access === false) next.denyOut = [ALL_TRAFFIC];
   validateNetwork(next);

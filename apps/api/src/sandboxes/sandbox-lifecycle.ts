@@ -500,6 +500,7 @@ function routable(record: SandboxRecord): RoutableSandbox {
     envdAccessToken: record.envdAccessToken,
     trafficAccessToken: record.trafficAccessToken,
     maskRequestHost: record.network.maskRequestHost,
+    httpsPorts: record.network.httpsPorts ?? [],
     // A filesystem-only pause cold-boots on resume: like the reference, traffic may not wake it.
     autoResume: record.autoResume && record.pausedImage === null,
   };

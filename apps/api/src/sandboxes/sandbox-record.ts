@@ -6,6 +6,8 @@ export interface SandboxNetwork {
   allowOut?: string[];
   denyOut?: string[];
   maskRequestHost?: string;
+  /** Sandbox ports that serve TLS themselves: the proxy reaches them over HTTPS (certificates not verified). */
+  httpsPorts?: number[];
 }
 
 /** Everything the platform keeps about one sandbox (one row of `sandboxes`). */

@@ -48,6 +48,7 @@ export function sandboxDetailView(record: SandboxRecord) {
       allowOut: record.network.allowOut ?? [],
       denyOut: record.network.denyOut ?? [],
       maskRequestHost: record.network.maskRequestHost,
+      httpsPorts: record.network.httpsPorts ?? [],
     },
     lifecycle: { autoResume: record.autoResume, onTimeout: record.autoPause ? 'pause' : 'kill' },
   };

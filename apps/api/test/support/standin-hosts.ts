@@ -10,6 +10,7 @@ import { writeFileSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
+import { selfSignedCertificate } from './self-signed-certificate.ts';
 
 const exec = promisify(execFile);
 
@@ -67,7 +68,9 @@ export async function startStandinHosts(slot: number): Promise<StandinHosts> {
     rmSync(dir, { recursive: true, force: true });
   };
   try {
-    await exec('openssl', ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', join(dir, 'key.pem'), '-out', join(dir, 'cert.pem'), '-days', '1', '-subj', '/CN=standin.test']);
+    const { key, cert } = await selfSignedCertificate('standin.test');
+    writeFileSync(join(dir, 'key.pem'), key);
+    writeFileSync(join(dir, 'cert.pem'), cert);
     writeFileSync(join(dir, 'server.cjs'), SERVER);
     await ip('netns', 'add', namespace);
     await ip('link', 'add', hostSide, 'type', 'veth', 'peer', 'name', nsSide);

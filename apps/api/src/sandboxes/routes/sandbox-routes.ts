@@ -25,7 +25,13 @@ function createInput(body: Static<typeof NewSandboxSchema>, timeouts: TimeoutRul
     autoResume: body.autoResume?.enabled ?? false,
     metadata: body.metadata ?? {},
     envVars: body.envVars ?? {},
-    network: { allowPublicTraffic: network.allowPublicTraffic, allowOut: network.allowOut, denyOut: network.denyOut, maskRequestHost: network.maskRequestHost },
+    network: {
+      allowPublicTraffic: network.allowPublicTraffic,
+      allowOut: network.allowOut,
+      denyOut: network.denyOut,
+      maskRequestHost: network.maskRequestHost,
+      httpsPorts: network.httpsPorts === undefined ? undefined : [...new Set(network.httpsPorts)].sort((a, b) => a - b),
+    },
     allowInternetAccess: body.allow_internet_access ?? null,
     volumeMounts: (body.volumeMounts ?? []).map(({ name, path }) => ({ name, path })),
   };

@@ -2,8 +2,8 @@ import { Type } from '@sinclair/typebox';
 
 /**
  * Bounds on what a sandbox request may carry, so oversized or malformed input gets a 400 before any
- * container is made. Unknown keys stay accepted everywhere: the SDK sends fields (`mcp`, `iam`,
- * `egressProxy`, `rules`, ...) this platform does not use.
+ * container is made. Unknown keys stay accepted everywhere: the SDK sends fields (`mcp`, `iam`, ...)
+ * this platform does not use.
  */
 export const LIMITS = {
   /** Metadata: a label set, not a store (the reference caps secrets' metadata lower still: 32/128/1024). */
@@ -20,6 +20,7 @@ export const LIMITS = {
   hostLength: 256,
   templateRefLength: 512,
   volumeMounts: 64,
+  httpsPorts: 100,
   sandboxIdLength: 256,
 } as const;
 
@@ -50,16 +51,21 @@ export const NetworkSchema = Type.Object(
     allowOut: Type.Optional(RuleList),
     denyOut: Type.Optional(RuleList),
     maskRequestHost: Type.Optional(Type.String({ maxLength: LIMITS.hostLength })),
+    httpsPorts: Type.Optional(Type.Array(Type.Integer({ minimum: 1, maximum: 65535 }), { maxItems: LIMITS.httpsPorts })),
+    egressProxy: Type.Optional(Type.Unknown()),
+    rules: Type.Optional(Type.Unknown()),
   },
   { additionalProperties: true },
 );
 
-/** `PUT /sandboxes/{id}/network` (SandboxNetworkUpdateConfig); `egressProxy` and `rules` are accepted and ignored. */
+/** `PUT /sandboxes/{id}/network` (SandboxNetworkUpdateConfig); a set `egressProxy` or `rules` is refused (not supported). */
 export const NetworkUpdateSchema = Type.Object(
   {
     allowOut: Type.Optional(RuleList),
     denyOut: Type.Optional(RuleList),
     allow_internet_access: Type.Optional(Type.Boolean()),
+    egressProxy: Type.Optional(Type.Unknown()),
+    rules: Type.Optional(Type.Unknown()),
   },
   { additionalProperties: true },
 );
