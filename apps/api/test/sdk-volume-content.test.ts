@@ -7,8 +7,9 @@
  * nothing behind, and a file written through the API read by a sandbox that mounts the volume.
  */
 import { createHash, randomBytes } from 'node:crypto';
-import { execFileSync } from 'node:child_process';
-import { existsSync, mkdirSync, readdirSync, readFileSync, rmdirSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import { execFileSync, spawn } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmdirSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { request as httpRequest } from 'node:http';
 import { join } from 'node:path';
 import { AuthenticationError, Sandbox, Volume, VolumeError, VolumePathNotFoundError } from 'e2b';
@@ -126,6 +127,22 @@ describe('every content call through the SDK', () => {
     expect(missing).toEqual({ status: 404, body: { code: '404', message: expect.stringContaining('/f') } });
     expect((await raw('GET', `/volumecontent/${vol.volumeId}/path`, bearer)).status).toBe(400);
     expect((await raw('GET', `/volumecontent/${vol.volumeId}/dir?path=/&depth=0`, bearer)).body?.code).toBe('400');
+    await vol.writeFile('/g', 'twelve bytes');
+    const head = await fetch(`${platform.url}/volumecontent/${vol.volumeId}/file?path=/g`, { method: 'HEAD', headers: bearer });
+    expect([head.status, head.headers.get('content-length'), await head.text()]).toEqual([200, '12', '']);
+    const get = await fetch(`${platform.url}/volumecontent/${vol.volumeId}/file?path=/g`, { headers: bearer });
+    expect([get.headers.get('content-type'), get.headers.get('content-length'), await get.text()]).toEqual(['application/octet-stream', '12', 'twelve bytes']);
+    expect((await raw('GET', `/volumecontent/${vol.volumeId}/file?path=/`, bearer)).status).toBe(409);
+  });
+
+  it('keeps names with spaces, plus signs, percent signs and non-ASCII intact', async () => {
+    const vol = await newVolume('names');
+    const dir = '/dir with space/ünï+cødé 100%';
+    await vol.makeDir(dir, { force: true });
+    await vol.writeFile(`${dir}/a&b=c?.txt`, 'odd name');
+    expect(await vol.readFile(`${dir}/a&b=c?.txt`)).toBe('odd name');
+    expect((await vol.list('/', { depth: 3 })).map((e) => e.path)).toEqual(['/dir with space', `/dir with space/ünï+cødé 100%`, `${dir}/a&b=c?.txt`]);
+    expect(readFileSync(join(volumeDir(vol), 'dir with space', 'ünï+cødé 100%', 'a&b=c?.txt'), 'utf8')).toBe('odd name');
   });
 
   it('takes apiUrl per call as well as from E2B_VOLUME_API_URL', async () => {
@@ -236,6 +253,43 @@ describe('paths stay inside the volume', () => {
     expect(await victim.exists('/planted.txt')).toBe(false);
     expect(existsSync('/etc/newdir')).toBe(false);
   });
+
+  it('holds while a directory is swapped for a link to outside in a tight loop (no check-then-use window)', async () => {
+    const vol = await newVolume('race');
+    const dir = volumeDir(vol);
+    const outside = mkdtempSync(join(tmpdir(), 'tp-vc-outside-'));
+    writeFileSync(join(outside, 'data.txt'), 'OUTSIDE');
+    await vol.makeDir('/d');
+    await vol.writeFile('/d/data.txt', 'inside');
+    // Swaps /d for a link to `outside` and back, as fast as the shell can, until killed.
+    const swapper = spawn('bash', ['-c', `cd '${dir}' && while :; do mv -T d d.real && ln -sT '${outside}' d && rm d && mv -T d.real d; done`], { stdio: 'ignore' });
+    const seen = new Set<string>();
+    try {
+      const deadline = Date.now() + 3000;
+      while (Date.now() < deadline) {
+        const outcomes = await Promise.allSettled([
+          vol.readFile('/d/data.txt'),
+          vol.list('/d').then((entries) => entries.map((e) => e.name).join(',')),
+          vol.writeFile('/d/planted.txt', 'x', { force: true }).then(() => 'written'),
+          vol.updateMetadata('/d/data.txt', { mode: 0o600 }).then(() => 'chmod'),
+          vol.makeDir('/d/sub', { force: true }).then(() => 'mkdir'),
+        ]);
+        for (const outcome of outcomes) {
+          seen.add(outcome.status === 'fulfilled' ? String(outcome.value).replace(/planted\.txt,?|sub,?/g, '') : String((outcome.reason as Error).message).slice(0, 4));
+        }
+      }
+    } finally {
+      swapper.kill('SIGKILL');
+    }
+    // Outcomes are the volume's own content, or a refusal; never the outside directory's.
+    expect(seen.has('inside')).toBe(true);
+    expect([...seen].some((value) => /^40[34]:|^Path/.test(value))).toBe(true);
+    expect([...seen].some((value) => value.includes('OUTSIDE'))).toBe(false);
+    expect(readdirSync(outside)).toEqual(['data.txt']);
+    expect(readFileSync(join(outside, 'data.txt'), 'utf8')).toBe('OUTSIDE');
+    expect(statSync(join(outside, 'data.txt')).mode & 0o777).not.toBe(0o600);
+    rmSync(outside, { recursive: true, force: true });
+  }, 60_000);
 });
 
 /** Reproducible bytes, made as they are read; `onProgress` sees how much was handed to the SDK so far. */
