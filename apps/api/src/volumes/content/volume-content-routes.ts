@@ -89,6 +89,15 @@ export function registerVolumeContentRoutes(app: FastifyInstance, deps: VolumeCo
       }),
     );
 
+    // Declared before the GET so fastify does not derive one that reads the whole file to discard it.
+    scope.head<{ Params: { volumeID: string }; Querystring: Query }>('/volumecontent/:volumeID/file', routeOptions, (request, reply) =>
+      serve(request, reply, async (root, path) => {
+        const download = await openDownload(root, path);
+        download.stream?.destroy();
+        return reply.code(200).header('content-type', 'application/octet-stream').header('content-length', String(download.size)).send();
+      }),
+    );
+
     scope.get<{ Params: { volumeID: string }; Querystring: Query }>('/volumecontent/:volumeID/file', routeOptions, (request, reply) =>
       serve(request, reply, async (root, path) => {
         const download = await openDownload(root, path);
