@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs';
 import { type Static, Type } from '@sinclair/typebox';
 import { Value } from '@sinclair/typebox/value';
 import { DOCKER_HOST_PATTERN } from './runtime/docker/docker-host.ts';
+import { LISTEN_ADDRESS_PATTERN } from './observability/metrics-route.ts';
 
 const Port = Type.Integer({ minimum: 0, maximum: 65535 });
 
@@ -49,6 +50,8 @@ export const ConfigSchema = Type.Object({
   dockerHost: Type.String({ pattern: DOCKER_HOST_PATTERN }),
   /** `<dataDir>/volumes` as the container engine sees it (absolute; differs when the API runs in a container); '' = the API's own path. */
   volumesHostDir: Type.String({ pattern: '^(/.*)?$' }),
+  /** `host:port` of a second listener serving only GET /metrics, without authentication; '' = none (/metrics on the API, with a key). */
+  metricsAddress: Type.String({ pattern: LISTEN_ADDRESS_PATTERN }),
 });
 
 export type Config = Static<typeof ConfigSchema>;
@@ -81,6 +84,7 @@ const ENV_NAMES: Record<keyof Config, string> = {
   containerRuntime: 'TIDEPOOL_CONTAINER_RUNTIME',
   dockerHost: 'TIDEPOOL_DOCKER_HOST',
   volumesHostDir: 'TIDEPOOL_VOLUMES_HOST_DIR',
+  metricsAddress: 'TIDEPOOL_METRICS_ADDRESS',
 };
 
 export class ConfigError extends Error {}
@@ -144,6 +148,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     containerRuntime: (env.TIDEPOOL_CONTAINER_RUNTIME ?? '').trim(),
     dockerHost: (env.TIDEPOOL_DOCKER_HOST ?? '').trim(),
     volumesHostDir: (env.TIDEPOOL_VOLUMES_HOST_DIR ?? '').trim(),
+    metricsAddress: (env.TIDEPOOL_METRICS_ADDRESS ?? '').trim(),
     ...overrides,
   };
   if (overrides.imageAliases === undefined) {

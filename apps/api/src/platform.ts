@@ -11,6 +11,8 @@ import type { SandboxRuntime } from './runtime/sandbox-runtime.ts';
 import { SandboxLifecycle } from './sandboxes/sandbox-lifecycle.ts';
 import { EngineWatch } from './sandboxes/engine-watch.ts';
 import { buildApiServer } from './http/api-server.ts';
+import { type MetricsListener, startMetricsListener } from './observability/metrics-route.ts';
+import { PlatformMetrics } from './observability/platform-metrics.ts';
 import { openDatabase } from './store/database.ts';
 import { lockDataDir, secureDatabaseFiles } from './store/data-dir.ts';
 import { KeyStore } from './store/key-store.ts';
@@ -46,6 +48,10 @@ export interface RunningPlatform {
   lifecycle: SandboxLifecycle;
   /** Follows the engine's events (containers dying under sandboxes, engine restarts). */
   engineWatch: EngineWatch;
+  /** Every Prometheus metric of this platform (served on GET /metrics). */
+  metrics: PlatformMetrics;
+  /** The unauthenticated metrics listener's URL when TIDEPOOL_METRICS_ADDRESS is set. */
+  metricsUrl: string | undefined;
   /** Stops serving. Sandboxes are killed unless `keepSandboxes` (the next start on the same data dir adopts them). */
   close(options?: { keepSandboxes?: boolean }): Promise<void>;
 }
@@ -92,9 +98,10 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
       );
     }
     const platformId = keys.platformId();
+    const metrics = new PlatformMetrics();
     const hardening = containerHardening(config);
     const docker = dockerClient(config.dockerHost);
-    const runtime = runtimeOverride ?? withEngineDeadlines(new DockerRuntime({ docker, network: config.sandboxNetwork, platformId, logger, isolation: config.sandboxIsolation, helperImage: config.baseImage, hardening }));
+    const runtime = runtimeOverride ?? withEngineDeadlines(new DockerRuntime({ docker, network: config.sandboxNetwork, platformId, logger, isolation: config.sandboxIsolation, helperImage: config.baseImage, hardening }), {}, (operation) => metrics.engineCallFailed(operation));
     await runtime.prepare();
     const templateStore = new TemplateStore(db);
     const templates = new TemplateCatalog(templateStore);
@@ -116,11 +123,20 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
       defaultTimeoutSeconds: config.defaultTimeoutSeconds,
       logger,
       volumes,
+      platformMetrics: metrics,
     });
     const sandboxLifecycle = lifecycle;
+    metrics.observe({
+      maxSandboxes: config.maxSandboxes,
+      sandboxes: () => {
+        const records = sandboxLifecycle.list();
+        const running = records.filter((r) => r.state === 'running').length;
+        return { creating: sandboxLifecycle.creatingCount(), running, paused: records.length - running };
+      },
+    });
     volumes.setUsers((volumeID) => sandboxLifecycle.usingVolume(volumeID));
     // Events from just before the restart reconcile on, so a container dying meanwhile is not missed.
-    engineWatch = new EngineWatch({ runtime, lifecycle, logger, since: Date.now() / 1000 - 1 });
+    engineWatch = new EngineWatch({ runtime, lifecycle, logger, since: Date.now() / 1000 - 1, metrics });
     await lifecycle.start();
     engineWatch.start();
     const contextFiles = new ContextFiles(config.dataDir, config.maxUploadMB * 1024 * 1024);
@@ -135,7 +151,7 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
         readyTimeoutMs: config.buildReadyTimeoutSeconds * 1000,
         logger,
       });
-    queue = new BuildQueue({ catalog: templates, store: templateStore, builder, contextFiles, maxConcurrent: config.maxConcurrentBuilds, logger });
+    queue = new BuildQueue({ catalog: templates, store: templateStore, builder, contextFiles, maxConcurrent: config.maxConcurrentBuilds, logger, metrics });
     await queue.recoverAfterRestart();
     const running = lifecycle;
     const buildQueue = queue;
@@ -172,12 +188,22 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
         maxConnectionsPerClient: config.proxyMaxConnectionsPerClient,
         idleTimeoutMs: config.proxyIdleTimeoutSeconds * 1000,
       },
+      metrics,
     });
     await app.listen({ host: config.host, port: config.port });
     const { port } = app.server.address() as AddressInfo;
     const host = config.host === '0.0.0.0' || config.host === '::' ? '127.0.0.1' : config.host.includes(':') ? `[${config.host}]` : config.host;
     const url = `http://${host}:${port}`;
     logger.info({ url, domain: config.domain, network: config.sandboxNetwork, platformId }, 'tidepool platform listening');
+    let metricsListener: MetricsListener | undefined;
+    if (config.metricsAddress) {
+      try {
+        metricsListener = await startMetricsListener(config.metricsAddress, metrics, logger);
+      } catch (error) {
+        await app.close();
+        throw error;
+      }
+    }
     let closed = false;
     return {
       app,
@@ -190,6 +216,8 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
       config,
       lifecycle: running,
       engineWatch: watch,
+      metrics,
+      metricsUrl: metricsListener?.url,
       async close(closeOptions = {}) {
         if (closed) return;
         closed = true;
@@ -201,6 +229,7 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
         if (!closeOptions.keepSandboxes) await running.killAll();
         app.server.closeAllConnections?.();
         await app.close();
+        await metricsListener?.close();
         db.close();
         dataLock.release();
       },

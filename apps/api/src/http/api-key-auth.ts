@@ -1,4 +1,5 @@
 import type { FastifyInstance } from 'fastify';
+import { METRICS_PATH, metricsApiKey } from '../observability/metrics-route.ts';
 import type { KeyStore } from '../store/key-store.ts';
 import { VOLUME_CONTENT_PREFIX } from '../volumes/content/volume-content-routes.ts';
 
@@ -15,8 +16,10 @@ function isOpenRoute(method: string, path: string): boolean {
 /** `X-API-Key` on every platform route but the open ones. */
 export function installApiKeyAuth(app: FastifyInstance, keys: KeyStore): void {
   app.addHook('onRequest', async (request, reply) => {
-    if (isOpenRoute(request.method, request.url.split('?')[0])) return;
-    const key = request.headers['x-api-key'];
+    const path = request.url.split('?')[0];
+    if (isOpenRoute(request.method, path)) return;
+    // Prometheus scrapes with `Authorization: Bearer <key>`: accepted on /metrics only.
+    const key = path === METRICS_PATH ? metricsApiKey(request.headers) : request.headers['x-api-key'];
     if (typeof key === 'string' && key !== '' && keys.isValid(key)) return;
     const message = typeof key === 'string' && key !== '' ? 'Invalid API key' : 'Missing API key: send it in the X-API-Key header';
     await reply.code(401).send({ code: 401, message });

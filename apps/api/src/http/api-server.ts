@@ -1,6 +1,8 @@
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, LogController } from 'fastify';
 import type { Logger } from 'pino';
+import type { MetricsSink } from '../observability/metrics-sink.ts';
+import { type MetricsExposition, registerMetricsRoute } from '../observability/metrics-route.ts';
 import type { ProxyLimits } from '../proxy/connection-limits.ts';
 import { installSandboxProxy } from '../proxy/sandbox-proxy.ts';
 import { registerSandboxLifecycleRoutes } from '../sandboxes/routes/sandbox-lifecycle-routes.ts';
@@ -36,6 +38,8 @@ export interface ApiServerDeps {
   logger: Logger;
   /** Sandbox proxy connection caps and idle timeouts (defaults otherwise). */
   proxyLimits?: Partial<ProxyLimits>;
+  /** Prometheus metrics: what the proxy and snapshots report to, and what `GET /metrics` serves (none: no route). */
+  metrics?: MetricsSink & MetricsExposition;
 }
 
 /** The platform's one HTTP listener: sandbox proxy first, then the authenticated REST API. */
@@ -51,15 +55,16 @@ export function buildApiServer(deps: ApiServerDeps): FastifyInstance {
     frameworkErrors: answerFrameworkError,
     clientErrorHandler: answerClientError,
   }).withTypeProvider<TypeBoxTypeProvider>();
-  installSandboxProxy(app, { directory: deps.lifecycle, domain: deps.domain, logger: deps.logger, limits: deps.proxyLimits });
+  installSandboxProxy(app, { directory: deps.lifecycle, domain: deps.domain, logger: deps.logger, limits: deps.proxyLimits, metrics: deps.metrics });
   installApiErrorHandler(app);
   installLenientJsonBody(app);
   app.get('/health', async (_request, reply) => reply.code(200).type('text/plain').send('Health check successful'));
   installApiKeyAuth(app, deps.keys);
+  if (deps.metrics) registerMetricsRoute(app, deps.metrics);
   registerSandboxRoutes(app, deps.lifecycle, deps.timeouts);
   registerSandboxLifecycleRoutes(app, deps.lifecycle, deps.timeouts);
   registerSandboxObservabilityRoutes(app, deps.lifecycle, (id) => deps.sandboxes.events(id));
-  registerSandboxSnapshotRoutes(app, { lifecycle: deps.lifecycle, runtime: deps.runtime, catalog: deps.templates.catalog, logger: deps.logger }, deps.timeouts);
+  registerSandboxSnapshotRoutes(app, { lifecycle: deps.lifecycle, runtime: deps.runtime, catalog: deps.templates.catalog, logger: deps.logger, platformMetrics: deps.metrics }, deps.timeouts);
   registerTemplateRoutes(app, deps.templates);
   registerTemplateBuildRoutes(app, deps.templates);
   registerTemplateTagRoutes(app, deps.templates);

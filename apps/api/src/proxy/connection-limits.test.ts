@@ -10,6 +10,7 @@ describe('ConnectionLimiter', () => {
     expect(typeof a).toBe('function');
     expect(typeof b).toBe('function');
     expect(refused).toEqual({
+      reason: 'sandbox_connection_limit',
       status: 429,
       body: { sandboxId: 'sbx1', message: 'The sandbox has too many concurrent incoming connections (limit: 2)', connectionLimit: 2, code: 429 },
     });

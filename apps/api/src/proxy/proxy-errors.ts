@@ -7,21 +7,33 @@ export interface ProxyErrorReply {
   status: number;
   /** JSON object, or plain text for the routing errors that the reference answers in text. */
   body: Record<string, unknown> | string;
+  /** Why the proxy answered itself, for metrics (a closed set: never an id). */
+  reason?: string;
+}
+
+/** The reason of the error reply written on a response or socket, if the proxy wrote one (read by metrics when it closes). */
+const answeredReasons = new WeakMap<object, string>();
+
+export function proxyErrorReasonOf(target: object): string | undefined {
+  return answeredReasons.get(target);
 }
 
 export const TRAFFIC_TOKEN_HEADER = 'e2b-traffic-access-token';
 
 export const proxyErrors = {
-  invalidRoute: (message: string): ProxyErrorReply => ({ status: 400, body: message }),
+  invalidRoute: (message: string): ProxyErrorReply => ({ reason: 'invalid_route', status: 400, body: message }),
   sandboxNotFound: (sandboxId: string): ProxyErrorReply => ({
+    reason: 'sandbox_not_found',
     status: 502,
     body: { sandboxId, message: 'The sandbox was not found', code: 502 },
   }),
   portNotOpen: (sandboxId: string, port: number): ProxyErrorReply => ({
+    reason: 'port_not_open',
     status: 502,
     body: { sandboxId, message: 'The sandbox is running but port is not open', port, code: 502 },
   }),
   trafficTokenMissing: (sandboxId: string): ProxyErrorReply => ({
+    reason: 'traffic_token_missing',
     status: 403,
     body: {
       sandboxId,
@@ -30,6 +42,7 @@ export const proxyErrors = {
     },
   }),
   trafficTokenInvalid: (sandboxId: string): ProxyErrorReply => ({
+    reason: 'traffic_token_invalid',
     status: 403,
     body: {
       sandboxId,
@@ -38,6 +51,7 @@ export const proxyErrors = {
     },
   }),
   resumeForbidden: (sandboxId: string): ProxyErrorReply => ({
+    reason: 'resume_forbidden',
     status: 403,
     body: {
       sandboxId,
@@ -47,26 +61,31 @@ export const proxyErrors = {
     },
   }),
   stillTransitioning: (sandboxId: string): ProxyErrorReply => ({
+    reason: 'still_transitioning',
     status: 409,
     body: { sandboxId, message: 'The sandbox is still transitioning. Try again in a moment.', code: 409 },
   }),
   resumeLimited: (sandboxId: string, message: string): ProxyErrorReply => ({
+    reason: 'resume_limited',
     status: 429,
     body: { sandboxId, message, code: 429 },
   }),
   /** The sandbox answered something that is not valid HTTP (bad status line, headers or framing). */
   invalidUpstreamResponse: (sandboxId: string, port: number): ProxyErrorReply => ({
+    reason: 'invalid_upstream_response',
     status: 502,
     body: { sandboxId, message: 'The sandbox answered with an invalid HTTP response', port, code: 502 },
   }),
   /** The sandbox port accepted the connection but stayed silent past the idle timeout. */
   upstreamTimeout: (sandboxId: string, port: number): ProxyErrorReply => ({
+    reason: 'upstream_timeout',
     status: 502,
     body: { sandboxId, message: 'The sandbox did not answer in time', port, code: 502 },
   }),
   /** A request whose framing could be read two ways (smuggling), refused before it reaches the sandbox. */
-  badRequest: (message: string): ProxyErrorReply => ({ status: 400, body: { message, code: 400 } }),
+  badRequest: (message: string): ProxyErrorReply => ({ reason: 'bad_request', status: 400, body: { message, code: 400 } }),
   tooManySandboxConnections: (sandboxId: string, limit: number): ProxyErrorReply => ({
+    reason: 'sandbox_connection_limit',
     status: 429,
     body: {
       sandboxId,
@@ -76,6 +95,7 @@ export const proxyErrors = {
     },
   }),
   tooManyClientConnections: (sandboxId: string, limit: number): ProxyErrorReply => ({
+    reason: 'client_connection_limit',
     status: 429,
     body: {
       sandboxId,
@@ -85,6 +105,7 @@ export const proxyErrors = {
     },
   }),
   controlRoute: (path: string): ProxyErrorReply => ({
+    reason: 'control_route',
     status: 404,
     body: {
       message: 'This endpoint is reserved for the E2B control plane and is not reachable through the sandbox URL',
@@ -169,6 +190,7 @@ export function sendProxyError(res: ServerResponse, headers: IncomingHttpHeaders
     res.destroy();
     return;
   }
+  if (reply.reason) answeredReasons.set(res, reply.reason);
   const { type, payload } = renderProxyError(reply, headers);
   // An unread request body (refused upload, slow client) is not drained: the connection ends with the answer.
   if (res.req && !res.req.complete) res.setHeader('connection', 'close');
@@ -182,6 +204,7 @@ export function writeProxyErrorToSocket(socket: Duplex, headers: IncomingHttpHea
     socket.destroy();
     return;
   }
+  if (reply.reason) answeredReasons.set(socket, reply.reason);
   const { type, payload } = renderProxyError(reply, headers);
   const head =
     `HTTP/1.1 ${reply.status} ${STATUS_CODES[reply.status] ?? ''}\r\n` +

@@ -4,12 +4,13 @@ import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
+import { type MetricsSink, noMetrics, statusClass } from '../observability/metrics-sink.ts';
 import { checkTrafficToken, mayAutoResume } from './access-checks.ts';
 import { cleanRequestPath, isEnvdControlRoute } from './control-routes.ts';
 import { ConnectionLimiter, DEFAULT_PROXY_LIMITS, type ProxyLimits } from './connection-limits.ts';
 import { forwardHttp, type UpstreamTarget } from './http-forwarder.ts';
 import { requestFramingProblem } from './message-checks.ts';
-import { proxyErrors, sendProxyError, writeProxyErrorToSocket, type ProxyErrorReply } from './proxy-errors.ts';
+import { proxyErrorReasonOf, proxyErrors, sendProxyError, writeProxyErrorToSocket, type ProxyErrorReply } from './proxy-errors.ts';
 import { resolveRouteTarget } from './route-target.ts';
 import { ENVD_PORT, type RoutableSandbox, type SandboxDirectory } from './sandbox-directory.ts';
 import { findSignedUrlOwner, parseSignedFilesQuery } from './signed-url-owner.ts';
@@ -23,6 +24,8 @@ export interface SandboxProxyOptions {
   logger: Logger;
   /** Connection caps and idle timeouts; defaults in DEFAULT_PROXY_LIMITS. */
   limits?: Partial<ProxyLimits>;
+  /** Request durations by status class and the proxy's own error answers by reason. */
+  metrics?: MetricsSink;
 }
 
 /** A sandbox that may receive this request, and the port it is for. */
@@ -82,6 +85,7 @@ export class SandboxProxy {
   handleRequest(req: IncomingMessage, res: ServerResponse): boolean {
     const admission = this.route(req);
     if (admission === undefined) return false;
+    this.measure(res);
     const go = (result: Admission): void => {
       if (isReply(result)) {
         sendProxyError(res, req.headers, result);
@@ -120,6 +124,7 @@ export class SandboxProxy {
   handleUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer): boolean {
     const admission = this.route(req);
     if (admission === undefined) return false;
+    socket.once('close', () => this.countError(socket));
     const go = (result: Admission): void => {
       if (isReply(result)) {
         writeProxyErrorToSocket(socket, req.headers, result);
@@ -161,6 +166,20 @@ export class SandboxProxy {
     this.tunnels.clear();
     this.agent.destroy();
     this.tlsAgent.destroy();
+  }
+
+  /** When the exchange ends: its duration by status class (`aborted` when nothing was answered), and the proxy's own error. */
+  private measure(res: ServerResponse): void {
+    const started = performance.now();
+    res.once('close', () => {
+      (this.options.metrics ?? noMetrics).proxyRequest(statusClass(res.headersSent ? res.statusCode : undefined), (performance.now() - started) / 1000);
+      this.countError(res);
+    });
+  }
+
+  private countError(target: object): void {
+    const reason = proxyErrorReasonOf(target);
+    if (reason) (this.options.metrics ?? noMetrics).proxyError(reason);
   }
 
   private track(socket: Duplex): void {

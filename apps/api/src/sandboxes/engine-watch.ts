@@ -1,4 +1,5 @@
 import type { Logger } from 'pino';
+import type { MetricsSink } from '../observability/metrics-sink.ts';
 import type { EngineEvent, EngineEventStream } from '../runtime/engine-events.ts';
 import type { SandboxRuntime } from '../runtime/sandbox-runtime.ts';
 import type { SandboxLifecycle } from './sandbox-lifecycle.ts';
@@ -17,6 +18,8 @@ export interface EngineWatchOptions {
   /** Delay before the first reconnect attempt, doubled up to `maxBackoffMs`. */
   firstBackoffMs?: number;
   maxBackoffMs?: number;
+  /** Counts the orphan containers a resync removes. */
+  metrics?: MetricsSink;
 }
 
 /**
@@ -155,6 +158,7 @@ export class EngineWatch {
       if (container.unclaimed || lifecycle.get(container.sandboxId) || lifecycle.isCreating(container.sandboxId)) continue;
       logger.child({ sandboxId: container.sandboxId }).warn({ containerId: container.containerId }, 'removing container without a sandbox record');
       await runtime.remove(container.containerId);
+      this.options.metrics?.orphansRemoved('container');
     }
   }
 }

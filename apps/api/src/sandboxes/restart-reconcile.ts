@@ -1,4 +1,5 @@
 import type { Logger } from 'pino';
+import type { MetricsSink } from '../observability/metrics-sink.ts';
 import type { SandboxRuntime } from '../runtime/sandbox-runtime.ts';
 import type { SandboxRecord } from './sandbox-record.ts';
 import type { SandboxRegistry } from './sandbox-registry.ts';
@@ -9,10 +10,12 @@ export interface ReconcileDeps {
   logger: Logger;
   /** A sandbox adopted as running: arm its timer (one that ran out while the platform was down fires at once). */
   adopted(record: SandboxRecord): void;
+  /** Counts the orphans removed. */
+  metrics?: MetricsSink;
 }
 
 /** Brings the store and the engine back in line after a restart (even after SIGKILL). */
-export async function reconcileAfterRestart({ registry, runtime, logger, adopted }: ReconcileDeps): Promise<void> {
+export async function reconcileAfterRestart({ registry, runtime, logger, adopted, metrics }: ReconcileDeps): Promise<void> {
   const containers = new Map((await runtime.listManaged()).map((c) => [c.sandboxId, c]));
   const sandboxImages = await runtime.listSandboxImages();
   for (const record of registry.stored()) {
@@ -60,10 +63,12 @@ export async function reconcileAfterRestart({ registry, runtime, logger, adopted
     }
     log.warn({ containerId: orphan.containerId }, 'removing container without a sandbox record');
     await runtime.remove(orphan.containerId);
+    metrics?.orphansRemoved('container');
   }
   for (const { image, sandboxId } of sandboxImages) {
     if (registry.get(sandboxId)) continue;
     logger.warn({ image, sandboxId }, 'removing sandbox image without a sandbox record');
     await runtime.removeImage(image);
+    metrics?.orphansRemoved('sandbox_image');
   }
 }

@@ -7,6 +7,7 @@ import type { ResolvedTemplate } from '../templates/template-model.ts';
 import { bootSandbox, initFor } from './sandbox-boot.ts';
 import { envdAccessToken, newSandboxId, trafficAccessToken } from './sandbox-identity.ts';
 import { MetricsRecorder } from './metrics-recorder.ts';
+import { type MetricsSink, noMetrics, type SandboxOperation, timed } from '../observability/metrics-sink.ts';
 import { egressPolicy, egressUpdate, type NetworkUpdate } from './network-rules.ts';
 import type { SandboxNetwork, SandboxRecord } from './sandbox-record.ts';
 import { SandboxRegistry } from './sandbox-registry.ts';
@@ -60,6 +61,8 @@ export interface LifecycleDeps {
   logger: Logger;
   /** Volumes for `volumeMounts`; without it a create that asks for any is refused. */
   volumes?: VolumeSource;
+  /** Prometheus: operation durations and orphan cleanups (none: not reported). */
+  platformMetrics?: MetricsSink;
 }
 
 /** Everything `launch` needs: what to run and how the sandbox is configured. */
@@ -91,9 +94,20 @@ export class SandboxLifecycle implements SandboxDirectory {
     this.metrics = new MetricsRecorder(() => this.registry.running(), deps.logger);
   }
 
+  /** Reports to the platform's metrics how long `operation` took and whether it failed. */
+  private timed<T>(operation: SandboxOperation, work: () => Promise<T>): Promise<T> {
+    const sink = this.deps.platformMetrics ?? noMetrics;
+    return timed((outcome, seconds) => sink.sandboxOperation(operation, outcome, seconds), work);
+  }
+
+  /** Creations in flight (for the sandboxes-by-state gauge). */
+  creatingCount(): number {
+    return this.creating.size;
+  }
+
   /** Adopts what survived a restart, then starts the timers and the metrics sampler. */
   async start(): Promise<void> {
-    await reconcileAfterRestart({ registry: this.registry, runtime: this.deps.runtime, logger: this.deps.logger, adopted: (r) => this.timers.arm(r) });
+    await reconcileAfterRestart({ registry: this.registry, runtime: this.deps.runtime, logger: this.deps.logger, adopted: (r) => this.timers.arm(r), metrics: this.deps.platformMetrics });
     this.timers.startSweep(() => this.registry.running());
     this.metrics.start();
     await this.reapplyEgress();
@@ -170,7 +184,11 @@ export class SandboxLifecycle implements SandboxDirectory {
     return this.deps.logger.child({ sandboxId: id });
   }
 
-  async create(input: CreateSandboxInput): Promise<SandboxRecord> {
+  create(input: CreateSandboxInput): Promise<SandboxRecord> {
+    return this.timed('create', () => this.createNow(input));
+  }
+
+  private async createNow(input: CreateSandboxInput): Promise<SandboxRecord> {
     const { template, build } = this.deps.templates.resolve(input.templateRef);
     const volumeMounts = this.resolveMounts(input.volumeMounts);
     const record = await this.launch({
@@ -361,7 +379,7 @@ export class SandboxLifecycle implements SandboxDirectory {
   pause(id: string, keepMemory: boolean): Promise<void> {
     return this.withSandbox(id, async (record) => {
       if (record.state === 'paused') throw conflict(`Sandbox "${id}" is already paused`);
-      await this.pauseNow(record, keepMemory);
+      await this.timed('pause', () => this.pauseNow(record, keepMemory));
     });
   }
 
@@ -391,14 +409,14 @@ export class SandboxLifecycle implements SandboxDirectory {
   resume(id: string, timeoutSeconds: number | undefined): Promise<SandboxRecord> {
     return this.withSandbox(id, async (record) => {
       if (record.state === 'running') throw conflict(`Sandbox "${id}" is already running`);
-      return this.resumeNow(record, timeoutSeconds);
+      return this.timed('resume', () => this.resumeNow(record, timeoutSeconds));
     });
   }
 
   /** `POST /connect`: running → extend only; paused → resume. */
   connect(id: string, timeoutSeconds: number | undefined): Promise<{ record: SandboxRecord; resumed: boolean }> {
     return this.withSandbox(id, async (record) => {
-      if (record.state === 'paused') return { record: await this.resumeNow(record, timeoutSeconds), resumed: true };
+      if (record.state === 'paused') return { record: await this.timed('resume', () => this.resumeNow(record, timeoutSeconds)), resumed: true };
       // Without a timeout (the SDK sends none unless asked) a running sandbox keeps the one it has.
       if (timeoutSeconds !== undefined) this.extendTo(record, timeoutSeconds);
       return { record, resumed: false };
@@ -454,7 +472,7 @@ export class SandboxLifecycle implements SandboxDirectory {
         if (!this.timers.due(id)) return;
         this.registry.recordEvent(id, 'sandbox timeout reached');
         try {
-          if (record.autoPause) await this.pauseNow(record, record.autoPauseMemory);
+          if (record.autoPause) await this.timed('pause', () => this.pauseNow(record, record.autoPauseMemory));
           else await this.destroy(record);
         } catch (error) {
           // Retried with a growing delay (not at every sweep); one log line per attempt.

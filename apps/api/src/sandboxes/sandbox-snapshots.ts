@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import type { Logger } from 'pino';
+import { type MetricsSink, noMetrics, timed } from '../observability/metrics-sink.ts';
 import type { SandboxRuntime } from '../runtime/sandbox-runtime.ts';
 import type { SnapshotInfo, TemplateCatalog } from '../templates/template-catalog.ts';
 import type { SandboxLifecycle } from './sandbox-lifecycle.ts';
@@ -13,6 +14,8 @@ export interface SnapshotDeps {
   runtime: SandboxRuntime;
   catalog: TemplateCatalog;
   logger: Logger;
+  /** Prometheus: snapshot durations (none: not reported). */
+  platformMetrics?: MetricsSink;
 }
 
 /**
@@ -30,6 +33,11 @@ export async function captureFilesystem(runtime: SandboxRuntime, record: Sandbox
  * named one) that starts with the sandbox's envs, user, workdir and start command. The sandbox keeps running.
  */
 export function createSnapshot(deps: SnapshotDeps, sandboxId: string, name: string | undefined): Promise<SnapshotInfo> {
+  const sink = deps.platformMetrics ?? noMetrics;
+  return timed((outcome, seconds) => sink.sandboxOperation('snapshot', outcome, seconds), () => snapshotNow(deps, sandboxId, name));
+}
+
+function snapshotNow(deps: SnapshotDeps, sandboxId: string, name: string | undefined): Promise<SnapshotInfo> {
   return deps.lifecycle.withSandbox(sandboxId, async (record) => {
     const started = Date.now();
     const image = `${SNAPSHOT_REPOSITORY}:${randomBytes(10).toString('hex')}`;

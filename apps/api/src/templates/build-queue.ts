@@ -1,4 +1,5 @@
 import type { Logger } from 'pino';
+import type { MetricsSink } from '../observability/metrics-sink.ts';
 import { conflict, invalid, PlatformError } from '../errors.ts';
 import { filesHashesOf } from './build-request.ts';
 import type { ContextFiles } from './context-files.ts';
@@ -26,6 +27,8 @@ export interface BuildQueueDeps {
   /** How many builds run at once; later ones wait (status `building`). */
   maxConcurrent: number;
   logger: Logger;
+  /** Prometheus: build durations and build containers removed at start-up (none: not reported). */
+  metrics?: MetricsSink;
 }
 
 /** Log entries kept per build: past this, output lines are dropped (warnings and errors get a little more room). */
@@ -76,6 +79,7 @@ export class BuildQueue {
   async recoverAfterRestart(): Promise<void> {
     const containers = await this.deps.builder.removeAllBuildContainers();
     if (containers > 0) this.deps.logger.warn({ containers }, 'removed build containers left by an earlier run');
+    this.deps.metrics?.orphansRemoved('build_container', containers);
     for (const build of this.deps.store.buildsInStatus('building')) {
       this.deps.store.appendLog(build.buildId, 'error', 'the platform restarted while this build was running');
       await this.fail(build, { message: 'the platform restarted while this build was running; start a new build' });
@@ -119,6 +123,8 @@ export class BuildQueue {
     const reporter = boundedReporter(this.deps.store, build.buildId);
     if (this.slots === 0) reporter.log('info', 'waiting for a free build slot');
     await this.acquire();
+    const slotAt = performance.now();
+    const measure = (outcome: 'success' | 'error'): void => this.deps.metrics?.templateBuild(outcome, (performance.now() - slotAt) / 1000);
     try {
       if (signal.aborted) throw signal.reason;
       const started = Date.now();
@@ -128,12 +134,14 @@ export class BuildQueue {
       this.deps.catalog.markReady(build, result);
       reporter.log('info', `Build finished in ${((Date.now() - started) / 1000).toFixed(1)} s`);
       log.info({ image: result.image, ms: Date.now() - started }, 'build ready');
+      measure('success');
     } catch (error) {
       const message = error instanceof Error ? error.message : String(error);
       const step = typeof (error as { step?: unknown }).step === 'string' ? (error as { step: string }).step : undefined;
       reporter.log('error', `Build failed: ${message}`, step);
       if (this.deps.store.build(build.buildId)) await this.fail(build, { message, ...(step === undefined ? {} : { step }) });
       log.warn({ err: error, step }, 'build failed');
+      measure('error');
     } finally {
       this.release();
     }

@@ -40,7 +40,12 @@ function withDeadline<T>(what: string, ms: number, call: () => Promise<T>): Prom
  * open). A call past its limit rejects with a DockerCallError naming the operation, its arguments and
  * the limit; any other error passes through unchanged. The engine request itself is not cancelled.
  */
-export function withEngineDeadlines<T extends SandboxRuntime>(runtime: T, deadlines: Partial<Record<RuntimeMethod, number>> & { default?: number } = {}): T {
+export function withEngineDeadlines<T extends SandboxRuntime>(
+  runtime: T,
+  deadlines: Partial<Record<RuntimeMethod, number>> & { default?: number } = {},
+  /** Told the method name of every call that fails (metrics: engine call errors by operation). */
+  failed?: (operation: string) => void,
+): T {
   const limits = { ...ENGINE_DEADLINES_MS, ...deadlines };
   return new Proxy(runtime, {
     get(target, property, receiver) {
@@ -49,7 +54,12 @@ export function withEngineDeadlines<T extends SandboxRuntime>(runtime: T, deadli
       const limit = limits[property as RuntimeMethod] ?? limits.default;
       return (...args: unknown[]) => {
         const detail = describe(args);
-        return withDeadline(`engine call ${property}${detail ? ` (${detail})` : ''}`, limit, () => (value as (...a: unknown[]) => Promise<unknown>).apply(target, args));
+        const call = withDeadline(`engine call ${property}${detail ? ` (${detail})` : ''}`, limit, () => (value as (...a: unknown[]) => Promise<unknown>).apply(target, args));
+        if (!failed) return call;
+        return call.catch((error: unknown) => {
+          failed(property);
+          throw error;
+        });
       };
     },
   });

@@ -1,0 +1,89 @@
+import http, { type IncomingHttpHeaders } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import type { FastifyInstance } from 'fastify';
+import type { Logger } from 'pino';
+
+export const METRICS_PATH = '/metrics';
+
+/** `host:port` (host a name, IPv4 or `[IPv6]`; port 0–65535, 0 = any free port); '' = no separate listener. */
+export const LISTEN_ADDRESS_PATTERN =
+  '^$|^(\\[[0-9A-Fa-f:.]+\\]|[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?):(6553[0-5]|655[0-2][0-9]|65[0-4][0-9]{2}|6[0-4][0-9]{3}|[1-5][0-9]{4}|[0-9]{1,4})$';
+
+/** Splits a validated `host:port`; `[::1]:9464` gives host `::1`. */
+export function parseListenAddress(address: string): { host: string; port: number } {
+  const colon = address.lastIndexOf(':');
+  const host = address.slice(0, colon);
+  return { host: host.startsWith('[') ? host.slice(1, -1) : host, port: Number(address.slice(colon + 1)) };
+}
+
+/**
+ * The API key a scrape presents on /metrics: `X-API-Key`, or `Authorization: Bearer <key>` (Prometheus'
+ * `authorization`/`bearer_token_file` settings send only the latter). Undefined when neither is there.
+ */
+export function metricsApiKey(headers: IncomingHttpHeaders): string | undefined {
+  const key = headers['x-api-key'];
+  if (typeof key === 'string' && key !== '') return key;
+  const match = /^Bearer[ \t]+(\S+)[ \t]*$/i.exec(headers.authorization ?? '');
+  return match?.[1];
+}
+
+export interface MetricsExposition {
+  exposition(): Promise<{ contentType: string; body: string }>;
+}
+
+/** `GET /metrics` on the API listener; the API key check (X-API-Key or Bearer) runs before it like on every API route. */
+export function registerMetricsRoute(app: FastifyInstance, metrics: MetricsExposition): void {
+  app.get(METRICS_PATH, async (_request, reply) => {
+    const { contentType, body } = await metrics.exposition();
+    return reply.code(200).header('cache-control', 'no-store').type(contentType).send(body);
+  });
+}
+
+export interface MetricsListener {
+  url: string;
+  close(): Promise<void>;
+}
+
+/**
+ * A listener that serves only `GET /metrics`, without authentication (TIDEPOOL_METRICS_ADDRESS: meant for a
+ * loopback or otherwise private address that only Prometheus reaches). Everything else is a 404.
+ */
+export async function startMetricsListener(address: string, metrics: MetricsExposition, logger: Logger): Promise<MetricsListener> {
+  const { host, port } = parseListenAddress(address);
+  const server = http.createServer((req, res) => {
+    const path = (req.url ?? '/').split('?')[0];
+    if (path !== METRICS_PATH || (req.method !== 'GET' && req.method !== 'HEAD')) {
+      res.writeHead(404, { 'content-type': 'text/plain; charset=utf-8' }).end('Not found: only GET /metrics is served here\n');
+      return;
+    }
+    metrics.exposition().then(
+      ({ contentType, body }) => {
+        res.writeHead(200, { 'content-type': contentType, 'content-length': Buffer.byteLength(body), 'cache-control': 'no-store' });
+        res.end(req.method === 'HEAD' ? undefined : body);
+      },
+      (err: unknown) => {
+        logger.error({ err }, 'collecting metrics failed');
+        res.writeHead(500, { 'content-type': 'text/plain; charset=utf-8' }).end('collecting metrics failed\n');
+      },
+    );
+  });
+  server.keepAliveTimeout = 65_000;
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, host, () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+  const bound = server.address() as AddressInfo;
+  const url = `http://${bound.family === 'IPv6' ? `[${bound.address}]` : bound.address}:${bound.port}${METRICS_PATH}`;
+  logger.info({ url }, 'metrics listening (no authentication on this address)');
+  return {
+    url,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  };
+}
