@@ -31,6 +31,18 @@ if ((${#net_missing[@]} > 0)); then
   fi
 fi
 
+# Sandbox URLs on the default domain (https://<port>-<id>.tidepool.localhost, TIDEPOOL_TLS): browsers resolve
+# *.localhost to loopback themselves; getaddrinfo (Node, curl) does only through the nss myhostname module.
+if ! getent hosts probe.tidepool.localhost >/dev/null 2>&1; then
+  if [[ $EUID -eq 0 ]] && command -v apt-get >/dev/null; then
+    log "installing libnss-myhostname (*.localhost names resolve to loopback)"
+    apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libnss-myhostname >/dev/null
+    getent hosts probe.tidepool.localhost >/dev/null 2>&1 || log "*.localhost still does not resolve: add myhostname to the hosts line of /etc/nsswitch.conf"
+  else
+    log "*.localhost does not resolve: sandbox URLs on tidepool.localhost need it (sudo apt-get install -y libnss-myhostname)"
+  fi
+fi
+
 if ! command -v pnpm >/dev/null || [[ "$(pnpm --version 2>/dev/null)" != "$PNPM_VERSION" ]]; then
   log "installing pnpm $PNPM_VERSION"
   npm install -g --silent "pnpm@$PNPM_VERSION" >/dev/null 2>&1 || { corepack enable && corepack prepare "pnpm@$PNPM_VERSION" --activate; }

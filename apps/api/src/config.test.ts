@@ -18,7 +18,7 @@ describe('loadConfig', () => {
   });
 
   it('defaults the sandbox timeout to 15 s and accepts TIDEPOOL_DOCKER_NETWORK as the network name', () => {
-    expect(loadConfig({})).toMatchObject({ defaultTimeoutSeconds: 15, sandboxNetwork: 'tidepool', domain: 'localhost', dataDir: '.data' });
+    expect(loadConfig({})).toMatchObject({ defaultTimeoutSeconds: 15, sandboxNetwork: 'tidepool', domain: 'tidepool.localhost', dataDir: '.data' });
     expect(loadConfig({ TIDEPOOL_DOCKER_NETWORK: 'sbx-net', TIDEPOOL_DEFAULT_TIMEOUT: '300' })).toMatchObject({ sandboxNetwork: 'sbx-net', defaultTimeoutSeconds: 300 });
   });
 
@@ -26,5 +26,18 @@ describe('loadConfig', () => {
     expect(loadConfig({}).volumesHostDir).toBe('');
     expect(loadConfig({ TIDEPOOL_VOLUMES_HOST_DIR: ' /var/lib/tidepool/volumes ' }).volumesHostDir).toBe('/var/lib/tidepool/volumes');
     expect(() => loadConfig({ TIDEPOOL_VOLUMES_HOST_DIR: 'relative/dir' })).toThrow(/TIDEPOOL_VOLUMES_HOST_DIR/);
+  });
+
+  it('TLS: off unless asked, on with a certificate, 443 by default, cert and key together, a bare domain', () => {
+    expect(loadConfig({})).toMatchObject({ tls: false, httpsPort: 443, tlsCertFile: '', tlsKeyFile: '' });
+    expect(loadConfig({ TIDEPOOL_TLS: 'on', TIDEPOOL_HTTPS_PORT: '8443' })).toMatchObject({ tls: true, httpsPort: 8443 });
+    expect(loadConfig({ TIDEPOOL_TLS_CERT: '/c.pem', TIDEPOOL_TLS_KEY: '/k.pem' })).toMatchObject({ tls: true, tlsCertFile: '/c.pem', tlsKeyFile: '/k.pem' });
+    expect(loadConfig({ TIDEPOOL_TLS: 'off', TIDEPOOL_TLS_CERT: '/c.pem', TIDEPOOL_TLS_KEY: '/k.pem' }).tls).toBe(false);
+    expect(() => loadConfig({ TIDEPOOL_TLS: 'maybe' })).toThrow(/TIDEPOOL_TLS/);
+    expect(() => loadConfig({ TIDEPOOL_TLS_CERT: '/c.pem' })).toThrow(/TIDEPOOL_TLS_CERT and TIDEPOOL_TLS_KEY/);
+    expect(() => loadConfig({ TIDEPOOL_TLS: '1', TIDEPOOL_HTTPS_PORT: '3000' })).toThrow(/must differ from TIDEPOOL_PORT/);
+    expect(() => loadConfig({ TIDEPOOL_HTTPS_PORT: '70000' })).toThrow(/TIDEPOOL_HTTPS_PORT/);
+    for (const bad of ['tidepool.localhost:8443', 'https://x.test', '*.x.test', 'a..b']) expect(() => loadConfig({ TIDEPOOL_DOMAIN: bad })).toThrow(/TIDEPOOL_DOMAIN/);
+    expect(loadConfig({ TIDEPOOL_DOMAIN: 'sandboxes.example.com' }).domain).toBe('sandboxes.example.com');
   });
 });

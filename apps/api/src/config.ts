@@ -11,7 +11,8 @@ export const ConfigSchema = Type.Object({
   port: Port,
   dataDir: Type.String({ minLength: 1 }),
   apiKeys: Type.Array(Type.String({ pattern: '^e2b_[0-9a-zA-Z]+$' })),
-  domain: Type.String({ minLength: 1 }),
+  /** Sandbox hosts are `<port>-<sandboxID>.<domain>`: a bare DNS name (no scheme, no port). */
+  domain: Type.String({ minLength: 1, maxLength: 200, pattern: '^[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?(\\.[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?)*$' }),
   maxSandboxes: Type.Integer({ minimum: 1 }),
   sandboxNetwork: Type.String({ minLength: 1 }),
   /** `warn`: start without sandbox isolation (logged loudly) where its firewall rules cannot be installed; `require`: refuse. */
@@ -50,6 +51,13 @@ export const ConfigSchema = Type.Object({
   dockerHost: Type.String({ pattern: DOCKER_HOST_PATTERN }),
   /** `<dataDir>/volumes` as the container engine sees it (absolute; differs when the API runs in a container); '' = the API's own path. */
   volumesHostDir: Type.String({ pattern: '^(/.*)?$' }),
+  /** Whether the platform also terminates TLS itself, on `httpsPort` (same app: API and sandbox proxy). */
+  tls: Type.Boolean(),
+  /** Port of the HTTPS listener when `tls` is on (443 by default; 0 = any free port). */
+  httpsPort: Port,
+  /** PEM certificate (chain) and key files for the HTTPS listener; both '' = a local CA in the data dir signs one. */
+  tlsCertFile: Type.String(),
+  tlsKeyFile: Type.String(),
   /** `host:port` of a second listener serving only GET /metrics, without authentication; '' = none (/metrics on the API, with a key). */
   metricsAddress: Type.String({ pattern: LISTEN_ADDRESS_PATTERN }),
 });
@@ -84,6 +92,10 @@ const ENV_NAMES: Record<keyof Config, string> = {
   containerRuntime: 'TIDEPOOL_CONTAINER_RUNTIME',
   dockerHost: 'TIDEPOOL_DOCKER_HOST',
   volumesHostDir: 'TIDEPOOL_VOLUMES_HOST_DIR',
+  tls: 'TIDEPOOL_TLS',
+  httpsPort: 'TIDEPOOL_HTTPS_PORT',
+  tlsCertFile: 'TIDEPOOL_TLS_CERT',
+  tlsKeyFile: 'TIDEPOOL_TLS_KEY',
   metricsAddress: 'TIDEPOOL_METRICS_ADDRESS',
 };
 
@@ -108,6 +120,15 @@ function defaultNofile(): number {
   }
 }
 
+/** on/off words; anything else is returned as is so validation names it. Unset: on when a certificate file is given. */
+function flag(raw: string | undefined, fallback: boolean): boolean | string {
+  const value = (raw ?? '').trim().toLowerCase();
+  if (value === '') return fallback;
+  if (['1', 'true', 'on', 'yes'].includes(value)) return true;
+  if (['0', 'false', 'off', 'no'].includes(value)) return false;
+  return raw as string;
+}
+
 /** `from=to,from2=to2` → a map; a malformed entry is returned as is so validation names it. */
 function imageAliases(raw: string | undefined, baseImage: string): Record<string, string> | string {
   const aliases: Record<string, string> = { 'e2bdev/base': baseImage };
@@ -127,7 +148,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     port: integer(env.TIDEPOOL_PORT, 3000),
     dataDir: env.TIDEPOOL_DATA_DIR || '.data',
     apiKeys: (env.TIDEPOOL_API_KEYS ?? '').split(',').map((k) => k.trim()).filter(Boolean),
-    domain: env.TIDEPOOL_DOMAIN || 'localhost',
+    // A name under .localhost resolves to loopback with no DNS (browsers; Node with nss-myhostname), and, unlike
+    // `localhost` itself, has room for a wildcard certificate (`*.tidepool.localhost`).
+    domain: env.TIDEPOOL_DOMAIN || 'tidepool.localhost',
     maxSandboxes: integer(env.TIDEPOOL_MAX_SANDBOXES, 100),
     sandboxNetwork: env.TIDEPOOL_SANDBOX_NETWORK || env.TIDEPOOL_DOCKER_NETWORK || 'tidepool',
     sandboxIsolation: env.TIDEPOOL_SANDBOX_ISOLATION || 'warn',
@@ -148,6 +171,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     containerRuntime: (env.TIDEPOOL_CONTAINER_RUNTIME ?? '').trim(),
     dockerHost: (env.TIDEPOOL_DOCKER_HOST ?? '').trim(),
     volumesHostDir: (env.TIDEPOOL_VOLUMES_HOST_DIR ?? '').trim(),
+    tls: flag(env.TIDEPOOL_TLS, Boolean(env.TIDEPOOL_TLS_CERT?.trim())),
+    httpsPort: integer(env.TIDEPOOL_HTTPS_PORT, 443),
+    tlsCertFile: (env.TIDEPOOL_TLS_CERT ?? '').trim(),
+    tlsKeyFile: (env.TIDEPOOL_TLS_KEY ?? '').trim(),
     metricsAddress: (env.TIDEPOOL_METRICS_ADDRESS ?? '').trim(),
     ...overrides,
   };
@@ -165,6 +192,12 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     throw new ConfigError(
       `invalid configuration:\n  TIDEPOOL_DEFAULT_TIMEOUT (${config.defaultTimeoutSeconds}) must not exceed TIDEPOOL_MAX_TIMEOUT_SECONDS (${config.maxTimeoutSeconds})`,
     );
+  }
+  if (Boolean(config.tlsCertFile) !== Boolean(config.tlsKeyFile)) {
+    throw new ConfigError('invalid configuration:\n  TIDEPOOL_TLS_CERT and TIDEPOOL_TLS_KEY must be set together (or neither, for the generated local CA)');
+  }
+  if (config.tls && config.httpsPort !== 0 && config.httpsPort === config.port) {
+    throw new ConfigError(`invalid configuration:\n  TIDEPOOL_HTTPS_PORT (${config.httpsPort}) must differ from TIDEPOOL_PORT: the plain HTTP listener stays`);
   }
   return config;
 }

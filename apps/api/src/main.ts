@@ -15,6 +15,13 @@ async function main(): Promise<void> {
       : 'API key: the one configured in TIDEPOOL_API_KEYS or generated on first start',
     'Point the e2b SDK at it:',
     `  export E2B_API_URL=${platform.url} E2B_SANDBOX_URL=${platform.url} E2B_API_KEY=${platform.apiKey || '<your key>'}`,
+    ...(platform.sandboxDomain
+      ? [
+          `or over HTTPS, with sandbox URLs https://<port>-<sandboxID>.${platform.sandboxDomain} (getHost):`,
+          `  export E2B_DOMAIN=${platform.sandboxDomain} E2B_API_KEY=${platform.apiKey || '<your key>'}${platform.caFile ? ` NODE_EXTRA_CA_CERTS=${platform.caFile}` : ''}`,
+          ...(platform.caFile ? [`Local CA (trust it in browsers too): ${platform.caFile}`] : []),
+        ]
+      : []),
     '',
   ];
   process.stdout.write(`${lines.join('\n')}\n`);

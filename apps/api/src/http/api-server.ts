@@ -32,6 +32,8 @@ export interface ApiServerDeps {
   /** Volumes: their rows, tokens and content directories. */
   volumes: VolumeCatalog;
   domain: string;
+  /** The `domain` create/connect/GET answer, so the SDK builds sandbox URLs that reach this platform; null: none. */
+  sandboxDomain?: () => string | null;
   timeouts: TimeoutRules;
   templates: TemplateRouteDeps;
   runtime: SandboxRuntime;
@@ -61,10 +63,11 @@ export function buildApiServer(deps: ApiServerDeps): FastifyInstance {
   app.get('/health', async (_request, reply) => reply.code(200).type('text/plain').send('Health check successful'));
   installApiKeyAuth(app, deps.keys);
   if (deps.metrics) registerMetricsRoute(app, deps.metrics);
-  registerSandboxRoutes(app, deps.lifecycle, deps.timeouts);
-  registerSandboxLifecycleRoutes(app, deps.lifecycle, deps.timeouts);
+  const sandboxDomain = deps.sandboxDomain ?? (() => null);
+  registerSandboxRoutes(app, deps.lifecycle, deps.timeouts, sandboxDomain);
+  registerSandboxLifecycleRoutes(app, deps.lifecycle, deps.timeouts, sandboxDomain);
   registerSandboxObservabilityRoutes(app, deps.lifecycle, (id) => deps.sandboxes.events(id));
-  registerSandboxSnapshotRoutes(app, { lifecycle: deps.lifecycle, runtime: deps.runtime, catalog: deps.templates.catalog, logger: deps.logger, platformMetrics: deps.metrics }, deps.timeouts);
+  registerSandboxSnapshotRoutes(app, { lifecycle: deps.lifecycle, runtime: deps.runtime, catalog: deps.templates.catalog, logger: deps.logger, platformMetrics: deps.metrics }, deps.timeouts, sandboxDomain);
   registerTemplateRoutes(app, deps.templates);
   registerTemplateBuildRoutes(app, deps.templates);
   registerTemplateTagRoutes(app, deps.templates);

@@ -3,8 +3,11 @@ import type { SandboxRecord } from './sandbox-record.ts';
 /** The deprecated `clientID`, constant as in the reference platform. */
 export const CLIENT_ID = '6532622b';
 
-/** `Sandbox`: the answer of create, connect and resume. */
-export function sandboxView(record: SandboxRecord) {
+/**
+ * `Sandbox`: the answer of create, connect and resume. `domain` is where the SDK finds the sandbox's hosts
+ * (`https://<port>-<id>.<domain>`: envd and getHost); null leaves it to the SDK's own setting.
+ */
+export function sandboxView(record: SandboxRecord, domain: string | null = null) {
   return {
     templateID: record.templateId,
     sandboxID: record.sandboxId,
@@ -13,7 +16,7 @@ export function sandboxView(record: SandboxRecord) {
     envdVersion: record.envdVersion,
     envdAccessToken: record.envdAccessToken,
     trafficAccessToken: record.trafficAccessToken,
-    domain: null,
+    domain,
   };
 }
 
@@ -37,12 +40,12 @@ export function listedSandboxView(record: SandboxRecord) {
 }
 
 /** `SandboxDetail`: `GET /sandboxes/{id}`. */
-export function sandboxDetailView(record: SandboxRecord) {
+export function sandboxDetailView(record: SandboxRecord, domain: string | null = null) {
   return {
     ...listedSandboxView(record),
     envdAccessToken: record.envdAccessToken,
     allowInternetAccess: record.allowInternetAccess,
-    domain: null,
+    domain,
     network: {
       allowPublicTraffic: record.network.allowPublicTraffic ?? true,
       allowOut: record.network.allowOut ?? [],

@@ -12,8 +12,8 @@ const REFRESH_MIN_SECONDS = 15;
 
 const idOf = (request: FastifyRequest): string => normalizeSandboxId((request.params as Static<typeof SandboxParams>).sandboxID);
 
-/** Timeout, refresh, pause, resume and connect. */
-export function registerSandboxLifecycleRoutes(app: FastifyInstance, lifecycle: SandboxLifecycle, timeouts: TimeoutRules): void {
+/** Timeout, refresh, pause, resume and connect. `sandboxDomain`: the `domain` answered (see sandboxView). */
+export function registerSandboxLifecycleRoutes(app: FastifyInstance, lifecycle: SandboxLifecycle, timeouts: TimeoutRules, sandboxDomain: () => string | null = () => null): void {
   app.post('/sandboxes/:sandboxID/timeout', { schema: { params: SandboxParams, body: TimeoutBody } }, async (request, reply) => {
     // A negative timeout counts as 0: the sandbox expires at once (reference behaviour).
     const timeout = Math.max(0, checkMaxTimeout(timeouts, (request.body as Static<typeof TimeoutBody>).timeout));
@@ -42,12 +42,12 @@ export function registerSandboxLifecycleRoutes(app: FastifyInstance, lifecycle: 
 
   app.post('/sandboxes/:sandboxID/resume', { schema: { params: SandboxParams, body: OptionalTimeoutBody } }, async (request, reply) => {
     const record = await lifecycle.resume(idOf(request), requestedTimeout(request, false));
-    return reply.code(201).send(sandboxView(record));
+    return reply.code(201).send(sandboxView(record, sandboxDomain()));
   });
 
   const connect = async (request: FastifyRequest, reply: FastifyReply) => {
     const { record, resumed } = await lifecycle.connect(idOf(request), requestedTimeout(request, true));
-    return reply.code(resumed ? 201 : 200).send(sandboxView(record));
+    return reply.code(resumed ? 201 : 200).send(sandboxView(record, sandboxDomain()));
   };
   app.post('/sandboxes/:sandboxID/connect', { schema: { params: SandboxParams, body: OptionalTimeoutBody } }, connect);
   app.post('/v2/sandboxes/:sandboxID/connect', { schema: { params: SandboxParams, body: OptionalTimeoutBody } }, connect);

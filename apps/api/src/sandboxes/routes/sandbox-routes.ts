@@ -44,9 +44,9 @@ function parseLimit(raw: string | undefined): number {
   return limit;
 }
 
-/** Create, list, get and kill. */
-export function registerSandboxRoutes(app: FastifyInstance, lifecycle: SandboxLifecycle, timeouts: TimeoutRules): void {
-  const create = async (body: Static<typeof NewSandboxSchema>) => sandboxView(await lifecycle.create(createInput(body, timeouts)));
+/** Create, list, get and kill. `sandboxDomain`: the `domain` answered (see sandboxView). */
+export function registerSandboxRoutes(app: FastifyInstance, lifecycle: SandboxLifecycle, timeouts: TimeoutRules, sandboxDomain: () => string | null = () => null): void {
+  const create = async (body: Static<typeof NewSandboxSchema>) => sandboxView(await lifecycle.create(createInput(body, timeouts)), sandboxDomain());
   app.post('/sandboxes', { schema: { body: NewSandboxSchema } }, async (request, reply) => reply.code(201).send(await create(request.body as Static<typeof NewSandboxSchema>)));
   app.post('/v2/sandboxes', { schema: { body: NewSandboxSchema } }, async (request, reply) => reply.code(201).send(await create(request.body as Static<typeof NewSandboxSchema>)));
 
@@ -81,7 +81,7 @@ export function registerSandboxRoutes(app: FastifyInstance, lifecycle: SandboxLi
 
   app.get('/sandboxes/:sandboxID', { schema: { params: SandboxParams } }, async (request) => {
     const id = normalizeSandboxId((request.params as Static<typeof SandboxParams>).sandboxID);
-    return sandboxDetailView(lifecycle.require(id));
+    return sandboxDetailView(lifecycle.require(id), sandboxDomain());
   });
 
   app.put('/sandboxes/:sandboxID/network', { schema: { params: SandboxParams, body: NetworkUpdateSchema } }, async (request, reply) => {

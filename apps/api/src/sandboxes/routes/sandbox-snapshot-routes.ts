@@ -21,8 +21,8 @@ const SnapshotQuery = Type.Object(
   { additionalProperties: true },
 );
 
-/** Snapshots of sandboxes (templates made from them) and forks. */
-export function registerSandboxSnapshotRoutes(app: FastifyInstance, deps: SnapshotDeps & ForkDeps, timeouts: TimeoutRules): void {
+/** Snapshots of sandboxes (templates made from them) and forks. `sandboxDomain`: the `domain` answered for forks. */
+export function registerSandboxSnapshotRoutes(app: FastifyInstance, deps: SnapshotDeps & ForkDeps, timeouts: TimeoutRules, sandboxDomain: () => string | null = () => null): void {
   app.post('/sandboxes/:sandboxID/snapshots', { schema: { params: SandboxParams, body: SnapshotBody } }, async (request, reply) => {
     const id = normalizeSandboxId((request.params as Static<typeof SandboxParams>).sandboxID);
     const info = await createSnapshot(deps, id, (request.body as Static<typeof SnapshotBody>).name);
@@ -44,7 +44,7 @@ export function registerSandboxSnapshotRoutes(app: FastifyInstance, deps: Snapsh
     const results = await forkSandbox(deps, id, count, positiveTimeout(timeouts, body.timeout));
     return reply.code(201).send(
       results.map((result) =>
-        result.ok ? { sandbox: sandboxView(result.record) } : { error: { code: statusOf(result.error), message: result.error.message } },
+        result.ok ? { sandbox: sandboxView(result.record, sandboxDomain()) } : { error: { code: statusOf(result.error), message: result.error.message } },
       ),
     );
   });

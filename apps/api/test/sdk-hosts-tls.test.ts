@@ -1,0 +1,202 @@
+/**
+ * Sandbox URLs that work locally: the platform terminates TLS itself with its generated local CA, on the default
+ * domain `tidepool.localhost`, and the published `e2b` SDK, unmodified and without E2B_SANDBOX_URL, reaches envd
+ * at `https://49983-<id>.<domain>` and sandbox ports at `https://${sbx.getHost(port)}`. These are the SDK's
+ * host-based cases (host.test.ts "ping server in running / non-running sandbox", network.test.ts
+ * allowPublicTraffic and maskRequestHost) that sdk-network.test.ts could only run with routing headers.
+ *
+ * - `*.tidepool.localhost` resolves with no DNS setup: browsers map `*.localhost` to loopback themselves; Node,
+ *   curl and everything else using getaddrinfo need the nss `myhostname` module (Debian: libnss-myhostname),
+ *   which beforeAll installs when the name does not resolve (as scripts/bootstrap.sh does).
+ * - The HTTPS listener is on a free port (443 may be taken or need root): the API answers `domain` as
+ *   `tidepool.localhost:<port>` and the SDK carries the port into every URL it builds (getHost, envd, signed
+ *   URLs), so nothing depends on 443.
+ * - The SDK's undici agent takes no CA and Node 20 reads NODE_EXTRA_CA_CERTS only at start, so the SDK runs in
+ *   a child process started with NODE_EXTRA_CA_CERTS=<data dir>/tls/ca.crt (support/sdk-tls-driver.ts), the way
+ *   a user's program runs. This process's own checks pass the CA explicitly (node:tls) or to curl (--cacert).
+ */
+import { execFile } from 'node:child_process';
+import dns from 'node:dns/promises';
+import { readFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import tls from 'node:tls';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { api, startTestPlatform, type TestPlatform } from './support/start-platform.ts';
+
+const exec = promisify(execFile);
+const here = dirname(fileURLToPath(import.meta.url));
+const repoRoot = join(here, '..', '..', '..');
+const DRIVER = join(here, 'support', 'sdk-tls-driver.ts');
+const NETWORK = 'tidepool-sdk-hosts-tls-test';
+
+let platform: TestPlatform;
+let httpsPort = 0;
+let ca = '';
+const sandboxIds: string[] = [];
+
+/** getaddrinfo must resolve `*.tidepool.localhost`; Debian needs libnss-myhostname for that (installed here when missing). */
+async function ensureLocalhostNames(): Promise<void> {
+  const resolves = () => exec('getent', ['hosts', 'probe-1.tidepool.localhost']).then(() => true, () => false);
+  const missing: string[] = [];
+  if (!(await resolves())) missing.push('libnss-myhostname');
+  for (const [tool, pkg] of [['openssl', 'openssl'], ['curl', 'curl']] as const) {
+    if (!(await exec('sh', ['-c', `command -v ${tool}`]).then(() => true, () => false))) missing.push(pkg);
+  }
+  if (missing.length > 0) {
+    const env = { ...process.env, DEBIAN_FRONTEND: 'noninteractive' };
+    await exec('apt-get', ['update', '-q'], { env, timeout: 300_000 });
+    await exec('apt-get', ['install', '-y', '-q', '--no-install-recommends', ...missing], { env, timeout: 300_000 });
+  }
+  if (!(await resolves())) {
+    throw new Error('*.tidepool.localhost does not resolve: add "myhostname" to the hosts line of /etc/nsswitch.conf (libnss-myhostname)');
+  }
+}
+
+/** Runs an SDK scenario in a child Node with the given environment; returns its observations. */
+async function sdk(scenario: string, env: Record<string, string>, args: Record<string, unknown> = {}): Promise<Record<string, any>> {
+  const childEnv: NodeJS.ProcessEnv = { ...process.env, ...env };
+  for (const name of ['E2B_SANDBOX_URL', 'E2B_DEBUG', ...(env.E2B_API_URL ? [] : ['E2B_API_URL']), ...(env.E2B_DOMAIN ? [] : ['E2B_DOMAIN'])]) delete childEnv[name];
+  if (!env.NODE_EXTRA_CA_CERTS) delete childEnv.NODE_EXTRA_CA_CERTS;
+  const { stdout } = await exec(process.execPath, ['--no-warnings', '--experimental-websocket', '--import', 'tsx', DRIVER, scenario, JSON.stringify(args)], {
+    cwd: repoRoot,
+    env: childEnv,
+    timeout: 240_000,
+  }).catch((error: { stdout?: string; stderr?: string; message: string }) => {
+    throw new Error(`sdk scenario ${scenario} failed: ${error.stdout ?? ''}${error.stderr ?? ''}${error.message}`);
+  });
+  const result = JSON.parse(stdout.trim().split('\n').pop() ?? '{}') as Record<string, any>;
+  if (typeof result.sandboxId === 'string') sandboxIds.push(result.sandboxId);
+  return result;
+}
+
+/** The recipe the README gives: only E2B_DOMAIN (API at https://api.<domain>), the key and the CA. */
+const userEnv = (): Record<string, string> => ({ E2B_DOMAIN: platform.sandboxDomain!, E2B_API_KEY: platform.apiKey, NODE_EXTRA_CA_CERTS: platform.caFile! });
+
+beforeAll(async () => {
+  await ensureLocalhostNames();
+  platform = await startTestPlatform({ sandboxNetwork: NETWORK, tls: true, httpsPort: 0 });
+  httpsPort = Number(platform.sandboxDomain?.split(':')[1]);
+  ca = readFileSync(platform.caFile!, 'utf8');
+}, 600_000);
+
+afterAll(async () => {
+  for (const id of sandboxIds) await api(platform, 'DELETE', `/sandboxes/${id}`).catch(() => undefined);
+  await platform?.dispose();
+});
+
+describe('the HTTPS listener and the local CA', () => {
+  it('listens on its own port, answers domain tidepool.localhost:<port>, and keeps the plain listener', async () => {
+    expect(platform.domain).toBe('tidepool.localhost');
+    expect(httpsPort).toBeGreaterThan(0);
+    expect(platform.sandboxDomain).toBe(`tidepool.localhost:${httpsPort}`);
+    expect(platform.caFile).toBe(join(platform.dataDir, 'tls', 'ca.crt'));
+    expect((await api(platform, 'GET', '/health')).status).toBe(200);
+  });
+
+  it('*.tidepool.localhost resolves to loopback through getaddrinfo (nss myhostname)', async () => {
+    const addresses = await dns.lookup('8000-abc123.tidepool.localhost', { all: true });
+    expect(addresses.length).toBeGreaterThan(0);
+    for (const { address } of addresses) expect(['127.0.0.1', '::1']).toContain(address);
+  });
+
+  it("Node's tls verifies the wildcard certificate for sandbox hosts, and refuses it without the CA", async () => {
+    const connect = (servername: string, withCa: boolean) =>
+      new Promise<string>((resolve, reject) => {
+        const socket = tls.connect({ host: servername, port: httpsPort, servername, ...(withCa ? { ca } : {}) }, () => {
+          const subject = socket.getPeerCertificate().subjectaltname ?? '';
+          socket.end();
+          resolve(subject);
+        });
+        socket.on('error', reject);
+      });
+    expect(await connect('8000-abc123.tidepool.localhost', true)).toContain('DNS:*.tidepool.localhost');
+    expect(await connect('api.tidepool.localhost', true)).toContain('DNS:*.tidepool.localhost');
+    expect(await connect('localhost', true)).toContain('DNS:localhost');
+    await expect(connect('8000-abc123.tidepool.localhost', false)).rejects.toThrow(/self[- ]signed|unable to (get|verify)/i);
+  });
+
+  it('curl verifies it with --cacert and refuses it without; the API answers over HTTPS with the key', async () => {
+    const url = `https://api.tidepool.localhost:${httpsPort}/sandboxes`;
+    const { stdout } = await exec('curl', ['-sS', '--cacert', platform.caFile!, '-H', `X-API-Key: ${platform.apiKey}`, '-w', '\n%{http_code}', url]);
+    expect(stdout.trim().split('\n').pop()).toBe('200');
+    const refused = await exec('curl', ['-sS', '-o', '/dev/null', url]).catch((e: { code?: number }) => e);
+    expect((refused as { code?: number }).code).toBe(60);
+    const unauthenticated = await exec('curl', ['-sS', '--cacert', platform.caFile!, '-o', '/dev/null', '-w', '%{http_code}', url]);
+    expect(unauthenticated.stdout).toBe('401');
+  });
+
+  it('the proxy answers on the TLS listener: an unknown sandbox host is 502', async () => {
+    const missing = await exec('curl', ['-sS', '--cacert', platform.caFile!, '-o', '/dev/null', '-w', '%{http_code}', `https://49983-nosuchsandbox.tidepool.localhost:${httpsPort}/health`]);
+    expect(missing.stdout).toBe('502');
+  });
+});
+
+describe('the SDK over the platform TLS, no E2B_SANDBOX_URL', () => {
+  it('envd traffic goes to https://49983-<id>.<domain> (domain from the API): commands, streams, files, signed URLs; getHost over Node fetch', async () => {
+    // No E2B_DOMAIN: the SDK's own default is e2b.app, so every sandbox URL comes from the `domain` the API answers.
+    const result = await sdk('envd', { E2B_API_URL: `https://127.0.0.1:${httpsPort}`, E2B_API_KEY: platform.apiKey, NODE_EXTRA_CA_CERTS: platform.caFile! });
+    expect(result.ok, result.error).toBe(true);
+    const id = result.sandboxId as string;
+    expect(result.envdApiUrl).toBe(`https://49983-${id}.tidepool.localhost:${httpsPort}`);
+    expect(result.host).toBe(`8000-${id}.tidepool.localhost:${httpsPort}`);
+    expect(result.stdout).toBe('hello-42\nuser\n');
+    expect(result.streamed).toContain('hello-42');
+    expect(result.read).toBe('written over tls');
+    expect(result.download).toEqual({ status: 200, body: 'written over tls' });
+    expect(result.page).toEqual({ status: 200, body: `hello from ${id}` });
+    const detail = await api(platform, 'GET', `/sandboxes/${id}`);
+    expect(detail.body.domain).toBe(`tidepool.localhost:${httpsPort}`);
+    const curl = await exec('curl', ['-sS', '--cacert', platform.caFile!, `https://${result.host}/hello.txt`]);
+    expect(curl.stdout).toBe(`hello from ${id}`);
+    // The proxy's edge rules hold behind TLS: envd's control routes are not reachable through the sandbox URL.
+    const init = await exec('curl', ['-sS', '--cacert', platform.caFile!, '-o', '/dev/null', '-w', '%{http_code}', '-X', 'POST', '-d', '{}', `https://49983-${id}.tidepool.localhost:${httpsPort}/init`]);
+    expect(init.stdout).toBe('404');
+  });
+
+  it('the README recipe: E2B_DOMAIN + key + NODE_EXTRA_CA_CERTS only (API at https://api.<domain>)', async () => {
+    const result = await sdk('envd', userEnv());
+    expect(result.ok, result.error).toBe(true);
+    expect(result.page).toEqual({ status: 200, body: `hello from ${result.sandboxId}` });
+  });
+
+  it('without the CA the SDK host is refused (certificate not trusted), not silently accepted', async () => {
+    const result = await sdk('untrusted', { E2B_API_KEY: platform.apiKey }, { url: `https://api.tidepool.localhost:${httpsPort}/health` });
+    expect(result.result.error).toMatch(/SELF_SIGNED|UNABLE_TO_(GET|VERIFY)/);
+  });
+
+  it('WebSocket through wss://<port>-<id>.<domain> to a server in the sandbox', async () => {
+    const result = await sdk('websocket', userEnv());
+    expect(result.ok, result.error).toBe(true);
+    expect(result.url).toBe(`wss://8765-${result.sandboxId}.tidepool.localhost:${httpsPort}/socket`);
+    expect(result.reply).toBe(`echo ping over wss host=8765-${result.sandboxId}.tidepool.localhost:${httpsPort}`);
+  });
+
+  it('allowPublicTraffic=false: 403 without the traffic token, 200 with e2b-traffic-access-token (SDK network.test.ts)', async () => {
+    const result = await sdk('privateTraffic', userEnv());
+    expect(result.ok, result.error).toBe(true);
+    expect(result.hasToken).toBe(true);
+    expect(result.withToken.status).toBe(200);
+    expect(result.withoutToken.status).toBe(403);
+    expect(result.wrongToken.status).toBe(403);
+  });
+
+  it('maskRequestHost: the sandbox sees the masked Host (SDK network.test.ts)', async () => {
+    const result = await sdk('maskHost', userEnv());
+    expect(result.ok, result.error).toBe(true);
+    expect(result.page).toEqual({ status: 200, body: 'captured' });
+    expect(result.headers).toMatch(/^Host: custom-host\.example\.com:8000$/im);
+  });
+
+  it('auto-resume: an HTTP request to getHost wakes a paused autoResume sandbox (SDK host.test.ts non-running sandbox)', async () => {
+    const result = await sdk('autoResume', userEnv());
+    expect(result.ok, result.error).toBe(true);
+    expect(result.before.status).toBe(200);
+    expect(result.paused).toBe(true);
+    expect(result.stateWhilePaused).toBe('paused');
+    expect(result.after).toEqual({ status: 200, body: `hello from ${result.sandboxId}` });
+    expect(result.stateAfter).toBe('running');
+    expect(result.echo).toBe('still-here\n');
+  });
+});
