@@ -33,4 +33,13 @@ describe('withEngineDeadlines', () => {
     await expect(limited.remove('c1')).rejects.toThrow(/^engine says no$/);
     expect(limited.watchEvents).toBe(runtime.watchEvents);
   });
+
+  it('names every failed call to the metrics hook (errors and deadlines), not the successful ones', async () => {
+    const failed: string[] = [];
+    const counted = withEngineDeadlines(runtime, { default: 30 }, (operation) => failed.push(operation));
+    expect(await counted.imageExists('present')).toBe(true);
+    await expect(counted.remove('c1')).rejects.toThrow(/^engine says no$/);
+    await expect(counted.inspect('c1')).rejects.toBeInstanceOf(DockerCallError);
+    expect(failed).toEqual(['remove', 'inspect']);
+  });
 });

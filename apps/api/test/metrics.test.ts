@@ -1,0 +1,253 @@
+import http from 'node:http';
+import { readFileSync } from 'node:fs';
+import { Sandbox } from 'e2b';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { parse as parseYaml } from 'yaml';
+import { type Exposition, exposedNames, parseExposition, sampleValue } from './support/prometheus-text.ts';
+import { metricNamesIn } from './support/promql-names.ts';
+import { startTestPlatform, type TestPlatform } from './support/start-platform.ts';
+
+const RULES_FILE = new URL('../../../deploy/observability/prometheus-alerts.yml', import.meta.url);
+const DASHBOARD_FILE = new URL('../../../deploy/observability/grafana-dashboard.json', import.meta.url);
+
+let platform: TestPlatform;
+
+beforeAll(async () => {
+  platform = await startTestPlatform({ metricsAddress: '127.0.0.1:0' });
+});
+afterAll(async () => {
+  await platform?.dispose();
+});
+
+async function scrape(headers: Record<string, string> = { 'x-api-key': platform.apiKey }): Promise<Exposition> {
+  const response = await fetch(`${platform.url}/metrics`, { headers });
+  expect(response.status).toBe(200);
+  return parseExposition(await response.text());
+}
+
+const op = (operation: string, outcome: string) => ({ operation, outcome });
+const opCount = (e: Exposition, operation: string, outcome: string): number =>
+  sampleValue(e, 'tidepool_sandbox_operation_duration_seconds_count', op(operation, outcome));
+const state = (e: Exposition, name: string): number => sampleValue(e, 'tidepool_sandboxes', { state: name });
+
+/** A raw request with a Host header of our choosing (fetch does not let one set Host). */
+function rawGet(path: string, headers: Record<string, string>): Promise<{ status: number; body: string }> {
+  const { hostname, port } = new URL(platform.url);
+  return new Promise((resolve, reject) => {
+    const req = http.request({ host: hostname, port, path, method: 'GET', headers, setHost: !('host' in headers) }, (res) => {
+      let body = '';
+      res.setEncoding('utf8');
+      res.on('data', (chunk: string) => (body += chunk));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+    });
+    req.on('error', reject);
+    req.end();
+  });
+}
+
+describe('GET /metrics access', () => {
+  it('is refused without a valid API key, with the API error shape', async () => {
+    const attempts: Array<Record<string, string>> = [{}, { 'x-api-key': 'e2b_0000000000000000000000000000000000000000' }, { authorization: 'Bearer e2b_0000' }, { authorization: `Basic ${platform.apiKey}` }];
+    for (const headers of attempts) {
+      const response = await fetch(`${platform.url}/metrics`, { headers });
+      expect(response.status, JSON.stringify(headers)).toBe(401);
+      expect(await response.json()).toEqual({ code: 401, message: expect.any(String) });
+    }
+  });
+
+  it('is served with X-API-Key and with a Bearer API key, in the Prometheus text format', async () => {
+    const accepted: Array<Record<string, string>> = [{ 'x-api-key': platform.apiKey }, { authorization: `Bearer ${platform.apiKey}` }];
+    for (const headers of accepted) {
+      const response = await fetch(`${platform.url}/metrics`, { headers });
+      expect(response.status).toBe(200);
+      expect(response.headers.get('content-type')).toMatch(/^text\/plain; version=0\.0\.4/);
+      const parsed = parseExposition(await response.text());
+      expect(parsed.types.get('tidepool_sandbox_operation_duration_seconds')).toBe('histogram');
+      expect(parsed.types.get('tidepool_process_resident_memory_bytes')).toBe('gauge');
+      expect(sampleValue(parsed, 'tidepool_build_info')).toBe(1);
+    }
+  });
+
+  it('accepts a Bearer API key on /metrics only', async () => {
+    const response = await fetch(`${platform.url}/sandboxes`, { headers: { authorization: `Bearer ${platform.apiKey}` } });
+    expect(response.status).toBe(401);
+  });
+
+  it('is served without a key on TIDEPOOL_METRICS_ADDRESS, which serves nothing else', async () => {
+    expect(platform.metricsUrl).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/metrics$/);
+    const response = await fetch(platform.metricsUrl!);
+    expect(response.status).toBe(200);
+    expect(response.headers.get('content-type')).toMatch(/^text\/plain; version=0\.0\.4/);
+    expect(sampleValue(parseExposition(await response.text()), 'tidepool_sandboxes_max')).toBe(platform.config.maxSandboxes);
+    const origin = new URL(platform.metricsUrl!).origin;
+    expect((await fetch(`${origin}/sandboxes`)).status).toBe(404);
+    expect((await fetch(`${origin}/metrics`, { method: 'POST' })).status).toBe(404);
+  });
+
+  it('is never answered by the API for a request that carries sandbox routing (headers or host)', async () => {
+    const before = await scrape();
+    const byHeaders = await rawGet('/metrics', { 'x-api-key': platform.apiKey, 'e2b-sandbox-id': 'inosuchsandbox00000000', 'e2b-sandbox-port': '49983' });
+    const byHost = await rawGet('/metrics', { 'x-api-key': platform.apiKey, host: `49983-inosuchsandbox00000000.${platform.domain}` });
+    for (const answer of [byHeaders, byHost]) {
+      expect(answer.status).toBe(502);
+      expect(JSON.parse(answer.body)).toMatchObject({ sandboxId: 'inosuchsandbox00000000', message: 'The sandbox was not found', code: 502 });
+      expect(answer.body).not.toContain('tidepool_');
+    }
+    const after = await scrape();
+    const notFound = (e: Exposition) => sampleValue(e, 'tidepool_proxy_errors_total', { reason: 'sandbox_not_found' });
+    expect(notFound(after) - notFound(before)).toBe(2);
+    const fiveHundreds = (e: Exposition) => sampleValue(e, 'tidepool_proxy_request_duration_seconds_count', { status_class: '5xx' });
+    expect(fiveHundreds(after) - fiveHundreds(before)).toBe(2);
+  });
+});
+
+describe('metrics follow the platform', () => {
+  it('counts create, proxy traffic, pause, resume, snapshot and kill done through the e2b SDK', async () => {
+    const start = await scrape();
+    expect(state(start, 'running')).toBe(0);
+    const sbx = await Sandbox.create('base', { ...platform.sdk, timeoutMs: 120_000 });
+    try {
+      expect((await sbx.commands.run('echo metrics')).stdout).toBe('metrics\n');
+      const created = await scrape();
+      expect(opCount(created, 'create', 'success') - opCount(start, 'create', 'success')).toBe(1);
+      expect(opCount(created, 'create', 'error')).toBe(opCount(start, 'create', 'error'));
+      // A real create takes longer than 10 ms: its observation sits above the first bucket.
+      expect(sampleValue(created, 'tidepool_sandbox_operation_duration_seconds_bucket', { ...op('create', 'success'), le: '0.01' })).toBe(0);
+      expect(sampleValue(created, 'tidepool_sandbox_operation_duration_seconds_sum', op('create', 'success'))).toBeGreaterThan(0.01);
+      expect(state(created, 'running')).toBe(1);
+      const proxied2xx = (e: Exposition) => sampleValue(e, 'tidepool_proxy_request_duration_seconds_count', { status_class: '2xx' });
+      expect(proxied2xx(created)).toBeGreaterThan(proxied2xx(start));
+
+      expect(await sbx.pause()).toBe(true);
+      const paused = await scrape();
+      expect(opCount(paused, 'pause', 'success') - opCount(created, 'pause', 'success')).toBe(1);
+      expect(state(paused, 'paused')).toBe(1);
+      expect(state(paused, 'running')).toBe(0);
+
+      const resumed = await Sandbox.connect(sbx.sandboxId, platform.sdk);
+      expect((await resumed.commands.run('echo back')).stdout).toBe('back\n');
+      const running = await scrape();
+      expect(opCount(running, 'resume', 'success') - opCount(paused, 'resume', 'success')).toBe(1);
+      expect(state(running, 'running')).toBe(1);
+      expect(state(running, 'paused')).toBe(0);
+
+      const snapshot = await sbx.createSnapshot();
+      expect(snapshot.snapshotId).toBeTruthy();
+      const snapped = await scrape();
+      expect(opCount(snapped, 'snapshot', 'success') - opCount(running, 'snapshot', 'success')).toBe(1);
+    } finally {
+      await sbx.kill();
+    }
+    const killed = await scrape();
+    expect(state(killed, 'running')).toBe(0);
+    expect(state(killed, 'paused')).toBe(0);
+    expect(state(killed, 'creating')).toBe(0);
+    for (const operation of ['pause', 'resume', 'snapshot']) expect(opCount(killed, operation, 'error'), operation).toBe(opCount(start, operation, 'error'));
+  });
+
+  it('counts a failed create (unknown template) as an error', async () => {
+    const before = await scrape();
+    await expect(Sandbox.create('no-such-template-for-metrics', { ...platform.sdk, timeoutMs: 30_000 })).rejects.toThrow();
+    const after = await scrape();
+    expect(opCount(after, 'create', 'error') - opCount(before, 'create', 'error')).toBe(1);
+    expect(opCount(after, 'create', 'success')).toBe(opCount(before, 'create', 'success'));
+    expect(state(after, 'running')).toBe(0);
+  });
+});
+
+interface AlertRule {
+  alert?: unknown;
+  expr?: unknown;
+  for?: unknown;
+  labels?: { severity?: unknown };
+  annotations?: { summary?: unknown };
+}
+
+interface Panel {
+  title?: string;
+  type?: string;
+  targets?: Array<{ expr?: string }>;
+  panels?: Panel[];
+}
+
+function allPanels(panels: Panel[]): Panel[] {
+  return panels.flatMap((p) => [p, ...allPanels(p.panels ?? [])]);
+}
+
+/** Families the platform defines itself (not the process/Node.js defaults). */
+function platformFamilies(e: Exposition): string[] {
+  return [...e.types.keys()].filter((n) => !/^tidepool_(process|nodejs)_/.test(n));
+}
+
+describe('alert rules and dashboard match what /metrics exposes', () => {
+  it('every alert rule is complete and reads only exposed metrics', async () => {
+    const exposed = exposedNames(await scrape());
+    const document = parseYaml(readFileSync(RULES_FILE, 'utf8')) as { groups: Array<{ name: string; rules: AlertRule[] }> };
+    const rules = document.groups.flatMap((g) => g.rules.map((r) => ({ group: g.name, ...r })));
+    expect(rules.length).toBeGreaterThanOrEqual(8);
+    const names = new Set<string>();
+    for (const rule of rules) {
+      const where = `${rule.group}/${String(rule.alert)}`;
+      expect(rule.alert, where).toMatch(/^[A-Z][A-Za-z0-9]+$/);
+      expect(typeof rule.expr, where).toBe('string');
+      expect(rule.for, where).toMatch(/^\d+[smh]$/);
+      expect(['critical', 'warning', 'info'], where).toContain(rule.labels?.severity);
+      expect(typeof rule.annotations?.summary === 'string' && rule.annotations.summary.length > 0, where).toBe(true);
+      const used = metricNamesIn(rule.expr as string);
+      expect(used.length, `${where} reads no metric`).toBeGreaterThan(0);
+      for (const name of used) {
+        expect(exposed.has(name), `${where}: ${name} is not exposed on /metrics`).toBe(true);
+        names.add(name);
+      }
+    }
+    expect(new Set(rules.map((r) => r.alert)).size).toBe(rules.length);
+    // The alerts asked for: create errors and latency, empty pool, proxy 5xx, engine errors, orphan cleanups.
+    for (const name of [
+      'tidepool_sandbox_operation_duration_seconds_count',
+      'tidepool_sandbox_operation_duration_seconds_bucket',
+      'tidepool_pool_containers',
+      'tidepool_pool_cold_fallbacks_total',
+      'tidepool_proxy_request_duration_seconds_count',
+      'tidepool_engine_call_errors_total',
+      'tidepool_orphan_cleanups_total',
+    ]) {
+      expect(names.has(name), name).toBe(true);
+    }
+  });
+
+  it('every dashboard query reads only exposed metrics, and every platform metric is on the dashboard', async () => {
+    const scraped = await scrape();
+    const exposed = exposedNames(scraped);
+    const dashboard = JSON.parse(readFileSync(DASHBOARD_FILE, 'utf8')) as {
+      uid: string;
+      panels: Panel[];
+      templating: { list: Array<{ name: string; type: string; query?: string | { query: string } }> };
+    };
+    expect(dashboard.uid).toBeTruthy();
+    const queries: Array<{ where: string; expr: string }> = [];
+    for (const panel of allPanels(dashboard.panels)) {
+      if (panel.type === 'row') continue;
+      expect(panel.targets?.length, `panel ${panel.title}`).toBeGreaterThan(0);
+      for (const target of panel.targets ?? []) queries.push({ where: `panel ${panel.title}`, expr: target.expr ?? '' });
+    }
+    for (const variable of dashboard.templating.list.filter((v) => v.type === 'query')) {
+      const query = typeof variable.query === 'string' ? variable.query : (variable.query?.query ?? '');
+      // label_values(<series selector>, <label>): only the selector names metrics.
+      const labelValues = /^label_values\((.*),\s*[a-zA-Z_][a-zA-Z0-9_]*\s*\)$/.exec(query);
+      queries.push({ where: `variable ${variable.name}`, expr: labelValues ? labelValues[1]! : query });
+    }
+    const used = new Set<string>();
+    for (const { where, expr } of queries) {
+      const names = metricNamesIn(expr);
+      expect(names.length, `${where} reads no metric`).toBeGreaterThan(0);
+      for (const name of names) {
+        expect(exposed.has(name), `${where}: ${name} is not exposed on /metrics`).toBe(true);
+        used.add(name);
+      }
+    }
+    for (const family of platformFamilies(scraped)) {
+      const series = scraped.types.get(family) === 'histogram' ? [`${family}_bucket`, `${family}_count`] : [family];
+      expect(series.some((s) => used.has(s)), `${family} is not on the dashboard`).toBe(true);
+    }
+  });
+});
