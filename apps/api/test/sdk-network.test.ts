@@ -3,18 +3,19 @@
  * e2b-dev/E2B), re-expressed against Tidepool with the published SDK unmodified. The SDK suite talks to public
  * hosts (1.1.1.1, 8.8.8.8, connectivitycheck.gstatic.com); here those are the stand-in "internet" hosts of
  * support/standin-hosts.ts (a network namespace the test creates, addresses in 198.18.0.0/15, an HTTPS server on
- * 443). Public sandbox URLs (`https://${sbx.getHost(port)}`) are replaced by the platform's proxy with the
- * `E2b-Sandbox-Id` / `E2b-Sandbox-Port` headers. No other address is ever contacted.
+ * 443). Here sandbox URLs are reached through the platform's proxy with the `E2b-Sandbox-Id` / `E2b-Sandbox-Port`
+ * headers; the same cases through `https://${sbx.getHost(port)}` (the platform's own TLS on tidepool.localhost)
+ * run in sdk-hosts-tls.test.ts. No other address is ever contacted.
  *
  * SDK cases NOT run here, and why:
  * - network.test.ts "firewall transform injects headers" (network.rules with transform.headers): its target is a
  *   second sandbox reached over the public internet by its https getHost URL (wildcard DNS + public TLS), and
  *   Tidepool does not implement `network.rules` transforms: a create or update that sets them is refused with
  *   400 (checked below) instead of being ignored.
- * - network.test.ts "httpsPorts option" is run with the public URL replaced by the proxy with routing headers
- *   (`sbx.getHost(port)` over https needs wildcard DNS, the local-TLS issue).
- * - host.test.ts "ping server in running sandbox" and "ping server in non-running sandbox": `sbx.getHost(port)`
- *   over https with wildcard DNS (the local-TLS issue). The proxy side of both is covered by e2e-proxy.test.ts.
+ * - network.test.ts "httpsPorts option" is run with the public URL replaced by the proxy with routing headers.
+ * - host.test.ts "ping server in running sandbox" and "ping server in non-running sandbox" (auto-resume on an HTTP
+ *   request), and getHost versions of allowPublicTraffic and maskRequestHost: run in sdk-hosts-tls.test.ts, over
+ *   `https://${sbx.getHost(port)}` with the platform's local CA, without E2B_SANDBOX_URL.
  * - egressProxy.test.ts (SOCKS5 `network.egressProxy`): runs against a mocked API (msw) and checks only the
  *   request bodies the SDK builds; nothing server-side to mirror. Tidepool has no upstream egress proxy: a set
  *   `egressProxy` is refused with 400 (checked below).
