@@ -219,6 +219,7 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
       try {
         metricsListener = await startMetricsListener(config.metricsAddress, metrics, logger);
       } catch (error) {
+        await httpsListener?.close();
         await app.close();
         throw error;
       }
