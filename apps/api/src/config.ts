@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs';
 import { type Static, Type } from '@sinclair/typebox';
 import { Value } from '@sinclair/typebox/value';
 import { DOCKER_HOST_PATTERN } from './runtime/docker/docker-host.ts';
+import { parseWarmPool } from './sandboxes/pool-settings.ts';
 import { LISTEN_ADDRESS_PATTERN } from './observability/metrics-route.ts';
 
 const Port = Type.Integer({ minimum: 0, maximum: 65535 });
@@ -14,6 +15,8 @@ export const ConfigSchema = Type.Object({
   /** Sandbox hosts are `<port>-<sandboxID>.<domain>`: a bare DNS name (no scheme, no port). */
   domain: Type.String({ minLength: 1, maxLength: 200, pattern: '^[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?(\\.[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?)*$' }),
   maxSandboxes: Type.Integer({ minimum: 1 }),
+  /** Ready containers kept per template reference (`TIDEPOOL_WARM_POOL`, sandboxes/pool-settings.ts); {} = no pool. */
+  warmPool: Type.Record(Type.String({ minLength: 1 }), Type.Integer({ minimum: 1 })),
   sandboxNetwork: Type.String({ minLength: 1 }),
   /** `warn`: start without sandbox isolation (logged loudly) where its firewall rules cannot be installed; `require`: refuse. */
   sandboxIsolation: Type.Union([Type.Literal('warn'), Type.Literal('require')]),
@@ -72,6 +75,7 @@ const ENV_NAMES: Record<keyof Config, string> = {
   apiKeys: 'TIDEPOOL_API_KEYS',
   domain: 'TIDEPOOL_DOMAIN',
   maxSandboxes: 'TIDEPOOL_MAX_SANDBOXES',
+  warmPool: 'TIDEPOOL_WARM_POOL',
   sandboxNetwork: 'TIDEPOOL_SANDBOX_NETWORK',
   sandboxIsolation: 'TIDEPOOL_SANDBOX_ISOLATION',
   baseImage: 'TIDEPOOL_BASE_IMAGE',
@@ -152,6 +156,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     // `localhost` itself, has room for a wildcard certificate (`*.tidepool.localhost`).
     domain: env.TIDEPOOL_DOMAIN || 'tidepool.localhost',
     maxSandboxes: integer(env.TIDEPOOL_MAX_SANDBOXES, 100),
+    warmPool: parseWarmPool(env.TIDEPOOL_WARM_POOL),
     sandboxNetwork: env.TIDEPOOL_SANDBOX_NETWORK || env.TIDEPOOL_DOCKER_NETWORK || 'tidepool',
     sandboxIsolation: env.TIDEPOOL_SANDBOX_ISOLATION || 'warn',
     baseImage: env.TIDEPOOL_BASE_IMAGE || 'tidepool/base:latest',

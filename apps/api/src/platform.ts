@@ -10,6 +10,7 @@ import { withEngineDeadlines } from './runtime/docker/engine-deadlines.ts';
 import type { SandboxRuntime } from './runtime/sandbox-runtime.ts';
 import { SandboxLifecycle } from './sandboxes/sandbox-lifecycle.ts';
 import { EngineWatch } from './sandboxes/engine-watch.ts';
+import { WarmPool } from './sandboxes/warm-pool.ts';
 import { buildApiServer } from './http/api-server.ts';
 import { type HttpsListener, listenHttps, loadTlsMaterial } from './tls/https-listener.ts';
 import { type MetricsListener, startMetricsListener } from './observability/metrics-route.ts';
@@ -54,6 +55,8 @@ export interface RunningPlatform {
   lifecycle: SandboxLifecycle;
   /** Follows the engine's events (containers dying under sandboxes, engine restarts). */
   engineWatch: EngineWatch;
+  /** Ready containers creates are served from (TIDEPOOL_WARM_POOL); undefined when the pool is off. */
+  warmPool: WarmPool | undefined;
   /** Every Prometheus metric of this platform (served on GET /metrics). */
   metrics: PlatformMetrics;
   /** The unauthenticated metrics listener's URL when TIDEPOOL_METRICS_ADDRESS is set. */
@@ -90,6 +93,7 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
   let lifecycle: SandboxLifecycle | undefined;
   let queue: BuildQueue | undefined;
   let engineWatch: EngineWatch | undefined;
+  let pool: WarmPool | undefined;
   try {
     const keys = new KeyStore(db);
     for (const key of config.apiKeys) keys.addKey(key);
@@ -120,6 +124,19 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
     });
     volumes.start();
     const sandboxes = new SandboxStore(db);
+    let poolUser: SandboxLifecycle | undefined;
+    if (Object.keys(config.warmPool).length > 0) {
+      pool = new WarmPool({
+        runtime,
+        templates,
+        targets: config.warmPool,
+        tokenSeed: keys.tokenSeed(),
+        // Pooled containers count against TIDEPOOL_MAX_SANDBOXES; refills wait while creations are in flight.
+        reserveSlot: () => poolUser!.registry.reserveSlots(1),
+        busy: () => (poolUser?.creatingCount() ?? 0) > 0,
+        logger,
+      });
+    }
     lifecycle = new SandboxLifecycle({
       store: sandboxes,
       templates,
@@ -130,7 +147,9 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
       logger,
       volumes,
       platformMetrics: metrics,
+      pool,
     });
+    poolUser = lifecycle;
     const sandboxLifecycle = lifecycle;
     metrics.observe({
       maxSandboxes: config.maxSandboxes,
@@ -145,6 +164,13 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
     engineWatch = new EngineWatch({ runtime, lifecycle, logger, since: Date.now() / 1000 - 1, metrics });
     await lifecycle.start();
     engineWatch.start();
+    if (pool) {
+      metrics.observePool(pool);
+      pool.onClaim = (waitSeconds) => metrics.poolClaimed(waitSeconds);
+      // After the restart reconcile: containers the previous run left in the pool are gone by now.
+      pool.start();
+    }
+    const warmPool = pool;
     const contextFiles = new ContextFiles(config.dataDir, config.maxUploadMB * 1024 * 1024);
     const builder =
       builderOverride ??
@@ -168,16 +194,21 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
       queue: buildQueue,
       contextFiles,
       signingSeed: keys.tokenSeed(),
-      remove: (reference: string) =>
-        removeTemplate(reference, {
-          catalog: templates,
-          store: templateStore,
-          queue: buildQueue,
-          contextFiles,
-          sandboxesUsing: (buildIds) => running.usingBuilds(buildIds).map((r) => r.sandboxId),
-          builder,
-          logger,
-        }),
+      remove: (reference: string) => {
+        const removal = (): Promise<void> =>
+          removeTemplate(reference, {
+            catalog: templates,
+            store: templateStore,
+            queue: buildQueue,
+            contextFiles,
+            sandboxesUsing: (buildIds) => running.usingBuilds(buildIds).map((r) => r.sandboxId),
+            builder,
+            logger,
+          });
+        // Images in use by pooled containers cannot be removed: the template's pool is emptied first.
+        const templateId = templates.find(reference)?.templateId;
+        return warmPool && templateId ? warmPool.whileRemoving(templateId, removal) : removal();
+      },
     };
     let sandboxDomain: string | null = null;
     const app = buildApiServer({
@@ -239,6 +270,7 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
       config,
       lifecycle: running,
       engineWatch: watch,
+      warmPool,
       metrics,
       metricsUrl: metricsListener?.url,
       async close(closeOptions = {}) {
@@ -246,6 +278,8 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
         closed = true;
         running.stop();
         await watch.stop();
+        // Kept sandboxes keep the pool's containers too: the next start removes them (never adopted).
+        await warmPool?.stop({ drain: !closeOptions.keepSandboxes });
         // Creations and per-sandbox operations in flight finish (bounded) before the store closes.
         await running.drain(SHUTDOWN_DRAIN_MS);
         await buildQueue.stop();
@@ -260,6 +294,7 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
     };
   } catch (error) {
     await queue?.stop();
+    await pool?.stop({ drain: true });
     await engineWatch?.stop();
     lifecycle?.stop();
     db.close();

@@ -18,6 +18,8 @@ export interface ContainerSpec {
   envdAccessToken: string;
   /** Host directories bound read-write into the container (volumes); nothing else of the host is reachable. */
   directories?: DirectoryMount[];
+  /** Started ahead of demand for the warm pool under this key (labelled so; see warm-pool.ts). */
+  pool?: string;
 }
 
 export interface DirectoryMount {
@@ -50,6 +52,8 @@ export interface ManagedContainer {
   address: string | undefined;
   /** Carries no platform label (made before labels were per platform): adopted only when a record claims it. */
   unclaimed: boolean;
+  /** Started by the warm pool; one that no sandbox record names is still (or was left) in the pool. */
+  pooled?: boolean;
 }
 
 /** A committed filesystem of one sandbox (paused without memory), found again after a restart. */

@@ -61,7 +61,10 @@ export async function reconcileAfterRestart({ registry, runtime, logger, adopted
       log.debug({ containerId: orphan.containerId }, 'leaving a sandbox container of no known platform alone');
       continue;
     }
-    log.warn({ containerId: orphan.containerId }, 'removing container without a sandbox record');
+    // A warm-pool container of the previous run is removed, not adopted: one whose claim was cut short
+    // may already hold another request's environment, and nothing tells it apart. The pool refills.
+    if (orphan.pooled) log.info({ containerId: orphan.containerId }, 'removing a warm-pool container left by the previous run');
+    else log.warn({ containerId: orphan.containerId }, 'removing container without a sandbox record');
     await runtime.remove(orphan.containerId);
     metrics?.orphansRemoved('container');
   }

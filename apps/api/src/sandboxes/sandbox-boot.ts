@@ -7,7 +7,7 @@ import { egressPolicy } from './network-rules.ts';
 import type { SandboxRecord } from './sandbox-record.ts';
 
 /** How long a new container may take before envd answers. */
-const ENVD_READY_TIMEOUT_MS = 30_000;
+export const ENVD_READY_TIMEOUT_MS = 30_000;
 /** How long a template's start command may take to become ready (its readyCmd to exit 0). */
 const START_READY_TIMEOUT_MS = 120_000;
 const READY_POLL_MS = 100;
@@ -43,9 +43,7 @@ export async function bootSandbox(runtime: SandboxRuntime, record: SandboxRecord
   });
   try {
     await waitForEnvd(started.address, ENVD_READY_TIMEOUT_MS, async () => (await runtime.inspect(started.containerId)).status === 'running');
-    // envd has had its token since birth: /init presents it like any other call.
-    const envdVersion = await initEnvd(started.address, initFor(record));
-    await runStartCommand(started.address, record, logger);
+    const envdVersion = await readySandbox(started.address, record, logger);
     logger.debug({ containerId: started.containerId, address: started.address }, 'sandbox container ready');
     return { ...started, envdVersion };
   } catch (error) {
@@ -53,6 +51,17 @@ export async function bootSandbox(runtime: SandboxRuntime, record: SandboxRecord
     await runtime.remove(started.containerId);
     throw error;
   }
+}
+
+/**
+ * Makes a started container (envd answering) the record's sandbox: `/init` (environment, user, workdir;
+ * envd has had its token since birth and /init presents it like any other call), then the template's
+ * start command. Cold boots and warm-pool claims both end here. Returns envd's version.
+ */
+export async function readySandbox(address: string, record: SandboxRecord, logger: Logger): Promise<string> {
+  const envdVersion = await initEnvd(address, initFor(record));
+  await runStartCommand(address, record, logger);
+  return envdVersion;
 }
 
 /**

@@ -15,6 +15,9 @@ import type { SandboxStore } from './sandbox-store.ts';
 import { SandboxTimers } from './sandbox-timers.ts';
 import { reconcileAfterRestart } from './restart-reconcile.ts';
 import { type SandboxVolumeMount, volumeMountsProblem } from './volume-mounts.ts';
+import { claimPooled } from './pool-claim.ts';
+import { poolKey } from './pool-settings.ts';
+import type { PooledContainer, WarmPool } from './warm-pool.ts';
 
 /** How a sandbox is configured, whatever it starts from (a template, a fork checkpoint). */
 export interface SandboxSettings {
@@ -63,6 +66,8 @@ export interface LifecycleDeps {
   volumes?: VolumeSource;
   /** Prometheus: operation durations and orphan cleanups (none: not reported). */
   platformMetrics?: MetricsSink;
+  /** Ready containers creates are served from first (warm-pool.ts); none = every create starts cold. */
+  pool?: WarmPool;
 }
 
 /** Everything `launch` needs: what to run and how the sandbox is configured. */
@@ -72,6 +77,8 @@ export interface LaunchPlan {
   from: Pick<SandboxRecord, 'templateId' | 'buildId' | 'alias' | 'cpuCount' | 'memoryMB' | 'diskSizeMB' | 'envdVersion' | 'defaults'>;
   settings: SandboxSettings;
   event: string;
+  /** A warm-pool container to claim instead of starting one (its sandbox id is `sandboxId`). */
+  pooled?: PooledContainer;
 }
 
 const nowIso = (): string => new Date().toISOString();
@@ -188,10 +195,15 @@ export class SandboxLifecycle implements SandboxDirectory {
     return this.timed('create', () => this.createNow(input));
   }
 
+  /** The warm pool creates are served from, if any (its stats feed the metrics). */
+  get pool(): WarmPool | undefined {
+    return this.deps.pool;
+  }
+
   private async createNow(input: CreateSandboxInput): Promise<SandboxRecord> {
     const { template, build } = this.deps.templates.resolve(input.templateRef);
     const volumeMounts = this.resolveMounts(input.volumeMounts);
-    const record = await this.launch({
+    const record = await this.launchPooledOrCold({
       image: build.image!,
       from: {
         templateId: template.templateId,
@@ -210,8 +222,40 @@ export class SandboxLifecycle implements SandboxDirectory {
     return record;
   }
 
+  /**
+   * A ready container of the same build, cpu and memory is claimed when the pool has one; otherwise, or
+   * when the claim fails (the container is removed), the sandbox starts cold. Volume binds are fixed when a
+   * container is created, so a create with volumes always starts cold.
+   */
+  private async launchPooledOrCold(plan: LaunchPlan): Promise<SandboxRecord> {
+    const pool = this.deps.pool;
+    if (!pool || plan.settings.volumeMounts.length > 0) return this.launch(plan);
+    const began = performance.now();
+    const pooled = pool.take(poolKey(plan.from));
+    if (!pooled) return this.launch(plan);
+    try {
+      const record = await this.launch({ ...plan, sandboxId: pooled.sandboxId, pooled }, pooled.release);
+      pool.claimed(pooled, (performance.now() - began) / 1000);
+      return record;
+    } catch (error) {
+      pool.claimFailed(pooled);
+      this.log(pooled.sandboxId).warn({ err: error, containerId: pooled.containerId }, 'warm-pool claim failed; starting a cold sandbox instead');
+      return this.launch(plan);
+    }
+  }
+
+  /** One slot under the sandbox limit; when none is free, a ready warm-pool container gives its slot up. */
+  private reserveSlot(): (howMany?: number) => void {
+    try {
+      return this.registry.reserveSlots(1);
+    } catch (error) {
+      if (!(error instanceof PlatformError) || error.kind !== 'limit' || !this.deps.pool?.evictOne()) throw error;
+      return this.registry.reserveSlots(1);
+    }
+  }
+
   /** Starts a new sandbox from an image (a template build, a fork checkpoint); takes one slot. */
-  async launch(plan: LaunchPlan, release = this.registry.reserveSlots(1)): Promise<SandboxRecord> {
+  async launch(plan: LaunchPlan, release = this.reserveSlot()): Promise<SandboxRecord> {
     const sandboxId = plan.sandboxId ?? newSandboxId();
     let held: { release(): void } | undefined;
     try {
@@ -288,7 +332,9 @@ export class SandboxLifecycle implements SandboxDirectory {
         autoResume: settings.autoResume,
         volumeMounts: settings.volumeMounts,
       };
-      const booted = await bootSandbox(this.deps.runtime, record, plan.image, this.log(sandboxId), this.directoriesOf(record));
+      const booted = plan.pooled
+        ? await claimPooled(this.deps.runtime, record, plan.pooled, this.log(sandboxId))
+        : await bootSandbox(this.deps.runtime, record, plan.image, this.log(sandboxId), this.directoriesOf(record));
       record.containerId = booted.containerId;
       record.address = booted.address;
       record.envdVersion = booted.envdVersion;
@@ -302,7 +348,7 @@ export class SandboxLifecycle implements SandboxDirectory {
         throw error;
       }
       this.timers.arm(record);
-      this.log(sandboxId).info({ templateId: record.templateId, buildId: record.buildId, containerId: record.containerId }, 'sandbox created');
+      this.log(sandboxId).info({ templateId: record.templateId, buildId: record.buildId, containerId: record.containerId, warmPool: Boolean(plan.pooled) }, plan.pooled ? 'sandbox created (claimed from the warm pool)' : 'sandbox created');
       return record;
     } finally {
       release(1);
@@ -427,7 +473,7 @@ export class SandboxLifecycle implements SandboxDirectory {
     const own = record.timeoutSeconds > 0 ? record.timeoutSeconds : this.deps.defaultTimeoutSeconds;
     const timeoutSeconds = requestedTimeout !== undefined && requestedTimeout > 0 ? requestedTimeout : own;
     if (record.pausedImage) {
-      const release = this.registry.reserveSlots(1);
+      const release = this.reserveSlot();
       try {
         // The token stays the same across a cold boot, as in the reference: an SDK object's own connect()
         // keeps the token it has, so a rotated one would lock it out of its sandbox.

@@ -10,3 +10,9 @@ export const PLATFORM_LABEL = 'dev.tidepool.platform-id';
  * started from a snapshot image inherits that sandbox's label, so sandbox listings skip this role.
  */
 export const BUILD_ROLE_LABEL = 'dev.tidepool.build-role';
+/**
+ * The warm-pool key (build/cpu/memory) of a container started ahead of demand; '' on one started for a
+ * sandbox (set explicitly: a container made from a committed image would otherwise inherit it). Labels
+ * are fixed at create, so a claimed container keeps it: its sandbox record is what makes it a sandbox.
+ */
+export const POOL_LABEL = 'dev.tidepool.warm-pool';

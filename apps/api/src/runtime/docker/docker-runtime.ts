@@ -4,7 +4,7 @@ import { envdTokenArchive } from '../../envd/envd-birth-token.ts';
 import { ContainerHardening } from './container-hardening.ts';
 import type { EngineEvent, EngineEventStream } from '../engine-events.ts';
 import type { ContainerSpec, ContainerStatus, EgressPolicy, ManagedContainer, SandboxImage, SandboxRuntime, StartedContainer } from '../sandbox-runtime.ts';
-import { BUILD_ROLE_LABEL, ENVD_VERSION_LABEL, PLATFORM_LABEL, SANDBOX_LABEL, TEMPLATE_LABEL } from './docker-labels.ts';
+import { BUILD_ROLE_LABEL, ENVD_VERSION_LABEL, PLATFORM_LABEL, POOL_LABEL, SANDBOX_LABEL, TEMPLATE_LABEL } from './docker-labels.ts';
 import { followSandboxEvents } from './docker-events.ts';
 import { PAUSED_IMAGE_REPOSITORY, pausedImageRef, sandboxOfImage } from './paused-image.ts';
 import { EgressProxy } from './egress-proxy.ts';
@@ -157,6 +157,7 @@ export class DockerRuntime implements SandboxRuntime {
       Labels: {
         [SANDBOX_LABEL]: spec.sandboxId,
         [TEMPLATE_LABEL]: spec.templateId,
+        [POOL_LABEL]: spec.pool ?? '',
         ...(this.platformId ? { [PLATFORM_LABEL]: this.platformId } : {}),
       },
       Env: [`E2B_SANDBOX_ID=${spec.sandboxId}`, `E2B_TEMPLATE_ID=${spec.templateId}`],
@@ -305,6 +306,7 @@ export class DockerRuntime implements SandboxRuntime {
         status: toStatus(c.State),
         address: c.NetworkSettings?.Networks?.[this.network]?.IPAddress || undefined,
         unclaimed: this.platformId !== undefined && c.Labels[PLATFORM_LABEL] === undefined,
+        pooled: Boolean(c.Labels[POOL_LABEL]),
       }));
   }
 

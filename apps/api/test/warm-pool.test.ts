@@ -1,0 +1,187 @@
+/**
+ * The warm pool against real Docker and the published e2b SDK: creates are served from ready containers,
+ * the pool refills, an empty pool falls back to a cold start, a claimed sandbox cannot be told from a cold
+ * one from inside, pooled containers left by a previous run are removed (never leaked), and a template
+ * rebuild or removal drains its containers.
+ */
+import { Sandbox, Template } from 'e2b';
+import Docker from 'dockerode';
+import { afterAll, describe, expect, it } from 'vitest';
+import { PLATFORM_LABEL, POOL_LABEL, SANDBOX_LABEL } from '../src/runtime/docker/docker-labels.ts';
+import { api, startTestPlatform, type TestPlatform } from './support/start-platform.ts';
+
+const docker = new Docker();
+const started: TestPlatform[] = [];
+afterAll(async () => {
+  for (const platform of started) await platform.dispose().catch(() => undefined);
+});
+
+async function until(check: () => boolean | Promise<boolean>, timeoutMs: number, what: string): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+interface Labelled {
+  id: string;
+  sandboxId: string;
+  pool: string;
+}
+
+/** Every sandbox container of the platform, with its pool label ('' = started cold). */
+async function containersOf(platform: TestPlatform): Promise<Labelled[]> {
+  const list = await docker.listContainers({ all: true, filters: { label: [`${PLATFORM_LABEL}=${platform.platformId}`, SANDBOX_LABEL] } });
+  return list.map((c) => ({ id: c.Id, sandboxId: c.Labels[SANDBOX_LABEL], pool: c.Labels[POOL_LABEL] ?? '' }));
+}
+
+async function pooledIds(platform: TestPlatform): Promise<string[]> {
+  return (await containersOf(platform)).filter((c) => c.pool !== '').map((c) => c.sandboxId);
+}
+
+/** One platform with a pool of two `base` containers, shared by the first tests. */
+let shared: TestPlatform | undefined;
+async function sharedPlatform(): Promise<TestPlatform> {
+  if (!shared) {
+    shared = await startTestPlatform({ warmPool: { base: 2 } });
+    started.push(shared);
+  }
+  return shared;
+}
+
+const ready = (platform: TestPlatform): number => platform.warmPool!.stats().ready;
+
+/** What a process in the sandbox sees of itself, with the sandbox's own id written as SANDBOX. */
+async function lookInside(sbx: Sandbox): Promise<Record<string, string>> {
+  const run = async (cmd: string, user?: 'root' | 'user'): Promise<string> => (await sbx.commands.run(cmd, user ? { user } : {})).stdout.replaceAll(sbx.sandboxId, 'SANDBOX');
+  return {
+    hostname: await run('hostname'),
+    etcHostname: await run('cat /etc/hostname'),
+    // The address differs between any two sandboxes.
+    hosts: (await run('cat /etc/hosts')).replace(/^[0-9.]+(\s+SANDBOX)$/m, 'ADDRESS$1'),
+    env: await run('env | grep -v -E "^(_|SHLVL|PWD|OLDPWD)=" | sort'),
+    user: await run('id; whoami'),
+    cwd: await run('pwd'),
+    home: await run('find /home/user -printf "%p %s %m %u:%g %y\\n" | sort'),
+    run: await run('find /run /tmp -printf "%p %m %u %y\\n" 2>/dev/null | sort', 'root'),
+    processes: await run('ps -e -o user=,comm=,args= | sort'),
+  };
+}
+
+describe('warm pool', () => {
+  it('serves creates from ready containers, refills, and falls back to a cold start when empty', async () => {
+    const platform = await sharedPlatform();
+    await until(() => ready(platform) === 2, 60_000, 'two ready containers');
+    const waiting = await pooledIds(platform);
+    expect(waiting).toHaveLength(2);
+
+    const begin = performance.now();
+    const sbx = await Sandbox.create('base', { ...platform.sdk, envs: { FROM_CREATE: 'yes' }, metadata: { purpose: 'pool' } });
+    const created = performance.now() - begin;
+    expect((await sbx.commands.run('echo $FROM_CREATE')).stdout.trim()).toBe('yes');
+    // The id and the container are one of the ready ones; a claim does not start a container.
+    expect(waiting).toContain(sbx.sandboxId);
+    expect(platform.warmPool!.stats()).toMatchObject({ claimedTotal: 1, coldFallbacksTotal: 0 });
+    // A cold create takes most of a second on this machine; a claim is an /init away.
+    expect(created).toBeLessThan(500);
+    const detail = (await api(platform, 'GET', `/sandboxes/${sbx.sandboxId}`)).body;
+    expect(detail).toMatchObject({ sandboxID: sbx.sandboxId, templateID: 'base', metadata: { purpose: 'pool' }, state: 'running' });
+
+    // Refilled in the background: two ready again, beside the claimed one.
+    await until(() => ready(platform) === 2, 60_000, 'the pool to refill');
+    expect((await pooledIds(platform)).length).toBe(3);
+
+    // Three at once from a pool of two: two claims, one cold start; all three work.
+    const trio = await Promise.all([0, 1, 2].map(() => Sandbox.create('base', platform.sdk)));
+    for (const s of trio) expect((await s.commands.run('echo ok')).stdout.trim()).toBe('ok');
+    expect(platform.warmPool!.stats()).toMatchObject({ claimedTotal: 3, coldFallbacksTotal: 1 });
+    const labels = new Map((await containersOf(platform)).map((c) => [c.sandboxId, c.pool]));
+    expect(trio.filter((s) => labels.get(s.sandboxId) === '')).toHaveLength(1);
+
+    // Killing a claimed sandbox removes its container like any other.
+    await sbx.kill();
+    await until(async () => !(await containersOf(platform)).some((c) => c.sandboxId === sbx.sandboxId), 10_000, 'the claimed container to go');
+    for (const s of trio) await s.kill();
+    await until(() => ready(platform) === 2, 60_000, 'the pool to refill after the burst');
+  });
+
+  it('hands out containers a user cannot tell from cold ones (hostname, env, user, cwd, files, processes)', async () => {
+    const platform = await sharedPlatform();
+    await until(() => ready(platform) === 2, 60_000, 'two ready containers');
+    const opts = { ...platform.sdk, envs: { SAME: '1' } };
+    const [a, b, cold] = await Promise.all([Sandbox.create('base', opts), Sandbox.create('base', opts), Sandbox.create('base', opts)]);
+    const labels = new Map((await containersOf(platform)).map((c) => [c.sandboxId, c.pool]));
+    const pooled = [a, b, cold].find((s) => labels.get(s.sandboxId) !== '')!;
+    const coldOne = [a, b, cold].find((s) => labels.get(s.sandboxId) === '')!;
+    expect(pooled).toBeDefined();
+    expect(coldOne).toBeDefined();
+    const inPooled = await lookInside(pooled);
+    const inCold = await lookInside(coldOne);
+    expect(inPooled.hostname.trim()).toBe('SANDBOX');
+    expect(inPooled.env).toContain('SAME=1');
+    expect(inPooled.env).toContain('E2B_SANDBOX=true');
+    expect(inPooled).toEqual(inCold);
+    for (const s of [a, b, cold]) await s.kill();
+  });
+
+  it('removes the pooled containers a previous run left (never adopted, never leaked) and adopts claimed sandboxes', async () => {
+    const first = await startTestPlatform({ warmPool: { base: 2 } });
+    await until(() => ready(first) === 2, 60_000, 'two ready containers');
+    const claimed = await Sandbox.create('base', { ...first.sdk, timeoutMs: 120_000 });
+    await until(() => ready(first) === 2, 60_000, 'the pool to refill');
+    const leftReady = (await pooledIds(first)).filter((id) => id !== claimed.sandboxId);
+    expect(leftReady).toHaveLength(2);
+    await first.close({ keepSandboxes: true });
+    // Kept sandboxes keep the pool's containers too; nothing runs them now.
+    expect((await pooledIds(first)).sort()).toEqual([...leftReady, claimed.sandboxId].sort());
+
+    // The key was generated on the first start (stored hashed): the second start has none of its own.
+    const second = Object.assign(await startTestPlatform({ warmPool: { base: 2 } }, first.dataDir), { apiKey: first.apiKey });
+    second.sdk.apiKey = first.apiKey;
+    started.push(second);
+    const after = await pooledIds(second);
+    for (const id of leftReady) expect(after).not.toContain(id);
+    const again = await Sandbox.connect(claimed.sandboxId, second.sdk);
+    expect((await again.commands.run('echo adopted')).stdout.trim()).toBe('adopted');
+    await until(() => ready(second) === 2, 60_000, 'the pool to refill after the restart');
+    const now = await pooledIds(second);
+    expect(now).toHaveLength(3);
+    expect(now).toContain(claimed.sandboxId);
+    await again.kill();
+    await second.close();
+    started.splice(started.indexOf(second), 1);
+    expect(await containersOf(second)).toEqual([]);
+    await second.dispose();
+  });
+
+  it('drains a template rebuild and removal from the pool and fills it with the new build', async () => {
+    const name = `pool-tpl-${Date.now().toString(36)}`;
+    const platform = await startTestPlatform({ warmPool: { [name]: 1 } });
+    started.push(platform);
+    const buildId = (key: string): string => key.split('/')[0];
+    await Template.build(Template().fromTemplate('base').runCmd('echo one > /home/user/version.txt'), name, platform.sdk);
+    await until(() => ready(platform) === 1, 60_000, 'the template to be pooled');
+    const [firstKey] = platform.warmPool!.keys();
+    const firstContainer = (await containersOf(platform)).find((c) => c.pool !== '')!;
+    expect(buildId(firstContainer.pool)).toBe(buildId(firstKey.key));
+
+    await Template.build(Template().fromTemplate('base').runCmd('echo two > /home/user/version.txt'), name, platform.sdk);
+    await until(async () => !(await containersOf(platform)).some((c) => c.id === firstContainer.id), 30_000, 'the old build to leave the pool');
+    await until(() => ready(platform) === 1, 60_000, 'the new build to be pooled');
+    const [secondKey] = platform.warmPool!.keys();
+    expect(secondKey.key).not.toBe(firstKey.key);
+    const sbx = await Sandbox.create(name, platform.sdk);
+    expect(platform.warmPool!.stats(secondKey.key).claimedTotal).toBe(1);
+    expect((await sbx.files.read('/home/user/version.txt')).trim()).toBe('two');
+    await sbx.kill();
+    await until(() => ready(platform) === 1, 60_000, 'the pool to refill');
+
+    // Removal: the pool gives its containers up first (their image could not go otherwise) and stays empty.
+    expect((await api(platform, 'DELETE', `/templates/${name}`)).status).toBeLessThan(300);
+    expect(await containersOf(platform)).toEqual([]);
+    await new Promise((r) => setTimeout(r, 2_000));
+    expect(await containersOf(platform)).toEqual([]);
+    expect(platform.warmPool!.stats().ready).toBe(0);
+  });
+});
