@@ -1,8 +1,10 @@
 import http from 'node:http';
 import { readFileSync } from 'node:fs';
-import { Sandbox } from 'e2b';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import Docker from 'dockerode';
+import { Sandbox, Template } from 'e2b';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { parse as parseYaml } from 'yaml';
+import { PLATFORM_LABEL, SANDBOX_LABEL } from '../src/runtime/docker/docker-labels.ts';
 import { type Exposition, exposedNames, parseExposition, sampleValue } from './support/prometheus-text.ts';
 import { metricNamesIn } from './support/promql-names.ts';
 import { startTestPlatform, type TestPlatform } from './support/start-platform.ts';
@@ -152,6 +154,44 @@ describe('metrics follow the platform', () => {
     expect(opCount(after, 'create', 'error') - opCount(before, 'create', 'error')).toBe(1);
     expect(opCount(after, 'create', 'success')).toBe(opCount(before, 'create', 'success'));
     expect(state(after, 'running')).toBe(0);
+  });
+});
+
+describe('template builds', () => {
+  const builds = (e: Exposition, outcome: string) => sampleValue(e, 'tidepool_template_build_duration_seconds_count', { outcome });
+
+  it('counts a build that succeeds and one whose step fails', async () => {
+    const before = await scrape();
+    const run = Date.now().toString(36);
+    await Template.build(Template().fromBaseImage().runCmd(`echo metrics-${run}`), `tp-metrics-ok-${run}`, platform.sdk);
+    await vi.waitFor(async () => expect(builds(await scrape(), 'success') - builds(before, 'success')).toBe(1), { timeout: 10_000, interval: 100 });
+    await expect(Template.build(Template().fromBaseImage().runCmd(`exit 3 # ${run}`), `tp-metrics-bad-${run}`, platform.sdk)).rejects.toThrow();
+    // The failure is recorded just after the build's status turns to error.
+    await vi.waitFor(async () => expect(builds(await scrape(), 'error') - builds(before, 'error')).toBe(1), { timeout: 10_000, interval: 100 });
+    const after = await scrape();
+    expect(builds(after, 'success') - builds(before, 'success')).toBe(1);
+    expect(sampleValue(after, 'tidepool_template_build_duration_seconds_sum', { outcome: 'success' })).toBeGreaterThan(0);
+  });
+});
+
+describe('orphan cleanups', () => {
+  it('counts a container of this platform that no sandbox owns, removed when the engine watch resyncs', async () => {
+    const docker = new Docker();
+    const before = await scrape();
+    const orphan = await docker.createContainer({
+      Image: 'tidepool/base:latest',
+      Cmd: ['sleep', '600'],
+      Labels: { [SANDBOX_LABEL]: 'iorphanformetrics000000', [PLATFORM_LABEL]: platform.platformId },
+    });
+    try {
+      await platform.engineWatch.resync();
+      const after = await scrape();
+      const removed = (e: Exposition) => sampleValue(e, 'tidepool_orphan_cleanups_total', { kind: 'container' });
+      expect(removed(after) - removed(before)).toBe(1);
+      await expect(orphan.inspect()).rejects.toMatchObject({ statusCode: 404 });
+    } finally {
+      await orphan.remove({ force: true }).catch(() => undefined);
+    }
   });
 });
 
