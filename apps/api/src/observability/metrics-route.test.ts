@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { ConfigError, loadConfig } from '../config.ts';
 import { LISTEN_ADDRESS_PATTERN, metricsApiKey, parseListenAddress } from './metrics-route.ts';
 
 describe('metrics listen address', () => {
@@ -14,6 +15,13 @@ describe('metrics listen address', () => {
     for (const address of ['9464', ':9464', '127.0.0.1', '127.0.0.1:65536', '127.0.0.1:99999', 'http://127.0.0.1:9464', '::1:9464', '127.0.0.1:9464/metrics', 'a b:1', '-x:1']) {
       expect(valid(address), address).toBe(false);
     }
+  });
+
+  it('is a setting checked at startup: off by default, a bad value names the variable', () => {
+    expect(loadConfig({}).metricsAddress).toBe('');
+    expect(loadConfig({ TIDEPOOL_METRICS_ADDRESS: ' 127.0.0.1:9464 ' }).metricsAddress).toBe('127.0.0.1:9464');
+    expect(() => loadConfig({ TIDEPOOL_METRICS_ADDRESS: '127.0.0.1:70000' })).toThrow(ConfigError);
+    expect(() => loadConfig({ TIDEPOOL_METRICS_ADDRESS: '9464' })).toThrow(/TIDEPOOL_METRICS_ADDRESS/);
   });
 
   it('splits host and port', () => {
