@@ -40,4 +40,12 @@ describe('loadConfig', () => {
     for (const bad of ['tidepool.localhost:8443', 'https://x.test', '*.x.test', 'a..b']) expect(() => loadConfig({ TIDEPOOL_DOMAIN: bad })).toThrow(/TIDEPOOL_DOMAIN/);
     expect(loadConfig({ TIDEPOOL_DOMAIN: 'sandboxes.example.com' }).domain).toBe('sandboxes.example.com');
   });
+
+  it('TIDEPOOL_PUBLIC_DOMAIN: the domain with an optional port, nothing else', () => {
+    expect(loadConfig({}).publicDomain).toBe('');
+    expect(loadConfig({ TIDEPOOL_PUBLIC_DOMAIN: 'Tidepool.localhost:8443' }).publicDomain).toBe('tidepool.localhost:8443');
+    expect(loadConfig({ TIDEPOOL_DOMAIN: 'sbx.example.com', TIDEPOOL_PUBLIC_DOMAIN: 'sbx.example.com' }).publicDomain).toBe('sbx.example.com');
+    expect(() => loadConfig({ TIDEPOOL_PUBLIC_DOMAIN: 'other.localhost:8443' })).toThrow(/must be TIDEPOOL_DOMAIN/);
+    expect(() => loadConfig({ TIDEPOOL_PUBLIC_DOMAIN: 'https://tidepool.localhost' })).toThrow(/TIDEPOOL_PUBLIC_DOMAIN/);
+  });
 });

@@ -61,6 +61,11 @@ export const ConfigSchema = Type.Object({
   /** PEM certificate (chain) and key files for the HTTPS listener; both '' = a local CA in the data dir signs one. */
   tlsCertFile: Type.String(),
   tlsKeyFile: Type.String(),
+  /**
+   * The `domain` sandboxes answer (create, connect, GET, fork): `host[:port]` under which clients reach
+   * `<port>-<id>.<host>` over HTTPS; '' = `<domain>[:<https port>]` when `tls` is on, else none (null).
+   */
+  publicDomain: Type.String({ maxLength: 210, pattern: '^([A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?(\\.[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?)*(:[0-9]{1,5})?)?$' }),
   /** `host:port` of a second listener serving only GET /metrics, without authentication; '' = none (/metrics on the API, with a key). */
   metricsAddress: Type.String({ pattern: LISTEN_ADDRESS_PATTERN }),
 });
@@ -100,6 +105,7 @@ const ENV_NAMES: Record<keyof Config, string> = {
   httpsPort: 'TIDEPOOL_HTTPS_PORT',
   tlsCertFile: 'TIDEPOOL_TLS_CERT',
   tlsKeyFile: 'TIDEPOOL_TLS_KEY',
+  publicDomain: 'TIDEPOOL_PUBLIC_DOMAIN',
   metricsAddress: 'TIDEPOOL_METRICS_ADDRESS',
 };
 
@@ -180,6 +186,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     httpsPort: integer(env.TIDEPOOL_HTTPS_PORT, 443),
     tlsCertFile: (env.TIDEPOOL_TLS_CERT ?? '').trim(),
     tlsKeyFile: (env.TIDEPOOL_TLS_KEY ?? '').trim(),
+    publicDomain: (env.TIDEPOOL_PUBLIC_DOMAIN ?? '').trim().toLowerCase(),
     metricsAddress: (env.TIDEPOOL_METRICS_ADDRESS ?? '').trim(),
     ...overrides,
   };
@@ -200,6 +207,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
   }
   if (Boolean(config.tlsCertFile) !== Boolean(config.tlsKeyFile)) {
     throw new ConfigError('invalid configuration:\n  TIDEPOOL_TLS_CERT and TIDEPOOL_TLS_KEY must be set together (or neither, for the generated local CA)');
+  }
+  if (config.publicDomain && config.publicDomain.split(':')[0] !== config.domain.toLowerCase()) {
+    throw new ConfigError(`invalid configuration:\n  TIDEPOOL_PUBLIC_DOMAIN (${config.publicDomain}) must be TIDEPOOL_DOMAIN (${config.domain}) with an optional :port: sandbox hosts are routed by TIDEPOOL_DOMAIN`);
   }
   if (config.tls && config.httpsPort !== 0 && config.httpsPort === config.port) {
     throw new ConfigError(`invalid configuration:\n  TIDEPOOL_HTTPS_PORT (${config.httpsPort}) must differ from TIDEPOOL_PORT: the plain HTTP listener stays`);

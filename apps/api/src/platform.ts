@@ -210,7 +210,7 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
         return warmPool && templateId ? warmPool.whileRemoving(templateId, removal) : removal();
       },
     };
-    let sandboxDomain: string | null = null;
+    let sandboxDomain: string | null = config.publicDomain || null;
     const app = buildApiServer({
       sandboxDomain: () => sandboxDomain,
       lifecycle,
@@ -241,7 +241,7 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
         await app.close();
         throw error;
       }
-      sandboxDomain = httpsListener.port === 443 ? config.domain : `${config.domain}:${httpsListener.port}`;
+      sandboxDomain ||= httpsListener.port === 443 ? config.domain : `${config.domain}:${httpsListener.port}`;
     }
     const httpsUrl = sandboxDomain ? `https://api.${sandboxDomain}` : undefined;
     logger.info({ url, httpsUrl, caFile: httpsListener?.caFile, domain: config.domain, network: config.sandboxNetwork, platformId }, 'tidepool platform listening');
