@@ -22,6 +22,7 @@ import { SandboxStore } from './sandboxes/sandbox-store.ts';
 import { type BuildRunner, BuildQueue } from './templates/build-queue.ts';
 import { ContextFiles } from './templates/context-files.ts';
 import { DockerImageEngine } from './runtime/docker/docker-image-engine.ts';
+import { reportingFailures } from './observability/failure-reporting.ts';
 import { TemplateBuilder } from './templates/build/template-builder.ts';
 import { TemplateCatalog } from './templates/template-catalog.ts';
 import { removeTemplate } from './templates/template-removal.ts';
@@ -175,7 +176,7 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
     const builder =
       builderOverride ??
       new TemplateBuilder({
-        engine: new DockerImageEngine({ docker, network: config.sandboxNetwork, platformId, hardening }),
+        engine: reportingFailures(new DockerImageEngine({ docker, network: config.sandboxNetwork, platformId, hardening }), (operation) => metrics.engineCallFailed(operation), 'build_'),
         contextFiles,
         baseImage: config.baseImage,
         imageAliases: config.imageAliases,

@@ -145,6 +145,8 @@ describe('metrics follow the platform', () => {
     expect(state(killed, 'paused')).toBe(0);
     expect(state(killed, 'creating')).toBe(0);
     for (const operation of ['pause', 'resume', 'snapshot']) expect(opCount(killed, operation, 'error'), operation).toBe(opCount(start, operation, 'error'));
+    // Nothing in a normal sandbox life is an engine error.
+    expect(killed.samples.filter((x) => x.name === 'tidepool_engine_call_errors_total')).toEqual([]);
   });
 
   it('counts a failed create (unknown template) as an error', async () => {
@@ -171,6 +173,9 @@ describe('template builds', () => {
     const after = await scrape();
     expect(builds(after, 'success') - builds(before, 'success')).toBe(1);
     expect(sampleValue(after, 'tidepool_template_build_duration_seconds_sum', { outcome: 'success' })).toBeGreaterThan(0);
+    // A failing step is the build's error, not the engine's: no engine call failed on the way.
+    const engineErrors = (e: Exposition) => e.samples.filter((x) => x.name === 'tidepool_engine_call_errors_total').map((x) => `${x.labels.operation}=${x.value}`);
+    expect(engineErrors(after)).toEqual(engineErrors(before));
   });
 });
 
