@@ -14,14 +14,18 @@
  * - The SDK's undici agent takes no CA and Node 20 reads NODE_EXTRA_CA_CERTS only at start, so the SDK runs in
  *   a child process started with NODE_EXTRA_CA_CERTS=<data dir>/tls/ca.crt (support/sdk-tls-driver.ts), the way
  *   a user's program runs. This process's own checks pass the CA explicitly (node:tls) or to curl (--cacert).
+ * - The browser case runs Debian's headless Chromium (installed with libnss3-tools when missing) with the CA
+ *   imported into a throwaway NSS database; it is skipped, saying so, only when Chromium cannot be installed.
  */
 import { execFile } from 'node:child_process';
 import dns from 'node:dns/promises';
-import { readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import tls from 'node:tls';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
+import { Sandbox } from 'e2b';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { api, startTestPlatform, type TestPlatform } from './support/start-platform.ts';
 
@@ -199,4 +203,58 @@ describe('the SDK over the platform TLS, no E2B_SANDBOX_URL', () => {
     expect(result.stateAfter).toBe('running');
     expect(result.echo).toBe('still-here\n');
   });
+});
+
+/** Installs what the browser case needs; false when it cannot be installed (no apt, no network). */
+async function ensureChromium(): Promise<boolean> {
+  const has = (tool: string) => exec('sh', ['-c', `command -v ${tool}`]).then(() => true, () => false);
+  const missing = [...((await has('chromium')) ? [] : ['chromium']), ...((await has('certutil')) ? [] : ['libnss3-tools'])];
+  if (missing.length === 0) return true;
+  const env = { ...process.env, DEBIAN_FRONTEND: 'noninteractive' };
+  try {
+    await exec('apt-get', ['update', '-q'], { env, timeout: 300_000 });
+    await exec('apt-get', ['install', '-y', '-q', '--no-install-recommends', ...missing], { env, timeout: 600_000 });
+  } catch {
+    return false;
+  }
+  return (await has('chromium')) && (await has('certutil'));
+}
+
+describe('a browser', () => {
+  it('Chromium opens https://<port>-<id>.<domain> once the local CA is trusted, and refuses it before', async (context) => {
+    if (!(await ensureChromium())) {
+      process.stderr.write('SKIPPED: the browser case needs Chromium and certutil (apt-get install chromium libnss3-tools), which could not be installed\n');
+      context.skip();
+    }
+    const sbx = await Sandbox.create('base', { ...platform.sdk, timeoutMs: 300_000 });
+    sandboxIds.push(sbx.sandboxId);
+    await sbx.files.write('/tmp/www/index.html', `<html><body><p id="x">browser ${sbx.sandboxId}</p></body></html>`);
+    await sbx.commands.run('cd /tmp/www && python3 -m http.server 8000 --bind 0.0.0.0', { background: true });
+    // The SDK in this process has no CA; the URL is the one getHost gives with the domain the API answered.
+    const url = `https://8000-${sbx.sandboxId}.${platform.sandboxDomain}/`;
+    const home = mkdtempSync(join(tmpdir(), 'tidepool-chromium-'));
+    try {
+      const nssdb = `sql:${home}/.pki/nssdb`;
+      await exec('mkdir', ['-p', `${home}/.pki/nssdb`]);
+      await exec('certutil', ['-d', nssdb, '-N', '--empty-password']);
+      const open = async (profile: string) => {
+        const result = await exec('chromium', ['--headless=new', '--no-sandbox', '--disable-gpu', `--user-data-dir=${home}/${profile}`, '--dump-dom', url], {
+          env: { ...process.env, HOME: home },
+          timeout: 90_000,
+        }).catch((error: { stdout?: string; stderr?: string }) => error);
+        return { dom: String(result.stdout ?? ''), log: String(result.stderr ?? '') };
+      };
+      const deadline = Date.now() + 20_000;
+      let untrusted = await open('untrusted');
+      while (!/ERR_CERT_AUTHORITY_INVALID/.test(untrusted.log) && Date.now() < deadline) untrusted = await open(`untrusted-${Date.now()}`);
+      expect(untrusted.log).toMatch(/ERR_CERT_AUTHORITY_INVALID/);
+      expect(untrusted.dom).not.toContain(`browser ${sbx.sandboxId}`);
+      await exec('certutil', ['-d', nssdb, '-A', '-n', 'tidepool-local-ca', '-t', 'C,,', '-i', platform.caFile!]);
+      let trusted = await open('trusted');
+      while (!trusted.dom.includes(`browser ${sbx.sandboxId}`) && Date.now() < deadline) trusted = await open(`trusted-${Date.now()}`);
+      expect(trusted.dom).toContain(`<p id="x">browser ${sbx.sandboxId}</p>`);
+    } finally {
+      rmSync(home, { recursive: true, force: true });
+    }
+  }, 240_000);
 });
