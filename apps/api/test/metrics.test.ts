@@ -15,7 +15,7 @@ const DASHBOARD_FILE = new URL('../../../deploy/observability/grafana-dashboard.
 let platform: TestPlatform;
 
 beforeAll(async () => {
-  platform = await startTestPlatform({ metricsAddress: '127.0.0.1:0' });
+  platform = await startTestPlatform({ metricsAddress: '127.0.0.1:0', warmPool: { base: 1 } });
 });
 afterAll(async () => {
   await platform?.dispose();
@@ -105,6 +105,8 @@ describe('GET /metrics access', () => {
 
 describe('metrics follow the platform', () => {
   it('counts create, proxy traffic, pause, resume, snapshot and kill done through the e2b SDK', async () => {
+    // The create below is served by the warm pool once it holds a ready container.
+    await vi.waitFor(async () => expect(sampleValue(await scrape(), 'tidepool_pool_containers', { state: 'ready' })).toBe(1), { timeout: 60_000, interval: 200 });
     const start = await scrape();
     expect(state(start, 'running')).toBe(0);
     const sbx = await Sandbox.create('base', { ...platform.sdk, timeoutMs: 120_000 });
@@ -117,6 +119,9 @@ describe('metrics follow the platform', () => {
       expect(sampleValue(created, 'tidepool_sandbox_operation_duration_seconds_bucket', { ...op('create', 'success'), le: '0.01' })).toBe(0);
       expect(sampleValue(created, 'tidepool_sandbox_operation_duration_seconds_sum', op('create', 'success'))).toBeGreaterThan(0.01);
       expect(state(created, 'running')).toBe(1);
+      expect(sampleValue(created, 'tidepool_pool_claims_total') - sampleValue(start, 'tidepool_pool_claims_total')).toBe(1);
+      expect(sampleValue(created, 'tidepool_pool_claim_wait_seconds_count') - sampleValue(start, 'tidepool_pool_claim_wait_seconds_count')).toBe(1);
+      expect(sampleValue(created, 'tidepool_pool_cold_fallbacks_total')).toBe(sampleValue(start, 'tidepool_pool_cold_fallbacks_total'));
       const proxied2xx = (e: Exposition) => sampleValue(e, 'tidepool_proxy_request_duration_seconds_count', { status_class: '2xx' });
       expect(proxied2xx(created)).toBeGreaterThan(proxied2xx(start));
 
@@ -196,6 +201,27 @@ describe('orphan cleanups', () => {
       await expect(orphan.inspect()).rejects.toMatchObject({ statusCode: 404 });
     } finally {
       await orphan.remove({ force: true }).catch(() => undefined);
+    }
+  });
+});
+
+describe('a restart', () => {
+  it('counts the warm-pool containers of the previous run it removes as pool_container, not as container', async () => {
+    const first = await startTestPlatform({ warmPool: { base: 1 } });
+    let second: TestPlatform | undefined;
+    try {
+      await vi.waitFor(async () => expect(sampleValue(parseExposition((await first.metrics.exposition()).body), 'tidepool_pool_containers', { state: 'ready' })).toBe(1), {
+        timeout: 60_000,
+        interval: 200,
+      });
+      await first.close({ keepSandboxes: true });
+      second = await startTestPlatform({}, first.dataDir);
+      const after = parseExposition((await second.metrics.exposition()).body);
+      expect(sampleValue(after, 'tidepool_orphan_cleanups_total', { kind: 'pool_container' })).toBe(1);
+      expect(sampleValue(after, 'tidepool_orphan_cleanups_total', { kind: 'container' })).toBe(0);
+    } finally {
+      await second?.dispose();
+      await first.dispose();
     }
   });
 });

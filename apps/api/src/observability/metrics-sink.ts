@@ -10,8 +10,8 @@ export type Outcome = 'success' | 'error';
 export const SANDBOX_OPERATIONS = ['create', 'pause', 'resume', 'snapshot'] as const;
 export type SandboxOperation = (typeof SANDBOX_OPERATIONS)[number];
 
-/** What a cleanup removed that nothing owned any more. */
-export const ORPHAN_KINDS = ['container', 'sandbox_image', 'build_container'] as const;
+/** What a cleanup removed that nothing owned any more (`pool_container`: a warm-pool container of the previous run, expected after a restart). */
+export const ORPHAN_KINDS = ['container', 'sandbox_image', 'build_container', 'pool_container'] as const;
 export type OrphanKind = (typeof ORPHAN_KINDS)[number];
 
 export interface MetricsSink {

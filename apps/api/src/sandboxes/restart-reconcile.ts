@@ -66,7 +66,7 @@ export async function reconcileAfterRestart({ registry, runtime, logger, adopted
     if (orphan.pooled) log.info({ containerId: orphan.containerId }, 'removing a warm-pool container left by the previous run');
     else log.warn({ containerId: orphan.containerId }, 'removing container without a sandbox record');
     await runtime.remove(orphan.containerId);
-    metrics?.orphansRemoved('container');
+    metrics?.orphansRemoved(orphan.pooled ? 'pool_container' : 'container');
   }
   for (const { image, sandboxId } of sandboxImages) {
     if (registry.get(sandboxId)) continue;
