@@ -130,7 +130,7 @@ function opensslConfig(commonName: string, organizationalUnit: string, permitted
     `nameConstraints = critical, ${permitted.join(', ')}`,
     '[leaf_ext]',
     'basicConstraints = critical, CA:FALSE',
-    'keyUsage = critical, digitalSignature, keyEncipherment',
+    'keyUsage = critical, digitalSignature', // ECDSA keys: signatures only
     'extendedKeyUsage = serverAuth',
     'subjectKeyIdentifier = hash',
     'authorityKeyIdentifier = keyid:always',
