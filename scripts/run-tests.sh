@@ -5,4 +5,5 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 bash scripts/bootstrap.sh
 bash scripts/build-images.sh >/dev/null
+node apps/dashboard/scripts/build.mjs >/dev/null   # the dashboard the API serves at /dashboard
 exec node_modules/.bin/vitest run "$@"

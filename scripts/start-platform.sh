@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # `npm start` / `pnpm start`: the whole Tidepool platform on this machine.
 #   1. build tools, pnpm, dependencies and a Docker engine (scripts/bootstrap.sh; may start dockerd),
-#   2. the images, built only when out of date (scripts/build-images.sh),
+#   2. the images, built only when out of date (scripts/build-images.sh), and the dashboard (apps/dashboard),
 #   3. the platform API in the foreground: REST API and sandbox proxy on one port. It prints the
 #      URL, the API key (generated on first start) and the SDK variables to export.
 # Ctrl-C stops the API; sandboxes keep running and are adopted by the next start.
@@ -13,6 +13,8 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 bash scripts/bootstrap.sh
 printf '[start] building images (no-op when current)\n' >&2
 bash scripts/build-images.sh >/dev/null
+printf '[start] building the dashboard (/dashboard)\n' >&2
+node apps/dashboard/scripts/build.mjs >/dev/null
 export TIDEPOOL_HOST="${TIDEPOOL_HOST:-127.0.0.1}"
 export TIDEPOOL_PORT="${TIDEPOOL_PORT:-3000}"
 export TIDEPOOL_DATA_DIR="${TIDEPOOL_DATA_DIR:-$PWD/.data}"

@@ -10,6 +10,7 @@ async function main(): Promise<void> {
   const lines = [
     '',
     `Tidepool is running at ${platform.url}`,
+    `Dashboard (sign in with the API key): ${platform.url}/dashboard/`,
     platform.apiKeyGenerated
       ? `Generated API key (shown once, store it): ${platform.apiKey}`
       : 'API key: the one configured in TIDEPOOL_API_KEYS or generated on first start',

@@ -1,14 +1,16 @@
 import type { FastifyInstance } from 'fastify';
+import { isDashboardRequest } from '../dashboard/dashboard-assets.ts';
 import { METRICS_PATH, metricsApiKey } from '../observability/metrics-route.ts';
 import type { KeyStore } from '../store/key-store.ts';
 import { VOLUME_CONTENT_PREFIX } from '../volumes/content/volume-content-routes.ts';
 
 /**
- * Routes that carry their own proof instead of an API key: health, signed template uploads, and the
+ * Routes that carry their own proof instead of an API key: health, the dashboard's static files, signed template uploads, and the
  * volume-content API (a volume's bearer token, checked by its routes; the SDK sends no API key there).
  */
 function isOpenRoute(method: string, path: string): boolean {
   if (method === 'GET' && path === '/health') return true;
+  if (isDashboardRequest(method, path)) return true;
   if (path.startsWith(VOLUME_CONTENT_PREFIX)) return true;
   return method === 'PUT' && /^\/templates\/[^/]+\/files\/[0-9a-f]{64}\/upload$/.test(path);
 }

@@ -1,4 +1,5 @@
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import { registerDashboardRoutes } from '../dashboard/dashboard-assets.ts';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, LogController } from 'fastify';
 import type { Logger } from 'pino';
 import type { MetricsSink } from '../observability/metrics-sink.ts';
@@ -42,6 +43,8 @@ export interface ApiServerDeps {
   proxyLimits?: Partial<ProxyLimits>;
   /** Prometheus metrics: what the proxy and snapshots report to, and what `GET /metrics` serves (none: no route). */
   metrics?: MetricsSink & MetricsExposition;
+  /** The built dashboard served at /dashboard (default: apps/dashboard/dist). */
+  dashboardDir?: string;
 }
 
 /** The platform's one HTTP listener: sandbox proxy first, then the authenticated REST API. */
@@ -62,6 +65,7 @@ export function buildApiServer(deps: ApiServerDeps): FastifyInstance {
   installLenientJsonBody(app);
   app.get('/health', async (_request, reply) => reply.code(200).type('text/plain').send('Health check successful'));
   installApiKeyAuth(app, deps.keys);
+  registerDashboardRoutes(app, deps.logger, deps.dashboardDir);
   if (deps.metrics) registerMetricsRoute(app, deps.metrics);
   const sandboxDomain = deps.sandboxDomain ?? (() => null);
   registerSandboxRoutes(app, deps.lifecycle, deps.timeouts, sandboxDomain);

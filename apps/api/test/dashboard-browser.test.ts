@@ -1,0 +1,348 @@
+// The dashboard in a real browser: headless Chromium (Debian's `chromium`, installed here when missing) driven by
+// puppeteer-core against the real platform and real sandboxes. Sign-in, the sandbox list, a live terminal over
+// envd's PTY through the platform proxy (typing, resize, re-attach after a reload), files, kill from the UI and a
+// template build's log streaming in. Screenshots of failed cases go to a temporary directory printed on stderr.
+import { execFile } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import http from 'node:http';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+import puppeteer, { type Browser, type Page } from 'puppeteer-core';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { api, startTestPlatform, type TestPlatform } from './support/start-platform.ts';
+
+const exec = promisify(execFile);
+const REPO = join(dirname(fileURLToPath(import.meta.url)), '../../..');
+const SHOTS = mkdtempSync(join(tmpdir(), 'tidepool-dashboard-shots-'));
+
+/** Debian's Chromium, installed with apt-get when missing; undefined when it cannot be had (no apt, no network). */
+async function ensureChromium(): Promise<string | undefined> {
+  const find = async (): Promise<string | undefined> => {
+    for (const name of ['chromium', 'chromium-browser']) {
+      const found = await exec('sh', ['-c', `command -v ${name}`]).then((r) => r.stdout.trim(), () => '');
+      if (found) return found;
+    }
+    return undefined;
+  };
+  const existing = await find();
+  if (existing) return existing;
+  const env = { ...process.env, DEBIAN_FRONTEND: 'noninteractive' };
+  try {
+    await exec('apt-get', ['update', '-q'], { env, timeout: 300_000 });
+    await exec('apt-get', ['install', '-y', '-q', '--no-install-recommends', 'chromium'], { env, timeout: 600_000, maxBuffer: 64 * 1024 * 1024 });
+  } catch (err) {
+    process.stderr.write(`dashboard-browser: apt-get install chromium failed: ${(err as Error).message.split('\n')[0]}\n`);
+    return undefined;
+  }
+  return find();
+}
+
+/** A raw request (custom Host, unnormalised path) to the platform. */
+function rawRequest(platform: TestPlatform, path: string, headers: Record<string, string> = {}, method = 'GET'): Promise<{ status: number; headers: http.IncomingHttpHeaders; body: string }> {
+  const url = new URL(platform.url);
+  return new Promise((resolve, reject) => {
+    const req = http.request({ host: url.hostname, port: url.port, path, method, headers, agent: false }, (res) => {
+      const chunks: Buffer[] = [];
+      res.on('data', (c: Buffer) => chunks.push(c));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(chunks).toString('utf8') }));
+    });
+    req.on('error', reject);
+    req.end();
+  });
+}
+
+let chromium: string | undefined;
+let platform: TestPlatform;
+let browser: Browser;
+let page: Page;
+let sandboxId = '';
+const created: string[] = [];
+
+async function createSandbox(metadata: Record<string, string>): Promise<string> {
+  const response = await api(platform, 'POST', '/v2/sandboxes', { templateID: 'base', timeout: 900, metadata });
+  expect(response.status, JSON.stringify(response.body)).toBe(201);
+  created.push(response.body.sandboxID);
+  return response.body.sandboxID as string;
+}
+
+/** What the terminal shows: xterm's DOM renderer rows, one line each. */
+function screenText(): Promise<string> {
+  return page.evaluate(() => [...document.querySelectorAll('.xterm-rows > div')].map((row) => (row.textContent ?? '').replace(/\u00a0/g, ' ').trimEnd()).join('\n'));
+}
+
+async function waitForScreen(pattern: RegExp, timeout = 20_000): Promise<RegExpMatchArray> {
+  const deadline = Date.now() + timeout;
+  let text = '';
+  while (Date.now() < deadline) {
+    text = await screenText();
+    const match = text.match(pattern);
+    if (match) return match;
+    await new Promise((r) => setTimeout(r, 150));
+  }
+  throw new Error(`the terminal never showed ${pattern}; it shows:\n${text}`);
+}
+
+async function typeLine(line: string): Promise<void> {
+  await page.focus('.terminal-screen textarea');
+  await page.keyboard.type(line);
+  await page.keyboard.press('Enter');
+}
+
+async function terminalStatus(): Promise<string> {
+  return page.$eval('.terminal-status', (el) => el.textContent ?? '');
+}
+
+async function waitForText(selector: string, pattern: RegExp, timeout = 20_000): Promise<string> {
+  await page.waitForFunction(
+    (sel: string, source: string, flags: string) => {
+      const el = document.querySelector(sel);
+      return el !== null && new RegExp(source, flags).test(el.textContent ?? '');
+    },
+    { timeout, polling: 100 },
+    selector,
+    pattern.source,
+    pattern.flags,
+  );
+  return page.$eval(selector, (el) => el.textContent ?? '');
+}
+
+describe('dashboard in a browser', () => {
+  beforeAll(async () => {
+    chromium = await ensureChromium();
+    // The API serves apps/dashboard/dist: build it from the current sources.
+    await exec('node', [join(REPO, 'apps/dashboard/scripts/build.mjs')], { cwd: REPO, timeout: 120_000 });
+    platform = await startTestPlatform();
+    sandboxId = await createSandbox({ suite: 'dashboard', run: randomBytes(3).toString('hex') });
+    if (!chromium) return;
+    browser = await puppeteer.launch({
+      executablePath: chromium,
+      headless: true,
+      args: ['--no-sandbox', '--disable-dev-shm-usage', '--disable-gpu', '--no-first-run', '--no-default-browser-check'],
+    });
+    page = await browser.newPage();
+    await page.setViewport({ width: 1280, height: 860 });
+    page.on('dialog', (dialog) => void dialog.accept());
+  }, 900_000);
+
+  afterAll(async () => {
+    await browser?.close().catch(() => undefined);
+    for (const id of created) await api(platform, 'DELETE', `/sandboxes/${id}`).catch(() => undefined);
+    await platform?.dispose();
+  }, 120_000);
+
+  beforeEach((context) => {
+    if (!chromium) {
+      process.stderr.write('SKIPPED: the dashboard browser tests need Chromium (apt-get install chromium), which is not installed and could not be installed\n');
+      context.skip();
+    }
+    context.onTestFailed(async () => {
+      const file = join(SHOTS, `${context.task.name.replace(/[^A-Za-z0-9]+/g, '-').slice(0, 80)}.png`);
+      try {
+        await page.screenshot({ path: file as `${string}.png`, fullPage: true });
+        process.stderr.write(`dashboard-browser: screenshot of the failed case "${context.task.name}": ${file}\n`);
+      } catch (err) {
+        process.stderr.write(`dashboard-browser: no screenshot for "${context.task.name}": ${(err as Error).message}\n`);
+      }
+    });
+  });
+
+  it('serves /dashboard as public static files; the API behind it still needs the key; sandbox hosts and routing headers never get it', async () => {
+    const index = await fetch(`${platform.url}/dashboard/`);
+    expect(index.status).toBe(200);
+    expect(index.headers.get('content-type')).toMatch(/^text\/html/);
+    expect(index.headers.get('content-security-policy')).toMatch(/default-src 'self'/);
+    const html = await index.text();
+    expect(html).toContain('<script type="module" src="app.js">');
+    expect(html).not.toContain(platform.apiKey);
+    const script = await fetch(`${platform.url}/dashboard/app.js`);
+    expect(script.status).toBe(200);
+    expect(script.headers.get('content-type')).toMatch(/^text\/javascript/);
+    expect(await script.text()).not.toContain(platform.apiKey);
+    expect((await fetch(`${platform.url}/dashboard/xterm.css`)).status).toBe(200);
+    const bare = await fetch(`${platform.url}/dashboard`, { redirect: 'manual' });
+    expect([bare.status, bare.headers.get('location')]).toEqual([302, '/dashboard/']);
+    expect((await fetch(`${platform.url}/dashboard/nope.js`)).status).toBe(404);
+
+    // Only GET/HEAD of the files is open; the REST API is not reachable through the prefix.
+    expect((await rawRequest(platform, '/dashboard/../v2/sandboxes')).status).toBe(404);
+    expect((await rawRequest(platform, '/dashboard/%2e%2e/v2/sandboxes')).status).toBe(404);
+    expect((await rawRequest(platform, '/dashboard/', {}, 'POST')).status).toBe(401);
+    expect((await rawRequest(platform, '/v2/sandboxes')).status).toBe(401);
+
+    // A sandbox's host is the sandbox's, whatever the path: the request goes to envd (or a proxy error), never the page.
+    for (const host of [`49983-${sandboxId}.${platform.domain}`, `8000-nosuchsandbox.${platform.domain}`]) {
+      const viaHost = await rawRequest(platform, '/dashboard/', { host });
+      expect(viaHost.body, host).not.toContain('app.js');
+      expect(viaHost.headers['content-security-policy'], host).toBeUndefined();
+    }
+    const viaHeaders = await rawRequest(platform, '/dashboard/', { 'e2b-sandbox-id': sandboxId, 'e2b-sandbox-port': '49983' });
+    expect(viaHeaders.body).not.toContain('app.js');
+    expect(viaHeaders.headers['content-security-policy']).toBeUndefined();
+  });
+
+  it('signs in: a wrong key gets a clear message, the right key shows the sandbox list with state, template and metadata', async () => {
+    await page.goto(`${platform.url}/dashboard/`);
+    await page.waitForSelector('#api-key');
+    await page.type('#api-key', 'e2b_0000000000000000000000000000000000000000');
+    await page.keyboard.press('Enter');
+    const message = await waitForText('.signin .notice.error', /did not accept this API key/);
+    expect(message).toMatch(/Invalid API key/);
+
+    await page.$eval('#api-key', (el) => {
+      (el as HTMLInputElement).value = '';
+    });
+    await page.type('#api-key', platform.apiKey);
+    await page.keyboard.press('Enter');
+    const row = `tr[data-sandbox="${sandboxId}"]`;
+    await page.waitForSelector(row, { timeout: 20_000 });
+    const text = await page.$eval(row, (el) => el.textContent ?? '');
+    expect(text).toContain('running');
+    expect(text).toContain('base');
+    expect(text).toContain('suite=dashboard');
+    expect(await page.evaluate(() => sessionStorage.getItem('tidepool.apiKey'))).toBe(platform.apiKey);
+
+    // The live refresh picks up a sandbox created elsewhere.
+    const other = await createSandbox({ suite: 'dashboard', second: 'yes' });
+    await page.waitForSelector(`tr[data-sandbox="${other}"]`, { timeout: 15_000 });
+    // The metadata filter narrows the list.
+    await page.type('#filter-metadata', 'second=yes');
+    await page.waitForFunction((id: string) => document.querySelector(`tr[data-sandbox="${id}"]`) === null, { timeout: 15_000 }, sandboxId);
+    expect(await page.$(`tr[data-sandbox="${other}"]`)).not.toBeNull();
+    await page.$eval('#filter-metadata', (el) => {
+      (el as HTMLInputElement).value = '';
+      el.dispatchEvent(new Event('input'));
+    });
+    await page.waitForSelector(row, { timeout: 15_000 });
+  });
+
+  it('opens a terminal: echo hi-$RANDOM comes back expanded on the screen', async () => {
+    await page.click(`a[href="#/sandboxes/${sandboxId}"]`);
+    await page.waitForSelector('a[data-tab="terminal"]');
+    await page.click('a[data-tab="terminal"]');
+    await page.waitForSelector('.terminal-screen textarea', { timeout: 20_000 });
+    await waitForText('.terminal-status', /Shell started \(pid \d+\)/);
+    await waitForScreen(/\$ ?$/m);
+    await typeLine('echo hi-$RANDOM');
+    const [line] = await waitForScreen(/^hi-\d+$/m);
+    expect(line).toMatch(/^hi-\d+$/);
+  });
+
+  it('resizing the window resizes the PTY (stty size follows the screen)', async () => {
+    const rowsOnScreen = () => page.$$eval('.xterm-rows > div', (rows) => rows.length);
+    await typeLine('echo "before-$(stty size)-end"');
+    const [, rows1, cols1] = await waitForScreen(/before-(\d+) (\d+)-end/);
+    expect(Number(rows1)).toBe(await rowsOnScreen());
+
+    await page.setViewport({ width: 820, height: 620 });
+    await page.waitForFunction((rows: number) => document.querySelectorAll('.xterm-rows > div').length < rows, { timeout: 10_000 }, Number(rows1));
+    await new Promise((r) => setTimeout(r, 500));
+    await typeLine('clear; echo "after-$(stty size)-end"');
+    const [, rows2, cols2] = await waitForScreen(/after-(\d+) (\d+)-end/);
+    expect(Number(rows2)).toBeLessThan(Number(rows1));
+    expect(Number(cols2)).toBeLessThan(Number(cols1));
+    expect(Number(rows2)).toBe(await rowsOnScreen());
+    await page.setViewport({ width: 1280, height: 860 });
+  });
+
+  it('a reload re-attaches to the same shell: a variable set before it is still set', async () => {
+    const mark = `mark${randomBytes(4).toString('hex')}`;
+    await typeLine(`export DASH_MARK=${mark}; echo "set-$DASH_MARK"`);
+    // Everything typed has reached the shell before the reload.
+    await waitForScreen(new RegExp(`^set-${mark}$`, 'm'));
+    const pid = await page.evaluate((id: string) => sessionStorage.getItem(`tidepool.pty.${id}`), sandboxId);
+    expect(pid).toMatch(/^\d+$/);
+    await page.reload();
+    await waitForText('.terminal-status', /Re-attached to the shell \(pid \d+\)/);
+    expect(await terminalStatus()).toContain(`pid ${pid})`);
+    await typeLine('echo "got-$DASH_MARK-$$"');
+    const [, got, shellPid] = await waitForScreen(/got-(mark[0-9a-f]+)-(\d+)/);
+    expect(got).toBe(mark);
+    expect(shellPid).toBe(pid);
+  });
+
+  it('files: lists the home directory, uploads a file into it and downloads it back', async () => {
+    const local = mkdtempSync(join(tmpdir(), 'tidepool-dashboard-files-'));
+    try {
+      const content = `uploaded-${randomBytes(6).toString('hex')}\n`;
+      writeFileSync(join(local, 'dash-upload.txt'), content);
+      await page.click('a[data-tab="files"]');
+      await page.waitForSelector('tr[data-path="/home/user/.bashrc"], tr[data-path="/home/user/.profile"]', { timeout: 20_000 });
+      const input = await page.waitForSelector('#files-upload');
+      await (input as unknown as { uploadFile(...paths: string[]): Promise<void> }).uploadFile(join(local, 'dash-upload.txt'));
+      await page.waitForSelector('tr[data-path="/home/user/dash-upload.txt"]', { timeout: 20_000 });
+
+      // In the sandbox, as the sandbox user: read back through envd /files with the token from GET /sandboxes/{id}.
+      const detail = await api(platform, 'GET', `/sandboxes/${sandboxId}`);
+      expect(typeof detail.body.envdAccessToken).toBe('string');
+      const read = await fetch(`${platform.url}/files?path=/home/user/dash-upload.txt&username=user`, {
+        headers: { 'e2b-sandbox-id': sandboxId, 'e2b-sandbox-port': '49983', 'x-access-token': detail.body.envdAccessToken },
+      });
+      expect(await read.text()).toBe(content);
+
+      const downloads = join(local, 'downloads');
+      mkdirSync(downloads);
+      const cdp = await page.createCDPSession();
+      await cdp.send('Browser.setDownloadBehavior', { behavior: 'allow', downloadPath: downloads });
+      await page.click('tr[data-path="/home/user/dash-upload.txt"] button');
+      await waitForText('.files .status-line', /Downloaded \/home\/user\/dash-upload.txt/);
+      const deadline = Date.now() + 10_000;
+      let downloaded = '';
+      while (Date.now() < deadline && downloaded !== content) {
+        downloaded = await Promise.resolve()
+          .then(() => readFileSync(join(downloads, 'dash-upload.txt'), 'utf8'))
+          .catch(() => '');
+        if (downloaded !== content) await new Promise((r) => setTimeout(r, 200));
+      }
+      expect(downloaded).toBe(content);
+    } finally {
+      rmSync(local, { recursive: true, force: true });
+    }
+  });
+
+  it('shows metrics charts and lifecycle events on the overview', async () => {
+    await page.click('a[data-tab="overview"]');
+    await waitForText('.overview .events', /\S/);
+    await page.waitForSelector('.charts figure svg, .charts .notice', { timeout: 20_000 });
+    // The platform samples every few seconds: charts appear once a sample exists.
+    await page.waitForSelector('.charts figure svg polyline', { timeout: 30_000 });
+    const captions = await page.$$eval('.charts figcaption', (els) => els.map((el) => el.textContent ?? ''));
+    expect(captions.join(' | ')).toMatch(/CPU: [\d.]+ %.*Memory: .*Disk: /);
+  });
+
+  it('kills the sandbox from the UI: it is gone from the list and from the REST API', async () => {
+    await page.click('a[href="#/sandboxes"]');
+    const kill = `button[data-action="kill"][data-sandbox="${sandboxId}"]`;
+    await page.waitForSelector(kill, { timeout: 15_000 });
+    await page.click(kill);
+    await page.waitForFunction((id: string) => document.querySelector(`tr[data-sandbox="${id}"]`) === null, { timeout: 30_000 }, sandboxId);
+    await waitForText('.status-line', new RegExp(`Killed ${sandboxId}`));
+    expect((await api(platform, 'GET', `/sandboxes/${sandboxId}`)).status).toBe(404);
+  });
+
+  it("streams a template build's log lines while it runs", async () => {
+    const name = `dash-build-${randomBytes(3).toString('hex')}`;
+    const registered = await api(platform, 'POST', '/v3/templates', { name, cpuCount: 1, memoryMB: 512 });
+    expect(registered.status, JSON.stringify(registered.body)).toBe(202);
+    const { templateID, buildID } = registered.body as { templateID: string; buildID: string };
+    const started = await api(platform, 'POST', `/v2/templates/${templateID}/builds/${buildID}`, {
+      fromTemplate: 'base',
+      steps: [{ type: 'RUN', args: ['for i in 1 2 3 4; do echo dash-line-$i; sleep 2; done'] }],
+    });
+    expect(started.status, JSON.stringify(started.body)).toBe(202);
+
+    await page.click('a[href="#/templates"]');
+    await page.waitForSelector(`a[href="#/templates/${templateID}"]`, { timeout: 15_000 });
+    await page.click(`a[href="#/templates/${templateID}"]`);
+    await page.waitForSelector(`a[href="#/templates/${templateID}/builds/${buildID}"]`, { timeout: 15_000 });
+    await page.click(`a[href="#/templates/${templateID}/builds/${buildID}"]`);
+    // A line is on screen while the build still runs, then the rest follow and the build ends ready.
+    await waitForText('.build-log', /dash-line-1/, 180_000);
+    const stateWhenFirstSeen = await page.$eval('h1 .build', (el) => el.textContent ?? '');
+    expect(stateWhenFirstSeen).not.toBe('ready');
+    await waitForText('.build-log', /dash-line-4/, 60_000);
+    await waitForText('h1 .build', /^ready$/, 180_000);
+  }, 420_000);
+});
