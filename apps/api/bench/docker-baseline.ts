@@ -50,7 +50,8 @@ export async function dockerRunBaseline(image: string, network: string | undefin
   const samples: DockerRunSample[] = [];
   for (let i = 0; i < count; i += 1) {
     const start = now();
-    const args = ['run', '-d', '--label', 'dev.tidepool.bench=1'];
+    // envd refuses to start without the token the platform places at birth; debug mode lets a bare `docker run` start it.
+    const args = ['run', '-d', '--label', 'dev.tidepool.bench=1', '-e', 'ENVD_DEBUG=true'];
     if (network) args.push('--network', network);
     const id = await docker([...args, image]);
     const runMs = now() - start;

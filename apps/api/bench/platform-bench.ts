@@ -8,9 +8,10 @@
  *   proxy overhead    GET /health through the API's proxy vs straight to the container IP
  *
  *   templates         cached rebuild, snapshot, create from a snapshot, 150 steps (template-bench.ts)
+ *   pool              warm pool: serial and concurrent create→first command from the pool, cold beside it (pool-bench.ts)
  *
  * Sizes: BENCH_SERIAL (30), BENCH_CONCURRENT (50), BENCH_CONCURRENCY (10), BENCH_PAUSE (10), BENCH_PROXY (1000).
- * BENCH_SECTIONS: comma list of `sandboxes`, `templates` (default both).
+ * BENCH_SECTIONS: comma list of `sandboxes`, `templates`, `pool` (default all).
  */
 import { Sandbox } from 'e2b';
 import { ensureBaseImage } from '@tidepool/testkit';
@@ -18,13 +19,14 @@ import { ms, now, percentile, printTable, timed, type Row } from './bench-stats.
 import { dockerPauseBaseline, dockerRunBaseline, httpGet } from './docker-baseline.ts';
 import { startPlatformForBench } from './platform-adapter.ts';
 import { benchTemplates } from './template-bench.ts';
+import { benchPool } from './pool-bench.ts';
 
 const SERIAL = Number(process.env.BENCH_SERIAL ?? 30);
 const CONCURRENT = Number(process.env.BENCH_CONCURRENT ?? 50);
 const CONCURRENCY = Number(process.env.BENCH_CONCURRENCY ?? 10);
 const PAUSES = Number(process.env.BENCH_PAUSE ?? 10);
 const PROXY_REQUESTS = Number(process.env.BENCH_PROXY ?? 1000);
-const SECTIONS = new Set((process.env.BENCH_SECTIONS ?? 'sandboxes,templates').split(',').map((s) => s.trim()));
+const SECTIONS = new Set((process.env.BENCH_SECTIONS ?? 'sandboxes,templates,pool').split(',').map((s) => s.trim()));
 
 const log = (message: string): void => console.error(`[bench] ${message}`);
 
@@ -44,6 +46,7 @@ async function main(): Promise<void> {
     }
 
     if (SECTIONS.has('templates')) rows.push(...(await benchTemplates(opts, image, log)));
+    if (SECTIONS.has('pool')) rows.push(...(await benchPool(image, platform.network, log)));
     if (!SECTIONS.has('sandboxes')) return;
 
     // -- create → ready, serial --------------------------------------------------------------------------------

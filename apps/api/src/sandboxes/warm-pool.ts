@@ -3,6 +3,7 @@ import { waitForEnvd } from '../envd/envd-client.ts';
 import type { SandboxRuntime } from '../runtime/sandbox-runtime.ts';
 import type { ResolvedTemplate } from '../templates/template-model.ts';
 import { type WarmPoolTargets, poolKey } from './pool-settings.ts';
+import { primeEnvd } from './pool-prime.ts';
 import { ENVD_READY_TIMEOUT_MS } from './sandbox-boot.ts';
 import { envdAccessToken, newSandboxId } from './sandbox-identity.ts';
 
@@ -55,6 +56,8 @@ interface Target {
   image: string;
   cpuCount: number;
   memoryMB: number;
+  /** The template's default user (commands run as it unless told otherwise). */
+  user: string;
 }
 
 const MAX_BACKOFF_MS = 30_000;
@@ -85,7 +88,7 @@ export class WarmPool {
   private readonly checkEveryMs: number;
 
   constructor(private readonly deps: WarmPoolDeps) {
-    this.quietMs = deps.quietMs ?? 500;
+    this.quietMs = deps.quietMs ?? 1_000;
     this.checkEveryMs = deps.checkEveryMs ?? 1_000;
   }
 
@@ -203,7 +206,7 @@ export class WarmPool {
         const { template, build } = this.deps.templates.resolve(reference);
         if (!build.image) continue;
         const key = poolKey(build);
-        targets.set(key, { reference, size, key, templateId: template.templateId, image: build.image, cpuCount: build.cpuCount, memoryMB: build.memoryMB });
+        targets.set(key, { reference, size, key, templateId: template.templateId, image: build.image, cpuCount: build.cpuCount, memoryMB: build.memoryMB, user: build.defaults.user });
       } catch {
         // Not built (yet) or deleted: nothing to keep warm for it.
       }
@@ -284,6 +287,7 @@ export class WarmPool {
     const sandboxId = newSandboxId();
     const log = logger.child({ sandboxId });
     const began = Date.now();
+    const token = envdAccessToken(this.deps.tokenSeed, sandboxId);
     this.warming.set(sandboxId, target.key);
     try {
       const started = await runtime.startContainer({
@@ -293,12 +297,13 @@ export class WarmPool {
         cpuCount: target.cpuCount,
         memoryMB: target.memoryMB,
         egress: { allow: [], deny: [] },
-        envdAccessToken: envdAccessToken(this.deps.tokenSeed, sandboxId),
+        envdAccessToken: token,
         pool: target.key,
       });
       const pooled: PooledContainer = { sandboxId, containerId: started.containerId, address: started.address, key: target.key, templateId: target.templateId, release };
       try {
         await waitForEnvd(started.address, ENVD_READY_TIMEOUT_MS, async () => (await runtime.inspect(started.containerId)).status === 'running');
+        await primeEnvd(started.address, token, target.user);
       } catch (error) {
         await runtime.remove(started.containerId).catch(() => undefined);
         throw error;

@@ -1,0 +1,157 @@
+/**
+ * The warm pool, measured with the real e2b SDK beside `docker run -d → envd healthy` of the same image in
+ * the same run:
+ *
+ *   pool serial     Sandbox.create → first commands.run('true'), one at a time, each from an idle full pool
+ *   cold serial     the same on a platform without a pool
+ *   pool c=N        N creates at once from a pool of N (BENCH_POOL_CONCURRENCY, 20): p50/p99, success, claims/s
+ *
+ * Sizes: BENCH_SERIAL (30), BENCH_POOL_CONCURRENCY (20).
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Sandbox } from 'e2b';
+import { type RunningPlatform, startPlatform } from '../src/platform.ts';
+import { ms, now, percentile, type Row } from './bench-stats.ts';
+import { dockerRunBaseline } from './docker-baseline.ts';
+
+const SERIAL = Number(process.env.BENCH_SERIAL ?? 30);
+const CONCURRENCY = Number(process.env.BENCH_POOL_CONCURRENCY ?? 20);
+
+type Log = (message: string) => void;
+
+async function until(check: () => boolean, timeoutMs: number, what: string): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!check()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+async function platformWith(warmPool: Record<string, number>): Promise<{ platform: RunningPlatform; close(): Promise<void> }> {
+  const dataDir = mkdtempSync(join(tmpdir(), 'tidepool-bench-pool-'));
+  const platform = await startPlatform({ host: '127.0.0.1', port: 0, dataDir, logLevel: 'warn', warmPool });
+  return {
+    platform,
+    async close() {
+      await platform.close();
+      rmSync(dataDir, { recursive: true, force: true });
+    },
+  };
+}
+
+const sdkOf = (p: RunningPlatform) => ({ apiKey: p.apiKey, apiUrl: p.url, sandboxUrl: p.url, requestTimeoutMs: 60_000 });
+
+/** Create → first command, serially; `before` runs (untimed) ahead of each one. */
+async function serialCreates(platform: RunningPlatform, count: number, before: () => Promise<void>): Promise<number[]> {
+  const samples: number[] = [];
+  for (let i = 0; i < count; i += 1) {
+    await before();
+    const start = now();
+    const sbx = await Sandbox.create('base', sdkOf(platform));
+    await sbx.commands.run('true');
+    samples.push(now() - start);
+    await sbx.kill();
+  }
+  return samples;
+}
+
+export async function benchPool(image: string, network: string, log: Log): Promise<Row[]> {
+  const rows: Row[] = [];
+  log(`docker run -d baseline ×${Math.min(SERIAL, 20)} (pool section)`);
+  const runs = await dockerRunBaseline(image, network, Math.min(SERIAL, 20));
+  const healthyP50 = percentile(runs.map((r) => r.healthyMs), 50);
+  const healthyP99 = percentile(runs.map((r) => r.healthyMs), 99);
+  const baseline = `${ms(healthyP50)} run→envd healthy p50`;
+
+  const size = Math.max(CONCURRENCY, 1);
+  log(`pool of ${size}: filling`);
+  const pooled = await platformWith({ base: size });
+  const pool = pooled.platform.warmPool!;
+  const idleAndFull = (): boolean => pool.stats().ready === size && pool.stats().warming === 0;
+  try {
+    await until(idleAndFull, 10 * 60_000, 'the pool to fill');
+    // Warm-up: the first create pays for lazy initialisation on both sides.
+    await serialCreates(pooled.platform, 1, async () => undefined);
+
+    log(`pool: create→first command serial ×${SERIAL}`);
+    const claimsBefore = pool.stats().claimedTotal;
+    const serial = await serialCreates(pooled.platform, SERIAL, () => until(idleAndFull, 120_000, 'the pool to refill'));
+    const claimed = pool.stats().claimedTotal - claimsBefore;
+    const p50 = percentile(serial, 50);
+    const target = Math.min(60, 0.1 * healthyP50);
+    rows.push({
+      metric: `pool: create→first command p50 (serial, n=${SERIAL}, ${claimed} claimed)`,
+      tidepool: ms(p50),
+      baseline,
+      target: `≤ 60 ms and ≤ 0.1× baseline (${ms(0.1 * healthyP50)})`,
+      verdict: p50 <= target && claimed === SERIAL ? 'PASS' : 'FAIL',
+    });
+    rows.push({ metric: 'pool: create→first command p99 (serial)', tidepool: ms(percentile(serial, 99)), baseline: `${ms(healthyP99)} run→healthy p99`, target: '', verdict: 'info' });
+
+    log(`pool: ${size} creates at once from a pool of ${size}`);
+    await until(idleAndFull, 10 * 60_000, 'the pool to refill');
+    const burstClaimsBefore = pool.stats().claimedTotal;
+    const latencies: number[] = [];
+    const failures: string[] = [];
+    const created: Sandbox[] = [];
+    const claimDone: number[] = [];
+    const burstStart = now();
+    await Promise.all(
+      Array.from({ length: size }, async () => {
+        const start = now();
+        try {
+          const sbx = await Sandbox.create('base', sdkOf(pooled.platform));
+          claimDone.push(now() - burstStart);
+          created.push(sbx);
+          const result = await sbx.commands.run('true');
+          if (result.exitCode !== 0) throw new Error(`exit ${result.exitCode}`);
+          latencies.push(now() - start);
+        } catch (error) {
+          failures.push((error as Error).message);
+        }
+      }),
+    );
+    const burstClaims = pool.stats().claimedTotal - burstClaimsBefore;
+    const claimWindow = Math.max(...claimDone) / 1000;
+    await Promise.all(created.map((s) => s.kill().catch(() => undefined)));
+    if (failures.length > 0) log(`pool burst failures: ${[...new Set(failures)].slice(0, 5).join(' | ')}`);
+    const burstP99 = percentile(latencies, 99);
+    rows.push({
+      metric: `pool: create→first command p50 / p99 (c=${size}, pool of ${size})`,
+      tidepool: `${ms(percentile(latencies, 50))} / ${ms(burstP99)}`,
+      baseline,
+      target: 'p99 ≤ 300 ms',
+      verdict: burstP99 <= 300 ? 'PASS' : 'FAIL',
+    });
+    rows.push({
+      metric: `pool: success at c=${size}`,
+      tidepool: `${latencies.length}/${size} (${burstClaims} claimed)`,
+      baseline: '',
+      target: '100%',
+      verdict: latencies.length === size ? 'PASS' : 'FAIL',
+    });
+    rows.push({ metric: `pool: claims/s (c=${size} burst)`, tidepool: `${(burstClaims / claimWindow).toFixed(1)} /s`, baseline: `${(1000 / healthyP50).toFixed(1)} /s docker run→healthy serial`, target: '', verdict: 'info' });
+  } finally {
+    await pooled.close();
+  }
+
+  const coldCount = Math.min(SERIAL, 15);
+  log(`cold (no pool): create→first command serial ×${coldCount}`);
+  const cold = await platformWith({});
+  try {
+    await serialCreates(cold.platform, 1, async () => undefined);
+    const serial = await serialCreates(cold.platform, coldCount, async () => undefined);
+    rows.push({
+      metric: `cold (no pool): create→first command p50 / p99 (serial, n=${coldCount})`,
+      tidepool: `${ms(percentile(serial, 50))} / ${ms(percentile(serial, 99))}`,
+      baseline: `${ms(healthyP50)} / ${ms(healthyP99)} run→healthy`,
+      target: '',
+      verdict: 'info',
+    });
+  } finally {
+    await cold.close();
+  }
+  return rows;
+}
