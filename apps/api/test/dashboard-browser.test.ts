@@ -312,7 +312,48 @@ describe('dashboard in a browser', () => {
     expect(captions.join(' | ')).toMatch(/CPU: [\d.]+ %.*Memory: .*Disk: /);
   });
 
+  it('creates a sandbox from a template with the form, then extends, snapshots, pauses and resumes it from its row', async () => {
+    await page.click('a[href="#/sandboxes"]');
+    await page.waitForSelector('#create-template');
+    const made = `ui${randomBytes(3).toString('hex')}`;
+    await page.$eval('#create-timeout', (el) => {
+      (el as HTMLInputElement).value = '';
+    });
+    await page.type('#create-timeout', '240');
+    await page.type('#create-metadata', `made=${made}`);
+    await page.click('.create-form button[type="submit"]');
+    const createdText = await waitForText('.status-line', /Created \w+/, 60_000);
+    const id = /Created (\w+)/.exec(createdText)?.[1] ?? '';
+    created.push(id);
+    const row = `tr[data-sandbox="${id}"]`;
+    await page.waitForSelector(row, { timeout: 15_000 });
+    expect(await page.$eval(row, (el) => el.textContent ?? '')).toContain(`made=${made}`);
+    const before = await api(platform, 'GET', `/sandboxes/${id}`);
+    expect(before.body).toMatchObject({ templateID: 'base', state: 'running', metadata: { made } });
+
+    await page.click(`button[data-action="extend"][data-sandbox="${id}"]`);
+    await waitForText('.status-line', new RegExp(`${id} now ends in`));
+    const extended = await api(platform, 'GET', `/sandboxes/${id}`);
+    expect(Date.parse(extended.body.endAt) - Date.parse(before.body.endAt)).toBeGreaterThan(500_000);
+
+    await page.waitForSelector(`button[data-action="snapshot"][data-sandbox="${id}"]:not([disabled])`);
+    await page.click(`button[data-action="snapshot"][data-sandbox="${id}"]`);
+    const snapshotText = await waitForText('.status-line', /Snapshot \S+ taken/, 120_000);
+    const snapshots = await api(platform, 'GET', `/snapshots?sandboxID=${id}`);
+    expect(snapshots.body.map((s: { snapshotID: string }) => s.snapshotID)).toContain(/Snapshot (\S+) taken/.exec(snapshotText)?.[1]);
+
+    await page.waitForSelector(`button[data-action="pause"][data-sandbox="${id}"]:not([disabled])`);
+    await page.click(`button[data-action="pause"][data-sandbox="${id}"]`);
+    await page.waitForSelector(`${row}[data-state="paused"]`, { timeout: 60_000 });
+    expect((await api(platform, 'GET', `/sandboxes/${id}`)).body.state).toBe('paused');
+
+    await page.click(`button[data-action="resume"][data-sandbox="${id}"]`);
+    await page.waitForSelector(`${row}[data-state="running"]`, { timeout: 60_000 });
+    expect((await api(platform, 'GET', `/sandboxes/${id}`)).body.state).toBe('running');
+  }, 300_000);
+
   it('kills the sandbox from the UI: it is gone from the list and from the REST API', async () => {
+    await page.click('a[href="#/templates"]');
     await page.click('a[href="#/sandboxes"]');
     const kill = `button[data-action="kill"][data-sandbox="${sandboxId}"]`;
     await page.waitForSelector(kill, { timeout: 15_000 });

@@ -24,7 +24,7 @@ export function sandboxView(id: string, tab: SandboxTab): View {
     { class: 'tabs', 'aria-label': 'Sandbox views' },
     ...TABS.map(([name, label]) => h('a', { href: `#/sandboxes/${encodeURIComponent(id)}/${name}`, 'aria-current': name === tab ? 'page' : null, 'data-tab': name }, label)),
   );
-  const element = h('main', { class: 'page' }, h('p', {}, h('a', { href: '#/sandboxes' }, '← Sandboxes')), header, status, nav, body);
+  const element = h('main', { class: 'page' }, h('p', { class: 'back' }, h('a', { href: '#/sandboxes' }, '← Sandboxes')), header, status, nav, body);
   const cleanups: Array<() => void> = [];
   let shown = '';
   let tabStarted = false;
@@ -36,16 +36,11 @@ export function sandboxView(id: string, tab: SandboxTab): View {
       h(
         'dl',
         { class: 'facts' },
-        h('dt', {}, 'Template'),
-        h('dd', {}, sbx.alias ? `${sbx.alias} (${sbx.templateID})` : sbx.templateID),
-        h('dt', {}, 'Started'),
-        h('dd', {}, `${new Date(sbx.startedAt).toLocaleString()} (${age(sbx.startedAt)} ago)`),
-        h('dt', {}, sbx.state === 'running' ? 'Ends' : 'Paused'),
-        h('dd', {}, sbx.state === 'running' ? `in ${age(sbx.endAt)} (${new Date(sbx.endAt).toLocaleTimeString()})` : new Date(sbx.endAt).toLocaleString()),
-        h('dt', {}, 'Resources'),
-        h('dd', {}, `${sbx.cpuCount} CPU, ${sbx.memoryMB} MiB, envd ${sbx.envdVersion}`),
-        h('dt', {}, 'Metadata'),
-        h('dd', {}, Object.entries(sbx.metadata).map(([k, v]) => `${k}=${v}`).join(', ') || '–'),
+        fact('Template', sbx.alias && sbx.alias !== sbx.templateID ? `${sbx.alias} (${sbx.templateID})` : sbx.templateID),
+        fact('Started', `${new Date(sbx.startedAt).toLocaleString()} (${age(sbx.startedAt)} ago)`),
+        fact(sbx.state === 'running' ? 'Ends' : 'Paused', sbx.state === 'running' ? `in ${age(sbx.endAt)} (${new Date(sbx.endAt).toLocaleTimeString()})` : new Date(sbx.endAt).toLocaleString()),
+        fact('Resources', `${sbx.cpuCount} CPU, ${sbx.memoryMB} MiB, envd ${sbx.envdVersion}`),
+        fact('Metadata', Object.entries(sbx.metadata).map(([k, v]) => `${k}=${v}`).join(', ') || '–'),
       ),
       sandboxActions(sbx, report, () => void load()),
     );
@@ -146,4 +141,8 @@ function overviewTab(id: string): { element: HTMLElement; dispose(): void } {
   });
   const element = h('section', { class: 'overview' }, h('h2', {}, 'Metrics (last 15 minutes)'), charts, h('h2', {}, 'Lifecycle events and logs'), eventsStatus, events);
   return { element, dispose: stop };
+}
+
+function fact(label: string, value: string): HTMLElement {
+  return h('div', {}, h('dt', {}, label), h('dd', {}, value));
 }

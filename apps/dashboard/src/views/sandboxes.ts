@@ -111,7 +111,7 @@ export function sandboxesView(): View {
     const row = h(
       'tr',
       { 'data-sandbox': sbx.sandboxID, 'data-state': sbx.state },
-      h('th', { scope: 'row' }, h('a', { href: `#/sandboxes/${encodeURIComponent(sbx.sandboxID)}` }, sbx.sandboxID)),
+      h('th', { scope: 'row' }, h('a', { href: `#/sandboxes/${encodeURIComponent(sbx.sandboxID)}`, class: 'mono' }, sbx.sandboxID)),
       h('td', {}, sbx.alias ?? sbx.templateID),
       h('td', {}, h('span', { class: `state state-${sbx.state}` }, sbx.state)),
       ageCell,
@@ -164,11 +164,12 @@ export function sandboxesView(): View {
         rows.delete(id);
       }
     }
-    count.textContent = list.length === 1 ? '1 sandbox' : `${list.length} sandboxes`;
+    count.textContent = `(${list.length})`;
+    empty.hidden = list.length > 0;
     updated.textContent = `updated ${new Date().toLocaleTimeString()}`;
   };
 
-  const empty = h('p', { class: 'hint' }, 'Sandboxes started by the SDK or here appear within a few seconds.');
+  const empty = h('p', { class: 'hint', hidden: true }, 'No sandboxes match. Sandboxes started by the SDK or with the form above appear here within a few seconds.');
   const stop = every(REFRESH_MS, refresh);
   const element = h(
     'main',

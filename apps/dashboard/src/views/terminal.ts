@@ -35,7 +35,12 @@ export class TerminalSession {
     this.status = h('p', { class: 'terminal-status', role: 'status' }, 'Connecting…');
     const screen = h('div', { class: 'terminal-screen', 'aria-label': 'Terminal' });
     const restart = h('button', { type: 'button', onclick: () => void this.restart() }, 'New shell');
-    this.element = h('section', { class: 'terminal' }, h('div', { class: 'terminal-bar' }, this.status, restart), screen);
+    this.element = h(
+      'section',
+      { class: 'terminal' },
+      h('div', { class: 'terminal-bar' }, this.status, h('span', { class: 'terminal-keys' }, 'Keys go to the shell; F6 leaves the terminal.'), restart),
+      screen,
+    );
     this.term = new Terminal({
       cursorBlink: true,
       fontFamily: 'ui-monospace, "DejaVu Sans Mono", "Liberation Mono", Menlo, Consolas, monospace',
@@ -44,6 +49,12 @@ export class TerminalSession {
       theme: { background: '#0f1720', foreground: '#d8dee9' },
     });
     this.term.loadAddon(this.fit);
+    // Tab belongs to the shell (completion); F6 moves the keyboard focus out of the terminal instead.
+    this.term.attachCustomKeyEventHandler((event) => {
+      if (event.key !== 'F6') return true;
+      if (event.type === 'keydown') restart.focus();
+      return false;
+    });
     this.term.onData((data) => this.send(this.encoder.encode(data)));
     this.term.onBinary((data) => this.send(Uint8Array.from(data, (c) => c.charCodeAt(0) & 0xff)));
     this.term.onResize(({ cols, rows }) => void this.updateSize(cols, rows));
