@@ -32,7 +32,7 @@ async function ensureChromium(): Promise<string | undefined> {
   const env = { ...process.env, DEBIAN_FRONTEND: 'noninteractive' };
   try {
     await exec('apt-get', ['update', '-q'], { env, timeout: 300_000 });
-    await exec('apt-get', ['install', '-y', '-q', '--no-install-recommends', 'chromium'], { env, timeout: 600_000, maxBuffer: 64 * 1024 * 1024 });
+    await exec('apt-get', ['install', '-y', '-q', '--no-install-recommends', 'chromium', 'fonts-dejavu-core'], { env, timeout: 600_000, maxBuffer: 64 * 1024 * 1024 });
   } catch (err) {
     process.stderr.write(`dashboard-browser: apt-get install chromium failed: ${(err as Error).message.split('\n')[0]}\n`);
     return undefined;

@@ -26,6 +26,11 @@ export function whenUnauthorized(handler: (message: string) => void): void {
 }
 
 export async function request<T = unknown>(method: string, path: string, body?: unknown, key = apiKey()): Promise<T> {
+  return (await exchange<T>(method, path, body, key)).body;
+}
+
+/** The answer with its headers (`x-next-token` paging). */
+async function exchange<T>(method: string, path: string, body?: unknown, key = apiKey()): Promise<{ body: T; headers: Headers }> {
   const headers: Record<string, string> = { 'x-api-key': key ?? '' };
   if (body !== undefined) headers['content-type'] = 'application/json';
   const response = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
@@ -41,7 +46,7 @@ export async function request<T = unknown>(method: string, path: string, body?: 
     if (response.status === 401 && key === apiKey()) onUnauthorized(message);
     throw new ApiError(response.status, `${response.status}: ${message}`);
   }
-  return parsed as T;
+  return { body: parsed as T, headers: response.headers };
 }
 
 export interface ListedSandbox {
@@ -121,10 +126,18 @@ export function metadataQuery(filter: Record<string, string>): string {
 }
 
 export const sandboxes = {
-  list: (states: string[], metadata: Record<string, string>) => {
+  /** Every matching sandbox, newest first (pages of 100 followed through `x-next-token`, at most 2000). */
+  list: async (states: string[], metadata: Record<string, string>) => {
     const query = [`state=${states.join(',')}`, 'limit=100'];
     if (Object.keys(metadata).length > 0) query.push(`metadata=${metadataQuery(metadata)}`);
-    return request<ListedSandbox[]>('GET', `/v2/sandboxes?${query.join('&')}`);
+    const all: ListedSandbox[] = [];
+    let next: string | null = null;
+    do {
+      const page: { body: ListedSandbox[]; headers: Headers } = await exchange<ListedSandbox[]>('GET', `/v2/sandboxes?${query.join('&')}${next ? `&nextToken=${encodeURIComponent(next)}` : ''}`);
+      all.push(...page.body);
+      next = page.headers.get('x-next-token');
+    } while (next && all.length < 2000);
+    return all;
   },
   get: (id: string) => request<SandboxDetail>('GET', `/sandboxes/${encodeURIComponent(id)}`),
   create: (body: { templateID: string; timeout?: number; metadata?: Record<string, string> }) => request<{ sandboxID: string }>('POST', '/v2/sandboxes', body),
