@@ -4,7 +4,7 @@
 // template build's log streaming in. Screenshots of failed cases go to a temporary directory printed on stderr.
 import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
@@ -131,6 +131,7 @@ describe('dashboard in a browser', () => {
     await browser?.close().catch(() => undefined);
     for (const id of created) await api(platform, 'DELETE', `/sandboxes/${id}`).catch(() => undefined);
     await platform?.dispose();
+    if (readdirSync(SHOTS).length === 0) rmSync(SHOTS, { recursive: true, force: true });
   }, 120_000);
 
   beforeEach((context) => {
@@ -228,6 +229,9 @@ describe('dashboard in a browser', () => {
     await typeLine('echo hi-$RANDOM');
     const [line] = await waitForScreen(/^hi-\d+$/m);
     expect(line).toMatch(/^hi-\d+$/);
+    // Keyboard: Tab belongs to the shell, F6 leaves the terminal.
+    await page.keyboard.press('F6');
+    expect(await page.evaluate(() => document.activeElement?.textContent)).toBe('New shell');
   });
 
   it('resizing the window resizes the PTY (stty size follows the screen)', async () => {
