@@ -242,9 +242,14 @@ describe('dashboard in a browser', () => {
 
     await page.setViewport({ width: 820, height: 620 });
     await page.waitForFunction((rows: number) => document.querySelectorAll('.xterm-rows > div').length < rows, { timeout: 10_000 }, Number(rows1));
-    await new Promise((r) => setTimeout(r, 500));
-    await typeLine('clear; echo "after-$(stty size)-end"');
-    const [, rows2, cols2] = await waitForScreen(/after-(\d+) (\d+)-end/);
+    // The Update RPC follows the fit: ask the PTY until it reports the new size (a few tries).
+    let rows2 = rows1;
+    let cols2 = cols1;
+    for (let attempt = 1; attempt <= 5 && Number(rows2) >= Number(rows1); attempt++) {
+      await new Promise((r) => setTimeout(r, 300));
+      await typeLine(`clear; echo "after${attempt}-$(stty size)-end"`);
+      [, rows2, cols2] = await waitForScreen(new RegExp(`after${attempt}-(\\d+) (\\d+)-end`));
+    }
     expect(Number(rows2)).toBeLessThan(Number(rows1));
     expect(Number(cols2)).toBeLessThan(Number(cols1));
     expect(Number(rows2)).toBe(await rowsOnScreen());
@@ -374,7 +379,8 @@ describe('dashboard in a browser', () => {
     const { templateID, buildID } = registered.body as { templateID: string; buildID: string };
     const started = await api(platform, 'POST', `/v2/templates/${templateID}/builds/${buildID}`, {
       fromTemplate: 'base',
-      steps: [{ type: 'RUN', args: ['for i in 1 2 3 4; do echo dash-line-$i; sleep 2; done'] }],
+      // A command of its own each run, so no layer cache can answer it without running it.
+      steps: [{ type: 'RUN', args: [`echo ${name}; for i in 1 2 3 4; do echo dash-line-$i; sleep 2; done`] }],
     });
     expect(started.status, JSON.stringify(started.body)).toBe(202);
 
