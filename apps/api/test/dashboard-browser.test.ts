@@ -109,7 +109,7 @@ async function waitForText(selector: string, pattern: RegExp, timeout = 20_000):
   return page.$eval(selector, (el) => el.textContent ?? '');
 }
 
-describe('dashboard in a browser', () => {
+describe('dashboard in a browser', { timeout: 180_000 }, () => {
   beforeAll(async () => {
     chromium = await ensureChromium();
     // The API serves apps/dashboard/dist: build it from the current sources.
