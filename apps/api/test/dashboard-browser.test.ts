@@ -60,6 +60,7 @@ let browser: Browser;
 let page: Page;
 let sandboxId = '';
 const created: string[] = [];
+const pageErrors: string[] = [];
 
 async function createSandbox(metadata: Record<string, string>): Promise<string> {
   const response = await api(platform, 'POST', '/v2/sandboxes', { templateID: 'base', timeout: 900, metadata });
@@ -125,6 +126,11 @@ describe('dashboard in a browser', { timeout: 180_000 }, () => {
     page = await browser.newPage();
     await page.setViewport({ width: 1280, height: 860 });
     page.on('dialog', (dialog) => void dialog.accept());
+    // Script errors and CSP refusals ("Refused to …"); failed fetches (the wrong key's 401) are expected and left out.
+    page.on('pageerror', (err) => pageErrors.push(`pageerror: ${err instanceof Error ? err.message : String(err)}`));
+    page.on('console', (message) => {
+      if (message.type() === 'error' && !message.text().startsWith('Failed to load resource')) pageErrors.push(`console: ${message.text()}`);
+    });
   }, 900_000);
 
   afterAll(async () => {
@@ -396,4 +402,8 @@ describe('dashboard in a browser', { timeout: 180_000 }, () => {
     await waitForText('.build-log', /dash-line-4/, 60_000);
     await waitForText('h1 .build', /^ready$/, 180_000);
   }, 420_000);
+
+  it('ran without script errors or Content-Security-Policy refusals in the page', () => {
+    expect(pageErrors).toEqual([]);
+  });
 });
