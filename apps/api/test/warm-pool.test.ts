@@ -166,7 +166,9 @@ describe('warm pool', () => {
     const firstContainer = (await containersOf(platform)).find((c) => c.pool !== '')!;
     expect(buildId(firstContainer.pool)).toBe(buildId(firstKey.key));
 
-    await Template.build(Template().fromTemplate('base').runCmd('echo two > /home/user/version.txt'), name, platform.sdk);
+    // The new build has a start command: pooled containers are started without it, a claim runs it (once).
+    const withStart = Template().fromTemplate('base').runCmd('echo two > /home/user/version.txt').setStartCmd('sleep 4242', 'pgrep -x -f "sleep 4242"');
+    await Template.build(withStart, name, platform.sdk);
     await until(async () => !(await containersOf(platform)).some((c) => c.id === firstContainer.id), 30_000, 'the old build to leave the pool');
     await until(() => ready(platform) === 1, 60_000, 'the new build to be pooled');
     const [secondKey] = platform.warmPool!.keys();
@@ -174,6 +176,7 @@ describe('warm pool', () => {
     const sbx = await Sandbox.create(name, platform.sdk);
     expect(platform.warmPool!.stats(secondKey.key).claimedTotal).toBe(1);
     expect((await sbx.files.read('/home/user/version.txt')).trim()).toBe('two');
+    expect((await sbx.commands.run('pgrep -c -x -f "sleep 4242"')).stdout.trim()).toBe('1');
     await sbx.kill();
     await until(() => ready(platform) === 1, 60_000, 'the pool to refill');
 
