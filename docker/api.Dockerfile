@@ -21,6 +21,9 @@ COPY package.json pnpm-workspace.yaml tsconfig.base.json ./
 COPY node_modules ./node_modules
 COPY packages ./packages
 COPY apps/api ./apps/api
+# The dashboard (/dashboard) is built here from its sources with the workspace's esbuild.
+COPY apps/dashboard ./apps/dashboard
+RUN node apps/dashboard/scripts/build.mjs
 # TIDEPOOL_HOST: the platform binds 127.0.0.1 by default; in a container it has to listen on every
 # interface (docker-compose.yml publishes the port on the host's 127.0.0.1 only).
 ENV NODE_ENV=production \
