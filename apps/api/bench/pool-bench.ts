@@ -4,13 +4,17 @@
  *
  *   pool serial     Sandbox.create → first commands.run('true'), one at a time, each from an idle full pool
  *   cold serial     the same on a platform without a pool
- *   pool c=N        N creates at once from a pool of N (BENCH_POOL_CONCURRENCY, 20): p50/p99, success, claims/s
+ *   pool c=N        N creates at once from a pool of N (BENCH_POOL_CONCURRENCY, 20): p50/p99, success, claims/s;
+ *                   the N clients run in their own process (pool-burst-client.ts), not on the API's event loop
  *
  * Sizes: BENCH_SERIAL (30), BENCH_POOL_CONCURRENCY (20).
  */
+import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
+import { createInterface } from 'node:readline';
+import { fileURLToPath } from 'node:url';
 import { Sandbox } from 'e2b';
 import { type RunningPlatform, startPlatform } from '../src/platform.ts';
 import { ms, now, percentile, type Row } from './bench-stats.ts';
@@ -39,6 +43,38 @@ async function platformWith(warmPool: Record<string, number>): Promise<{ platfor
       rmSync(dataDir, { recursive: true, force: true });
     },
   };
+}
+
+interface BurstResult {
+  latencies: number[];
+  /** When each create returned, from the start of the burst (ms). */
+  creates: number[];
+  failures: string[];
+  sandboxIds: string[];
+}
+
+/** Runs the burst in a client process: started and warmed first, then told to go once `settled` resolves. */
+async function burstFromClient(platform: RunningPlatform, count: number, settled: () => Promise<void>): Promise<BurstResult> {
+  const here = dirname(fileURLToPath(import.meta.url));
+  const child = spawn(process.execPath, ['--import', 'tsx', join(here, 'pool-burst-client.ts')], {
+    cwd: join(here, '..'),
+    env: { ...process.env, BURST_URL: platform.url, BURST_API_KEY: platform.apiKey, BURST_COUNT: String(count) },
+    stdio: ['pipe', 'pipe', 'inherit'],
+  });
+  const lines = createInterface({ input: child.stdout! });
+  try {
+    for await (const line of lines) {
+      if (line === 'ready') {
+        await settled();
+        child.stdin!.write('go\n');
+      }
+      else if (line.startsWith('{')) return JSON.parse(line) as BurstResult;
+    }
+    throw new Error('the burst client ended without a result');
+  } finally {
+    lines.close();
+    child.kill();
+  }
 }
 
 const sdkOf = (p: RunningPlatform) => ({ apiKey: p.apiKey, apiUrl: p.url, sandboxUrl: p.url, requestTimeoutMs: 60_000 });
@@ -91,31 +127,14 @@ export async function benchPool(image: string, network: string, log: Log): Promi
     rows.push({ metric: 'pool: create→first command p99 (serial)', tidepool: ms(percentile(serial, 99)), baseline: `${ms(healthyP99)} run→healthy p99`, target: '', verdict: 'info' });
 
     log(`pool: ${size} creates at once from a pool of ${size}`);
-    await until(idleAndFull, 10 * 60_000, 'the pool to refill');
-    const burstClaimsBefore = pool.stats().claimedTotal;
-    const latencies: number[] = [];
-    const failures: string[] = [];
-    const created: Sandbox[] = [];
-    const claimDone: number[] = [];
-    const burstStart = now();
-    await Promise.all(
-      Array.from({ length: size }, async () => {
-        const start = now();
-        try {
-          const sbx = await Sandbox.create('base', sdkOf(pooled.platform));
-          claimDone.push(now() - burstStart);
-          created.push(sbx);
-          const result = await sbx.commands.run('true');
-          if (result.exitCode !== 0) throw new Error(`exit ${result.exitCode}`);
-          latencies.push(now() - start);
-        } catch (error) {
-          failures.push((error as Error).message);
-        }
-      }),
-    );
+    let burstClaimsBefore = 0;
+    const { latencies, creates, failures, sandboxIds } = await burstFromClient(pooled.platform, size, async () => {
+      await until(idleAndFull, 10 * 60_000, 'the pool to refill');
+      burstClaimsBefore = pool.stats().claimedTotal;
+    });
     const burstClaims = pool.stats().claimedTotal - burstClaimsBefore;
-    const claimWindow = Math.max(...claimDone) / 1000;
-    await Promise.all(created.map((s) => s.kill().catch(() => undefined)));
+    const claimWindow = Math.max(...creates) / 1000;
+    await Promise.all(sandboxIds.map((id) => pooled.platform.lifecycle.kill(id).catch(() => undefined)));
     if (failures.length > 0) log(`pool burst failures: ${[...new Set(failures)].slice(0, 5).join(' | ')}`);
     const burstP99 = percentile(latencies, 99);
     rows.push({

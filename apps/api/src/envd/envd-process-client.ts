@@ -63,6 +63,8 @@ export interface EnvdProcessClientOptions {
   accessToken?: string;
   /** Overrides `http://<address>:49983` (e.g. a published port in tests). */
   baseUrl?: string;
+  /** Connect's JSON codec instead of binary (what the e2b SDK speaks). */
+  json?: boolean;
 }
 
 const KEEPALIVE_SECONDS = 30;
@@ -126,7 +128,7 @@ export class EnvdProcessClient {
     const transport = createConnectTransport({
       baseUrl: options.baseUrl ?? envdUrl(address, ''),
       httpVersion: '1.1',
-      useBinaryFormat: true,
+      useBinaryFormat: !options.json,
       acceptCompression: [],
     });
     this.client = createClient(Process, transport);
