@@ -125,6 +125,24 @@ describe('warm pool', () => {
     for (const s of [a, b, cold]) await s.kill();
   });
 
+  it('counts pooled containers against the sandbox limit', async () => {
+    const platform = await startTestPlatform({ warmPool: { base: 2 }, maxSandboxes: 3 });
+    started.push(platform);
+    await until(() => ready(platform) === 2, 60_000, 'two ready containers');
+    const first = await Sandbox.create('base', platform.sdk);
+    // One sandbox and two ready containers fill the three slots: the pool refills to two, not beyond.
+    await until(() => ready(platform) === 2, 60_000, 'the pool to refill');
+    const more = [await Sandbox.create('base', platform.sdk), await Sandbox.create('base', platform.sdk)];
+    await new Promise((r) => setTimeout(r, 1_500));
+    expect(platform.warmPool!.stats()).toMatchObject({ ready: 0, warming: 0, claimedTotal: 3 });
+    const refused = await api(platform, 'POST', '/sandboxes', { templateID: 'base' });
+    expect(refused.status).toBe(429);
+    await first.kill();
+    // A freed slot goes back to the pool.
+    await until(() => ready(platform) === 1, 60_000, 'the pool to take the freed slot');
+    for (const s of more) await s.kill();
+  });
+
   it('removes the pooled containers a previous run left (never adopted, never leaked) and adopts claimed sandboxes', async () => {
     const first = await startTestPlatform({ warmPool: { base: 2 } });
     await until(() => ready(first) === 2, 60_000, 'two ready containers');
