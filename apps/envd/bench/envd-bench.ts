@@ -73,7 +73,8 @@ function buildBundle(workDir: string): { bundle: string; helper: string | undefi
 async function startEnvdChild(workDir: string): Promise<EnvdChild> {
   const { bundle, helper } = buildBundle(workDir);
   const port = await getFreePort();
-  const env: NodeJS.ProcessEnv = { ...process.env, ENVD_FORWARD_LOCAL_PORTS: 'false' };
+  // Debug mode: there is no platform to place an access token at birth (envd refuses to start without one).
+  const env: NodeJS.ProcessEnv = { ...process.env, ENVD_FORWARD_LOCAL_PORTS: 'false', ENVD_DEBUG: 'true' };
   if (helper) env.ENVD_EXEC_HELPER = helper;
   const child: ChildProcess = spawn(process.execPath, [bundle, '-port', String(port), '-host', '127.0.0.1', '-log-level', 'warn'], {
     env,

@@ -1,4 +1,12 @@
-import { getAttribute, listAttributes, removeAttribute, setAttribute } from 'fs-xattr';
+type Xattr = typeof import('fs-xattr');
+
+let loadedXattr: Promise<Xattr> | undefined;
+
+/** fs-xattr, loaded on first use (its addon is RSS an idle envd does not need). */
+function xattr(): Promise<Xattr> {
+  loadedXattr ??= import('fs-xattr');
+  return loadedXattr;
+}
 
 const PREFIX = 'user.e2b.';
 
@@ -9,6 +17,7 @@ function unsupported(error: unknown): boolean {
 
 /** The file's `user.e2b.*` extended attributes, keys without the prefix; empty where xattrs are unsupported. */
 export async function readMetadata(path: string): Promise<Record<string, string>> {
+  const { getAttribute, listAttributes } = await xattr();
   let names: string[];
   try {
     names = await listAttributes(path);
@@ -30,6 +39,7 @@ export async function readMetadata(path: string): Promise<Record<string, string>
 
 /** Replaces the whole `user.e2b.*` set of a file with the given one (keys lower-cased). */
 export async function replaceMetadata(path: string, metadata: Record<string, string>): Promise<void> {
+  const { listAttributes, removeAttribute, setAttribute } = await xattr();
   const existing = await listAttributes(path).catch((error: unknown) => {
     if (unsupported(error) && Object.keys(metadata).length === 0) return [] as string[];
     throw error;

@@ -1,11 +1,23 @@
 import { closeSync, constants as fsConstants, openSync } from 'node:fs';
-import * as nodePty from 'node-pty';
+import { createRequire } from 'node:module';
+import type * as NodePty from 'node-pty';
 import { exitInfo, type ExitInfo } from './exit-status.ts';
 import { StdinUnavailableError, type OutputKind, type ProcessIo } from './process-handle.ts';
 import type { LaunchPlan } from './exec-helper.ts';
 
 /** Output silence after the exit before the end is reported. */
 const EXIT_QUIET_MS = 50;
+
+let loadedPty: typeof NodePty | undefined;
+
+/**
+ * node-pty, loaded on the first PTY start: its addon and libstdc++ cost ~3 MB of RSS that an envd
+ * that never opens a terminal does not need. It is CommonJS, so a synchronous require does.
+ */
+function nodePty(): typeof NodePty {
+  loadedPty ??= createRequire(import.meta.url)('node-pty') as typeof NodePty;
+  return loadedPty;
+}
 
 export interface PtySpawnOptions {
   cwd: string;
@@ -16,7 +28,7 @@ export interface PtySpawnOptions {
 
 /** Spawns a process on a fresh pseudo-terminal; stdout and stderr arrive merged as `pty` output. */
 export function spawnPtyProcess(plan: LaunchPlan, opts: PtySpawnOptions): ProcessIo {
-  const term = nodePty.spawn(plan.file, plan.args, {
+  const term = nodePty().spawn(plan.file, plan.args, {
     cwd: opts.cwd,
     env: opts.env,
     cols: opts.cols > 0 ? opts.cols : 80,
@@ -41,9 +53,9 @@ class PtyProcess implements ProcessIo {
    */
   private slaveFd: number | undefined;
 
-  constructor(private readonly term: nodePty.IPty) {
+  constructor(private readonly term: NodePty.IPty) {
     this.pid = term.pid;
-    const ptsName = (term as nodePty.IPty & { ptsName?: string }).ptsName;
+    const ptsName = (term as NodePty.IPty & { ptsName?: string }).ptsName;
     try {
       this.slaveFd = ptsName ? openSync(ptsName, fsConstants.O_RDWR | fsConstants.O_NOCTTY) : undefined;
     } catch {
