@@ -265,14 +265,18 @@ describe('paths stay inside the volume', () => {
     const swapper = spawn('bash', ['-c', `cd '${dir}' && while :; do mv -T d d.real && ln -sT '${outside}' d && rm d && mv -T d.real d; done`], { stdio: 'ignore' });
     const seen = new Set<string>();
     try {
-      const deadline = Date.now() + 3000;
-      while (Date.now() < deadline) {
+      // At least 3 s of racing; on a loaded machine go on (up to 30 s) until both a read of the volume's own
+      // content and a refusal were seen, so the liveness checks below do not depend on scheduling luck.
+      const started = Date.now();
+      const refused = () => [...seen].some((value) => /^40[34]:|^Path/.test(value));
+      while (Date.now() - started < 3000 || (Date.now() - started < 30_000 && !(seen.has('inside') && refused()))) {
         const outcomes = await Promise.allSettled([
           vol.readFile('/d/data.txt'),
           vol.list('/d').then((entries) => entries.map((e) => e.name).join(',')),
           vol.writeFile('/d/planted.txt', 'x', { force: true }).then(() => 'written'),
           vol.updateMetadata('/d/data.txt', { mode: 0o600 }).then(() => 'chmod'),
-          vol.makeDir('/d/sub', { force: true }).then(() => 'mkdir'),
+          // Without force: a forced makeDir would recreate a missing /d mid-swap and wedge the swapper.
+          vol.makeDir('/d/sub').then(() => 'mkdir'),
         ]);
         for (const outcome of outcomes) {
           seen.add(outcome.status === 'fulfilled' ? String(outcome.value).replace(/planted\.txt,?|sub,?/g, '') : String((outcome.reason as Error).message).slice(0, 4));
