@@ -1,82 +1,15 @@
-import { request as httpRequest } from 'node:http';
+import { Prng } from '@tidepool/testkit';
 import Docker from 'dockerode';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PLATFORM_LABEL } from '../src/runtime/docker/docker-labels.ts';
+import { type Answer, bodyVariants, problemOf, sendRaw } from './support/rest-fuzz.ts';
 import { api, startTestPlatform, type TestPlatform } from './support/start-platform.ts';
 
 /** Seed of the run; set SANDBOXES_FUZZ_SEED to replay one. */
 const SEED = Number(process.env.SANDBOXES_FUZZ_SEED ?? 8);
 
-class Prng {
-  constructor(private state: number) {}
-  next(): number {
-    this.state = (this.state + 0x6d2b79f5) | 0;
-    let t = this.state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  }
-  pick<T>(items: readonly T[]): T {
-    return items[Math.floor(this.next() * items.length)];
-  }
-  bytes(length: number): Buffer {
-    return Buffer.from(Array.from({ length }, () => Math.floor(this.next() * 256)));
-  }
-}
-
-interface Answer {
-  status: number;
-  body: Buffer;
-}
-
-interface Variant {
-  label: string;
-  body: Buffer;
-  headers?: Record<string, string>;
-}
-
 let platform: TestPlatform;
 const docker = new Docker();
-
-/** Sends exactly this path and these bytes. */
-function send(method: string, path: string, body?: Buffer, headers: Record<string, string> = {}): Promise<Answer> {
-  const url = new URL(platform.url);
-  return new Promise((resolve, reject) => {
-    const req = httpRequest(
-      {
-        method,
-        hostname: url.hostname,
-        port: url.port,
-        path,
-        agent: false,
-        timeout: 15_000,
-        headers: { 'x-api-key': platform.apiKey, ...(body ? { 'content-type': 'application/json', 'content-length': String(body.length) } : {}), ...headers },
-      },
-      (res) => {
-        const parts: Buffer[] = [];
-        res.on('data', (c: Buffer) => parts.push(c));
-        res.on('end', () => resolve({ status: res.statusCode ?? 0, body: Buffer.concat(parts) }));
-        res.on('error', reject);
-      },
-    );
-    req.on('error', reject);
-    req.on('timeout', () => req.destroy(new Error(`no answer to ${method} ${path.slice(0, 100)} within 15 s`)));
-    req.end(body);
-  });
-}
-
-/** Every answer is a success or a 4xx with `{code: <status>, message}`; the failure text otherwise. */
-function problemOf(label: string, answer: Answer): string | undefined {
-  if (answer.status < 400) return undefined;
-  if (answer.status >= 500) return `${label}: HTTP ${answer.status} ${answer.body.toString('utf8').slice(0, 300)}`;
-  try {
-    const body = JSON.parse(answer.body.toString('utf8')) as { code?: unknown; message?: unknown };
-    if (body.code !== answer.status || typeof body.message !== 'string') return `${label}: body ${answer.body.toString('utf8').slice(0, 300)}`;
-  } catch {
-    return `${label}: not JSON ${answer.body.toString('utf8').slice(0, 300)}`;
-  }
-  return undefined;
-}
 
 /** Sandboxes the API knows (running and paused) and containers carrying this platform's label. */
 async function sandboxState(): Promise<string> {
@@ -86,42 +19,9 @@ async function sandboxState(): Promise<string> {
   return JSON.stringify([ids, containers.map((c) => c.Id).sort()]);
 }
 
-const WRONG_VALUES = ['123', '-1', '1.5', 'true', 'null', '[]', '{}', '"x"', '""', '1e999', '18446744073709551616', '"\\u0000"', '"\\ud800"', '[1,"a",null]', '{"$ne":1}'];
 const BAD_IDS = ['..', '%2e%2e', '..%2f..%2fetc', 'a'.repeat(400), 'i'.repeat(257), '%00', '%ff%fe', 'UPPER', 'x%20y', '%2F', '~', '-', '-x', '.hidden', '%E2%80%AE', 'inone123-client', '%0d%0aX-Injected:%201'];
-const INVALID_UTF8 = [Buffer.of(0xff), Buffer.of(0xc0, 0xaf), Buffer.of(0xed, 0xa0, 0x80), Buffer.of(0xe2, 0x82)];
-const MALFORMED = ['{', '{"a":', '[', 'nul', '{"a":1,}', "{'a':1}", '"', '{"templateID":"x"}garbage'];
 /** A sandbox id that is well formed but unknown: bodies that pass validation reach a 404. */
 const MISSING = 'inone1234567890abcdefg';
-
-function replaceField(template: Record<string, unknown>, key: string, raw: string): string {
-  const marker = '"__FUZZ_MARK__"';
-  return JSON.stringify({ ...template, [key]: '__FUZZ_MARK__' }).replace(marker, raw);
-}
-
-/** Body variations of a JSON template: wrong types, huge values, deep nesting, invalid UTF-8, malformed text. */
-function bodyVariants(template: Record<string, unknown>, rng: Prng): Variant[] {
-  const out: Variant[] = [];
-  for (const key of Object.keys(template)) {
-    for (const value of WRONG_VALUES) out.push({ label: `${key}=${value}`, body: Buffer.from(replaceField(template, key, value)) });
-    out.push({ label: `${key} huge string`, body: Buffer.from(replaceField(template, key, JSON.stringify('h'.repeat(300_000)))) });
-    out.push({ label: `${key} huge array`, body: Buffer.from(replaceField(template, key, JSON.stringify(Array.from({ length: 20_000 }, (_, i) => `t${i}`)))) });
-    out.push({ label: `${key} deep array`, body: Buffer.from(replaceField(template, key, '['.repeat(2000) + ']'.repeat(2000))) });
-    out.push({ label: `${key} deep object`, body: Buffer.from(replaceField(template, key, '{"a":'.repeat(2000) + '1' + '}'.repeat(2000))) });
-    for (const bad of INVALID_UTF8) {
-      const [before, after] = replaceField(template, key, '"UTF8MARK"').split('UTF8MARK');
-      out.push({ label: `${key} invalid UTF-8 ${bad.toString('hex')}`, body: Buffer.concat([Buffer.from(before), bad, Buffer.from(after)]) });
-    }
-  }
-  out.push({ label: 'unknown keys', body: Buffer.from(JSON.stringify({ ...template, sdkExtra: { nested: [1] }, __proto__x: 1 })) });
-  out.push({ label: '__proto__', body: Buffer.from(replaceField(template, '__proto__', '{"polluted":true}')) });
-  out.push({ label: 'constructor.prototype', body: Buffer.from(replaceField(template, 'constructor', '{"prototype":{"polluted":true}}')) });
-  for (const text of MALFORMED) out.push({ label: `malformed ${text}`, body: Buffer.from(text) });
-  for (const text of ['[]', '1', '"x"', 'null']) out.push({ label: `non-object ${text}`, body: Buffer.from(text) });
-  out.push({ label: 'text/plain', body: Buffer.from(JSON.stringify(template)), headers: { 'content-type': 'text/plain' } });
-  out.push({ label: 'huge body', body: Buffer.from(JSON.stringify({ ...template, pad: 'p'.repeat(3 * 1024 * 1024) })) });
-  for (let i = 0; i < 6; i++) out.push({ label: `random bytes ${i}`, body: rng.bytes(1 + Math.floor(rng.next() * 64)) });
-  return out;
-}
 
 const manyKeys = (count: number, prefix: string, value = 'v'): Record<string, string> => Object.fromEntries(Array.from({ length: count }, (_, i) => [`${prefix}${i}`, value]));
 
@@ -233,7 +133,7 @@ describe('sandbox routes under fuzz', () => {
   /** Sends a case; a rejected one must leave the sandbox list and the labelled containers as they were. */
   async function check(failures: string[], label: string, method: string, path: string, body?: Buffer, headers?: Record<string, string>, compare = true): Promise<Answer> {
     const before = compare ? await sandboxState() : '';
-    const answer = await send(method, path, body, headers);
+    const answer = await sendRaw(platform, method, path, body, headers);
     counts.cases++;
     const where = `${method} ${path.slice(0, 100)} ${label}`;
     const problem = problemOf(where, answer);
@@ -256,7 +156,7 @@ describe('sandbox routes under fuzz', () => {
     const failures: string[] = [];
     // An unknown template: whatever passes validation ends in a 404, never in a container.
     const template = { templateID: 'fuzz-no-such-template', timeout: 60, metadata: { a: 'b' }, envVars: { A: 'b' }, network: { denyOut: ['10.0.0.0/8'] }, volumeMounts: [], autoPause: false, autoResume: { enabled: false } };
-    for (const variant of bodyVariants(template, rng)) await check(failures, variant.label, 'POST', rng.pick(['/sandboxes', '/v2/sandboxes']), variant.body, variant.headers);
+    for (const variant of bodyVariants(template, rng, 6)) await check(failures, variant.label, 'POST', rng.pick(['/sandboxes', '/v2/sandboxes']), variant.body, variant.headers);
     for (const [label, body] of refusedCreates()) {
       await refuse(failures, label, 'POST', '/sandboxes', body);
       await refuse(failures, label, 'POST', '/v2/sandboxes', body);
@@ -280,7 +180,7 @@ describe('sandbox routes under fuzz', () => {
       await check(failures, query.slice(0, 60), 'GET', `/v2/sandboxes?${query}`, undefined, undefined, false);
     }
     for (const query of ['state=bogus', 'startedAfter=notadate', 'order=sideways', 'limit=0', 'limit=101', 'nextToken=garbage', 'nextToken=' + 'n'.repeat(1100)]) {
-      const answer = await send('GET', `/v2/sandboxes?${query}`);
+      const answer = await sendRaw(platform, 'GET', `/v2/sandboxes?${query}`);
       if (answer.status !== 400) failures.push(`GET /v2/sandboxes?${query.slice(0, 40)}: HTTP ${answer.status}, expected 400`);
     }
     expect(failures).toEqual([]);
@@ -314,9 +214,9 @@ describe('sandbox routes under fuzz', () => {
       ['/network', { allowOut: ['10.0.0.1'], denyOut: ['0.0.0.0/0'], allow_internet_access: true }],
     ];
     for (const [suffix, template] of bodies) {
-      for (const variant of bodyVariants(template, rng)) await check(failures, variant.label, suffix === '/network' ? 'PUT' : 'POST', `/sandboxes/${MISSING}${suffix}`, variant.body, variant.headers, false);
+      for (const variant of bodyVariants(template, rng, 6)) await check(failures, variant.label, suffix === '/network' ? 'PUT' : 'POST', `/sandboxes/${MISSING}${suffix}`, variant.body, variant.headers, false);
     }
-    for (const variant of bodyVariants({ timeout: 60 }, rng)) await check(failures, variant.label, 'POST', `/v2/sandboxes/${MISSING}/connect`, variant.body, variant.headers, false);
+    for (const variant of bodyVariants({ timeout: 60 }, rng, 6)) await check(failures, variant.label, 'POST', `/v2/sandboxes/${MISSING}/connect`, variant.body, variant.headers, false);
     const queries = ['start=-1', 'start=abc', 'start=99999999999999999999', 'end=1e3', 'cursor=-5', 'cursor=1e20', 'limit=abc', 'limit=99999999999', 'direction=sideways', 'level=trace', 'search=' + 's'.repeat(300), 'sandbox_ids=', 'level=info&level=warn'];
     for (const query of queries) {
       await check(failures, query.slice(0, 40), 'GET', `/sandboxes/${MISSING}/metrics?${query}`, undefined, undefined, false);

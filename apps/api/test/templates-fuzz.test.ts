@@ -1,62 +1,17 @@
 import { readdirSync } from 'node:fs';
-import { request as httpRequest } from 'node:http';
 import { join } from 'node:path';
 import { Prng } from '@tidepool/testkit';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type Answer, bodyVariants, problemOf, sendRaw, WRONG_VALUES } from './support/rest-fuzz.ts';
 import { api, startTestPlatform, type TestPlatform } from './support/start-platform.ts';
 
 /** Seed of the run; set TEMPLATES_FUZZ_SEED to replay one. */
 const SEED = Number(process.env.TEMPLATES_FUZZ_SEED ?? 8);
 
 
-interface Answer {
-  status: number;
-  body: Buffer;
-}
-
 let platform: TestPlatform;
 let templateId: string;
 let buildId: string;
-
-/** Sends exactly this path (no URL normalisation of `..`) and these bytes. */
-function send(method: string, path: string, body?: Buffer, headers: Record<string, string> = {}): Promise<Answer> {
-  const url = new URL(platform.url);
-  return new Promise((resolve, reject) => {
-    const req = httpRequest(
-      {
-        method,
-        hostname: url.hostname,
-        port: url.port,
-        path,
-        agent: false,
-        timeout: 15_000,
-        headers: { 'x-api-key': platform.apiKey, ...(body ? { 'content-type': 'application/json', 'content-length': String(body.length) } : {}), ...headers },
-      },
-      (res) => {
-        const parts: Buffer[] = [];
-        res.on('data', (c: Buffer) => parts.push(c));
-        res.on('end', () => resolve({ status: res.statusCode ?? 0, body: Buffer.concat(parts) }));
-        res.on('error', reject);
-      },
-    );
-    req.on('error', reject);
-    req.on('timeout', () => req.destroy(new Error(`no answer to ${method} ${path.slice(0, 100)} within 15 s`)));
-    req.end(body);
-  });
-}
-
-/** Every answer is a success or a 4xx with `{code: <status>, message}`; the failure text otherwise. */
-function problemOf(label: string, answer: Answer): string | undefined {
-  if (answer.status < 400) return undefined;
-  if (answer.status >= 500) return `${label}: HTTP ${answer.status} ${answer.body.toString('utf8').slice(0, 300)}`;
-  try {
-    const body = JSON.parse(answer.body.toString('utf8')) as { code?: unknown; message?: unknown };
-    if (body.code !== answer.status || typeof body.message !== 'string') return `${label}: body ${answer.body.toString('utf8').slice(0, 300)}`;
-  } catch {
-    return `${label}: not JSON ${answer.body.toString('utf8').slice(0, 300)}`;
-  }
-  return undefined;
-}
 
 async function catalogState(): Promise<string> {
   const { body } = await api(platform, 'GET', '/templates?limit=100');
@@ -73,39 +28,8 @@ function uploadFiles(): string[] {
   }
 }
 
-const WRONG_VALUES = ['123', '-1', '1.5', 'true', 'null', '[]', '{}', '"x"', '""', '1e999', '18446744073709551616', '"\\u0000"', '"\\ud800"', '[1,"a",null]', '{"$ne":1}'];
 const BAD_IDS = ['..', '%2e%2e', '..%2f..%2fetc', '%2e%2e%2f%2e%2e%2fdata', 'a'.repeat(400), '%00', '%ff%fe', 'UPPER', 'x%20y', '%2F', '~', 'name:tag', 'a%3Ab%3Ac', '-', '.hidden', '%E2%80%AE', 'x'.repeat(70)];
 const BAD_HASHES = ['', 'abc', 'g'.repeat(64), 'A'.repeat(64), '0'.repeat(63), '0'.repeat(65), `${'0'.repeat(62)}%00`, '..', '%2e%2e%2f' + '0'.repeat(55), 'f'.repeat(129)];
-const INVALID_UTF8 = [Buffer.of(0xff), Buffer.of(0xc0, 0xaf), Buffer.of(0xed, 0xa0, 0x80), Buffer.of(0xe2, 0x82)];
-const MALFORMED = ['{', '{"a":', '[', 'nul', '{"a":1,}', "{'a':1}", '"', '{"name":"x"}garbage'];
-
-function replaceField(template: Record<string, unknown>, key: string, raw: string): string {
-  const marker = '"__FUZZ_MARK__"';
-  return JSON.stringify({ ...template, [key]: '__FUZZ_MARK__' }).replace(marker, raw);
-}
-
-/** Body variations of a JSON template: wrong types, huge values, unknown keys, invalid UTF-8, malformed text. */
-function bodyVariants(template: Record<string, unknown>, rng: Prng): { label: string; body: Buffer; headers?: Record<string, string> }[] {
-  const out: { label: string; body: Buffer; headers?: Record<string, string> }[] = [];
-  for (const key of Object.keys(template)) {
-    for (const value of WRONG_VALUES) out.push({ label: `${key}=${value}`, body: Buffer.from(replaceField(template, key, value)) });
-    out.push({ label: `${key} huge string`, body: Buffer.from(replaceField(template, key, JSON.stringify('h'.repeat(300_000)))) });
-    out.push({ label: `${key} huge array`, body: Buffer.from(replaceField(template, key, JSON.stringify(Array.from({ length: 20_000 }, (_, i) => `t${i}`)))) });
-    out.push({ label: `${key} deep`, body: Buffer.from(replaceField(template, key, '['.repeat(2000) + ']'.repeat(2000))) });
-    for (const bad of INVALID_UTF8) {
-      const [before, after] = replaceField(template, key, '"UTF8MARK"').split('UTF8MARK');
-      out.push({ label: `${key} invalid UTF-8 ${bad.toString('hex')}`, body: Buffer.concat([Buffer.from(before), bad, Buffer.from(after)]) });
-    }
-  }
-  out.push({ label: 'unknown keys', body: Buffer.from(JSON.stringify({ ...template, sdkExtra: { nested: [1] }, __proto__x: 1 })) });
-  out.push({ label: '__proto__', body: Buffer.from(replaceField(template, '__proto__', '{"polluted":true}')) });
-  for (const text of MALFORMED) out.push({ label: `malformed ${text}`, body: Buffer.from(text) });
-  for (const text of ['[]', '1', '"x"', 'null', '']) out.push({ label: `non-object ${JSON.stringify(text)}`, body: Buffer.from(text) });
-  out.push({ label: 'text/plain', body: Buffer.from(JSON.stringify(template)), headers: { 'content-type': 'text/plain' } });
-  out.push({ label: 'huge body', body: Buffer.from(JSON.stringify({ ...template, pad: 'p'.repeat(3 * 1024 * 1024) })) });
-  for (let i = 0; i < 8; i++) out.push({ label: `random bytes ${i}`, body: rng.bytes(1 + Math.floor(rng.next() * 64)) });
-  return out;
-}
 
 beforeAll(async () => {
   platform = await startTestPlatform();
@@ -127,7 +51,7 @@ describe('template, build, tag, upload, snapshot and fork routes under fuzz', ()
   async function check(failures: string[], label: string, method: string, path: string, body?: Buffer, headers?: Record<string, string>): Promise<Answer> {
     const before = await catalogState();
     const files = uploadFiles().join(',');
-    const answer = await send(method, path, body, headers);
+    const answer = await sendRaw(platform, method, path, body, headers);
     counts.cases++;
     const problem = problemOf(`${method} ${path.slice(0, 120)} ${label}`, answer);
     if (problem) failures.push(problem);
@@ -148,10 +72,10 @@ describe('template, build, tag, upload, snapshot and fork routes under fuzz', ()
 
   it('registration bodies (v2, v3)', async () => {
     const failures: string[] = [];
-    for (const variant of bodyVariants({ name: 'fuzz-new', tags: ['a'], cpuCount: 2, memoryMB: 1024, minFreeDiskMb: 10, teamID: 'team' }, rng)) {
+    for (const variant of bodyVariants({ name: 'fuzz-new', tags: ['a'], cpuCount: 2, memoryMB: 1024, minFreeDiskMb: 10, teamID: 'team' }, rng, 8)) {
       await check(failures, variant.label, 'POST', '/v3/templates', variant.body, variant.headers);
     }
-    for (const variant of bodyVariants({ alias: 'fuzz-new2', cpuCount: 2, memoryMB: 1024 }, rng)) {
+    for (const variant of bodyVariants({ alias: 'fuzz-new2', cpuCount: 2, memoryMB: 1024 }, rng, 8)) {
       await check(failures, variant.label, 'POST', '/v2/templates', variant.body, variant.headers);
     }
     for (const name of ['..', '../x', 'a/b', 'UPPER', 'x'.repeat(301), 'a:b:c', 'a:', ':b', ' ', '\u0000', 'name with space', '漢字', 'fuzz-base:bad tag', 'ok:' + 't'.repeat(200)]) {
@@ -172,7 +96,7 @@ describe('template, build, tag, upload, snapshot and fork routes under fuzz', ()
       await check(failures, 'alias', 'GET', `/templates/aliases/${id}`);
       await check(failures, 'tags', 'GET', `/templates/${id}/tags`);
     }
-    for (const variant of bodyVariants({ public: true }, rng)) await check(failures, variant.label, 'PATCH', `/templates/${templateId}`, variant.body, variant.headers);
+    for (const variant of bodyVariants({ public: true }, rng, 8)) await check(failures, variant.label, 'PATCH', `/templates/${templateId}`, variant.body, variant.headers);
     for (const query of ['limit=-1', 'limit=abc', 'limit=99999', 'limit=1e3', 'nextToken=%ff', 'nextToken=' + 'n'.repeat(600), 'nextToken=garbage', 'limit=1&limit=2', 'teamID[]=x', '%%%', 'nextToken=%00']) {
       await check(failures, query, 'GET', `/templates?${query}`);
       await check(failures, query, 'GET', `/v2/templates?${query}`);
@@ -187,7 +111,7 @@ describe('template, build, tag, upload, snapshot and fork routes under fuzz', ()
     const step = { type: 'RUN', args: ['echo hi'], force: false };
     // A bogus build id: whatever passes validation still cannot start a build.
     const target = `/v2/templates/${templateId}/builds/00000000-0000-4000-8000-000000000000`;
-    for (const variant of bodyVariants({ fromImage: 'ubuntu:22.04', steps: [step], startCmd: 'x', readyCmd: 'y', force: false, fromImageRegistry: { type: 'registry' } }, rng)) {
+    for (const variant of bodyVariants({ fromImage: 'ubuntu:22.04', steps: [step], startCmd: 'x', readyCmd: 'y', force: false, fromImageRegistry: { type: 'registry' } }, rng, 8)) {
       await check(failures, variant.label, 'POST', target, variant.body, variant.headers);
     }
     for (const steps of ['[{"type":1}]', '[{"args":"x"}]', '[{"type":"RUN","args":[1]}]', '[{"type":"COPY","filesHash":"zz"}]', '[null]', '["RUN"]', JSON.stringify(Array.from({ length: 5000 }, () => step))]) {
@@ -264,8 +188,8 @@ describe('template, build, tag, upload, snapshot and fork routes under fuzz', ()
 
   it('tags', async () => {
     const failures: string[] = [];
-    for (const variant of bodyVariants({ target: 'fuzz-base:v1', tags: ['v2'] }, rng)) await check(failures, variant.label, 'POST', '/templates/tags', variant.body, variant.headers);
-    for (const variant of bodyVariants({ name: 'fuzz-base', tags: ['nope'] }, rng)) await check(failures, variant.label, 'DELETE', '/templates/tags', variant.body, variant.headers);
+    for (const variant of bodyVariants({ target: 'fuzz-base:v1', tags: ['v2'] }, rng, 8)) await check(failures, variant.label, 'POST', '/templates/tags', variant.body, variant.headers);
+    for (const variant of bodyVariants({ name: 'fuzz-base', tags: ['nope'] }, rng, 8)) await check(failures, variant.label, 'DELETE', '/templates/tags', variant.body, variant.headers);
     for (const tag of ['', ' ', 'a:b', '..', 'UP', 't'.repeat(129), '\u0000', 'x/y', 'latest']) {
       await check(failures, `tag ${JSON.stringify(tag)}`, 'POST', '/templates/tags', Buffer.from(JSON.stringify({ target: 'fuzz-base:v1', tags: [tag] })));
       await check(failures, `target ${JSON.stringify(tag)}`, 'POST', '/templates/tags', Buffer.from(JSON.stringify({ target: tag, tags: ['ok'] })));
@@ -280,8 +204,8 @@ describe('template, build, tag, upload, snapshot and fork routes under fuzz', ()
       await check(failures, 'snapshot', 'POST', `/sandboxes/${id}/snapshots`, Buffer.from('{"name":"snap"}'));
       await check(failures, 'fork', 'POST', `/sandboxes/${id}/fork`, Buffer.from('{"count":1}'));
     }
-    for (const variant of bodyVariants({ name: 'snap' }, rng)) await check(failures, variant.label, 'POST', '/sandboxes/inone123/snapshots', variant.body, variant.headers);
-    for (const variant of bodyVariants({ timeout: 60, count: 2 }, rng)) await check(failures, variant.label, 'POST', '/sandboxes/inone123/fork', variant.body, variant.headers);
+    for (const variant of bodyVariants({ name: 'snap' }, rng, 8)) await check(failures, variant.label, 'POST', '/sandboxes/inone123/snapshots', variant.body, variant.headers);
+    for (const variant of bodyVariants({ timeout: 60, count: 2 }, rng, 8)) await check(failures, variant.label, 'POST', '/sandboxes/inone123/fork', variant.body, variant.headers);
     for (const count of ['0', '-1', '1000000', '2147483648']) await check(failures, `count ${count}`, 'POST', '/sandboxes/inone123/fork', Buffer.from(`{"count":${count}}`));
     for (const query of ['sandboxID=..', 'sandboxID=' + 's'.repeat(200), 'name=%ff', 'limit=-1', 'limit=abc', 'nextToken=junk', 'sandboxID=a&sandboxID=b', 'name=a:b:c']) {
       await check(failures, query, 'GET', `/snapshots?${query}`);

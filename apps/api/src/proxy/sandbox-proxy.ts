@@ -92,9 +92,8 @@ export class SandboxProxy {
         return;
       }
       const { sandbox, port } = result;
-      const release = this.connections.acquire(sandbox.sandboxId, req.socket.remoteAddress ?? '');
+      const release = this.acquireConnection(sandbox.sandboxId, req);
       if (typeof release !== 'function') {
-        this.options.logger.warn({ sandboxId: sandbox.sandboxId, client: req.socket.remoteAddress }, 'proxy connection limit reached');
         sendProxyError(res, req.headers, release);
         return;
       }
@@ -120,6 +119,13 @@ export class SandboxProxy {
     return true;
   }
 
+  /** A connection slot for this sandbox and client address (released by the caller), or the 429 reply when full. */
+  private acquireConnection(sandboxId: string, req: IncomingMessage): (() => void) | ProxyErrorReply {
+    const release = this.connections.acquire(sandboxId, req.socket.remoteAddress ?? '');
+    if (typeof release !== 'function') this.options.logger.warn({ sandboxId, client: req.socket.remoteAddress }, 'proxy connection limit reached');
+    return release;
+  }
+
   /** Returns false when the upgrade is not for a sandbox. */
   handleUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer): boolean {
     const admission = this.route(req);
@@ -131,9 +137,8 @@ export class SandboxProxy {
         return;
       }
       const { sandbox, port } = result;
-      const release = this.connections.acquire(sandbox.sandboxId, req.socket.remoteAddress ?? '');
+      const release = this.acquireConnection(sandbox.sandboxId, req);
       if (typeof release !== 'function') {
-        this.options.logger.warn({ sandboxId: sandbox.sandboxId, client: req.socket.remoteAddress }, 'proxy connection limit reached');
         writeProxyErrorToSocket(socket, req.headers, release);
         return;
       }
