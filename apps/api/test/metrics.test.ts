@@ -1,4 +1,3 @@
-import http from 'node:http';
 import { readFileSync } from 'node:fs';
 import Docker from 'dockerode';
 import { Sandbox, Template } from 'e2b';
@@ -8,6 +7,7 @@ import { PLATFORM_LABEL, SANDBOX_LABEL } from '../src/runtime/docker/docker-labe
 import { type Exposition, exposedNames, parseExposition, sampleValue } from './support/prometheus-text.ts';
 import { metricNamesIn } from './support/promql-names.ts';
 import { startTestPlatform, type TestPlatform } from './support/start-platform.ts';
+import { rawGet } from './support/template-testing.ts';
 
 const RULES_FILE = new URL('../../../deploy/observability/prometheus-alerts.yml', import.meta.url);
 const DASHBOARD_FILE = new URL('../../../deploy/observability/grafana-dashboard.json', import.meta.url);
@@ -31,21 +31,6 @@ const op = (operation: string, outcome: string) => ({ operation, outcome });
 const opCount = (e: Exposition, operation: string, outcome: string): number =>
   sampleValue(e, 'tidepool_sandbox_operation_duration_seconds_count', op(operation, outcome));
 const state = (e: Exposition, name: string): number => sampleValue(e, 'tidepool_sandboxes', { state: name });
-
-/** A raw request with a Host header of our choosing (fetch does not let one set Host). */
-function rawGet(path: string, headers: Record<string, string>): Promise<{ status: number; body: string }> {
-  const { hostname, port } = new URL(platform.url);
-  return new Promise((resolve, reject) => {
-    const req = http.request({ host: hostname, port, path, method: 'GET', headers, setHost: !('host' in headers) }, (res) => {
-      let body = '';
-      res.setEncoding('utf8');
-      res.on('data', (chunk: string) => (body += chunk));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
-    });
-    req.on('error', reject);
-    req.end();
-  });
-}
 
 describe('GET /metrics access', () => {
   it('is refused without a valid API key, with the API error shape', async () => {
@@ -88,8 +73,8 @@ describe('GET /metrics access', () => {
 
   it('is never answered by the API for a request that carries sandbox routing (headers or host)', async () => {
     const before = await scrape();
-    const byHeaders = await rawGet('/metrics', { 'x-api-key': platform.apiKey, 'e2b-sandbox-id': 'inosuchsandbox00000000', 'e2b-sandbox-port': '49983' });
-    const byHost = await rawGet('/metrics', { 'x-api-key': platform.apiKey, host: `49983-inosuchsandbox00000000.${platform.domain}` });
+    const byHeaders = await rawGet(platform, '/metrics', { 'x-api-key': platform.apiKey, 'e2b-sandbox-id': 'inosuchsandbox00000000', 'e2b-sandbox-port': '49983' });
+    const byHost = await rawGet(platform, '/metrics', { 'x-api-key': platform.apiKey, host: `49983-inosuchsandbox00000000.${platform.domain}` });
     for (const answer of [byHeaders, byHost]) {
       expect(answer.status).toBe(502);
       expect(JSON.parse(answer.body)).toMatchObject({ sandboxId: 'inosuchsandbox00000000', message: 'The sandbox was not found', code: 502 });

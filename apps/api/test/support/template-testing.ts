@@ -76,10 +76,11 @@ export async function probe(sbx: Sandbox, checks: Record<string, string>, opts: 
   return facts;
 }
 
-/** A plain GET through the platform's sandbox proxy to a port of a sandbox (header routing, as the SDK does). */
-export function viaProxy(platform: TestPlatform, sandboxId: string, port: number, path: string): Promise<{ status: number; body: string }> {
+/** A GET to the platform with exactly these headers (a `host` header replaces the default, which fetch cannot do). */
+export function rawGet(platform: TestPlatform, path: string, headers: Record<string, string>): Promise<{ status: number; body: string }> {
+  const { hostname, port } = new URL(platform.url);
   return new Promise((resolve, reject) => {
-    const req = http.request(`${platform.url}${path}`, { headers: { 'E2b-Sandbox-Id': sandboxId, 'E2b-Sandbox-Port': String(port) } }, (res) => {
+    const req = http.request({ host: hostname, port, path, method: 'GET', headers, setHost: !('host' in headers) }, (res) => {
       let body = '';
       res.setEncoding('utf8');
       res.on('data', (chunk: string) => (body += chunk));
@@ -88,6 +89,11 @@ export function viaProxy(platform: TestPlatform, sandboxId: string, port: number
     req.on('error', reject);
     req.end();
   });
+}
+
+/** A plain GET through the platform's sandbox proxy to a port of a sandbox (header routing, as the SDK does). */
+export function viaProxy(platform: TestPlatform, sandboxId: string, port: number, path: string): Promise<{ status: number; body: string }> {
+  return rawGet(platform, path, { 'E2b-Sandbox-Id': sandboxId, 'E2b-Sandbox-Port': String(port) });
 }
 
 /** Polls the REST build status until the build is `ready` or `error`. */
