@@ -135,6 +135,7 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
         // Pooled containers count against TIDEPOOL_MAX_SANDBOXES; refills wait while creations are in flight.
         reserveSlot: () => poolUser!.registry.reserveSlots(1),
         busy: () => (poolUser?.creatingCount() ?? 0) > 0,
+        holds: (sandboxId, containerId) => poolUser?.get(sandboxId)?.containerId === containerId,
         logger,
       });
     }

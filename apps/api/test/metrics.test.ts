@@ -31,6 +31,7 @@ const op = (operation: string, outcome: string) => ({ operation, outcome });
 const opCount = (e: Exposition, operation: string, outcome: string): number =>
   sampleValue(e, 'tidepool_sandbox_operation_duration_seconds_count', op(operation, outcome));
 const state = (e: Exposition, name: string): number => sampleValue(e, 'tidepool_sandboxes', { state: name });
+const inUse = (e: Exposition): number => sampleValue(e, 'tidepool_pool_containers', { state: 'in_use' });
 
 describe('GET /metrics access', () => {
   it('is refused without a valid API key, with the API error shape', async () => {
@@ -107,6 +108,8 @@ describe('metrics follow the platform', () => {
       expect(sampleValue(created, 'tidepool_pool_claims_total') - sampleValue(start, 'tidepool_pool_claims_total')).toBe(1);
       expect(sampleValue(created, 'tidepool_pool_claim_wait_seconds_count') - sampleValue(start, 'tidepool_pool_claim_wait_seconds_count')).toBe(1);
       expect(sampleValue(created, 'tidepool_pool_cold_fallbacks_total')).toBe(sampleValue(start, 'tidepool_pool_cold_fallbacks_total'));
+      expect(inUse(start)).toBe(0);
+      expect(inUse(created)).toBe(1);
       const proxied2xx = (e: Exposition) => sampleValue(e, 'tidepool_proxy_request_duration_seconds_count', { status_class: '2xx' });
       expect(proxied2xx(created)).toBeGreaterThan(proxied2xx(start));
 
@@ -115,6 +118,8 @@ describe('metrics follow the platform', () => {
       expect(opCount(paused, 'pause', 'success') - opCount(created, 'pause', 'success')).toBe(1);
       expect(state(paused, 'paused')).toBe(1);
       expect(state(paused, 'running')).toBe(0);
+      // The SDK's pause keeps the memory: the sandbox still holds its pooled container.
+      expect(inUse(paused)).toBe(1);
 
       const resumed = await Sandbox.connect(sbx.sandboxId, platform.sdk);
       expect((await resumed.commands.run('echo back')).stdout).toBe('back\n');
@@ -132,6 +137,7 @@ describe('metrics follow the platform', () => {
     }
     const killed = await scrape();
     expect(state(killed, 'running')).toBe(0);
+    expect(inUse(killed)).toBe(0);
     expect(state(killed, 'paused')).toBe(0);
     expect(state(killed, 'creating')).toBe(0);
     for (const operation of ['pause', 'resume', 'snapshot']) expect(opCount(killed, operation, 'error'), operation).toBe(opCount(start, operation, 'error'));

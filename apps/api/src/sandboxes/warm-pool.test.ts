@@ -63,7 +63,7 @@ afterEach(async () => {
   for (const pool of pools.splice(0)) await pool.stop();
 });
 
-function poolWith(options: { builds: Record<string, string>; targets: Record<string, number>; max?: number; busy?: () => boolean }) {
+function poolWith(options: { builds: Record<string, string>; targets: Record<string, number>; max?: number; busy?: () => boolean; holds?: (sandboxId: string, containerId: string) => boolean }) {
   const engine = fakeRuntime();
   const limit = slots(options.max ?? 100);
   const pool = new WarmPool({
@@ -73,6 +73,7 @@ function poolWith(options: { builds: Record<string, string>; targets: Record<str
     tokenSeed: 'seed',
     reserveSlot: limit.reserve,
     busy: options.busy ?? (() => false),
+    holds: options.holds,
     logger,
     quietMs: 20,
     checkEveryMs: 10,
@@ -120,6 +121,38 @@ describe('WarmPool', () => {
     expect(waits).toEqual([0.01]);
     await until(() => pool.stats().ready === 1);
     expect(limit.held()).toBe(1);
+  });
+
+  it('reports claimed containers as in use while their sandbox holds them, and only when it can tell', async () => {
+    const held = new Map<string, string>();
+    const { pool } = poolWith({ builds: { base: 'b1' }, targets: { base: 2 }, holds: (sandboxId, containerId) => held.get(sandboxId) === containerId });
+    pool.start();
+    await until(() => pool.stats().ready === 2);
+    expect(pool.stats().inUse).toBe(0);
+    const first = pool.take('b1/2/512')!;
+    const second = pool.take('b1/2/512')!;
+    // Taken but not yet claimed (the claim may still fail): not in use.
+    expect(pool.stats().inUse).toBe(0);
+    for (const pooled of [first, second]) {
+      held.set(pooled.sandboxId, pooled.containerId);
+      pool.claimed(pooled, 0);
+    }
+    expect(pool.stats()).toMatchObject({ inUse: 2, claimedTotal: 2 });
+    expect(pool.stats('b1/2/512').inUse).toBe(2);
+    expect(pool.stats('other/1/1').inUse).toBe(0);
+    // Killed, and paused to an image (the record no longer names the container): out of use, for good.
+    held.delete(first.sandboxId);
+    held.set(second.sandboxId, 'a-resumed-container');
+    expect(pool.stats()).toMatchObject({ inUse: 0, claimedTotal: 2 });
+    held.set(second.sandboxId, second.containerId);
+    expect(pool.stats().inUse).toBe(0);
+
+    const { pool: blind } = poolWith({ builds: { base: 'b1' }, targets: { base: 1 } });
+    blind.start();
+    await until(() => blind.stats().ready === 1);
+    const pooled = blind.take('b1/2/512')!;
+    blind.claimed(pooled, 0);
+    expect(blind.stats().inUse).toBeUndefined();
   });
 
   it('waits while creations are in flight and when the sandbox limit is reached', async () => {

@@ -29,6 +29,8 @@ export interface PoolStats {
   warming: number;
   claimedTotal: number;
   coldFallbacksTotal: number;
+  /** Claimed containers whose sandbox still holds them (only when the pool was given `holds`). */
+  inUse?: number;
 }
 
 export interface WarmPoolDeps {
@@ -41,6 +43,8 @@ export interface WarmPoolDeps {
   reserveSlot(): (howMany?: number) => void;
   /** True while sandbox creations are in flight: refills wait for live traffic. */
   busy(): boolean;
+  /** True while a sandbox record still holds this container (claimed, not killed, not moved to another container). */
+  holds?(sandboxId: string, containerId: string): boolean;
   logger: Logger;
   /** Refills start this long after the last claim (ms). */
   quietMs?: number;
@@ -75,6 +79,8 @@ export class WarmPool {
   /** Containers being started, by sandbox id → key. */
   private readonly warming = new Map<string, string>();
   private readonly counters = new Map<string, { claimed: number; fallbacks: number }>();
+  /** Claimed containers by sandbox id, until their sandbox no longer holds them (checked when stats are read). */
+  private readonly claimedContainers = new Map<string, PooledContainer>();
   private targets = new Map<string, Target>();
   /** Templates being removed: nothing of theirs is warmed meanwhile. */
   private readonly blocked = new Set<string>();
@@ -122,6 +128,7 @@ export class WarmPool {
   /** The claim succeeded (its sandbox record now holds the container). */
   claimed(pooled: PooledContainer, waitSeconds: number): void {
     this.count(pooled.key).claimed += 1;
+    if (this.deps.holds) this.claimedContainers.set(pooled.sandboxId, pooled);
     this.onClaim?.(waitSeconds);
   }
 
@@ -162,6 +169,11 @@ export class WarmPool {
   stats(key?: string): PoolStats {
     const keys = key === undefined ? new Set([...this.ready.keys(), ...this.warming.values(), ...this.counters.keys()]) : new Set([key]);
     const total: PoolStats = { ready: 0, warming: 0, claimedTotal: 0, coldFallbacksTotal: 0 };
+    const holds = this.deps.holds;
+    if (holds) {
+      for (const [sandboxId, pooled] of this.claimedContainers) if (!holds(sandboxId, pooled.containerId)) this.claimedContainers.delete(sandboxId);
+      total.inUse = [...this.claimedContainers.values()].filter((p) => keys.has(p.key)).length;
+    }
     for (const k of keys) {
       total.ready += this.ready.get(k)?.length ?? 0;
       total.warming += [...this.warming.values()].filter((w) => w === k).length;
