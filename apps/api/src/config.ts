@@ -68,6 +68,14 @@ export const ConfigSchema = Type.Object({
   publicDomain: Type.String({ maxLength: 210, pattern: '^([A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?(\\.[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?)*(:[0-9]{1,5})?)?$' }),
   /** `host:port` of a second listener serving only GET /metrics, without authentication; '' = none (/metrics on the API, with a key). */
   metricsAddress: Type.String({ pattern: LISTEN_ADDRESS_PATTERN }),
+  /** The envd runtime carrier image template builds copy `/opt/tidepool` from (labelled with its runtime hash). */
+  runtimeImage: Type.String({ minLength: 1 }),
+  /**
+   * What stopping the API (SIGTERM/SIGINT) does to sandboxes: `keep` leaves them running for the next start on
+   * the same data dir to adopt; `kill` kills every sandbox (running and paused) and removes the warm pool's
+   * containers first, so no container of this platform remains (docker-compose.yml).
+   */
+  onShutdown: Type.Union([Type.Literal('keep'), Type.Literal('kill')]),
 });
 
 export type Config = Static<typeof ConfigSchema>;
@@ -107,6 +115,8 @@ const ENV_NAMES: Record<keyof Config, string> = {
   tlsKeyFile: 'TIDEPOOL_TLS_KEY',
   publicDomain: 'TIDEPOOL_PUBLIC_DOMAIN',
   metricsAddress: 'TIDEPOOL_METRICS_ADDRESS',
+  runtimeImage: 'TIDEPOOL_RUNTIME_IMAGE',
+  onShutdown: 'TIDEPOOL_ON_SHUTDOWN',
 };
 
 export class ConfigError extends Error {}
@@ -188,6 +198,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     tlsKeyFile: (env.TIDEPOOL_TLS_KEY ?? '').trim(),
     publicDomain: (env.TIDEPOOL_PUBLIC_DOMAIN ?? '').trim().toLowerCase(),
     metricsAddress: (env.TIDEPOOL_METRICS_ADDRESS ?? '').trim(),
+    runtimeImage: (env.TIDEPOOL_RUNTIME_IMAGE ?? '').trim() || 'tidepool/envd-runtime:latest',
+    onShutdown: (env.TIDEPOOL_ON_SHUTDOWN ?? '').trim().toLowerCase() || 'keep',
     ...overrides,
   };
   if (overrides.imageAliases === undefined) {

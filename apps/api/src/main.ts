@@ -2,6 +2,7 @@ import type { Logger } from 'pino';
 import { ConfigError } from './config.ts';
 import { startPlatform } from './platform.ts';
 import { installProcessGuard } from './process-guard.ts';
+import { shutdownPlan } from './shutdown-policy.ts';
 
 async function main(): Promise<void> {
   const platform = await startPlatform();
@@ -26,9 +27,17 @@ async function main(): Promise<void> {
     '',
   ];
   process.stdout.write(`${lines.join('\n')}\n`);
+  let stopping = false;
   const stop = (): void => {
-    // Sandboxes keep running; the next start adopts them.
-    void platform.close({ keepSandboxes: true }).finally(() => process.exit(0));
+    if (stopping) return;
+    stopping = true;
+    const plan = shutdownPlan(platform.config);
+    platform.app.log.info({ onShutdown: platform.config.onShutdown }, plan.message);
+    void platform
+      .close({ keepSandboxes: plan.keepSandboxes })
+      .then(() => platform.app.log.info('stopped'))
+      .catch((error: unknown) => platform.app.log.error({ err: error }, 'shutdown failed'))
+      .finally(() => process.exit(0));
   };
   process.on('SIGTERM', stop);
   process.on('SIGINT', stop);

@@ -180,6 +180,7 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
         engine: reportingFailures(new DockerImageEngine({ docker, network: config.sandboxNetwork, platformId, hardening }), (operation) => metrics.engineCallFailed(operation), 'build_'),
         contextFiles,
         baseImage: config.baseImage,
+        runtimeImage: config.runtimeImage,
         imageAliases: config.imageAliases,
         cacheScope: platformId,
         readyTimeoutMs: config.buildReadyTimeoutSeconds * 1000,
