@@ -9,6 +9,6 @@ fi
 here=$(cd "$(dirname "$0")" && pwd)
 out=$1
 mkdir -p "$(dirname "$out")"
-${CC:-gcc} -O2 -static -Wall -Wextra -o "$out.tmp.$$" "$here/exec-as-user.c"
+${CC:-gcc} -O2 -static -Wall -Wextra -o "$out.tmp.$$" "$here/exec-as-user.c" "$here/exec-as-user-server.c"
 chmod 0755 "$out.tmp.$$"
 mv -f "$out.tmp.$$" "$out"

@@ -10,6 +10,11 @@
  *
  * Exit codes on its own failures: 125 bad usage or privilege drop failed,
  * 126 command found but not executable, 127 command not found (like a shell).
+ *
+ *   exec-as-user --serve
+ *
+ * runs the long-lived spawn server instead (exec-as-user-server.c), which envd uses to start
+ * commands without forking itself.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -22,7 +27,7 @@
 #include <sys/types.h>
 #include <unistd.h>
 
-#define MAX_GROUPS 1024
+#include "exec-as-user.h"
 
 static void fail(int code, const char *what, const char *detail) {
   if (detail != NULL) fprintf(stderr, "exec-as-user: %s: %s\n", what, detail);
@@ -40,8 +45,7 @@ static int parse_id(const char *text, unsigned long *out) {
   return 0;
 }
 
-/* Parses "1,2,3" (or "-"/"" for none) into groups; returns the count or -1. */
-static int parse_groups(const char *text, gid_t *groups, int max) {
+int parse_groups(const char *text, gid_t *groups, int max) {
   int count = 0;
   if (strcmp(text, "-") == 0 || *text == '\0') return 0;
   char *copy = strdup(text);
@@ -59,7 +63,7 @@ static int parse_groups(const char *text, gid_t *groups, int max) {
   return count;
 }
 
-static void raise_oom_score(void) {
+void raise_oom_score(void) {
   int fd = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
   if (fd < 0) return;
   ssize_t ignored = write(fd, "100", 3);
@@ -67,8 +71,23 @@ static void raise_oom_score(void) {
   close(fd);
 }
 
+int switch_user(uid_t uid, gid_t gid, const gid_t *groups, int ngroups) {
+  if (geteuid() == 0) {
+    if (setgroups((size_t)ngroups, groups) != 0) return -1;
+    if (setgid(gid) != 0) return -1;
+    if (setuid(uid) != 0) return -1;
+    return 0;
+  }
+  if (geteuid() != uid || getegid() != gid) {
+    errno = EPERM;
+    return -1;
+  }
+  return 0;
+}
+
 int main(int argc, char **argv) {
   static gid_t groups[MAX_GROUPS];
+  if (argc == 2 && strcmp(argv[1], "--serve") == 0) return serve_main();
   unsigned long uid, gid;
   if (argc < 6 || strcmp(argv[4], "--") != 0) fail(125, "usage: exec-as-user <uid> <gid> <g1,g2,...|-> -- <cmd> [args...]", NULL);
   if (parse_id(argv[1], &uid) != 0) fail(125, "invalid uid", argv[1]);

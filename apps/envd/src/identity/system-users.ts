@@ -17,11 +17,36 @@ interface Tables {
 }
 
 /**
+ * File timestamps are taken from a coarse clock: a write within this long after the last one
+ * may leave mtime/ctime unchanged. Until a file has been quiet for longer, a matching stat is not
+ * trusted and its content is compared instead (like git's "racily clean" index entries).
+ */
+const TIMESTAMP_GRANULARITY_MS = 2_000;
+
+interface FileVersion {
+  key: string;
+  /** Latest mtime/ctime in ms (0 when missing). */
+  changedMs: number;
+}
+
+interface Cached {
+  key: string;
+  text: string;
+  tables: Tables;
+  /** When the content was last read and found to match `key`. */
+  verifiedAtMs: number;
+  changedMs: number;
+}
+
+/**
  * Reads users and groups straight from /etc/passwd and /etc/group, so that envd needs no
- * NSS libraries of the image. Re-parsed only when one of the files changes.
+ * NSS libraries of the image. Re-parsed only when one of the files changes: every lookup stats
+ * both files (device, inode, size, nanosecond mtime and ctime), which catches edits in place and
+ * replacements by rename (useradd, vipw); while a file changed too recently for its timestamps to
+ * tell (see TIMESTAMP_GRANULARITY_MS), lookups also re-read and compare the content.
  */
 export class SystemUsers {
-  private cached: { key: string; tables: Tables } | undefined;
+  private cached: Cached | undefined;
 
   constructor(private readonly passwdPath = '/etc/passwd', private readonly groupPath = '/etc/group') {}
 
@@ -38,20 +63,30 @@ export class SystemUsers {
   }
 
   private tables(): Tables {
-    const key = `${mtime(this.passwdPath)}:${mtime(this.groupPath)}`;
-    if (this.cached?.key === key) return this.cached.tables;
-    const tables = parseTables(readText(this.passwdPath), readText(this.groupPath));
-    this.cached = { key, tables };
+    const passwd = fileVersion(this.passwdPath);
+    const group = fileVersion(this.groupPath);
+    const key = `${passwd.key}|${group.key}`;
+    const changedMs = Math.max(passwd.changedMs, group.changedMs);
+    const cached = this.cached;
+    if (cached?.key === key && cached.verifiedAtMs - cached.changedMs > TIMESTAMP_GRANULARITY_MS) return cached.tables;
+    const now = Date.now();
+    const passwdText = readText(this.passwdPath);
+    const groupText = readText(this.groupPath);
+    const text = `${passwdText}\0${groupText}`;
+    if (cached?.text === text) {
+      Object.assign(cached, { key, verifiedAtMs: now, changedMs });
+      return cached.tables;
+    }
+    const tables = parseTables(passwdText, groupText);
+    this.cached = { key, text, tables, verifiedAtMs: now, changedMs };
     return tables;
   }
 }
 
-function mtime(path: string): number {
-  try {
-    return statSync(path).mtimeMs;
-  } catch {
-    return -1;
-  }
+function fileVersion(path: string): FileVersion {
+  const st = statSync(path, { bigint: true, throwIfNoEntry: false });
+  if (!st) return { key: 'missing', changedMs: 0 };
+  return { key: `${st.dev}:${st.ino}:${st.size}:${st.mtimeNs}:${st.ctimeNs}`, changedMs: Math.max(Number(st.mtimeMs), Number(st.ctimeMs)) };
 }
 
 function readText(path: string): string {

@@ -4,13 +4,21 @@ import type { Logger } from '../logger.ts';
 
 export const DEFAULT_EXEC_HELPER_PATH = '/opt/tidepool/bin/exec-as-user';
 
-/** What to actually execute to run `cmd args` as a user. */
+/**
+ * What to actually execute to run `cmd args` as a user. `ENVD_SPAWN_SERVER=false` makes pipe
+ * processes run through the one-shot helper instead of its spawn server (for comparisons).
+ */
 export interface LaunchPlan {
   file: string;
   args: string[];
   /** Set only when libuv/node-pty has to switch the user itself (no helper available). */
   uid?: number;
   gid?: number;
+  /**
+   * With the helper: the same launch for its spawn server (`exec-as-user --serve`), which starts
+   * pipe processes without forking envd; `file`/`args` run the helper once per command instead.
+   */
+  served?: { helper: string; uid: number; gid: number; groups: number[]; argv: string[] };
 }
 
 function isExecutable(path: string): boolean {
@@ -41,7 +49,11 @@ export function planLaunch(user: SystemUser, cmd: string, args: string[], logger
   const helper = findExecHelper();
   if (helper && ownUid === 0) {
     const groups = user.groups.length > 0 ? user.groups.join(',') : '-';
-    return { file: helper, args: [String(user.uid), String(user.gid), groups, '--', cmd, ...args] };
+    return {
+      file: helper,
+      args: [String(user.uid), String(user.gid), groups, '--', cmd, ...args],
+      ...(process.env.ENVD_SPAWN_SERVER === 'false' ? {} : { served: { helper, uid: user.uid, gid: user.gid, groups: user.groups, argv: [cmd, ...args] } }),
+    };
   }
   if (user.uid === ownUid && user.gid === ownGid) return { file: cmd, args };
   if (user.uid === ownUid) return { file: cmd, args, gid: user.gid };

@@ -1,8 +1,10 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import type { Readable } from 'node:stream';
+import type { Logger } from '../logger.ts';
 import { exitInfo, type ExitInfo } from './exit-status.ts';
 import { StdinUnavailableError, TtyUnavailableError, type OutputKind, type ProcessIo } from './process-handle.ts';
 import type { LaunchPlan } from './exec-helper.ts';
+import { ServedSpawnError, spawnServerFor, type PipeChild } from './spawn-server.ts';
 
 /** How long output may stay silent after the exit before the pipes are abandoned (grandchildren holding them). */
 const DRAIN_IDLE_MS = 150;
@@ -11,10 +13,34 @@ export interface PipeSpawnOptions {
   cwd: string;
   env: Record<string, string>;
   stdin: boolean;
+  logger: Logger;
 }
 
-/** Spawns a process with stdout/stderr pipes and either a stdin pipe or /dev/null. */
-export function spawnPipeProcess(plan: LaunchPlan, opts: PipeSpawnOptions): Promise<ProcessIo> {
+let warnedServerFallback = false;
+
+/**
+ * Spawns a process with stdout/stderr pipes and either a stdin pipe or /dev/null: through the
+ * helper's spawn server when the plan has one, else (or when the server cannot be used) with
+ * Node's own spawn.
+ */
+export async function spawnPipeProcess(plan: LaunchPlan, opts: PipeSpawnOptions): Promise<ProcessIo> {
+  if (plan.served) {
+    const { helper, ...who } = plan.served;
+    try {
+      const child = await spawnServerFor(helper, opts.logger).spawn({ ...who, cwd: opts.cwd, env: opts.env, stdin: opts.stdin });
+      return new PipeProcess(child);
+    } catch (error) {
+      if (error instanceof ServedSpawnError) throw error;
+      if (!warnedServerFallback) {
+        warnedServerFallback = true;
+        opts.logger.warn({ err: error, helper }, 'exec-as-user spawn server unavailable; starting commands through the helper one by one');
+      }
+    }
+  }
+  return spawnWithNode(plan, opts);
+}
+
+function spawnWithNode(plan: LaunchPlan, opts: PipeSpawnOptions): Promise<ProcessIo> {
   const child = spawn(plan.file, plan.args, {
     cwd: opts.cwd,
     env: opts.env,
@@ -28,15 +54,29 @@ export function spawnPipeProcess(plan: LaunchPlan, opts: PipeSpawnOptions): Prom
       child.once('error', reject);
     });
   }
-  return Promise.resolve(new PipeProcess(child, child.pid));
+  return Promise.resolve(new PipeProcess(nodeChild(child, child.pid)));
+}
+
+function nodeChild(child: ChildProcess, pid: number): PipeChild {
+  child.on('error', () => {});
+  return {
+    pid,
+    stdin: child.stdin,
+    stdout: child.stdout,
+    stderr: child.stderr,
+    onExit: (listener) => child.once('exit', listener),
+    kill: (signal) => void child.kill(signal),
+  };
 }
 
 class PipeProcess implements ProcessIo {
   readonly isPty = false;
+  readonly pid: number;
   private stdinOpen: boolean;
   private paused = false;
 
-  constructor(private readonly child: ChildProcess, readonly pid: number) {
+  constructor(private readonly child: PipeChild) {
+    this.pid = child.pid;
     this.stdinOpen = child.stdin !== null;
     child.stdin?.on('error', () => {
       this.stdinOpen = false;
@@ -81,13 +121,12 @@ class PipeProcess implements ProcessIo {
     };
     watch(child.stdout, 'stdout');
     watch(child.stderr, 'stderr');
-    child.once('exit', (code, signal) => {
+    child.onExit((code, signal) => {
       this.stdinOpen = false;
       exit = exitInfo(code, signal);
       if (openStreams === 0) finish();
       else armIdleTimer();
     });
-    child.on('error', () => {});
   }
 
   writeStdin(data: Uint8Array): Promise<void> {

@@ -32,7 +32,7 @@ export async function spawnProcess(ctx: EnvdContext, request: StartRequest, user
       const size = request.pty.size;
       io = spawnPtyProcess(plan, { cwd, env, cols: size?.cols ?? 80, rows: size?.rows ?? 24 });
     } else {
-      io = await spawnPipeProcess(plan, { cwd, env, stdin: request.stdin ?? true });
+      io = await spawnPipeProcess(plan, { cwd, env, stdin: request.stdin ?? true, logger: ctx.logger });
     }
   } catch (error) {
     throw new ConnectError(`error starting process '${config.cmd}': ${errorText(error)}`, Code.InvalidArgument);
