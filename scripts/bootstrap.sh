@@ -55,3 +55,15 @@ if [[ ! -f node_modules/.modules.yaml || pnpm-lock.yaml -nt node_modules/.module
 fi
 
 bash scripts/ensure-docker.sh
+
+# Compose, for docker-compose.yml and the suite that proves it (apps/api/test/compose-install.test.ts): the v2
+# plugin when present, else Debian's docker-compose (1.29; the compose file is written for both).
+if ! docker compose version >/dev/null 2>&1 && ! command -v docker-compose >/dev/null; then
+  if [[ $EUID -eq 0 ]] && command -v apt-get >/dev/null; then
+    log "installing docker-compose"
+    { apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends docker-compose >/dev/null; } \
+      || log "could not install docker-compose: the compose suite will be skipped"
+  else
+    log "no docker compose: the compose suite will be skipped (sudo apt-get install -y docker-compose)"
+  fi
+fi
