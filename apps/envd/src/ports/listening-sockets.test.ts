@@ -1,5 +1,8 @@
+import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { loopbackOnlyPorts, parseProcNetTcp } from './listening-sockets.ts';
+import { loopbackOnlyPorts, parseProcNetTcp, processesBesides } from './listening-sockets.ts';
 
 const TCP = `  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode
    0: 0100007F:1F40 00000000:0000 0A 00000000:00000000 00:00000000 00000000  1000        0 1 1 0000000000000000 100 0 0 10 0
@@ -32,5 +35,25 @@ describe('parseProcNetTcp', () => {
       { port: 8080, host: '::1' },
     ]);
     expect(loopbackOnlyPorts([{ address: '::1', port: 9000 }, { address: '127.0.0.1', port: 9000 }])).toEqual([{ port: 9000, host: '127.0.0.1' }]);
+  });
+});
+
+describe('processesBesides', () => {
+  it('tells whether a process other than the given ones is in a /proc directory', () => {
+    const proc = mkdtempSync(join(tmpdir(), 'envd-proc-'));
+    try {
+      for (const name of ['1', '7', 'self', 'net', 'sys']) mkdirSync(join(proc, name));
+      expect(processesBesides([1, 7], proc)).toBe(false);
+      expect(processesBesides([7], proc)).toBe(true);
+      mkdirSync(join(proc, '42'));
+      expect(processesBesides([1, 7], proc)).toBe(true);
+    } finally {
+      rmSync(proc, { recursive: true, force: true });
+    }
+  });
+
+  it('sees the processes of this machine in the real /proc, and counts an unreadable one as busy', () => {
+    expect(processesBesides([process.pid])).toBe(true);
+    expect(processesBesides([], '/nonexistent-proc')).toBe(true);
   });
 });

@@ -1,7 +1,7 @@
 import { createConnection, createServer, type Server, type Socket } from 'node:net';
 import { networkInterfaces } from 'node:os';
 import type { EnvdContext } from '../context.ts';
-import { type LoopbackPort, loopbackOnlyPorts, readListeningSockets } from './listening-sockets.ts';
+import { type LoopbackPort, loopbackOnlyPorts, processesBesides, readListeningSockets } from './listening-sockets.ts';
 
 const SCAN_INTERVAL_MS = 1_000;
 
@@ -71,7 +71,9 @@ export function startLocalPortForwarder(ctx: EnvdContext, options: PortForwarder
   };
 
   const scan = async (): Promise<void> => {
-    const wanted = new Map(loopbackOnlyPorts(await readListeningSockets()).filter(({ port }) => port !== ctx.config.port).map((p) => [p.port, p]));
+    // Nothing but envd (and the init that started it) runs: no socket to forward, and /proc/net/tcp is not read.
+    const sockets = processesBesides([process.pid, process.ppid]) ? await readListeningSockets() : [];
+    const wanted = new Map(loopbackOnlyPorts(sockets).filter(({ port }) => port !== ctx.config.port).map((p) => [p.port, p]));
     if (stopped) return;
     for (const [port, target] of wanted) {
       const current = forwardings.get(port);
