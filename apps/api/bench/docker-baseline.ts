@@ -89,3 +89,76 @@ export async function dockerPauseBaseline(image: string, count: number): Promise
   }
   return samples;
 }
+
+/** The baseline for concurrent creates: `count` × (`docker run -d` → envd /health) started at once. */
+export async function dockerRunConcurrent(image: string, network: string | undefined, count: number): Promise<number[]> {
+  const ids: string[] = [];
+  try {
+    return await Promise.all(
+      Array.from({ length: count }, async () => {
+        const start = now();
+        const args = ['run', '-d', '--label', 'dev.tidepool.bench=1', '-e', 'ENVD_DEBUG=true'];
+        if (network) args.push('--network', network);
+        const id = await docker([...args, image]);
+        ids.push(id);
+        const ip = await docker(['inspect', '--format', '{{range .NetworkSettings.Networks}}{{.IPAddress}} {{end}}', id]);
+        await waitForHealth(`http://${ip.split(' ')[0]}:49983`, 120_000);
+        return now() - start;
+      }),
+    );
+  } finally {
+    await Promise.all(ids.map((id) => docker(['rm', '-f', id]).catch(() => undefined)));
+  }
+}
+
+/** The baseline for exec: `docker exec <container> bash -l -c true` (what a client without envd would do), `count` times. */
+export async function dockerExecBaseline(containerId: string, count: number): Promise<number[]> {
+  const samples: number[] = [];
+  for (let i = 0; i < count; i += 1) {
+    const start = now();
+    await docker(['exec', containerId, 'bash', '-l', '-c', 'true']);
+    samples.push(now() - start);
+  }
+  return samples;
+}
+
+/** The floor of exec: `bash -l -c true` spawned directly on this machine (no RPC, no container), `count` times. */
+export async function localShellBaseline(count: number): Promise<number[]> {
+  const samples: number[] = [];
+  for (let i = 0; i < count; i += 1) {
+    const start = now();
+    await exec('bash', ['-l', '-c', 'true']);
+    samples.push(now() - start);
+  }
+  return samples;
+}
+
+/**
+ * Idle containers of the image running only tini and `sleep` (no envd): what a sandbox costs at the least.
+ * Labelled `dev.tidepool.bench=<label>` so an interrupted run can remove them.
+ */
+export async function startIdleContainers(image: string, count: number, label: string, concurrency = 4): Promise<string[]> {
+  const ids: string[] = [];
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: concurrency }, async () => {
+      while (next < count) {
+        next += 1;
+        ids.push(await docker(['run', '-d', '--label', `dev.tidepool.bench=${label}`, '--entrypoint', '/opt/tidepool/bin/tini', image, '--', 'sleep', 'infinity']));
+      }
+    }),
+  );
+  return ids;
+}
+
+/** Removes every container labelled `dev.tidepool.bench=<label>`; resolves with how many there were. */
+export async function removeLabelled(label: string): Promise<number> {
+  return removeContainersWhere(`dev.tidepool.bench=${label}`);
+}
+
+/** Removes every container (running or not) carrying the label filter `key=value`, in batches. */
+export async function removeContainersWhere(labelFilter: string): Promise<number> {
+  const ids = (await docker(['ps', '-aq', '--no-trunc', '--filter', `label=${labelFilter}`])).split('\n').filter(Boolean);
+  for (let i = 0; i < ids.length; i += 50) await docker(['rm', '-f', ...ids.slice(i, i + 50)]).catch(() => undefined);
+  return ids.length;
+}

@@ -2,16 +2,18 @@
  * pnpm bench:platform — the platform measured with the real e2b SDK, each number beside a Docker baseline taken
  * in the same run on the same machine:
  *
- *   create→ready      Sandbox.create → first commands.run('true'), serially (≥ 30)   vs docker run -d → envd /health
- *   concurrency 10    the same at concurrency 10 (≥ 50), success count
- *   pause / resume    sbx.pause() / Sandbox.connect() of a paused sandbox              vs docker pause / unpause
- *   proxy overhead    GET /health through the API's proxy vs straight to the container IP
+ *   sandboxes   create→ready cold: Sandbox.create → first commands.run('true'), serially (≥ 30)   vs docker run -d → envd /health
+ *               cold at concurrency 20 and 50 (concurrency-bench.ts)                   vs that many docker runs at once
+ *               exec: commands.run('true') through the proxy (exec-bench.ts)          vs docker exec, local bash -l -c true
+ *               pause / resume: sbx.pause() / Sandbox.connect() of a paused sandbox    vs docker pause / unpause
+ *               proxy overhead: GET /health through the API's proxy                     vs straight to the container IP
+ *   templates   cached rebuild, snapshot, create from a snapshot, 150 steps (template-bench.ts)
+ *   pool        warm pool: serial and c=20/c=50 bursts of create→first command, cold beside it (pool-bench.ts)
+ *   density     300 idle sandboxes: memory per sandbox, API RSS, responsiveness (density-bench.ts; minutes)
  *
- *   templates         cached rebuild, snapshot, create from a snapshot, 150 steps (template-bench.ts)
- *   pool              warm pool: serial and concurrent create→first command from the pool, cold beside it (pool-bench.ts)
- *
- * Sizes: BENCH_SERIAL (30), BENCH_CONCURRENT (50), BENCH_CONCURRENCY (10), BENCH_PAUSE (10), BENCH_PROXY (1000).
- * BENCH_SECTIONS: comma list of `sandboxes`, `templates`, `pool` (default all).
+ * Sizes: BENCH_SERIAL (30), BENCH_CONCURRENT (50), BENCH_CONCURRENCY (20,50), BENCH_EXEC (200), BENCH_PAUSE (10),
+ * BENCH_PROXY (1000), BENCH_POOL_CONCURRENCY (20,50), BENCH_DENSITY (300).
+ * BENCH_SECTIONS: comma list of `sandboxes`, `templates`, `pool`, `density` (default `sandboxes,templates,pool`).
  */
 import { Sandbox } from 'e2b';
 import { ensureBaseImage } from '@tidepool/testkit';
@@ -20,10 +22,11 @@ import { dockerPauseBaseline, dockerRunBaseline, httpGet } from './docker-baseli
 import { startPlatformForBench } from './platform-adapter.ts';
 import { benchTemplates } from './template-bench.ts';
 import { benchPool } from './pool-bench.ts';
+import { benchColdConcurrency } from './concurrency-bench.ts';
+import { benchExec } from './exec-bench.ts';
+import { benchDensity } from './density-bench.ts';
 
 const SERIAL = Number(process.env.BENCH_SERIAL ?? 30);
-const CONCURRENT = Number(process.env.BENCH_CONCURRENT ?? 50);
-const CONCURRENCY = Number(process.env.BENCH_CONCURRENCY ?? 10);
 const PAUSES = Number(process.env.BENCH_PAUSE ?? 10);
 const PROXY_REQUESTS = Number(process.env.BENCH_PROXY ?? 1000);
 const SECTIONS = new Set((process.env.BENCH_SECTIONS ?? 'sandboxes,templates,pool').split(',').map((s) => s.trim()));
@@ -33,10 +36,21 @@ const log = (message: string): void => console.error(`[bench] ${message}`);
 async function main(): Promise<void> {
   log('building images if needed');
   const image = await ensureBaseImage();
+  const rows: Row[] = [];
+  if (SECTIONS.has('density')) {
+    try {
+      rows.push(...(await benchDensity(image, log)));
+    } finally {
+      if (SECTIONS.size === 1) printTable(rows);
+    }
+    if (SECTIONS.size === 1) {
+      if (rows.some((r) => r.verdict === 'FAIL')) process.exitCode = 1;
+      return;
+    }
+  }
   log('starting the platform in-process');
   const platform = await startPlatformForBench();
   const opts = { apiKey: platform.apiKey, apiUrl: platform.url, sandboxUrl: platform.url, requestTimeoutMs: 60_000 };
-  const rows: Row[] = [];
   try {
     // Warm-up: first create pays for lazy initialisation on both sides.
     {
@@ -69,8 +83,8 @@ async function main(): Promise<void> {
       metric: `create→first command p50 (serial, n=${SERIAL})`,
       tidepool: ms(serialP50),
       baseline: `${ms(baseHealthy)} run→envd healthy`,
-      target: `≤ 1.2× baseline (${ms(1.2 * baseHealthy)})`,
-      verdict: serialP50 <= 1.2 * baseHealthy ? 'PASS' : 'FAIL',
+      target: `≤ 1.0× baseline (${ms(baseHealthy)})`,
+      verdict: serialP50 <= baseHealthy ? 'PASS' : 'FAIL',
     });
     rows.push({
       metric: 'create→first command p99 (serial)',
@@ -81,47 +95,9 @@ async function main(): Promise<void> {
     });
     rows.push({ metric: 'docker run -d return p50', tidepool: '', baseline: ms(baseRun), target: '', verdict: 'info' });
 
-    // -- create → ready, concurrent ---------------------------------------------------------------------------
-    log(`create→ready ×${CONCURRENT} at concurrency ${CONCURRENCY}`);
-    const concurrent: number[] = [];
-    const failures: string[] = [];
-    let next = 0;
-    const wallStart = now();
-    await Promise.all(
-      Array.from({ length: CONCURRENCY }, async () => {
-        while (next < CONCURRENT) {
-          next += 1;
-          const start = now();
-          let sbx: Sandbox | undefined;
-          try {
-            sbx = await Sandbox.create(opts);
-            const result = await sbx.commands.run('true');
-            if (result.exitCode !== 0) throw new Error(`exit ${result.exitCode}`);
-            concurrent.push(now() - start);
-          } catch (err) {
-            failures.push((err as Error).message);
-          } finally {
-            await sbx?.kill().catch(() => undefined);
-          }
-        }
-      }),
-    );
-    const wall = now() - wallStart;
-    rows.push({
-      metric: `create→first command p50 / p99 (c=${CONCURRENCY}, n=${CONCURRENT})`,
-      tidepool: `${ms(percentile(concurrent, 50))} / ${ms(percentile(concurrent, 99))}`,
-      baseline: '',
-      target: '',
-      verdict: 'info',
-    });
-    rows.push({
-      metric: `success at concurrency ${CONCURRENCY}`,
-      tidepool: `${concurrent.length}/${CONCURRENT} (${((CONCURRENT / wall) * 1000).toFixed(1)} sandboxes/s)`,
-      baseline: '',
-      target: '100%',
-      verdict: concurrent.length === CONCURRENT ? 'PASS' : 'FAIL',
-    });
-    if (failures.length > 0) log(`concurrent failures: ${[...new Set(failures)].slice(0, 5).join(' | ')}`);
+    // -- create → ready, concurrent; exec -------------------------------------------------------------------------
+    rows.push(...(await benchColdConcurrency(opts, image, platform.network, log)));
+    rows.push(...(await benchExec(opts, log)));
 
     // -- pause / resume ----------------------------------------------------------------------------------------
     log(`pause/resume ×${PAUSES}`);
