@@ -41,6 +41,12 @@ export interface StartedContainer {
   containerId: string;
   /** Address of the container on the sandbox network, reachable from the API. */
   address: string;
+  /**
+   * Set when the egress rules are still being installed as the container boots (in parallel with envd's
+   * start): nothing may be handed to a user (`/init`, start command) before it resolves; a rejection means
+   * the container must be removed.
+   */
+  egressApplied?: Promise<void>;
 }
 
 export type ContainerStatus = 'running' | 'paused' | 'stopped' | 'missing';

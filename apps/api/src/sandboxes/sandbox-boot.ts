@@ -2,6 +2,7 @@ import type { Logger } from 'pino';
 import { type EnvdInit, initEnvd, waitForEnvd } from '../envd/envd-client.ts';
 import { EnvdProcessClient, shellCommand } from '../envd/envd-process-client.ts';
 import { PlatformError } from '../errors.ts';
+import { PhaseClock } from '../observability/phase-clock.ts';
 import type { DirectoryMount, SandboxRuntime, StartedContainer } from '../runtime/sandbox-runtime.ts';
 import { egressPolicy } from './network-rules.ts';
 import type { SandboxRecord } from './sandbox-record.ts';
@@ -31,6 +32,7 @@ export function initFor(record: SandboxRecord): EnvdInit {
  * the sandbox is usable; on any failure the container is removed before the error propagates.
  */
 export async function bootSandbox(runtime: SandboxRuntime, record: SandboxRecord, image: string, logger: Logger, directories: DirectoryMount[] = []): Promise<BootedSandbox> {
+  const phases = new PhaseClock();
   const started = await runtime.startContainer({
     sandboxId: record.sandboxId,
     templateId: record.templateId,
@@ -41,10 +43,16 @@ export async function bootSandbox(runtime: SandboxRuntime, record: SandboxRecord
     envdAccessToken: record.envdAccessToken,
     directories,
   });
+  phases.mark('container');
   try {
-    await waitForEnvd(started.address, ENVD_READY_TIMEOUT_MS, async () => (await runtime.inspect(started.containerId)).status === 'running');
+    await Promise.all([
+      waitForEnvd(started.address, ENVD_READY_TIMEOUT_MS, async () => (await runtime.inspect(started.containerId)).status === 'running'),
+      started.egressApplied,
+    ]);
+    phases.mark('envd');
     const envdVersion = await readySandbox(started.address, record, logger);
-    logger.debug({ containerId: started.containerId, address: started.address }, 'sandbox container ready');
+    phases.mark('init');
+    logger.debug({ containerId: started.containerId, address: started.address, phasesMs: phases.done() }, 'sandbox container ready');
     return { ...started, envdVersion };
   } catch (error) {
     logger.warn({ err: error }, 'sandbox failed to boot; removing its container');

@@ -314,7 +314,10 @@ export class WarmPool {
       });
       const pooled: PooledContainer = { sandboxId, containerId: started.containerId, address: started.address, key: target.key, templateId: target.templateId, release };
       try {
-        await waitForEnvd(started.address, ENVD_READY_TIMEOUT_MS, async () => (await runtime.inspect(started.containerId)).status === 'running');
+        await Promise.all([
+          waitForEnvd(started.address, ENVD_READY_TIMEOUT_MS, async () => (await runtime.inspect(started.containerId)).status === 'running'),
+          started.egressApplied,
+        ]);
         await primeEnvd(started.address, token, target.user, log);
       } catch (error) {
         await runtime.remove(started.containerId).catch(() => undefined);

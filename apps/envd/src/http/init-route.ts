@@ -1,6 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import { ENVD_VERSION } from '../config.ts';
 import type { EnvdContext } from '../context.ts';
+import { warmProcessPath } from '../process/process-warmup.ts';
 import { tokensEqual } from './access-token-guard.ts';
 import { EnvdHttpError } from './http-error.ts';
 
@@ -87,6 +88,8 @@ export function registerInitRoute(app: FastifyInstance, ctx: EnvdContext): void 
       if (body.defaultWorkdir !== undefined) state.defaultWorkdir = body.defaultWorkdir || undefined;
       ctx.logger.info({ defaultUser: state.defaultUser, envVars: Object.keys(state.envVars).length }, 'initialised by the control plane');
     }
+    // Once answered, envd is about to get its first command: warm its path while the platform returns.
+    reply.raw.once('finish', () => setImmediate(() => warmProcessPath(ctx)));
     return reply.code(204).header('x-envd-version', ENVD_VERSION).header('cache-control', 'no-store').send();
   });
 }

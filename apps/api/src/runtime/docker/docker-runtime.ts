@@ -6,6 +6,7 @@ import type { EngineEvent, EngineEventStream } from '../engine-events.ts';
 import type { ContainerSpec, ContainerStatus, EgressPolicy, ManagedContainer, SandboxImage, SandboxRuntime, StartedContainer } from '../sandbox-runtime.ts';
 import { BUILD_ROLE_LABEL, ENVD_VERSION_LABEL, PLATFORM_LABEL, POOL_LABEL, SANDBOX_LABEL, TEMPLATE_LABEL } from './docker-labels.ts';
 import { followSandboxEvents } from './docker-events.ts';
+import { PhaseClock } from '../../observability/phase-clock.ts';
 import { PAUSED_IMAGE_REPOSITORY, pausedImageRef, sandboxOfImage } from './paused-image.ts';
 import { EgressProxy } from './egress-proxy.ts';
 import type { SandboxFirewall } from './sandbox-firewall.ts';
@@ -150,6 +151,7 @@ export class DockerRuntime implements SandboxRuntime {
   }
 
   async startContainer(spec: ContainerSpec): Promise<StartedContainer> {
+    const phases = new PhaseClock();
     const container = await this.docker.createContainer({
       Image: spec.image,
       name: `tidepool-${spec.sandboxId}`,
@@ -174,13 +176,20 @@ export class DockerRuntime implements SandboxRuntime {
           : {}),
       },
     });
+    phases.mark('create');
     try {
       await container.putArchive(envdTokenArchive(spec.envdAccessToken), { path: '/' });
+      phases.mark('token');
       await container.start();
+      phases.mark('start');
       const { address } = await this.inspect(container.id);
+      phases.mark('inspect');
       if (!address) throw new Error(`container has no address on network '${this.network}'`);
-      await this.applyEgress(spec.sandboxId, address, spec.egress ?? { allow: [], deny: [] });
-      return { containerId: container.id, address };
+      // The rules go in while envd boots; the caller waits for both before anything reaches the sandbox.
+      const egressApplied = this.applyEgress(spec.sandboxId, address, spec.egress ?? { allow: [], deny: [] });
+      egressApplied.catch(() => undefined); // the caller observes it
+      this.logger.debug({ sandboxId: spec.sandboxId, phasesMs: phases.done() }, 'sandbox container started');
+      return { containerId: container.id, address, egressApplied };
     } catch (error) {
       this.logger.warn({ sandboxId: spec.sandboxId, err: error }, 'sandbox container failed to start; removing it');
       await this.remove(container.id);
