@@ -21,7 +21,7 @@ import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Sandbox } from 'e2b';
+import { Sandbox, Template } from 'e2b';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { docker, ensureDockerEngine, getFreePort, repoRoot, run } from '@tidepool/testkit';
 import { type LocalRegistry, startLocalRegistry } from './support/local-registry.ts';
@@ -53,6 +53,8 @@ let registry: LocalRegistry | undefined;
 let debianRef: string | undefined;
 let env: Record<string, string>;
 let apiUrl: string;
+/** The stack's platform id (label dev.tidepool.platform-id): its template images outlive `down` and go in afterAll. */
+let platformId: string | undefined;
 
 async function stack(args: string[], timeoutMs = 5 * MINUTE): Promise<string> {
   const [file, ...prefix] = compose!;
@@ -130,6 +132,10 @@ describe.skipIf(!compose)(`compose in two commands (${compose?.join(' ') ?? 'no 
 
   afterAll(async () => {
     if (checkout && compose) await stack(['down', '--volumes', '--remove-orphans'], 5 * MINUTE).catch(() => undefined);
+    if (platformId) {
+      const made = await docker(['images', '-q', '--no-trunc', '--filter', `label=dev.tidepool.platform-id=${platformId}`]).catch(() => '');
+      for (const id of new Set(made.split('\n').filter(Boolean))) await docker(['rmi', '-f', id]).catch(() => undefined);
+    }
     if (process.env.TIDEPOOL_COMPOSE_TEST_KEEP_IMAGES !== '1') {
       for (const image of images) await docker(['rmi', image]).catch(() => undefined);
     }
@@ -159,6 +165,13 @@ describe.skipIf(!compose)(`compose in two commands (${compose?.join(' ') ?? 'no 
     await sandbox.kill();
     expect(await Sandbox.list({ ...sdk }).nextItems()).not.toContainEqual(expect.objectContaining({ sandboxId: sandbox.sandboxId }));
 
+    // A template build through the gate, on the stack's own runtime image (TIDEPOOL_RUNTIME_IMAGE).
+    const alias = `compose-${project}`;
+    await Template.build(Template().fromTemplate('base').runCmd('echo built-in-compose > /home/user/built.txt'), alias, { ...sdk });
+    const fromTemplate = await Sandbox.create(alias, { ...sdk, timeoutMs: 10 * MINUTE });
+    expect((await fromTemplate.commands.run('cat /home/user/built.txt')).stdout.trim()).toBe('built-in-compose');
+    await fromTemplate.kill();
+
     // Left behind on purpose: one running sandbox and one paused with its memory (a frozen container).
     const running = await Sandbox.create('base', { ...sdk, timeoutMs: 10 * MINUTE });
     expect((await running.commands.run('echo alive')).stdout.trim()).toBe('alive');
@@ -172,6 +185,7 @@ describe.skipIf(!compose)(`compose in two commands (${compose?.join(' ') ?? 'no 
     const labels = await docker(['ps', '-a', '--filter', `network=${network}`, '--format', '{{.Label "dev.tidepool.platform-id"}}']);
     const platformIds = [...new Set(labels.split('\n').map((l) => l.trim()).filter(Boolean))];
     expect(platformIds).toHaveLength(1);
+    platformId = platformIds[0];
 
     await stack(['down'], 5 * MINUTE);
 
@@ -179,6 +193,6 @@ describe.skipIf(!compose)(`compose in two commands (${compose?.join(' ') ?? 'no 
     for (const id of before) expect((await run('docker', ['container', 'inspect', id])).exitCode).not.toBe(0);
     expect(await docker(['network', 'ls', '-q', '--filter', `name=${project}`])).toBe('');
     // Nothing else of that platform either (its containers carry its id, whatever their network).
-    expect(await docker(['ps', '-aq', '--filter', `label=dev.tidepool.platform-id=${platformIds[0]}`])).toBe('');
+    expect(await docker(['ps', '-aq', '--filter', `label=dev.tidepool.platform-id=${platformId}`])).toBe('');
   });
 });
