@@ -9,7 +9,9 @@ import { installAccessTokenGuard } from './http/access-token-guard.ts';
 import { registerControlRoutes } from './http/control-routes.ts';
 import { registerFileRoutes } from './http/files-routes.ts';
 import { installHttpErrorHandler } from './http/http-error.ts';
+import type { ProcessRegistry } from './process/process-registry.ts';
 import { registerProcessService } from './process/process-service.ts';
+import { servesStart, serveStart } from './process/start-fast-path.ts';
 
 /** Requests node's parser refuses (oversized headers, malformed lines) get envd's `{code, message}` too. */
 function answerClientError(error: Error & { code?: string }, socket: Socket): void {
@@ -22,7 +24,10 @@ function answerClientError(error: Error & { code?: string }, socket: Socket): vo
   socket.end(`HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`);
 }
 
-/** Builds the envd HTTP server: Connect services for process and filesystem plus the plain-HTTP routes. */
+/**
+ * Builds the envd HTTP server: Connect services for process and filesystem plus the plain-HTTP routes.
+ * `Start` calls the SDK sends take start-fast-path.ts (`ENVD_START_FAST_PATH=false`: all through Connect).
+ */
 export async function buildEnvdServer(ctx: EnvdContext): Promise<FastifyInstance> {
   const app = Fastify({
     loggerInstance: ctx.logger as FastifyBaseLogger,
@@ -35,9 +40,19 @@ export async function buildEnvdServer(ctx: EnvdContext): Promise<FastifyInstance
   });
   installHttpErrorHandler(app);
   installAccessTokenGuard(app, ctx.state);
+  let processes: ProcessRegistry | undefined;
+  if (process.env.ENVD_START_FAST_PATH !== 'false') {
+    // After the token guard: a refused call never gets here. Everything else goes on to Connect.
+    app.addHook('onRequest', async (request, reply) => {
+      if (!processes || !servesStart(request.raw)) return;
+      reply.hijack();
+      void serveStart(request.raw, reply.raw, ctx, processes);
+      return reply;
+    });
+  }
   await app.register(fastifyConnectPlugin, {
     routes(router) {
-      registerProcessService(router, ctx);
+      processes = registerProcessService(router, ctx);
       registerFilesystemService(router, ctx);
       reclassifyClientFaults(router.handlers);
     },

@@ -1,5 +1,5 @@
 import { Code, ConnectError, type ConnectRouter, type HandlerContext } from '@connectrpc/connect';
-import { Process, Signal, type StreamInputRequest } from '@tidepool/protocol/process';
+import { Process, Signal, type StartRequest, type StreamInputRequest } from '@tidepool/protocol/process';
 import type { EnvdContext } from '../context.ts';
 import { resolveRpcUser } from '../identity/request-user.ts';
 import { replayExit, type ProcessEventInit, ProcessSubscription } from './event-stream.ts';
@@ -34,6 +34,29 @@ async function* asResponses(events: AsyncIterable<ProcessEventInit>): AsyncGener
   for await (const event of events) yield { event };
 }
 
+/** What a `Start` call is made of, whichever transport carried it (Connect's handler or start-fast-path.ts). */
+export interface StartCall {
+  request: StartRequest;
+  /** The `Authorization` header (Basic user), if any. */
+  authorization: string | null | undefined;
+  /** Aborted when the client goes away (plain abort) or the deadline passes (ConnectError deadline_exceeded). */
+  signal: AbortSignal;
+  /** `Connect-Timeout-Ms`: the process's lifetime. */
+  timeoutMs: number | undefined;
+  keepaliveMs: number;
+}
+
+/** `Start`: spawns the process as the call's user and streams its events (start, data, keepalives, end). */
+export async function* startProcessEvents(envd: EnvdContext, registry: ProcessRegistry, call: StartCall): AsyncGenerator<ProcessEventInit> {
+  const user = resolveRpcUser(envd.users, envd.state, call.authorization);
+  const handle = await spawnProcess(envd, call.request, user);
+  registry.add(handle);
+  const subscription = new ProcessSubscription(handle);
+  handle.release();
+  enforceLifetime(envd, handle, call.timeoutMs);
+  yield* subscription.events(call.signal, call.keepaliveMs);
+}
+
 /** Implements `process.Process`: start, attach to, feed, signal and list processes. */
 export function registerProcessService(router: ConnectRouter, envd: EnvdContext): ProcessRegistry {
   const registry = new ProcessRegistry();
@@ -43,13 +66,14 @@ export function registerProcessService(router: ConnectRouter, envd: EnvdContext)
 
   router.service(Process, {
     async *start(request, ctx) {
-      const user = resolveRpcUser(envd.users, envd.state, ctx.requestHeader.get('authorization'));
-      const handle = await spawnProcess(envd, request, user);
-      registry.add(handle);
-      const subscription = new ProcessSubscription(handle);
-      handle.release();
-      enforceLifetime(envd, handle, ctx.timeoutMs());
-      yield* streamOf(subscription, ctx);
+      const call: StartCall = {
+        request,
+        authorization: ctx.requestHeader.get('authorization'),
+        signal: ctx.signal,
+        timeoutMs: ctx.timeoutMs(),
+        keepaliveMs: keepaliveIntervalMs(ctx.requestHeader),
+      };
+      yield* asResponses(startProcessEvents(envd, registry, call));
     },
 
     async *connect(request, ctx) {
