@@ -1,4 +1,4 @@
-import { readFile, statfs } from 'node:fs/promises';
+import { readFileSync, statfsSync } from 'node:fs';
 import { cpus } from 'node:os';
 
 export interface ResourceUsage {
@@ -20,9 +20,13 @@ interface CpuSample {
   total: number;
 }
 
+/**
+ * Small procfs/cgroupfs files, read on the main thread: the platform samples every sandbox every few seconds,
+ * and each read through the thread pool (fs/promises: open, stat, read, close) woke pool threads four times.
+ */
 async function readText(path: string): Promise<string | undefined> {
   try {
-    return await readFile(path, 'utf8');
+    return readFileSync(path, 'utf8');
   } catch {
     return undefined;
   }
@@ -103,7 +107,7 @@ export class ResourceMonitor {
     let cpuUsedPct = 0;
     if (cpu.total > before.total) cpuUsedPct = Math.min(100, Math.max(0, ((cpu.busy - before.busy) / (cpu.total - before.total)) * 100));
     const memory = (await cgroupMemory()) ?? (await hostMemory());
-    const disk = await statfs('/');
+    const disk = statfsSync('/');
     const diskTotal = disk.blocks * disk.bsize;
     const mib = 1024 * 1024;
     return {

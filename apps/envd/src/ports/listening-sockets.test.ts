@@ -1,8 +1,8 @@
-import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { loopbackOnlyPorts, parseProcNetTcp, processesBesides } from './listening-sockets.ts';
+import { isEnvdHelper, loopbackOnlyPorts, parseProcNetTcp, processesBesides } from './listening-sockets.ts';
 
 const TCP = `  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode
    0: 0100007F:1F40 00000000:0000 0A 00000000:00000000 00:00000000 00000000  1000        0 1 1 0000000000000000 100 0 0 10 0
@@ -45,11 +45,23 @@ describe('processesBesides', () => {
       for (const name of ['1', '7', 'self', 'net', 'sys']) mkdirSync(join(proc, name));
       expect(processesBesides([1, 7], proc)).toBe(false);
       expect(processesBesides([7], proc)).toBe(true);
+      // envd's spawn server does not count; anything else does.
+      mkdirSync(join(proc, '9'));
+      writeFileSync(join(proc, '9', 'cmdline'), '/opt/tidepool/bin/exec-as-user\0--serve\0');
+      expect(processesBesides([1, 7], proc)).toBe(false);
       mkdirSync(join(proc, '42'));
+      writeFileSync(join(proc, '42', 'cmdline'), 'python3\0-m\0http.server\0');
       expect(processesBesides([1, 7], proc)).toBe(true);
     } finally {
       rmSync(proc, { recursive: true, force: true });
     }
+  });
+
+  it("recognises only envd's helper server as envd's own", () => {
+    expect(isEnvdHelper(['/opt/tidepool/bin/exec-as-user', '--serve'])).toBe(true);
+    expect(isEnvdHelper(['/opt/tidepool/bin/exec-as-user', '--serve', 'x'])).toBe(false);
+    expect(isEnvdHelper(['/opt/tidepool/bin/exec-as-user', '1000', 'bash'])).toBe(false);
+    expect(isEnvdHelper(['python3', '--serve'])).toBe(false);
   });
 
   it('sees the processes of this machine in the real /proc, and counts an unreadable one as busy', () => {

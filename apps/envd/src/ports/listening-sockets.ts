@@ -39,19 +39,35 @@ export function parseProcNetTcp(content: string, ipv6: boolean): ListeningSocket
   return sockets;
 }
 
+/** envd's own long-lived helper (`exec-as-user --serve`, its spawn server): it listens on no socket. */
+export function isEnvdHelper(argv: string[]): boolean {
+  return argv.length === 2 && argv[0]!.endsWith('exec-as-user') && argv[1] === '--serve';
+}
+
+function argvOf(procDir: string, pid: string): string[] {
+  try {
+    return readFileSync(`${procDir}/${pid}/cmdline`, 'utf8').split('\0').filter((arg, i, all) => arg !== '' || i < all.length - 1);
+  } catch {
+    return [];
+  }
+}
+
 /**
- * True when a process other than `own` runs in this pid namespace (numeric entries of `procDir`). Sockets
- * belong to processes: with only envd and its parent running, nothing else can be listening. A readdir of
- * the namespace's /proc costs microseconds; a read of /proc/net/tcp walks the kernel's whole TCP hash table
- * (shared by every network namespace), ~2–5 ms of CPU on a large host, so an idle sandbox skips it.
+ * True when a process other than `own` (and envd's helper) runs in this pid namespace (numeric entries of
+ * `procDir`). Sockets belong to processes: with only envd, its parent and its helper running, nothing else
+ * can be listening. A readdir of the namespace's /proc costs microseconds; a read of /proc/net/tcp walks the
+ * kernel's whole TCP hash table (shared by every network namespace), ~2–5 ms of CPU on a large host, so an
+ * idle sandbox skips it.
  */
 export function processesBesides(own: Iterable<number>, procDir = '/proc'): boolean {
   const mine = new Set([...own].map(String));
+  let names: string[];
   try {
-    return readdirSync(procDir).some((name) => /^\d+$/.test(name) && !mine.has(name));
+    names = readdirSync(procDir);
   } catch {
     return true;
   }
+  return names.some((name) => /^\d+$/.test(name) && !mine.has(name) && !isEnvdHelper(argvOf(procDir, name)));
 }
 
 /**
