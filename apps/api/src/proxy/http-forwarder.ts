@@ -41,6 +41,36 @@ export interface HttpForwardOptions {
   idleTimeoutMs?: number;
 }
 
+/**
+ * What arrives from the upstream in one turn of the event loop (e.g. a Connect stream's last message, its
+ * end-stream message and the end of the body) leaves in one write: after the head, the response is corked on
+ * a chunk and uncorked once the loop has handled the other I/O of that turn. Fewer packets, fewer client
+ * wake-ups.
+ */
+function coalesceWrites(upstreamRes: IncomingMessage, res: ServerResponse): void {
+  let corked = false;
+  const uncork = (): void => {
+    corked = false;
+    // end() uncorks fully by itself (and the socket may serve the next request by now).
+    if (!res.writableEnded) res.uncork();
+  };
+  // Registered before pipeline's own listener, so the cork is in place when it writes. Nothing is corked before
+  // the head is out: a client always sees at least the head of what was relayed.
+  upstreamRes.on('data', () => {
+    if (corked || res.destroyed || !res.headersSent) return;
+    corked = true;
+    res.cork();
+    setImmediate(() => corked && uncork());
+  });
+  // A broken upstream makes pipeline destroy the response: what was relayed so far goes out first (best effort).
+  const flushNow = (): void => {
+    if (corked && !res.destroyed) uncork();
+  };
+  upstreamRes.prependListener('error', flushNow);
+  upstreamRes.prependListener('aborted', flushNow);
+  upstreamRes.prependListener('close', flushNow);
+}
+
 /** A request without a body can be replayed safely when a pooled connection turns out to be dead. */
 function hasRequestBody(req: IncomingMessage): boolean {
   const length = req.headers['content-length'];
@@ -159,6 +189,7 @@ export function forwardHttp(
       relayed = upstreamRes;
       // Streams (Connect server streams, downloads of unknown length) should show their headers right away.
       if (upstreamRes.headers['content-length'] === undefined) res.flushHeaders();
+      coalesceWrites(upstreamRes, res);
       pipeline(upstreamRes, res, (err) => {
         if (err) {
           upstream.destroy();

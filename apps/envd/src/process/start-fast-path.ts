@@ -139,6 +139,7 @@ export async function serveStart(req: IncomingMessage, res: ServerResponse, envd
     res.writeHead(200, { 'content-type': contentType });
   };
   let failure: unknown;
+  let last: Buffer | undefined;
   try {
     const request = decodeStartRequest(await readBody(req), json);
     const events = startProcessEvents(envd, registry, {
@@ -151,7 +152,9 @@ export async function serveStart(req: IncomingMessage, res: ServerResponse, envd
     for await (const event of events) {
       if (res.destroyed) break;
       sendHead();
-      if (!res.write(encodeEvent(event, json))) await drained(res, controller.signal);
+      // The process's end goes out with the end-stream message: one write, one packet for the client to wake up for.
+      if (event.event?.case === 'end') last = encodeEvent(event, json);
+      else if (!res.write(encodeEvent(event, json))) await drained(res, controller.signal);
     }
   } catch (error) {
     failure = error;
@@ -160,7 +163,8 @@ export async function serveStart(req: IncomingMessage, res: ServerResponse, envd
   }
   if (res.destroyed) return;
   sendHead();
-  res.end(endStreamMessage(failure));
+  const end = endStreamMessage(failure);
+  res.end(last ? Buffer.concat([last, end]) : end);
 }
 
 function headerValue(req: IncomingMessage, name: string): string | null {
