@@ -70,13 +70,23 @@ function buildBundle(workDir: string): { bundle: string; helper: string | undefi
   return { bundle, helper };
 }
 
+/**
+ * Node flags for envd (BENCH_NODE_FLAGS, space-separated; none by default, as native/envd-launcher.c starts it),
+ * to measure a V8 flag's effect on RSS, exec latency and transfers before putting it in the launcher.
+ */
+function benchNodeFlags(): string[] {
+  return (process.env.BENCH_NODE_FLAGS ?? '').split(/\s+/).filter(Boolean);
+}
+
 async function startEnvdChild(workDir: string): Promise<EnvdChild> {
   const { bundle, helper } = buildBundle(workDir);
   const port = await getFreePort();
   // Debug mode: there is no platform to place an access token at birth (envd refuses to start without one).
   const env: NodeJS.ProcessEnv = { ...process.env, ENVD_FORWARD_LOCAL_PORTS: 'false', ENVD_DEBUG: 'true' };
   if (helper) env.ENVD_EXEC_HELPER = helper;
-  const child: ChildProcess = spawn(process.execPath, [bundle, '-port', String(port), '-host', '127.0.0.1', '-log-level', 'warn'], {
+  const nodeFlags = benchNodeFlags();
+  if (nodeFlags.length > 0) log(`node flags: ${nodeFlags.join(' ')}`);
+  const child: ChildProcess = spawn(process.execPath, [...nodeFlags, bundle, '-port', String(port), '-host', '127.0.0.1', '-log-level', 'warn'], {
     env,
     stdio: ['ignore', 'inherit', 'inherit'],
   });
