@@ -38,8 +38,20 @@ export class MetricsRecorder {
     return all[all.length - 1];
   }
 
+  /**
+   * One sample of each running sandbox, spread evenly over the interval: sampled all at once, hundreds of
+   * envds and the API were busy at the same moment every 5 s, and a command landing then waited up to a second.
+   */
   private async sampleAll(): Promise<void> {
-    await Promise.all(this.running().map((record) => this.sample(record)));
+    const records = this.running();
+    const gapMs = SAMPLE_INTERVAL_MS / Math.max(1, records.length);
+    await Promise.all(
+      records.map(async (record, index) => {
+        if (index > 0) await new Promise((resolve) => setTimeout(resolve, index * gapMs).unref());
+        // Killed or paused meanwhile: nothing to sample (and no ring to leave behind after forget()).
+        if (this.running().some((r) => r.sandboxId === record.sandboxId)) await this.sample(record);
+      }),
+    );
   }
 
   private async sample(record: SandboxRecord): Promise<void> {
