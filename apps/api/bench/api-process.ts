@@ -31,7 +31,7 @@ export interface ApiProcess {
   removeContainers(): Promise<number>;
   /** SIGTERM (kills the sandboxes: ON_SHUTDOWN=kill), waits for the exit, removes the data directory. */
   stop(): Promise<void>;
-  /** SIGKILL at once (signal handlers). */
+  /** SIGKILL at once and remove the data directory (signal handlers). */
   killNow(): void;
 }
 
@@ -117,6 +117,7 @@ export async function startApiProcess(settings: Record<string, string>): Promise
     },
     killNow() {
       if (child.exitCode === null) child.kill('SIGKILL');
+      rmSync(dataDir, { recursive: true, force: true });
     },
   };
 }

@@ -125,15 +125,13 @@ async function baseline(image: string, log: Log): Promise<{ memory: MemorySummar
 
 export async function benchDensity(image: string, log: Log): Promise<Row[]> {
   const rows: Row[] = [];
-  const base = await baseline(image, log);
-
-  log(`density: starting the API as its own process (TIDEPOOL_MAX_SANDBOXES=${COUNT + 10})`);
-  const api = await startApiProcess({ TIDEPOOL_MAX_SANDBOXES: String(COUNT + 10) });
+  let api: ApiProcess | undefined;
+  // From the first container on: an interrupted run removes everything it started, by label.
   const interrupted = (signal: NodeJS.Signals): void => {
-    log(`density: ${signal}: killing the API and removing its containers`);
-    api.killNow();
-    void Promise.all([api.removeContainers(), removeLabelled(`density-${process.pid}`)]).then(([n]) => {
-      log(`density: removed ${n} containers`);
+    log(`density: ${signal}: killing the API and removing the containers of this run`);
+    api?.killNow();
+    void Promise.all([api?.removeContainers() ?? 0, removeLabelled(`density-${process.pid}`)]).then(([a, b]) => {
+      log(`density: removed ${a + b} containers`);
       process.exit(130);
     });
   };
@@ -141,6 +139,10 @@ export async function benchDensity(image: string, log: Log): Promise<Row[]> {
   process.once('SIGTERM', interrupted);
   let sandboxes: Sandbox[] = [];
   try {
+    const base = await baseline(image, log);
+    log(`density: starting the API as its own process (TIDEPOOL_MAX_SANDBOXES=${COUNT + 10})`);
+    api = await startApiProcess({ TIDEPOOL_MAX_SANDBOXES: String(COUNT + 10) });
+
     // One sandbox first: the "before" of every comparison.
     const first = await createMany(api, 1, 1, log);
     if (first.created.length !== 1) throw new Error(`the first sandbox failed: ${first.failures.join(' | ')}`);
@@ -205,9 +207,11 @@ export async function benchDensity(image: string, log: Log): Promise<Row[]> {
   } finally {
     process.off('SIGINT', interrupted);
     process.off('SIGTERM', interrupted);
-    await api.stop();
-    const removed = await api.removeContainers();
-    if (removed > 0) log(`density: removed ${removed} containers the API left`);
+    if (api) {
+      await api.stop();
+      const removed = await api.removeContainers();
+      if (removed > 0) log(`density: removed ${removed} containers the API left`);
+    }
   }
   return rows;
 }
