@@ -1,5 +1,6 @@
 /** HTTP calls the platform makes to a sandbox's envd (health, `/init`, `/metrics`), and their wire shapes. */
 
+import { request as httpRequest } from 'node:http';
 import { connect } from 'node:net';
 
 export const ENVD_PORT = 49983;
@@ -78,22 +79,51 @@ export async function waitForEnvd(address: string, timeoutMs: number, isAlive: (
   throw new EnvdUnavailableError(`envd did not answer within ${timeoutMs} ms`);
 }
 
+interface PlainAnswer {
+  status: number;
+  text: string;
+  envdVersion: string | undefined;
+}
+
+/**
+ * One JSON POST over a fresh HTTP/1.1 connection (node:http, not fetch: a create claimed from the warm pool
+ * spends most of its API time here, and fetch costs several times the CPU per call). Rejects on network
+ * errors and after `timeoutMs` in total.
+ */
+function postJson(url: string, headers: Record<string, string>, body: string, timeoutMs: number): Promise<PlainAnswer> {
+  return new Promise((resolve, reject) => {
+    const req = httpRequest(url, { method: 'POST', agent: false, headers: { ...headers, 'content-length': String(Buffer.byteLength(body)) } }, (res) => {
+      const parts: Buffer[] = [];
+      res.on('data', (chunk: Buffer) => parts.push(chunk));
+      res.once('end', () => {
+        clearTimeout(timer);
+        const version = res.headers['x-envd-version'];
+        resolve({ status: res.statusCode ?? 0, text: Buffer.concat(parts).toString('utf8'), envdVersion: typeof version === 'string' ? version : undefined });
+      });
+      res.once('error', (error) => {
+        clearTimeout(timer);
+        reject(error);
+      });
+    });
+    const timer = setTimeout(() => req.destroy(new Error(`no answer within ${timeoutMs} ms`)), timeoutMs);
+    req.once('error', (error) => {
+      clearTimeout(timer);
+      reject(error);
+    });
+    req.end(body);
+  });
+}
+
 /** Sends `/init` with the token envd got at birth; returns the version envd reports in `X-Envd-Version`. */
 export async function initEnvd(address: string, init: EnvdInit): Promise<string> {
   const headers: Record<string, string> = { 'content-type': 'application/json', 'x-access-token': init.accessToken };
   let lastError = '';
   for (let attempt = 0; attempt < 20; attempt++) {
     try {
-      const response = await fetch(envdUrl(address, '/init'), {
-        method: 'POST',
-        headers,
-        body: JSON.stringify({ ...init, timestamp: new Date().toISOString() }),
-        signal: AbortSignal.timeout(5_000),
-      });
-      const text = await response.text();
-      if (response.ok) return response.headers.get('x-envd-version') ?? '0.0.0';
-      lastError = `status ${response.status}: ${text}`;
-      if (response.status >= 400 && response.status < 500) break;
+      const answer = await postJson(envdUrl(address, '/init'), headers, JSON.stringify({ ...init, timestamp: new Date().toISOString() }), 5_000);
+      if (answer.status >= 200 && answer.status < 300) return answer.envdVersion ?? '0.0.0';
+      lastError = `status ${answer.status}: ${answer.text}`;
+      if (answer.status >= 400 && answer.status < 500) break;
     } catch (error) {
       lastError = error instanceof Error ? error.message : String(error);
     }
