@@ -122,15 +122,20 @@ export async function dockerExecBaseline(containerId: string, count: number): Pr
   return samples;
 }
 
-/** The floor of exec: `bash -l -c true` spawned directly on this machine (no RPC, no container), `count` times. */
-export async function localShellBaseline(count: number): Promise<number[]> {
-  const samples: number[] = [];
-  for (let i = 0; i < count; i += 1) {
-    const start = now();
-    await exec('bash', ['-l', '-c', 'true']);
-    samples.push(now() - start);
-  }
-  return samples;
+/**
+ * The floor of exec, inside the sandbox: `bash -l -c true` started by a shell in the container as `user`, timed
+ * there with $EPOCHREALTIME (no RPC, no docker CLI): what envd runs for commands.run('true'), without envd.
+ */
+export async function containerShellBaseline(containerId: string, count: number): Promise<number[]> {
+  const loop = `for i in $(seq ${count}); do s=$EPOCHREALTIME; bash -l -c true; e=$EPOCHREALTIME; echo "$s $e"; done`;
+  const out = await docker(['exec', '-u', 'user', '-w', '/home/user', containerId, 'bash', '-c', loop]);
+  return out
+    .split('\n')
+    .filter(Boolean)
+    .map((line) => {
+      const [start, end] = line.split(' ').map(Number);
+      return (end! - start!) * 1000;
+    });
 }
 
 /**
