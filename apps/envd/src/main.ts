@@ -1,4 +1,4 @@
-import { takeBirthToken } from './birth-token.ts';
+import { awaitBirthToken, takeBirthToken } from './birth-token.ts';
 import { ENVD_VERSION, loadEnvdConfig, wantsVersion } from './config.ts';
 import { SystemUsers } from './identity/system-users.ts';
 import { createLogger } from './logger.ts';
@@ -6,6 +6,9 @@ import { startLocalPortForwarder } from './ports/local-port-forwarder.ts';
 import { runProvisionCommand } from './provision/provision-command.ts';
 import { buildEnvdServer } from './server.ts';
 import { EnvdState } from './state.ts';
+
+/** How long envd waits at startup for the platform to write its access token. */
+const BIRTH_TOKEN_WAIT_MS = 5_000;
 
 async function main(): Promise<void> {
   const argv = process.argv.slice(2);
@@ -20,7 +23,10 @@ async function main(): Promise<void> {
   const config = loadEnvdConfig(process.env, argv);
   const logger = createLogger(config.logLevel);
   const state = new EnvdState();
-  state.accessToken = takeBirthToken(config.accessTokenFile);
+  const ctx = { config, state, users: new SystemUsers(), logger };
+  // The server is built before the token is read: the platform writes the token while envd starts.
+  const app = await buildEnvdServer(ctx);
+  state.accessToken = config.debug ? takeBirthToken(config.accessTokenFile) : await awaitBirthToken(config.accessTokenFile, BIRTH_TOKEN_WAIT_MS);
   if (!state.accessToken && !config.debug) {
     throw new Error(
       `no access token in ${config.accessTokenFile}: the platform places one there when it creates the sandbox. For local debugging without a platform, start envd with -debug (or ENVD_DEBUG=true); then the first /init may set the token`,
@@ -28,8 +34,6 @@ async function main(): Promise<void> {
   }
   state.initMaySetToken = !state.accessToken;
   if (state.initMaySetToken) logger.warn('debug mode: started without an access token; the first /init may set one');
-  const ctx = { config, state, users: new SystemUsers(), logger };
-  const app = await buildEnvdServer(ctx);
   await app.listen({ port: config.port, host: config.host });
   logger.info({ port: config.port, version: ENVD_VERSION }, 'envd listening');
   const forwarder = config.forwardLocalPorts ? startLocalPortForwarder(ctx) : undefined;

@@ -3,8 +3,9 @@ import type { Readable } from 'node:stream';
 import tar from 'tar-stream';
 
 /**
- * The access token reaches envd at birth: the platform writes it into the created (not yet started)
- * container at this path; envd reads it once at startup and deletes it (apps/envd/src/birth-token.ts).
+ * The access token reaches envd at birth: the platform writes it at this path into the created container
+ * (while it starts, under the default runtime; before, under others), and envd waits for it at startup,
+ * reads it once and deletes it before it listens (apps/envd/src/birth-token.ts).
  * Root-only (directory 0700, file 0600), never an environment variable: the sandbox user cannot read
  * it, `/proc/<pid>/environ` does not hold it and images committed later do not carry it.
  */

@@ -178,10 +178,18 @@ export class DockerRuntime implements SandboxRuntime {
     });
     phases.mark('create');
     try {
-      await container.putArchive(envdTokenArchive(spec.envdAccessToken), { path: '/' });
-      phases.mark('token');
-      await container.start();
-      phases.mark('start');
+      if (this.hardening.settings.runtime === '') {
+        // envd waits for its token at startup (a few hundred ms in, after loading its code), so the token is
+        // written while the container starts. Under another runtime (gVisor keeps the root filesystem's upper
+        // layer inside the sandbox) a file written into a running container may not show: token first there.
+        await Promise.all([container.putArchive(envdTokenArchive(spec.envdAccessToken), { path: '/' }), container.start()]);
+        phases.mark('start+token');
+      } else {
+        await container.putArchive(envdTokenArchive(spec.envdAccessToken), { path: '/' });
+        phases.mark('token');
+        await container.start();
+        phases.mark('start');
+      }
       const { address } = await this.inspect(container.id);
       phases.mark('inspect');
       if (!address) throw new Error(`container has no address on network '${this.network}'`);
