@@ -42,9 +42,9 @@ export interface StartedContainer {
   /** Address of the container on the sandbox network, reachable from the API. */
   address: string;
   /**
-   * Set when the egress rules are still being installed as the container boots (in parallel with envd's
-   * start): nothing may be handed to a user (`/init`, start command) before it resolves; a rejection means
-   * the container must be removed.
+   * Set when the egress rules (and envd's token) are still being installed as the container boots (in parallel
+   * with envd's start): nothing may be handed to a user (`/init`, start command) before it resolves; a
+   * rejection means the container must be removed.
    */
   egressApplied?: Promise<void>;
 }

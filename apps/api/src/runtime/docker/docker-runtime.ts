@@ -178,23 +178,26 @@ export class DockerRuntime implements SandboxRuntime {
     });
     phases.mark('create');
     try {
-      if (this.hardening.settings.runtime === '') {
-        // envd waits for its token at startup (a few hundred ms in, after loading its code), so the token is
-        // written while the container starts. Under another runtime (gVisor keeps the root filesystem's upper
-        // layer inside the sandbox) a file written into a running container may not show: token first there.
-        await Promise.all([container.putArchive(envdTokenArchive(spec.envdAccessToken), { path: '/' }), container.start()]);
-        phases.mark('start+token');
-      } else {
+      // envd waits for its token at startup (a few hundred ms in, after loading its code) and listens only once it
+      // has it: under the default runtime the token is written after the start, while envd boots (the engine
+      // handles one call at a time per container, so it is asked after the start and the inspect). Under another
+      // runtime (gVisor keeps the root filesystem's upper layer inside the sandbox) a file written into a running
+      // container may not show: token first there.
+      const tokenAfterStart = this.hardening.settings.runtime === '';
+      if (!tokenAfterStart) {
         await container.putArchive(envdTokenArchive(spec.envdAccessToken), { path: '/' });
         phases.mark('token');
-        await container.start();
-        phases.mark('start');
       }
+      await container.start();
+      phases.mark('start');
       const { address } = await this.inspect(container.id);
       phases.mark('inspect');
+      const tokenWritten = tokenAfterStart ? container.putArchive(envdTokenArchive(spec.envdAccessToken), { path: '/' }).then(() => undefined) : Promise.resolve();
+      tokenWritten.catch(() => undefined); // observed through egressApplied below
       if (!address) throw new Error(`container has no address on network '${this.network}'`);
-      // The rules go in while envd boots; the caller waits for both before anything reaches the sandbox.
-      const egressApplied = this.applyEgress(spec.sandboxId, address, spec.egress ?? { allow: [], deny: [] });
+      // The rules go in (and the token lands) while envd boots; the caller waits for this before anything
+      // reaches the sandbox.
+      const egressApplied = Promise.all([tokenWritten, this.applyEgress(spec.sandboxId, address, spec.egress ?? { allow: [], deny: [] })]).then(() => undefined);
       egressApplied.catch(() => undefined); // the caller observes it
       this.logger.debug({ sandboxId: spec.sandboxId, phasesMs: phases.done() }, 'sandbox container started');
       return { containerId: container.id, address, egressApplied };
