@@ -2,6 +2,8 @@ import { randomBytes } from 'node:crypto';
 import { ensureBaseImage } from '@tidepool/testkit';
 import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import Docker from 'dockerode';
+import { envdTokenArchive, envdWaitsForToken } from '../src/envd/envd-birth-token.ts';
 import { initEnvd, waitForEnvd } from '../src/envd/envd-client.ts';
 import { DockerRuntime } from '../src/runtime/docker/docker-runtime.ts';
 import type { StartedContainer } from '../src/runtime/sandbox-runtime.ts';
@@ -101,6 +103,36 @@ describe('DockerRuntime and the sandbox boot sequence against a real engine', ()
     started = undefined;
     await runtime.removeSandboxImage(sandboxId);
     expect(await runtime.imageExists(ref)).toBe(false);
+  });
+
+  it('gives envd the platform\'s token, never one planted in the image, when the token is written while it starts', async () => {
+    // An image whose author (or a snapshot whose user) left a token file at the default path.
+    const docker = new Docker();
+    const carrier = await docker.createContainer({ Image: image, Entrypoint: ['/opt/tidepool/bin/envd'], Cmd: [] });
+    const planted = `tidepool-test-planted:${randomBytes(4).toString('hex')}`;
+    try {
+      await carrier.putArchive(envdTokenArchive('planted-token'), { path: '/' });
+      const [repo, tag] = planted.split(':');
+      await carrier.commit({ repo, tag });
+      images.push(planted);
+    } finally {
+      await carrier.remove({ force: true });
+    }
+    const id = `iruntimeplant${randomBytes(4).toString('hex')}`;
+    const version = await runtime.imageEnvdVersion(image);
+    expect(envdWaitsForToken(version)).toBe(true); // the path under test: token written after the start
+    const victim = { ...recordOf(id), envdVersion: version! };
+    const booted = await bootSandbox(runtime, victim, planted, logger);
+    try {
+      const envsWith = (token: string) => fetch(`http://${booted.address}:49983/envs`, { headers: { 'x-access-token': token } });
+      // The race is usually won by the platform either way; what closes it is a file name the image cannot know.
+      const env = ((await docker.getContainer(booted.containerId).inspect()).Config.Env ?? []).filter((e) => e.startsWith('ENVD_ACCESS_TOKEN_FILE='));
+      expect(env).toEqual([expect.stringMatching(/^ENVD_ACCESS_TOKEN_FILE=\/run\/tidepool\/envd-access-token-[0-9a-f]{32}$/)]);
+      expect((await envsWith(victim.envdAccessToken)).status).toBe(200);
+      expect((await envsWith('planted-token')).status).toBe(401);
+    } finally {
+      await runtime.remove(booted.containerId);
+    }
   });
 
   it('leaves no container behind when envd never comes up', async () => {

@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import { DEFAULT_ACCESS_TOKEN_FILE } from './birth-token.ts';
 
 /** Version reported to clients; ≥ 0.6.4 opens every gate of the e2b SDK. */
-export const ENVD_VERSION = '0.6.13';
+export const ENVD_VERSION = '0.6.14';
 
 export interface EnvdConfig {
   port: number;

@@ -14,8 +14,10 @@ export interface ContainerSpec {
   memoryMB: number;
   /** Egress rules in force from the moment the container has an address. */
   egress?: EgressPolicy;
-  /** envd's access token, placed in the container before it starts (envd never runs without one). */
+  /** envd's access token, placed in the container as it starts (envd never runs without one). */
   envdAccessToken: string;
+  /** Version of the image's envd, when known: from 0.6.14 on the token may be written while it starts. */
+  envdVersion?: string;
   /** Host directories bound read-write into the container (volumes); nothing else of the host is reachable. */
   directories?: DirectoryMount[];
   /** Started ahead of demand for the warm pool under this key (labelled so; see warm-pool.ts). */

@@ -41,6 +41,7 @@ export async function bootSandbox(runtime: SandboxRuntime, record: SandboxRecord
     memoryMB: record.memoryMB,
     egress: egressPolicy(record.network),
     envdAccessToken: record.envdAccessToken,
+    envdVersion: record.envdVersion,
     directories,
   });
   phases.mark('container');

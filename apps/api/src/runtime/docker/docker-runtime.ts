@@ -1,6 +1,6 @@
 import Docker from 'dockerode';
 import type { Logger } from 'pino';
-import { envdTokenArchive } from '../../envd/envd-birth-token.ts';
+import { envdTokenArchive, envdWaitsForToken, unguessableTokenFile } from '../../envd/envd-birth-token.ts';
 import { ContainerHardening } from './container-hardening.ts';
 import type { EngineEvent, EngineEventStream } from '../engine-events.ts';
 import type { ContainerSpec, ContainerStatus, EgressPolicy, ManagedContainer, SandboxImage, SandboxRuntime, StartedContainer } from '../sandbox-runtime.ts';
@@ -152,6 +152,13 @@ export class DockerRuntime implements SandboxRuntime {
 
   async startContainer(spec: ContainerSpec): Promise<StartedContainer> {
     const phases = new PhaseClock();
+    // Under the default runtime, an envd that waits for its token gets it after the start, while it boots (the
+    // engine handles one call at a time per container, so it is asked after the start and the inspect), at a
+    // path chosen now so that no file the image carries can stand in for it. Under another runtime (gVisor keeps
+    // the root filesystem's upper layer inside the sandbox) a file written into a running container may not
+    // show, and an older envd reads the file at once: token first there.
+    const tokenAfterStart = this.hardening.settings.runtime === '' && envdWaitsForToken(spec.envdVersion);
+    const tokenFile = unguessableTokenFile();
     const container = await this.docker.createContainer({
       Image: spec.image,
       name: `tidepool-${spec.sandboxId}`,
@@ -162,7 +169,7 @@ export class DockerRuntime implements SandboxRuntime {
         [POOL_LABEL]: spec.pool ?? '',
         ...(this.platformId ? { [PLATFORM_LABEL]: this.platformId } : {}),
       },
-      Env: [`E2B_SANDBOX_ID=${spec.sandboxId}`, `E2B_TEMPLATE_ID=${spec.templateId}`],
+      Env: [`E2B_SANDBOX_ID=${spec.sandboxId}`, `E2B_TEMPLATE_ID=${spec.templateId}`, `ENVD_ACCESS_TOKEN_FILE=${tokenFile}`],
       Entrypoint: ENVD_ENTRYPOINT,
       Cmd: [],
       HostConfig: {
@@ -178,21 +185,15 @@ export class DockerRuntime implements SandboxRuntime {
     });
     phases.mark('create');
     try {
-      // envd waits for its token at startup (a few hundred ms in, after loading its code) and listens only once it
-      // has it: under the default runtime the token is written after the start, while envd boots (the engine
-      // handles one call at a time per container, so it is asked after the start and the inspect). Under another
-      // runtime (gVisor keeps the root filesystem's upper layer inside the sandbox) a file written into a running
-      // container may not show: token first there.
-      const tokenAfterStart = this.hardening.settings.runtime === '';
       if (!tokenAfterStart) {
-        await container.putArchive(envdTokenArchive(spec.envdAccessToken), { path: '/' });
+        await container.putArchive(envdTokenArchive(spec.envdAccessToken, tokenFile), { path: '/' });
         phases.mark('token');
       }
       await container.start();
       phases.mark('start');
       const { address } = await this.inspect(container.id);
       phases.mark('inspect');
-      const tokenWritten = tokenAfterStart ? container.putArchive(envdTokenArchive(spec.envdAccessToken), { path: '/' }).then(() => undefined) : Promise.resolve();
+      const tokenWritten = tokenAfterStart ? container.putArchive(envdTokenArchive(spec.envdAccessToken, tokenFile), { path: '/' }).then(() => undefined) : Promise.resolve();
       tokenWritten.catch(() => undefined); // observed through egressApplied below
       if (!address) throw new Error(`container has no address on network '${this.network}'`);
       // The rules go in (and the token lands) while envd boots; the caller waits for this before anything
