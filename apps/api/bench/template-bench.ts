@@ -30,7 +30,7 @@ async function dockerBuild(dockerfile: string, tag: string): Promise<{ ms: numbe
   writeFileSync(join(dir, 'Dockerfile'), dockerfile);
   const start = now();
   try {
-    await docker(['build', '-q', '-t', tag, dir]);
+    await docker(['build', '-q', '--force-rm', '-t', tag, dir]); // --force-rm: a failed build leaves no container
     return { ms: now() - start, ok: true };
   } catch (error) {
     return { ms: now() - start, ok: false, error: (error as Error).message.split('\n').filter(Boolean).slice(-1)[0] };
