@@ -6,6 +6,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startPlatform } from '../src/platform.ts';
+import { removeLabelled } from '../test/support/start-platform.ts';
 
 export interface BenchPlatform {
   /** Origin of the API and the sandbox proxy, e.g. `http://127.0.0.1:41234`. */
@@ -28,6 +29,8 @@ export async function startPlatformForBench(overrides: Record<string, unknown> =
     network: platform.network,
     async close() {
       await platform.close();
+      // Its templates' images and build-cache layers would outlive the throwaway data dir that knew them.
+      await removeLabelled(platform.platformId);
       rmSync(dataDir, { recursive: true, force: true });
     },
   };
