@@ -48,7 +48,7 @@ export interface PoolStats {
   warming: number;
   claimedTotal: number;
   coldFallbacksTotal: number;
-  /** Sandboxes that came from the pool and are still alive, when the pool tracks them. */
+  /** Claimed containers whose sandbox still holds them (when the pool is given `holds`). */
   inUse?: number;
 }
 

@@ -1,5 +1,6 @@
 import type { Logger } from 'pino';
 import { waitForEnvd } from '../envd/envd-client.ts';
+import type { PoolStats } from '../observability/metrics-sink.ts';
 import type { SandboxRuntime } from '../runtime/sandbox-runtime.ts';
 import type { ResolvedTemplate } from '../templates/template-model.ts';
 import { type WarmPoolTargets, poolKey } from './pool-settings.ts';
@@ -22,15 +23,6 @@ export interface PooledContainer {
   templateId: string;
   /** Gives back the slot the container holds under the sandbox limit (once its sandbox record holds it, or it is gone). */
   release(): void;
-}
-
-export interface PoolStats {
-  ready: number;
-  warming: number;
-  claimedTotal: number;
-  coldFallbacksTotal: number;
-  /** Claimed containers whose sandbox still holds them (only when the pool was given `holds`). */
-  inUse?: number;
 }
 
 export interface WarmPoolDeps {
