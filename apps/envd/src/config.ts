@@ -18,6 +18,10 @@ export interface EnvdConfig {
   debug: boolean;
   /** File holding the access token from birth (`-access-token-file` / `ENVD_ACCESS_TOKEN_FILE`). */
   accessTokenFile: string;
+  /** Pipe commands start from the exec-as-user spawn server (`ENVD_SPAWN_SERVER`, default true). */
+  spawnServer: boolean;
+  /** `process.Process/Start` is served by start-fast-path.ts (`ENVD_START_FAST_PATH`, default true). */
+  startFastPath: boolean;
 }
 
 function fail(message: string): never {
@@ -44,6 +48,10 @@ export function loadEnvdConfig(env: NodeJS.ProcessEnv = process.env, argv: strin
   if (!['true', 'false'].includes(forward)) fail(`ENVD_FORWARD_LOCAL_PORTS must be true or false, got '${forward}'`);
   const debug = flags.get('debug') ?? env.ENVD_DEBUG ?? 'false';
   if (!['true', 'false'].includes(debug)) fail(`ENVD_DEBUG must be true or false, got '${debug}'`);
+  const spawnServer = env.ENVD_SPAWN_SERVER ?? 'true';
+  if (!['true', 'false'].includes(spawnServer)) fail(`ENVD_SPAWN_SERVER must be true or false, got '${spawnServer}'`);
+  const startFastPath = env.ENVD_START_FAST_PATH ?? 'true';
+  if (!['true', 'false'].includes(startFastPath)) fail(`ENVD_START_FAST_PATH must be true or false, got '${startFastPath}'`);
   return {
     port,
     host: flags.get('host') ?? env.ENVD_HOST ?? '0.0.0.0',
@@ -51,6 +59,8 @@ export function loadEnvdConfig(env: NodeJS.ProcessEnv = process.env, argv: strin
     forwardLocalPorts: forward === 'true',
     debug: debug === 'true',
     accessTokenFile: flags.get('access-token-file') ?? env.ENVD_ACCESS_TOKEN_FILE ?? DEFAULT_ACCESS_TOKEN_FILE,
+    spawnServer: spawnServer === 'true',
+    startFastPath: startFastPath === 'true',
   };
 }
 

@@ -50,7 +50,7 @@ export async function buildEnvdServer(ctx: EnvdContext): Promise<FastifyInstance
   installHttpErrorHandler(app);
   installAccessTokenGuard(app, ctx.state);
   let processes: ProcessRegistry | undefined;
-  if (process.env.ENVD_START_FAST_PATH !== 'false') {
+  if (ctx.config.startFastPath) {
     // After the token guard: a refused call never gets here. Everything else goes on to Connect.
     app.addHook('onRequest', async (request, reply) => {
       if (!processes || !servesStart(request.raw)) return;

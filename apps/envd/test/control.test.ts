@@ -126,4 +126,11 @@ describe('the token from birth', () => {
     expect(loadEnvdConfig({}, ['-debug']).debug).toBe(true);
     expect(() => loadEnvdConfig({ ENVD_DEBUG: 'yes' }, [])).toThrow(/ENVD_DEBUG/);
   });
+
+  it('the spawn server and the Start fast path are on unless switched off, and only true/false is accepted', () => {
+    expect(loadEnvdConfig({}, [])).toMatchObject({ spawnServer: true, startFastPath: true });
+    expect(loadEnvdConfig({ ENVD_SPAWN_SERVER: 'false', ENVD_START_FAST_PATH: 'false' }, [])).toMatchObject({ spawnServer: false, startFastPath: false });
+    expect(() => loadEnvdConfig({ ENVD_SPAWN_SERVER: 'no' }, [])).toThrow(/ENVD_SPAWN_SERVER/);
+    expect(() => loadEnvdConfig({ ENVD_START_FAST_PATH: '0' }, [])).toThrow(/ENVD_START_FAST_PATH/);
+  });
 });

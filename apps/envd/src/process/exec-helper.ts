@@ -43,7 +43,7 @@ let warnedNoHelper = false;
  * groups, oom_score_adj), directly when no switch is needed, or with libuv's uid/gid as a
  * last resort (supplementary groups are then lost, logged once).
  */
-export function planLaunch(user: SystemUser, cmd: string, args: string[], logger: Logger): LaunchPlan {
+export function planLaunch(user: SystemUser, cmd: string, args: string[], logger: Logger, spawnServer: boolean): LaunchPlan {
   const ownUid = process.getuid?.() ?? -1;
   const ownGid = process.getgid?.() ?? -1;
   const helper = findExecHelper();
@@ -52,7 +52,7 @@ export function planLaunch(user: SystemUser, cmd: string, args: string[], logger
     return {
       file: helper,
       args: [String(user.uid), String(user.gid), groups, '--', cmd, ...args],
-      ...(process.env.ENVD_SPAWN_SERVER === 'false' ? {} : { served: { helper, uid: user.uid, gid: user.gid, groups: user.groups, argv: [cmd, ...args] } }),
+      ...(!spawnServer ? {} : { served: { helper, uid: user.uid, gid: user.gid, groups: user.groups, argv: [cmd, ...args] } }),
     };
   }
   if (user.uid === ownUid && user.gid === ownGid) return { file: cmd, args };

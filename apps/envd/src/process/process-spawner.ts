@@ -25,7 +25,7 @@ export async function spawnProcess(ctx: EnvdContext, request: StartRequest, user
   if (!config || config.cmd === '') throw new ConnectError('process config with a cmd is required', Code.InvalidArgument);
   const cwd = resolveWorkingDirectory(config.cwd, user, ctx.state);
   const env = buildProcessEnv(user, ctx.state, config.envs);
-  const plan = planLaunch(user, config.cmd, config.args, ctx.logger);
+  const plan = planLaunch(user, config.cmd, config.args, ctx.logger, ctx.config.spawnServer);
   let io: ProcessIo;
   try {
     if (request.pty) {

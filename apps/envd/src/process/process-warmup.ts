@@ -16,7 +16,7 @@ export function warmProcessPath(ctx: EnvdContext): void {
   warmed = true;
   try {
     const helper = findExecHelper();
-    if (helper && process.getuid?.() === 0 && process.env.ENVD_SPAWN_SERVER !== 'false') spawnServerFor(helper, ctx.logger);
+    if (helper && process.getuid?.() === 0 && ctx.config.spawnServer) spawnServerFor(helper, ctx.logger);
   } catch (error) {
     ctx.logger.debug({ err: error }, 'starting the spawn server early failed; the first command starts it');
   }

@@ -11,16 +11,8 @@ let fast: RunningEnvd;
 let connect: RunningEnvd;
 
 beforeAll(async () => {
-  const previous = process.env.ENVD_START_FAST_PATH;
-  try {
-    delete process.env.ENVD_START_FAST_PATH;
-    fast = await startEnvd();
-    process.env.ENVD_START_FAST_PATH = 'false';
-    connect = await startEnvd();
-  } finally {
-    if (previous === undefined) delete process.env.ENVD_START_FAST_PATH;
-    else process.env.ENVD_START_FAST_PATH = previous;
-  }
+  fast = await startEnvd();
+  connect = await startEnvd({ startFastPath: false });
 });
 
 afterAll(async () => {

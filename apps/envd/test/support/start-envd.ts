@@ -14,6 +14,8 @@ export interface StartEnvdOptions {
   debug?: boolean;
   /** pino level; `silent` unless ENVD_TEST_LOG_LEVEL says otherwise. */
   logLevel?: string;
+  /** Serve `process.Process/Start` from start-fast-path.ts (default true, as in envd). */
+  startFastPath?: boolean;
 }
 
 export interface RunningEnvd {
@@ -33,7 +35,16 @@ export async function startEnvd(opts: StartEnvdOptions = {}): Promise<RunningEnv
   state.initMaySetToken = debug && state.accessToken === undefined;
   if (opts.defaultUser !== undefined) state.defaultUser = opts.defaultUser;
   const ctx: EnvdContext = {
-    config: { port: 0, host: '127.0.0.1', logLevel, forwardLocalPorts: false, debug, accessTokenFile: '/nonexistent' },
+    config: {
+      port: 0,
+      host: '127.0.0.1',
+      logLevel,
+      forwardLocalPorts: false,
+      debug,
+      accessTokenFile: '/nonexistent',
+      spawnServer: true,
+      startFastPath: opts.startFastPath ?? true,
+    },
     state,
     users: new SystemUsers(),
     logger: createLogger(logLevel),
