@@ -14,6 +14,24 @@ export interface EnvdInit {
   defaultWorkdir: string;
 }
 
+/** An envd already told `init` (a warm-pool container), and the version it answered with. */
+export interface InitialisedEnvd {
+  init: EnvdInit;
+  envdVersion: string;
+}
+
+/** True when two `/init`s would leave envd in the same state (the timestamp aside). */
+export function sameInit(a: EnvdInit, b: EnvdInit): boolean {
+  const aKeys = Object.keys(a.envVars);
+  return (
+    a.accessToken === b.accessToken &&
+    a.defaultUser === b.defaultUser &&
+    a.defaultWorkdir === b.defaultWorkdir &&
+    aKeys.length === Object.keys(b.envVars).length &&
+    aKeys.every((key) => Object.hasOwn(b.envVars, key) && b.envVars[key] === a.envVars[key])
+  );
+}
+
 export interface EnvdMetricSample {
   timestamp: Date;
   cpuCount: number;

@@ -1,9 +1,10 @@
 import type { Logger } from 'pino';
-import { type EnvdInit, initEnvd, waitForEnvd } from '../envd/envd-client.ts';
+import { type EnvdInit, type InitialisedEnvd, initEnvd, sameInit, waitForEnvd } from '../envd/envd-client.ts';
 import { EnvdProcessClient, shellCommand } from '../envd/envd-process-client.ts';
 import { PlatformError } from '../errors.ts';
 import { PhaseClock } from '../observability/phase-clock.ts';
 import type { DirectoryMount, SandboxRuntime, StartedContainer } from '../runtime/sandbox-runtime.ts';
+import type { SandboxDefaults } from '../templates/template-model.ts';
 import { egressPolicy } from './network-rules.ts';
 import type { SandboxRecord } from './sandbox-record.ts';
 
@@ -18,13 +19,13 @@ export interface BootedSandbox extends StartedContainer {
 }
 
 /** What envd is told on `/init`: the template's environment below the sandbox's own, user and workdir. */
+export function envdInitOf(defaults: SandboxDefaults, envVars: Record<string, string>, accessToken: string): EnvdInit {
+  return { envVars: { ...defaults.envs, ...envVars }, accessToken, defaultUser: defaults.user, defaultWorkdir: defaults.workdir ?? '' };
+}
+
+/** The `/init` of this sandbox. */
 export function initFor(record: SandboxRecord): EnvdInit {
-  return {
-    envVars: { ...record.defaults.envs, ...record.envVars },
-    accessToken: record.envdAccessToken,
-    defaultUser: record.defaults.user,
-    defaultWorkdir: record.defaults.workdir ?? '',
-  };
+  return envdInitOf(record.defaults, record.envVars, record.envdAccessToken);
 }
 
 /**
@@ -65,10 +66,13 @@ export async function bootSandbox(runtime: SandboxRuntime, record: SandboxRecord
 /**
  * Makes a started container (envd answering) the record's sandbox: `/init` (environment, user, workdir;
  * envd has had its token since birth and /init presents it like any other call), then the template's
- * start command. Cold boots and warm-pool claims both end here. Returns envd's version.
+ * start command. Cold boots and warm-pool claims both end here. A warm-pool envd that was already told
+ * exactly this `/init` while it warmed (a create without env vars of its own) is not told again.
+ * Returns envd's version.
  */
-export async function readySandbox(address: string, record: SandboxRecord, logger: Logger): Promise<string> {
-  const envdVersion = await initEnvd(address, initFor(record));
+export async function readySandbox(address: string, record: SandboxRecord, logger: Logger, initialised?: InitialisedEnvd): Promise<string> {
+  const init = initFor(record);
+  const envdVersion = initialised && sameInit(initialised.init, init) ? initialised.envdVersion : await initEnvd(address, init);
   await runStartCommand(address, record, logger);
   return envdVersion;
 }

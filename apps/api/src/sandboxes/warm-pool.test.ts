@@ -5,8 +5,15 @@ import type { ContainerSpec, SandboxRuntime } from '../runtime/sandbox-runtime.t
 import type { ResolvedTemplate } from '../templates/template-model.ts';
 import { WarmPool } from './warm-pool.ts';
 
-// No envd behind the fake containers: health and the priming command succeed at once.
-vi.mock('../envd/envd-client.ts', () => ({ waitForEnvd: async () => undefined }));
+// No envd behind the fake containers: health, the priming command and /init succeed at once.
+const inits = vi.hoisted(() => [] as Array<{ address: string; init: unknown }>);
+vi.mock('../envd/envd-client.ts', () => ({
+  waitForEnvd: async () => undefined,
+  initEnvd: async (address: string, init: unknown) => {
+    inits.push({ address, init });
+    return '9.9.9';
+  },
+}));
 vi.mock('./pool-prime.ts', () => ({ primeEnvd: async () => undefined }));
 
 const logger = pino({ level: 'silent' });
@@ -37,7 +44,7 @@ function templates(builds: Record<string, string>) {
       if (!buildId) throw new PlatformError('not_found', `template '${reference}' not found`);
       return {
         template: { templateId: `t-${reference}` },
-        build: { buildId, image: `img-${buildId}`, cpuCount: 2, memoryMB: 512, defaults: { user: 'user' } },
+        build: { buildId, image: `img-${buildId}`, cpuCount: 2, memoryMB: 512, defaults: { user: 'user', workdir: null, envs: { FROM_TEMPLATE: buildId } } },
         tag: 'default',
       } as unknown as ResolvedTemplate;
     },
@@ -103,14 +110,18 @@ describe('WarmPool', () => {
     expect(pool.keys()).toEqual([{ key: 'b1/2/512', reference: 'base', size: 2 }]);
   });
 
-  it('hands out ready containers once, counts claims and empty-pool fallbacks, and refills', async () => {
-    const { pool, limit } = poolWith({ builds: { base: 'b1' }, targets: { base: 1 } });
+  it('hands out ready containers once, initialised, counts claims and empty-pool fallbacks, and refills', async () => {
+    const { pool, limit, engine } = poolWith({ builds: { base: 'b1' }, targets: { base: 1 } });
     const waits: number[] = [];
     pool.onClaim = (seconds) => waits.push(seconds);
     pool.start();
     await until(() => pool.stats().ready === 1);
     const pooled = pool.take('b1/2/512')!;
     expect(pooled).toBeDefined();
+    // envd was initialised as for a create without env vars of its own, with this container's own token.
+    const token = engine.started[0].envdAccessToken;
+    expect(pooled.initialised).toEqual({ init: { envVars: { FROM_TEMPLATE: 'b1' }, accessToken: token, defaultUser: 'user', defaultWorkdir: '' }, envdVersion: '9.9.9' });
+    expect(inits.at(-1)).toEqual({ address: pooled.address, init: pooled.initialised.init });
     expect(pool.owns(pooled.sandboxId)).toBe(false);
     expect(pool.take('b1/2/512')).toBeUndefined();
     // Another size of the same build is not served, and not counted as a fallback of this pool.

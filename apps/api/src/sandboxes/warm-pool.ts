@@ -1,11 +1,11 @@
 import type { Logger } from 'pino';
-import { waitForEnvd } from '../envd/envd-client.ts';
+import { type InitialisedEnvd, initEnvd, waitForEnvd } from '../envd/envd-client.ts';
 import type { PoolStats } from '../observability/metrics-sink.ts';
 import type { SandboxRuntime } from '../runtime/sandbox-runtime.ts';
-import type { ResolvedTemplate } from '../templates/template-model.ts';
+import type { ResolvedTemplate, SandboxDefaults } from '../templates/template-model.ts';
 import { type WarmPoolTargets, poolKey } from './pool-settings.ts';
 import { primeEnvd } from './pool-prime.ts';
-import { ENVD_READY_TIMEOUT_MS } from './sandbox-boot.ts';
+import { ENVD_READY_TIMEOUT_MS, envdInitOf } from './sandbox-boot.ts';
 import { envdAccessToken, newSandboxId } from './sandbox-identity.ts';
 
 /**
@@ -21,6 +21,8 @@ export interface PooledContainer {
   address: string;
   key: string;
   templateId: string;
+  /** envd was told the `/init` of a sandbox of the template without env vars of its own while it warmed. */
+  initialised: InitialisedEnvd;
   /** Gives back the slot the container holds under the sandbox limit (once its sandbox record holds it, or it is gone). */
   release(): void;
 }
@@ -52,8 +54,8 @@ interface Target {
   image: string;
   cpuCount: number;
   memoryMB: number;
-  /** The template's default user (commands run as it unless told otherwise). */
-  user: string;
+  /** The build's defaults (user, workdir, environment): what envd is initialised with while it warms. */
+  defaults: SandboxDefaults;
 }
 
 const MAX_BACKOFF_MS = 30_000;
@@ -81,6 +83,8 @@ export class WarmPool {
   private stopped = false;
   private wake: (() => void) | undefined;
   private lastClaimAt = 0;
+  /** Set when templates changed under the pool (a removal ended): targets are resolved again at once. */
+  private targetsStale = false;
   private failures = 0;
   private readonly quietMs: number;
   private readonly checkEveryMs: number;
@@ -192,6 +196,7 @@ export class WarmPool {
       return await work();
     } finally {
       this.blocked.delete(templateId);
+      this.targetsStale = true;
       this.wake?.();
     }
   }
@@ -210,7 +215,7 @@ export class WarmPool {
         const { template, build } = this.deps.templates.resolve(reference);
         if (!build.image) continue;
         const key = poolKey(build);
-        targets.set(key, { reference, size, key, templateId: template.templateId, image: build.image, cpuCount: build.cpuCount, memoryMB: build.memoryMB, user: build.defaults.user });
+        targets.set(key, { reference, size, key, templateId: template.templateId, image: build.image, cpuCount: build.cpuCount, memoryMB: build.memoryMB, defaults: build.defaults });
       } catch {
         // Not built (yet) or deleted: nothing to keep warm for it.
       }
@@ -248,8 +253,14 @@ export class WarmPool {
   }
 
   private async run(): Promise<void> {
+    let refreshedAt = 0;
     while (!this.stopped) {
-      this.refresh();
+      // Claims wake the loop too: a burst of them must not resolve every template each time.
+      if (this.targetsStale || Date.now() - refreshedAt >= this.checkEveryMs) {
+        this.targetsStale = false;
+        this.refresh();
+        refreshedAt = Date.now();
+      }
       const target = this.next();
       if (!target) {
         await this.sleep(this.checkEveryMs);
@@ -304,17 +315,21 @@ export class WarmPool {
         envdAccessToken: token,
         pool: target.key,
       });
-      const pooled: PooledContainer = { sandboxId, containerId: started.containerId, address: started.address, key: target.key, templateId: target.templateId, release };
+      let initialised: InitialisedEnvd;
       try {
         await Promise.all([
           waitForEnvd(started.address, ENVD_READY_TIMEOUT_MS, async () => (await runtime.inspect(started.containerId)).status === 'running'),
           started.egressApplied,
         ]);
-        await primeEnvd(started.address, token, target.user, log);
+        await primeEnvd(started.address, token, target.defaults.user, log);
+        // What a create without env vars of its own would send: such a claim skips its /init.
+        const init = envdInitOf(target.defaults, {}, token);
+        initialised = { init, envdVersion: await initEnvd(started.address, init) };
       } catch (error) {
         await runtime.remove(started.containerId).catch(() => undefined);
         throw error;
       }
+      const pooled: PooledContainer = { sandboxId, containerId: started.containerId, address: started.address, key: target.key, templateId: target.templateId, initialised, release };
       this.warming.delete(sandboxId);
       if (!this.targets.has(target.key) || this.blocked.has(target.templateId)) {
         await this.discard(pooled, 'its template build changed while it started');
