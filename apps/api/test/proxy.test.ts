@@ -49,6 +49,7 @@ class FakeDirectory implements SandboxDirectory {
 const probe = {
   firstUploadBytes: undefined as undefined | (() => void),
   releaseStream: undefined as undefined | (() => void),
+  releaseQuietStream: undefined as undefined | (() => void),
   sockets: new Set<net.Socket>(),
 };
 
@@ -80,6 +81,13 @@ function upstreamHandler(req: IncomingMessage, res: ServerResponse): void {
     res.writeHead(200, { 'content-type': 'application/connect+json' });
     res.write('first;');
     probe.releaseStream = () => res.end('second;');
+    return;
+  }
+  if (url.pathname === '/quiet-stream') {
+    // A stream that shows its head and then says nothing for a while (a long poll, an event stream).
+    res.writeHead(200, { 'content-type': 'text/event-stream' });
+    res.flushHeaders();
+    probe.releaseQuietStream = () => res.end('data: done\n\n');
     return;
   }
   if (url.pathname === '/big') {
@@ -358,6 +366,31 @@ describe('sandbox proxy (integration)', () => {
     expect(first.type).toBe('application/connect+json');
     probe.releaseStream!();
     expect(await first.rest).toBe('second;');
+  });
+
+  it("relays a stream's head with its first message, and a head that comes alone at once", async () => {
+    // Raw socket: the first read holds what the proxy has written by then.
+    const firstRead = (path: string): Promise<{ text: string; socket: net.Socket }> =>
+      new Promise((resolve, reject) => {
+        const socket = net.connect(apiPort, '127.0.0.1', () => {
+          socket.write(`POST ${path} HTTP/1.1\r\nHost: 127.0.0.1\r\nE2b-Sandbox-Id: sbxpublic\r\nE2b-Sandbox-Port: ${ENVD_PORT}\r\nContent-Length: 2\r\n\r\n{}`);
+        });
+        socket.once('data', (chunk) => resolve({ text: chunk.toString('latin1'), socket }));
+        socket.once('error', reject);
+      });
+    const withMessage = await firstRead('/stream');
+    expect(withMessage.text).toMatch(/^HTTP\/1\.1 200 OK\r\n[\s\S]*\r\n\r\n[0-9a-f]+\r\nfirst;\r\n$/);
+    probe.releaseStream!();
+    withMessage.socket.destroy();
+
+    const began = performance.now();
+    const headOnly = await firstRead('/quiet-stream');
+    expect(headOnly.text).toMatch(/^HTTP\/1\.1 200 OK\r\n[\s\S]*content-type: text\/event-stream[\s\S]*\r\n\r\n$/i);
+    expect(performance.now() - began).toBeLessThan(2_000);
+    const rest = new Promise<string>((resolve) => headOnly.socket.once('data', (c) => resolve(c.toString('latin1'))));
+    probe.releaseQuietStream!();
+    expect(await rest).toContain('data: done');
+    headOnly.socket.destroy();
   });
 
   it('streams a large download intact', async () => {

@@ -1,7 +1,6 @@
 import http, { type ClientRequest, type IncomingMessage, type ServerResponse } from 'node:http';
 import https from 'node:https';
 import type { Socket } from 'node:net';
-import { pipeline } from 'node:stream';
 import type { Logger } from 'pino';
 import { CONNECT_TIMEOUT_MS, DIAL_RETRY_DELAYS_MS, DialTimeoutError } from './dial-policy.ts';
 import { upstreamHeadProblem } from './message-checks.ts';
@@ -54,21 +53,46 @@ function coalesceWrites(upstreamRes: IncomingMessage, res: ServerResponse): void
     // end() uncorks fully by itself (and the socket may serve the next request by now).
     if (!res.writableEnded) res.uncork();
   };
-  // Registered before pipeline's own listener, so the cork is in place when it writes. Nothing is corked before
-  // the head is out: a client always sees at least the head of what was relayed.
+  // Registered before the relay's own listener, so the cork is in place when it writes (the held-back head is
+  // written just before, so it is in the cork too). Nothing is corked before the head is written: a client
+  // always sees at least the head of what was relayed.
   upstreamRes.on('data', () => {
     if (corked || res.destroyed || !res.headersSent) return;
     corked = true;
     res.cork();
     setImmediate(() => corked && uncork());
   });
-  // A broken upstream makes pipeline destroy the response: what was relayed so far goes out first (best effort).
+  // A broken upstream makes the relay destroy the response: what was relayed so far goes out first (best effort).
   const flushNow = (): void => {
     if (corked && !res.destroyed) uncork();
   };
   upstreamRes.prependListener('error', flushNow);
   upstreamRes.prependListener('aborted', flushNow);
   upstreamRes.prependListener('close', flushNow);
+}
+
+/**
+ * Streams the upstream body to the client with backpressure and calls `done` once: without an error when the
+ * client got all of it, with one when either side broke off first (the caller then destroys both). What
+ * stream.pipeline does, without the abort controller and end-of-stream watchers it sets up per exchange.
+ */
+function relayBody(upstreamRes: IncomingMessage, res: ServerResponse, done: (err?: Error) => void): void {
+  let settled = false;
+  const finish = (err?: Error): void => {
+    if (settled) return;
+    settled = true;
+    done(err);
+  };
+  upstreamRes.on('error', finish);
+  upstreamRes.once('close', () => {
+    if (!upstreamRes.complete) finish(new Error('the sandbox closed the response early'));
+  });
+  res.on('error', finish);
+  res.once('finish', () => finish());
+  res.once('close', () => {
+    if (!res.writableFinished) finish(new Error('the client went away'));
+  });
+  upstreamRes.pipe(res);
 }
 
 /** A request without a body can be replayed safely when a pooled connection turns out to be dead. */
@@ -122,11 +146,12 @@ export function forwardHttp(
     if (!res.destroyed) sendProxyError(res, req.headers, reply);
   };
 
-  const relayHead = (upstreamRes: IncomingMessage): void => {
+  /** The head to send for a valid upstream answer (not sent yet: see `start`); throws for an invalid one. */
+  const headFor = (upstreamRes: IncomingMessage): (() => void) => {
     const raw = stripHopByHop(upstreamRes.rawHeaders);
     const problem = upstreamHeadProblem(upstreamRes.statusCode, upstreamRes.statusMessage, upstreamRes.rawHeaders);
     if (problem) throw new InvalidUpstreamResponse(problem);
-    res.writeHead(upstreamRes.statusCode!, upstreamRes.statusMessage || undefined, raw);
+    return () => res.writeHead(upstreamRes.statusCode!, upstreamRes.statusMessage || undefined, raw);
   };
 
   const start = (): void => {
@@ -167,16 +192,35 @@ export function forwardHttp(
     });
     if (!withBody) upstream.end();
 
+    /** The upstream's head while it is held back (until body bytes or the end come, or the next loop turn). */
+    let pendingHead: (() => void) | undefined;
+    const sendHead = (): void => {
+      const head = pendingHead;
+      pendingHead = undefined;
+      head?.();
+    };
+    /** The exchange broke after the upstream answered: a 502 while nothing went out yet, otherwise a cut response. */
+    const breakOff = (): void => {
+      upstream.destroy();
+      if (res.destroyed) return;
+      if (!pendingHead) {
+        res.destroy();
+        return;
+      }
+      pendingHead = undefined;
+      fail(proxyErrors.invalidUpstreamResponse(target.sandboxId, target.port));
+    };
+
     upstream.once('response', (upstreamRes) => {
       upstreamRes.on('error', () => {
-        if (responded) res.destroy();
+        if (responded) breakOff();
       });
       try {
         if (res.destroyed) {
           upstream.destroy();
           return;
         }
-        relayHead(upstreamRes);
+        pendingHead = headFor(upstreamRes);
       } catch (err) {
         // Nothing was written yet: the client gets a clean 502 and the upstream connection is dropped.
         options.logger.warn({ ...log, err: (err as Error).message }, 'sandbox answered an invalid HTTP response');
@@ -187,13 +231,23 @@ export function forwardHttp(
       }
       responded = true;
       relayed = upstreamRes;
-      // Streams (Connect server streams, downloads of unknown length) should show their headers right away.
-      if (upstreamRes.headers['content-length'] === undefined) res.flushHeaders();
+      // The head leaves with the first body bytes (which flow from the next tick on), so a Connect stream's head
+      // and first message reach the client in one packet; registered before the relay's own listeners.
+      upstreamRes.once('data', sendHead);
+      upstreamRes.once('end', sendHead);
+      // Streams (Connect server streams, downloads of unknown length) show their head by the next loop turn even
+      // when no body byte came with it.
+      if (upstreamRes.headers['content-length'] === undefined) {
+        setImmediate(() => {
+          if (!pendingHead || res.destroyed) return;
+          sendHead();
+          res.flushHeaders();
+        });
+      }
       coalesceWrites(upstreamRes, res);
-      pipeline(upstreamRes, res, (err) => {
+      relayBody(upstreamRes, res, (err) => {
         if (err) {
-          upstream.destroy();
-          res.destroy();
+          breakOff();
           return;
         }
         if (!req.complete) {
@@ -210,7 +264,7 @@ export function forwardHttp(
       clearTimeout(timer);
       if (responded) {
         // Junk after a complete response (e.g. a body on a HEAD answer) only spoils the upstream connection.
-        if (!relayed?.complete) res.destroy();
+        if (!relayed?.complete) breakOff();
         return;
       }
       if (res.destroyed || res.headersSent) return;
