@@ -4,7 +4,7 @@
  *
  *   sandboxes   create→ready cold: Sandbox.create → first commands.run('true'), serially (≥ 30)   vs docker run -d → envd /health
  *               cold at concurrency 20 and 50 (concurrency-bench.ts)                   vs that many docker runs at once
- *               exec: commands.run('true') through the proxy (exec-bench.ts)          vs docker exec, local bash -l -c true
+ *               exec: commands.run('true') through the proxy (exec-bench.ts)          vs docker exec, bash -l -c true in it, the SDK floor
  *               pause / resume: sbx.pause() / Sandbox.connect() of a paused sandbox    vs docker pause / unpause
  *               proxy overhead: GET /health through the API's proxy                     vs straight to the container IP
  *   templates   cached rebuild, snapshot, create from a snapshot, 150 steps (template-bench.ts)
@@ -97,7 +97,7 @@ async function main(): Promise<void> {
 
     // -- create → ready, concurrent; exec -------------------------------------------------------------------------
     rows.push(...(await benchColdConcurrency(opts, image, platform.network, log)));
-    rows.push(...(await benchExec(opts, log)));
+    rows.push(...(await benchExec(log)));
 
     // -- pause / resume ----------------------------------------------------------------------------------------
     log(`pause/resume ×${PAUSES}`);

@@ -52,6 +52,8 @@ interface BurstResult {
   creates: number[];
   failures: string[];
   sandboxIds: string[];
+  /** CPU the client process (the SDK) used during the burst, ms. */
+  clientCpuMs: number;
 }
 
 /** Runs the burst in a client process: started and warmed first, then told to go once `settled` resolves. */
@@ -133,7 +135,7 @@ async function poolRuns(size: number, serial: boolean, base: Baseline, log: Log)
 
     log(`pool: ${size} creates at once from a pool of ${size}`);
     let burstClaimsBefore = 0;
-    const { latencies, creates, failures, sandboxIds } = await burstFromClient(pooled.platform, size, async () => {
+    const { latencies, creates, failures, sandboxIds, clientCpuMs } = await burstFromClient(pooled.platform, size, async () => {
       await until(idleAndFull, 10 * 60_000, 'the pool to refill');
       burstClaimsBefore = pool.stats().claimedTotal;
     });
@@ -160,6 +162,7 @@ async function poolRuns(size: number, serial: boolean, base: Baseline, log: Log)
       target: '100%',
       verdict: latencies.length === size ? 'PASS' : 'FAIL',
     });
+    rows.push({ metric: `pool: SDK client CPU during the c=${size} burst (one event loop)`, tidepool: '', baseline: `${ms(clientCpuMs)} (${ms(clientCpuMs / size)} per create→command)`, target: '', verdict: 'info' });
     rows.push({ metric: `pool: claims/s (c=${size} burst)`, tidepool: `${(burstClaims / claimWindow).toFixed(1)} /s`, baseline: `${((size / Math.max(...docker)) * 1000).toFixed(1)} /s docker run→healthy, ${size} at once`, target: '', verdict: 'info' });
   } finally {
     await pooled.close();

@@ -2,7 +2,8 @@
  * The client side of the pool burst, in its own process (as real clients are: the SDK's own CPU work must
  * not queue behind the API's event loop, nor the API's behind it). Reads the platform's URL and key from the
  * environment, warms the SDK with one sandbox (created, used, killed), prints `ready`, then on a line `go` on stdin starts BURST_COUNT
- * creates → first command at once and prints one JSON line: latencies (ms), create latencies, failures.
+ * creates → first command at once and prints one JSON line: latencies (ms), create latencies, failures, and the
+ * CPU the SDK itself used for the burst (its calls share this one event loop, so the slowest cannot finish sooner).
  */
 import { createInterface } from 'node:readline';
 import { Sandbox } from 'e2b';
@@ -16,6 +17,7 @@ async function burst(): Promise<void> {
   const failures: string[] = [];
   const created: Sandbox[] = [];
   const begin = performance.now();
+  const cpuBefore = process.cpuUsage();
   await Promise.all(
     Array.from({ length: count }, async () => {
       const start = performance.now();
@@ -31,7 +33,9 @@ async function burst(): Promise<void> {
       }
     }),
   );
-  process.stdout.write(`${JSON.stringify({ latencies, creates, failures, sandboxIds: created.map((s) => s.sandboxId) })}\n`);
+  const cpu = process.cpuUsage(cpuBefore);
+  const clientCpuMs = (cpu.user + cpu.system) / 1000;
+  process.stdout.write(`${JSON.stringify({ latencies, creates, failures, sandboxIds: created.map((s) => s.sandboxId), clientCpuMs })}\n`);
 }
 
 // Loads and compiles the SDK's code paths before the measured burst, as a long-running client would have them.
