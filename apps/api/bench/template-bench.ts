@@ -24,16 +24,24 @@ function twentySteps(name: string): TemplateBuilder {
   return template;
 }
 
+async function danglingImages(): Promise<string[]> {
+  return (await docker(['images', '-q', '--no-trunc', '--filter', 'dangling=true'])).split('\n').filter(Boolean);
+}
+
 /** `docker build` of a Dockerfile (classic builder), timed; the context holds only the Dockerfile. */
 async function dockerBuild(dockerfile: string, tag: string): Promise<{ ms: number; ok: boolean; error?: string }> {
   const dir = mkdtempSync(join(tmpdir(), 'tidepool-bench-build-'));
   writeFileSync(join(dir, 'Dockerfile'), dockerfile);
+  const danglingBefore = new Set(await danglingImages());
   const start = now();
   try {
     await docker(['build', '-q', '--force-rm', '-t', tag, dir]); // --force-rm: a failed build leaves no container
     return { ms: now() - start, ok: true };
   } catch (error) {
-    return { ms: now() - start, ok: false, error: (error as Error).message.split('\n').filter(Boolean).slice(-1)[0] };
+    const failed = { ms: now() - start, ok: false, error: (error as Error).message.split('\n').filter(Boolean).slice(-1)[0] };
+    // ...but it leaves the layers it committed, untagged: removing the last one prunes its untagged parents.
+    for (const id of await danglingImages()) if (!danglingBefore.has(id)) await docker(['rmi', id]).catch(() => undefined);
+    return failed;
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
