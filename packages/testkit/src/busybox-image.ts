@@ -5,6 +5,7 @@ import { basename, dirname, join } from 'node:path';
 import { docker, ensureDockerEngine, run } from './docker.ts';
 import { extractDebianPackage, fetchDebianPackage } from './debian-packages.ts';
 import { imageLabel, IMAGE_HASH_LABEL } from './image-labels.ts';
+import { imageId, removeReplacedImage } from './replaced-image.ts';
 
 /** An image with no C library, no bash and no sudo: Debian's static busybox and nothing else. */
 export const BUSYBOX_IMAGE = 'tidepool/test-busybox:latest';
@@ -52,7 +53,9 @@ export function ensureBusyboxImage(): Promise<string> {
       const tarball = join(work, 'rootfs.tar');
       const tar = await run('tar', ['-C', join(work, 'rootfs'), '--owner=0', '--group=0', '--numeric-owner', '-cf', tarball, '.']);
       if (tar.exitCode !== 0) throw new Error(`testkit: tar of the busybox rootfs failed: ${tar.stderr}`);
+      const previousId = await imageId(BUSYBOX_IMAGE);
       await docker(['import', '--change', `LABEL ${IMAGE_HASH_LABEL}=${hash}`, '--change', 'CMD ["/bin/sh"]', tarball, BUSYBOX_IMAGE]);
+      await removeReplacedImage(BUSYBOX_IMAGE, previousId);
       return BUSYBOX_IMAGE;
     } finally {
       rmSync(work, { recursive: true, force: true });

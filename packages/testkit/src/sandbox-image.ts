@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { docker, ensureBaseImage, run } from './docker.ts';
 import { imageLabel, IMAGE_HASH_LABEL, RUNTIME_HASH_LABEL } from './image-labels.ts';
+import { imageId, removeReplacedImage } from './replaced-image.ts';
 
 const RUNTIME_IMAGE = 'tidepool/envd-runtime:latest';
 
@@ -57,6 +58,7 @@ export async function buildSandboxImage(fromImage: string, tag = sandboxImageNam
   const hash = createHash('sha256').update(`${fromId}\n${sandboxDockerfile(fromImage, runtimeImage, '')}`).digest('hex').slice(0, 16);
   if ((await imageLabel(tag, IMAGE_HASH_LABEL)) === hash) return { image: tag, provisionOutput: '' };
 
+  const previousId = await imageId(tag);
   const context = mkdtempSync(join(tmpdir(), 'tidepool-sandbox-image-'));
   try {
     const build = await run('docker', ['build', '-f', '-', '-t', tag, context], {
@@ -64,6 +66,7 @@ export async function buildSandboxImage(fromImage: string, tag = sandboxImageNam
       env: { DOCKER_BUILDKIT: '0' },
     });
     if (build.exitCode !== 0) throw new Error(`testkit: building ${tag} from ${fromImage} failed:\n${build.stdout}${build.stderr}`);
+    await removeReplacedImage(tag, previousId);
     const provisionOutput = build.stdout.split('\n').filter((line) => line.startsWith('envd provision')).join('\n');
     return { image: tag, provisionOutput };
   } finally {
