@@ -199,15 +199,18 @@ export function forwardHttp(
       pendingHead = undefined;
       head?.();
     };
+    let brokenOff = false;
     /** The exchange broke after the upstream answered: a 502 while nothing went out yet, otherwise a cut response. */
     const breakOff = (): void => {
       upstream.destroy();
-      if (res.destroyed) return;
+      if (brokenOff || res.destroyed) return;
+      brokenOff = true;
       if (!pendingHead) {
         res.destroy();
         return;
       }
       pendingHead = undefined;
+      options.logger.warn(log, 'sandbox response broke off before any of it was relayed');
       fail(proxyErrors.invalidUpstreamResponse(target.sandboxId, target.port));
     };
 
