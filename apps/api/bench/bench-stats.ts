@@ -9,6 +9,20 @@ export function percentile(samples: number[], p: number): number {
   return sorted[index]!;
 }
 
+/** Runs `task(0) … task(count - 1)`, at most `concurrency` at a time; resolves when all have ended. */
+export async function atConcurrency(count: number, concurrency: number, task: (index: number) => Promise<void>): Promise<void> {
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: Math.min(concurrency, count) }, async () => {
+      while (next < count) {
+        const index = next;
+        next += 1;
+        await task(index);
+      }
+    }),
+  );
+}
+
 export async function timed<T>(fn: () => Promise<T>): Promise<{ ms: number; value: T }> {
   const start = now();
   const value = await fn();

@@ -4,7 +4,7 @@
  * Beside it, c × (docker run -d → envd /health) started at once in the same run.
  */
 import { Sandbox } from 'e2b';
-import { ms, now, percentile, type Row } from './bench-stats.ts';
+import { atConcurrency, ms, now, percentile, type Row } from './bench-stats.ts';
 import { dockerRunConcurrent } from './docker-baseline.ts';
 
 const CONCURRENCIES = (process.env.BENCH_CONCURRENCY ?? '20,50').split(',').map((s) => Math.max(1, Number(s.trim())));
@@ -15,27 +15,21 @@ type SdkOptions = { apiKey: string; apiUrl: string; sandboxUrl: string; requestT
 async function coldAt(opts: SdkOptions, concurrency: number, total: number): Promise<{ latencies: number[]; failures: string[]; wallMs: number }> {
   const latencies: number[] = [];
   const failures: string[] = [];
-  let next = 0;
   const wallStart = now();
-  await Promise.all(
-    Array.from({ length: concurrency }, async () => {
-      while (next < total) {
-        next += 1;
-        const start = now();
-        let sbx: Sandbox | undefined;
-        try {
-          sbx = await Sandbox.create(opts);
-          const result = await sbx.commands.run('true');
-          if (result.exitCode !== 0) throw new Error(`exit ${result.exitCode}`);
-          latencies.push(now() - start);
-        } catch (err) {
-          failures.push((err as Error).message);
-        } finally {
-          await sbx?.kill().catch(() => undefined);
-        }
-      }
-    }),
-  );
+  await atConcurrency(total, concurrency, async () => {
+    const start = now();
+    let sbx: Sandbox | undefined;
+    try {
+      sbx = await Sandbox.create(opts);
+      const result = await sbx.commands.run('true');
+      if (result.exitCode !== 0) throw new Error(`exit ${result.exitCode}`);
+      latencies.push(now() - start);
+    } catch (err) {
+      failures.push((err as Error).message);
+    } finally {
+      await sbx?.kill().catch(() => undefined);
+    }
+  });
   return { latencies, failures, wallMs: now() - wallStart };
 }
 

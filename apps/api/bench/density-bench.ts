@@ -15,7 +15,7 @@
  */
 import { Sandbox } from 'e2b';
 import { type ApiProcess, startApiProcess } from './api-process.ts';
-import { ms, now, percentile, type Row } from './bench-stats.ts';
+import { atConcurrency, ms, now, percentile, type Row } from './bench-stats.ts';
 import { idleCpuPercent } from './container-cpu.ts';
 import { type ContainerMemory, mb, memAvailableBytes, readContainerMemory } from './container-memory.ts';
 import { removeLabelled, startIdleContainers } from './docker-baseline.ts';
@@ -65,22 +65,16 @@ async function createMany(api: ApiProcess, count: number, concurrency: number, l
   const opts = { apiKey: api.apiKey, apiUrl: api.url, sandboxUrl: api.url, requestTimeoutMs: 120_000, timeoutMs: 3_600_000 };
   const created: Sandbox[] = [];
   const failures: string[] = [];
-  let next = 0;
   const start = now();
-  await Promise.all(
-    Array.from({ length: concurrency }, async () => {
-      while (next < count) {
-        next += 1;
-        try {
-          const sbx = await Sandbox.create('base', opts);
-          created.push(sbx);
-          if (created.length % 25 === 0) log(`density: ${created.length}/${count} sandboxes up (${((created.length / (now() - start)) * 1000).toFixed(1)}/s)`);
-        } catch (error) {
-          failures.push((error as Error).message);
-        }
-      }
-    }),
-  );
+  await atConcurrency(count, concurrency, async () => {
+    try {
+      const sbx = await Sandbox.create('base', opts);
+      created.push(sbx);
+      if (created.length % 25 === 0) log(`density: ${created.length}/${count} sandboxes up (${((created.length / (now() - start)) * 1000).toFixed(1)}/s)`);
+    } catch (error) {
+      failures.push((error as Error).message);
+    }
+  });
   return { created, failures, seconds: (now() - start) / 1000 };
 }
 
@@ -190,16 +184,10 @@ export async function benchDensity(image: string, log: Log): Promise<Row[]> {
 
     log(`density: killing ${n} sandboxes`);
     const killStart = now();
-    let next = 0;
-    await Promise.all(
-      Array.from({ length: CONCURRENCY }, async () => {
-        while (next < sandboxes.length) {
-          const sbx = sandboxes[next]!;
-          next += 1;
-          await sbx.kill().catch((error: unknown) => log(`density: kill ${sbx.sandboxId}: ${(error as Error).message}`));
-        }
-      }),
-    );
+    await atConcurrency(sandboxes.length, CONCURRENCY, async (i) => {
+      const sbx = sandboxes[i]!;
+      await sbx.kill().catch((error: unknown) => log(`density: kill ${sbx.sandboxId}: ${(error as Error).message}`));
+    });
     const killSeconds = (now() - killStart) / 1000;
     const left = await api.containers();
     rows.push({ metric: `containers left after killing all ${n} (${killSeconds.toFixed(0)} s)`, tidepool: String(left.length), baseline: '', target: '0', verdict: left.length === 0 ? 'PASS' : 'FAIL' });

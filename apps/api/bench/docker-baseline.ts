@@ -1,7 +1,7 @@
 import { execFile } from 'node:child_process';
 import http from 'node:http';
 import { promisify } from 'node:util';
-import { now } from './bench-stats.ts';
+import { atConcurrency, now } from './bench-stats.ts';
 
 const exec = promisify(execFile);
 
@@ -144,15 +144,9 @@ export async function containerShellBaseline(containerId: string, count: number)
  */
 export async function startIdleContainers(image: string, count: number, label: string, concurrency = 4): Promise<string[]> {
   const ids: string[] = [];
-  let next = 0;
-  await Promise.all(
-    Array.from({ length: concurrency }, async () => {
-      while (next < count) {
-        next += 1;
-        ids.push(await docker(['run', '-d', '--label', `dev.tidepool.bench=${label}`, '--entrypoint', '/opt/tidepool/bin/tini', image, '--', 'sleep', 'infinity']));
-      }
-    }),
-  );
+  await atConcurrency(count, concurrency, async () => {
+    ids.push(await docker(['run', '-d', '--label', `dev.tidepool.bench=${label}`, '--entrypoint', '/opt/tidepool/bin/tini', image, '--', 'sleep', 'infinity']));
+  });
   return ids;
 }
 
