@@ -152,8 +152,8 @@ describe('compose', () => {
     });
     const response = await fetch(`${envd.url}/files/compose`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ source_paths: parts, destination: join(dir, 'composed/out.txt') }) });
     expect(response.status).toBe(200);
-    const entry = await response.json();
-    expect(entry).toMatchObject({ name: 'out.txt', type: 'FILE_TYPE_FILE', path: join(dir, 'composed/out.txt') });
+    // The interface's "Composed file result": exactly path, name and type (`file` or `directory`).
+    expect(await response.json()).toEqual({ path: join(dir, 'composed/out.txt'), name: 'out.txt', type: 'file' });
     expect(readFileSync(join(dir, 'composed/out.txt'), 'utf8')).toBe('part0;part1;part2;');
     expect(parts.some((p) => existsSync(p))).toBe(false);
     const keep = join(dir, 'keep');
