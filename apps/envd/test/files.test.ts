@@ -32,6 +32,14 @@ describe('files through the e2b SDK', () => {
     expect(await sbx.files.read(path, { gzip: true })).toBe('hello world');
   });
 
+  it('reads procfs files, whose size reads 0, to their end', async () => {
+    const bootId = await sbx.files.read('/proc/sys/kernel/random/boot_id');
+    expect(bootId).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\n$/);
+    expect(bootId).toBe(readFileSync('/proc/sys/kernel/random/boot_id', 'utf8'));
+    expect(await sbx.files.read('/proc/sys/kernel/random/boot_id', { gzip: true })).toBe(bootId);
+    expect(Buffer.from(await sbx.files.read('/proc/self/status', { format: 'bytes' })).toString()).toMatch(/^Name:\t/);
+  });
+
   it('writes empty files, overwrites, and uploads octet-stream and gzip bodies', async () => {
     const empty = join(dir, 'empty');
     await sbx.files.write(empty, '');
