@@ -92,13 +92,24 @@ export async function downloadFile(ctx: EnvdContext, request: FastifyRequest, re
   const handle = await fs.open(path, 'r').catch((error: unknown) => {
     throw fileHttpError(error, path);
   });
-  let size: number | undefined;
   try {
-    size = await announceableLength(path, stats, handle);
+    return await sendOpenFile(ctx, request, reply, { handle, path, stats, accepted });
   } catch (error) {
-    await handle.close();
-    throw error;
+    // Failed before a stream took the file over (a read error while sampling it, say): nothing else closes it.
+    await handle.close().catch(() => undefined);
+    throw fileHttpError(error, path);
   }
+}
+
+interface OpenFile {
+  handle: FileHandle;
+  path: string;
+  stats: Stats;
+  accepted: 'gzip' | 'identity';
+}
+
+async function sendOpenFile(ctx: EnvdContext, request: FastifyRequest, reply: FastifyReply, { handle, path, stats, accepted }: OpenFile): Promise<FastifyReply> {
+  const size = await announceableLength(path, stats, handle);
   if (size === undefined) return sendToEnd(ctx, request, reply, handle, path);
 
   const range = parseByteRange(rangeHeader(request, stats), size);
