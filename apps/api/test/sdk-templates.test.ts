@@ -37,6 +37,7 @@ const names = {
   links: `tp-links-${run}`,
   cache: `tp-cache-${run}`,
   failing: `tp-failing-${run}`,
+  noUser: `tp-nouser-${run}`,
   neverReady: `tp-neverready-${run}`,
   tags: `tp-tags-${run}`,
 };
@@ -191,6 +192,7 @@ beforeAll(async () => {
   chains.links = background(build(linksTemplate(), names.links));
   chains.failing = background(failingChain());
   chains.neverReady = background(neverReadyChain());
+  chains.noUser = background(failedBuild(Template().fromTemplate('base').runCmd('echo before').runCmd('whoami', { user: 'root123' }), names.noUser));
   chains.tagsV1 = background(build(Template().fromTemplate('base').runCmd(`echo v1-${run} > /home/user/version.txt`), `${names.tags}:v1`));
 });
 
@@ -380,6 +382,16 @@ describe('failing builds', () => {
     const create = await rejectionOf(Sandbox.create(names.failing, platform.sdk));
     expect(create).toBeInstanceOf(SandboxError);
     expect(create.statusCode).toBe(404);
+  });
+
+  it('RUN as a user the image lacks fails with the reference message (SDK "run command as user that does not exist")', { timeout: 900_000 }, async () => {
+    const r = await chains.noUser;
+    const expected = "failed to run command 'whoami': command failed: unauthenticated: invalid username: 'root123'";
+    expect(r.error).toBeInstanceOf(BuildError);
+    expect(r.error.message).toContain(expected);
+    const status = await Template.getBuildStatus(r, platform.sdk);
+    expect(status).toMatchObject({ status: 'error', reason: { step: '2', message: expected } });
+    expect(r.logs.join('\n')).toContain(expected);
   });
 
   it('a readyCmd that never succeeds fails the build in the finalize step', { timeout: 900_000 }, async () => {

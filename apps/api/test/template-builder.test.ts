@@ -323,7 +323,7 @@ describe('TemplateBuilder steps', () => {
     const user = await failed(spec([step('USER', ['nobody-such'])]));
     expect(user.failure).toMatchObject({ step: '1', message: "USER: user 'nobody-such' does not exist in the image" });
     const runAs = await failed(spec([step('RUN', ['true', 'ghost'])]));
-    expect(runAs.failure).toMatchObject({ step: '1', message: "RUN: user 'ghost' does not exist in the image" });
+    expect(runAs.failure).toMatchObject({ step: '1', message: "failed to run command 'true': command failed: unauthenticated: invalid username: 'ghost'" });
     const missing = await failed(spec([step('COPY', ['a', '/a', '', ''], { filesHash: 'f'.repeat(64) })]));
     expect(missing.failure.message).toMatch(/were not uploaded/);
     const source = await upload([{ name: 'one.txt', content: '1' }]);
