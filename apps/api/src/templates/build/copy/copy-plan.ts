@@ -133,11 +133,6 @@ class Planner {
     return { entry: target, path: isDirectory ? (target?.path ?? '') : entry.path, isDirectory };
   }
 
-  /** True when `entry` is a symlink that `resolveSymlinks` replaces by what it points to. */
-  private followed(entry: ArchiveEntry): boolean {
-    return entry.kind === 'symlink' && this.request.resolveSymlinks && this.resolveLink(entry, 0) !== OUTSIDE;
-  }
-
   /**
    * Follows a symlink through the archive to a file or directory entry (undefined: the context root, a
    * directory without an entry), or OUTSIDE when some link of the chain leaves the uploaded files or dangles.
@@ -187,14 +182,12 @@ class Planner {
         return;
       }
       case 'symlink':
-        if (!this.followed(entry)) {
-          this.keepLink(entry, dest);
-          return;
-        }
-        this.addResolved(entry, dest, depth);
+        if (this.request.resolveSymlinks) this.addResolved(entry, dest, depth);
+        else this.keepLink(entry, dest);
     }
   }
 
+  /** What a symlink points to, copied in its place; the link itself when that is not among the uploaded files. */
   private addResolved(link: ArchiveEntry, dest: string, depth: number): void {
     if (depth > MAX_LINK_DEPTH) throw new UnsafeArchiveError(`too many levels of symlinks at '${link.path}'`);
     const target = this.resolveLink(link, 0);
