@@ -153,7 +153,9 @@ describe('limits', () => {
     expect(two.status).toBe(201);
   });
 
-  it('at the limit, traffic to a paused auto-resume sandbox is answered by the platform, never 502 "not found"', async () => {
+  // A memory-paused sandbox keeps its frozen container, which counts against TIDEPOOL_MAX_SANDBOXES: waking it
+  // takes no new slot, so auto-resume itself never meets the limit (the proxy's 429 mapping is in proxy.test.ts).
+  it('at the limit, a paused auto-resume sandbox still wakes on traffic (it holds its slot) while creates get 429', async () => {
     const platform = await startTestPlatform({ maxSandboxes: 1 });
     started.push(platform);
     const sbx = await Sandbox.create('base', { ...platform.sdk, timeoutMs: 60_000, lifecycle: { onTimeout: 'pause', autoResume: true } } as never);
