@@ -62,8 +62,9 @@ export const ConfigSchema = Type.Object({
   tlsCertFile: Type.String(),
   tlsKeyFile: Type.String(),
   /**
-   * The `domain` sandboxes answer (create, connect, GET, fork): `host[:port]` under which clients reach
-   * `<port>-<id>.<host>` over HTTPS; '' = `<domain>[:<https port>]` when `tls` is on, else none (null).
+   * The `domain` sandboxes answer (create, connect, GET, resume, fork): `host[:port]` under which clients reach
+   * `<port>-<id>.<host>` over HTTPS. '' (default) = null, TLS on or off: the field is deprecated and clients build
+   * sandbox URLs from their own domain (E2B_DOMAIN). Set it only for clients that read the answered domain.
    */
   publicDomain: Type.String({ maxLength: 210, pattern: '^([A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?(\\.[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?)*(:[0-9]{1,5})?)?$' }),
   /** `host:port` of a second listener serving only GET /metrics, without authentication; '' = none (/metrics on the API, with a key). */
