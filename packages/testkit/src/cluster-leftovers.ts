@@ -43,13 +43,29 @@ function processNetnsInode(pid: string): number | undefined {
  */
 export function nodeProcesses(opts: { netns?: string; dir: string }): number[] {
   const inode = opts.netns ? netnsInode(opts.netns) : undefined;
+  const own = ownAncestry();
   const pids: number[] = [];
   for (const pid of readdirSync('/proc').filter((entry) => /^\d+$/.test(entry))) {
-    if (Number(pid) === process.pid) continue;
+    if (own.has(Number(pid))) continue; // e.g. \`pnpm cluster:local down --dir <dir>\` and its tsx wrapper
     const inNamespace = inode !== undefined && processNetnsInode(pid) === inode;
     const cmdline = readOr(`/proc/${pid}/cmdline`, '').split('\0');
     const namesDir = cmdline.some((arg) => arg === opts.dir || arg.startsWith(`${opts.dir}/`) || arg.includes(`=${opts.dir}/`) || arg.includes(`://${opts.dir}/`));
     if (inNamespace || namesDir) pids.push(Number(pid));
+  }
+  return pids;
+}
+
+/** This process and its ancestors (never leftovers, even when their command line names the directory). */
+function ownAncestry(): Set<number> {
+  const pids = new Set<number>();
+  let pid = process.pid;
+  while (pid > 1 && !pids.has(pid)) {
+    pids.add(pid);
+    // /proc/<pid>/stat: "pid (comm) state ppid ..."; comm may contain spaces and parentheses
+    const stat = readOr(`/proc/${pid}/stat`, '');
+    const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+    if (!Number.isInteger(ppid)) break;
+    pid = ppid;
   }
   return pids;
 }
