@@ -118,7 +118,7 @@ async function main(argv: string[]): Promise<void> {
     case 'down': {
       const report = await downCluster({ dir, name: values.name, slot: values.slot === undefined ? undefined : integer(values.slot, '--slot', 0) });
       const left = report.leftovers;
-      const remaining = left.namespaces.length + left.links.length + left.mounts.length + left.forwardRules + left.processes.length;
+      const remaining = left.namespaces.length + left.links.length + left.mounts.length + left.rules + left.processes.length;
       say(`down: stopped ${report.nodesStopped.join(', ') || 'no nodes'}; ${remaining === 0 ? 'nothing left behind' : `LEFT BEHIND ${JSON.stringify(left)}`}`);
       if (remaining > 0) process.exitCode = 1;
       return;

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { ClusterError } from './cluster-error.ts';
 import { clusterLayout, inBenchmarkRange, MAX_NODES, nodeLayout, parseNodeId } from './cluster-layout.ts';
-import { forwardRules, splitRule } from './cluster-network.ts';
+import { forwardRules, inputRules, splitRule } from './cluster-network.ts';
 
 const invalid = (fn: () => unknown): void => {
   try {
@@ -73,6 +73,16 @@ describe('FORWARD rules', () => {
       '-i tp-c-br -o tp-c-br -m comment --comment tidepool-cluster/c -j ACCEPT',
       '-i tp-c-br ! -o tp-c-br -m comment --comment tidepool-cluster/c -j DROP',
       '! -i tp-c-br -o tp-c-br -m comment --comment tidepool-cluster/c -j DROP',
+    ]);
+  });
+
+  it('guards the host: from the bridge only replies and the open ports are accepted, the rest is dropped, in that order', () => {
+    const rules = inputRules(clusterLayout('c', 0, '/x'), [5000, 5001]).map((r) => r.join(' '));
+    expect(rules).toEqual([
+      '-i tp-c-br -m conntrack --ctstate ESTABLISHED,RELATED -m comment --comment tidepool-cluster/c -j ACCEPT',
+      '-i tp-c-br -p tcp --dport 5000 -m comment --comment tidepool-cluster/c -j ACCEPT',
+      '-i tp-c-br -p tcp --dport 5001 -m comment --comment tidepool-cluster/c -j ACCEPT',
+      '-i tp-c-br -m comment --comment tidepool-cluster/c -j DROP',
     ]);
   });
 

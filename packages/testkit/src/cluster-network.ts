@@ -5,8 +5,13 @@
  * br_netfilter) while nothing is forwarded between the bridge and any other interface. A namespace gets only the
  * route of its own /24: there is no default route, so a node cannot address anything outside 198.19.<slot>.0/24
  * (its engine's containers reach other nodes through the engine's NAT on eth0).
+ *
+ * The host itself is guarded too (a node runs sandboxes, which may be hostile): INPUT from the bridge is dropped
+ * except replies to the host's own connections and the TCP ports opened for the cluster (the registry's; later
+ * the API's). IPv6 is off on the bridge and the host ends of the veths, so no link-local address of the host
+ * is reachable from a node either.
  */
-import { readdirSync } from 'node:fs';
+import { readdirSync, writeFileSync } from 'node:fs';
 import { ClusterError } from './cluster-error.ts';
 import type { ClusterLayout, NodeLayout } from './cluster-layout.ts';
 import { run } from './docker.ts';
@@ -43,17 +48,41 @@ export function forwardRules(cluster: ClusterLayout): string[][] {
   ];
 }
 
-/** Creates the bridge and its FORWARD rules (each step skipped when already there). */
-export async function createBridge(cluster: ClusterLayout): Promise<void> {
+/** The INPUT rules of a cluster: only replies and the given host ports are open to the nodes. */
+export function inputRules(cluster: ClusterLayout, openPorts: number[]): string[][] {
+  const tag = ['-m', 'comment', '--comment', cluster.ruleComment];
+  return [
+    ['-i', cluster.bridge, '-m', 'conntrack', '--ctstate', 'ESTABLISHED,RELATED', ...tag, '-j', 'ACCEPT'],
+    ...openPorts.map((port) => ['-i', cluster.bridge, '-p', 'tcp', '--dport', String(port), ...tag, '-j', 'ACCEPT']),
+    ['-i', cluster.bridge, ...tag, '-j', 'DROP'],
+  ];
+}
+
+/** Inserts rules at the top of a chain in the given order, skipping those already there. */
+async function insertRules(chain: string, rules: string[][]): Promise<void> {
+  for (const rule of [...rules].reverse()) {
+    if (!(await ok('iptables', ['-C', chain, ...rule]))) await must('iptables', ['-I', chain, '1', ...rule]);
+  }
+}
+
+function disableIpv6(link: string): void {
+  try {
+    writeFileSync(`/proc/sys/net/ipv6/conf/${link}/disable_ipv6`, '1');
+  } catch {
+    // no IPv6 in this kernel: nothing to disable
+  }
+}
+
+/** Creates the bridge, its FORWARD rules and its INPUT guard with `openPorts` open (each step skipped when done). */
+export async function createBridge(cluster: ClusterLayout, openPorts: number[]): Promise<void> {
   if (!(await linkExists(cluster.bridge))) {
     await must('ip', ['link', 'add', cluster.bridge, 'type', 'bridge']);
+    disableIpv6(cluster.bridge);
     await must('ip', ['addr', 'add', `${cluster.bridgeAddress}/24`, 'dev', cluster.bridge]);
     await must('ip', ['link', 'set', cluster.bridge, 'up']);
   }
-  // Inserted in reverse so they end up at the top of FORWARD in the order above.
-  for (const rule of [...forwardRules(cluster)].reverse()) {
-    if (!(await ok('iptables', ['-C', 'FORWARD', ...rule]))) await must('iptables', ['-I', 'FORWARD', '1', ...rule]);
-  }
+  await insertRules('FORWARD', forwardRules(cluster));
+  await insertRules('INPUT', inputRules(cluster, openPorts));
 }
 
 /** Creates a node's namespace, its veth pair onto the bridge and its address (each step skipped when done). */
@@ -61,6 +90,7 @@ export async function createNodeNetwork(cluster: ClusterLayout, node: NodeLayout
   if (!netnsExists(node.netns)) await must('ip', ['netns', 'add', node.netns]);
   if (!(await linkExists(node.veth))) {
     await must('ip', ['link', 'add', node.veth, 'type', 'veth', 'peer', 'name', 'eth0', 'netns', node.netns]);
+    disableIpv6(node.veth);
   }
   await must('ip', ['link', 'set', node.veth, 'master', cluster.bridge, 'up']);
   const inside = ['-n', node.netns];
@@ -70,14 +100,14 @@ export async function createNodeNetwork(cluster: ClusterLayout, node: NodeLayout
   await must('ip', [...inside, 'link', 'set', 'lo', 'up']);
 }
 
-/** Every FORWARD rule tagged with this cluster's comment, as `iptables -D FORWARD` arguments. */
-async function taggedForwardRules(cluster: ClusterLayout): Promise<string[][]> {
-  const listing = await run('iptables', ['-S', 'FORWARD'], { timeoutMs: 30_000 });
+/** Every rule of a chain tagged with this cluster's comment, as `iptables -D <chain>` arguments. */
+async function taggedRules(cluster: ClusterLayout, chain: string): Promise<string[][]> {
+  const listing = await run('iptables', ['-S', chain], { timeoutMs: 30_000 });
   if (listing.exitCode !== 0) return [];
   return listing.stdout
     .split('\n')
-    .filter((line) => line.startsWith('-A FORWARD '))
-    .map((line) => splitRule(line.slice('-A FORWARD '.length)))
+    .filter((line) => line.startsWith(`-A ${chain} `))
+    .map((line) => splitRule(line.slice(`-A ${chain} `.length)))
     .filter((args) => args[args.indexOf('--comment') + 1] === cluster.ruleComment);
 }
 
@@ -92,7 +122,9 @@ export function splitRule(rule: string): string[] {
 export async function removeClusterNetwork(cluster: ClusterLayout): Promise<void> {
   for (const netns of clusterNamespaces(cluster)) await run('ip', ['netns', 'del', netns], { timeoutMs: 30_000 });
   for (const link of await clusterLinks(cluster)) await run('ip', ['link', 'del', link], { timeoutMs: 30_000 });
-  for (const rule of await taggedForwardRules(cluster)) await run('iptables', ['-D', 'FORWARD', ...rule], { timeoutMs: 30_000 });
+  for (const chain of ['FORWARD', 'INPUT']) {
+    for (const rule of await taggedRules(cluster, chain)) await run('iptables', ['-D', chain, ...rule], { timeoutMs: 30_000 });
+  }
 }
 
 export function clusterNamespaces(cluster: ClusterLayout): string[] {
@@ -111,6 +143,7 @@ export async function clusterLinks(cluster: ClusterLayout): Promise<string[]> {
     .filter((name): name is string => name !== undefined && name.startsWith(cluster.prefix));
 }
 
-export async function clusterForwardRuleCount(cluster: ClusterLayout): Promise<number> {
-  return (await taggedForwardRules(cluster)).length;
+/** How many iptables rules (FORWARD and INPUT) carry this cluster's tag. */
+export async function clusterRuleCount(cluster: ClusterLayout): Promise<number> {
+  return (await taggedRules(cluster, 'FORWARD')).length + (await taggedRules(cluster, 'INPUT')).length;
 }

@@ -15,7 +15,7 @@ import { ClusterError } from './cluster-error.ts';
 import { enginePid, loadImageIntoNode, pingEngine, startNodeEngine, stopNodeEngine, type StorageDriver } from './cluster-engines.ts';
 import { clusterLayout, MAX_NODES, nodeLayout, parseNodeId, type ClusterLayout, type NodeLayout } from './cluster-layout.ts';
 import { mountsUnder, nodeProcesses, unmountUnder } from './cluster-leftovers.ts';
-import { clusterForwardRuleCount, clusterLinks, clusterNamespaces, createBridge, createNodeNetwork, removeClusterNetwork } from './cluster-network.ts';
+import { clusterRuleCount, clusterLinks, clusterNamespaces, createBridge, createNodeNetwork, removeClusterNetwork } from './cluster-network.ts';
 import { ensureClusterTls, ensureNodeServerTls, type ClientTls } from './cluster-tls.ts';
 import { run } from './docker.ts';
 import { startLocalRegistry, stopRegistryIn } from './local-registry.ts';
@@ -137,9 +137,10 @@ export async function upCluster(opts: UpOptions): Promise<ClusterState> {
   }
   const progress = opts.onProgress ?? (() => undefined);
   try {
-    await createBridge(cluster);
-    progress(`bridge ${cluster.bridge} ${cluster.bridgeAddress}/24`);
-    const registry = await startLocalRegistry({ address: cluster.bridgeAddress, port: await getFreePort(), dir: cluster.registryDir, detached: true });
+    const registryPort = await getFreePort();
+    await createBridge(cluster, [registryPort]);
+    progress(`bridge ${cluster.bridge} ${cluster.bridgeAddress}/24 (host reachable from nodes on port ${registryPort} only)`);
+    const registry = await startLocalRegistry({ address: cluster.bridgeAddress, port: registryPort, dir: cluster.registryDir, detached: true });
     progress(`registry http://${registry.host} (htpasswd user ${registry.username})`);
     const tls = opts.tls === false ? null : await ensureClusterTls(cluster.tlsDir);
     const state: ClusterState = {
@@ -245,7 +246,7 @@ export function clusterEnv(state: ClusterState): string[] {
 
 export interface DownReport {
   nodesStopped: string[];
-  leftovers: { namespaces: string[]; links: string[]; mounts: string[]; forwardRules: number; processes: number[] };
+  leftovers: { namespaces: string[]; links: string[]; mounts: string[]; rules: number; processes: number[] };
 }
 
 /**
@@ -300,7 +301,7 @@ export async function clusterLeftovers(cluster: ClusterLayout): Promise<DownRepo
     namespaces: clusterNamespaces(cluster),
     links: await clusterLinks(cluster),
     mounts: mountsUnder(cluster.dir),
-    forwardRules: await clusterForwardRuleCount(cluster),
+    rules: await clusterRuleCount(cluster),
     processes: nodeProcesses({ dir: cluster.dir }),
   };
 }

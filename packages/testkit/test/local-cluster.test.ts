@@ -29,6 +29,7 @@ import {
 } from '../src/index.ts';
 import { cgroupProcesses, nodeProcesses } from '../src/cluster-leftovers.ts';
 import { forwardRules } from '../src/cluster-network.ts';
+import { createConnection, createServer } from 'node:net';
 
 const isRoot = process.getuid?.() === 0;
 const name = `t${process.pid % 10_000_000}`;
@@ -113,6 +114,30 @@ describe.skipIf(!isRoot)('local cluster: node engines in network namespaces', ()
     for (const rule of [accept, dropOut, dropIn]) expect((await run('iptables', ['-C', 'FORWARD', ...rule])).exitCode, rule.join(' ')).toBe(0);
   });
 
+  it('keeps the host closed to the nodes except for the registry port (a hostile sandbox on a node finds nothing else)', async () => {
+    const server = createServer((socket) => socket.end('host-service\n'));
+    await new Promise<void>((resolve, reject) => server.once('error', reject).listen(0, state.bridgeAddress, resolve));
+    const port = (server.address() as { port: number }).port;
+    try {
+      expect(await new Promise<string>((resolve) => {
+        // the host itself can use it: the listener is real
+        const probe = createConnection({ host: state.bridgeAddress, port }, () => undefined);
+        let data = '';
+        probe.on('data', (chunk) => (data += chunk.toString()));
+        probe.on('close', () => resolve(data));
+      })).toBe('host-service\n');
+      const [registryHost, registryPort] = state.registry.host.split(':');
+      const connect = (target: string): Promise<string> =>
+        inNode(1, ['run', '--rm', BUSYBOX_IMAGE, 'sh', '-c', `printf 'GET /v2/ HTTP/1.0\\r\\n\\r\\n' | nc -w 3 ${target} && echo connected || echo refused`]);
+      expect(await connect(`${registryHost} ${registryPort}`)).toContain('401 Unauthorized');
+      const blocked = await connect(`${state.bridgeAddress} ${port}`);
+      expect(blocked).not.toContain('host-service');
+      expect(blocked).toContain('refused');
+    } finally {
+      server.close();
+    }
+  });
+
   it('pushes an image from node1 to the registry on the bridge address and pulls it on node2', async () => {
     const config = join(dir, 'docker-config'); // inside the cluster directory: down removes it
     const login = ['--config', config, 'login', state.registry.host, '-u', state.registry.username, '--password-stdin'];
@@ -173,7 +198,7 @@ describe.skipIf(!isRoot)('local cluster: node engines in network namespaces', ()
 
     const report = await downCluster({ name, slot, dir });
     expect(report.nodesStopped).toEqual(['node1', 'node2']);
-    expect(report.leftovers).toEqual({ namespaces: [], links: [], mounts: [], forwardRules: 0, processes: [] });
+    expect(report.leftovers).toEqual({ namespaces: [], links: [], mounts: [], rules: 0, processes: [] });
     expect(await clusterLeftovers(clusterLayout(name, slot, dir))).toEqual(report.leftovers);
     expect(existsSync(dir)).toBe(false);
     for (const hierarchy of readdirSync('/sys/fs/cgroup')) {
