@@ -21,6 +21,7 @@ import {
   nodeDocker,
   nodeLayout,
   readClusterState,
+  repoRoot,
   run,
   startClusterNode,
   stopClusterNode,
@@ -49,6 +50,27 @@ async function expectClusterError(promise: Promise<unknown>, kind: ClusterError[
   expect(error).toBeInstanceOf(ClusterError);
   expect((error as ClusterError).kind).toBe(kind);
 }
+
+describe.skipIf(!isRoot)('local cluster: bad input and a failed up', () => {
+  it('refuses bad options before touching the host', async () => {
+    const scratch = join(tmpdir(), 'tp-cluster-never-made');
+    await expectClusterError(upCluster({ name: 'Bad Name', dir: scratch, nodes: 1 }), 'invalid');
+    await expectClusterError(upCluster({ name, slot: 128, dir: scratch, nodes: 1 }), 'invalid');
+    for (const nodes of [0, 33, 1.5]) await expectClusterError(upCluster({ name, slot, dir: scratch, nodes }), 'invalid');
+    expect(existsSync(scratch)).toBe(false);
+  });
+
+  it('an up that fails halfway (an image that does not exist, after the engines started) leaves nothing behind', async () => {
+    const failName = `f${process.pid % 10_000_000}`;
+    const failSlot = 1 + ((process.pid + 64) % 127);
+    const failDir = mkdtempSync(join(tmpdir(), 'tp-cluster-fail-'));
+    const error = await upCluster({ name: failName, slot: failSlot, dir: failDir, nodes: 1, images: ['tidepool/no-such-image:never'] }).then(() => undefined, (e: unknown) => e);
+    expect(error).toBeInstanceOf(ClusterError);
+    expect((error as Error).message).toContain('tidepool/no-such-image:never');
+    expect(await clusterLeftovers(clusterLayout(failName, failSlot, failDir))).toEqual({ namespaces: [], links: [], mounts: [], rules: 0, processes: [] });
+    expect(existsSync(failDir)).toBe(false);
+  });
+});
 
 describe.skipIf(!isRoot)('local cluster: node engines in network namespaces', () => {
   beforeAll(async () => {
@@ -181,6 +203,31 @@ describe.skipIf(!isRoot)('local cluster: node engines in network namespaces', ()
     expect(restarted.startMs).toBeGreaterThan(0);
     expect(await inNode(2, ['run', '--rm', `${state.registry.host}/cluster-test/marker:1`, 'cat', '/marker'])).toMatch(/^made-on-node1-/);
     await expectClusterError(startClusterNode(dir, 'node2'), 'exists');
+  });
+
+  it('pnpm cluster:local reads the same state: env, status --json; bad commands and arguments get clear errors', async () => {
+    const cli = (...args: string[]) => run(join(repoRoot(), 'node_modules/.bin/tsx'), [join(repoRoot(), 'packages/testkit/bin/cluster-local.ts'), ...args], { timeoutMs: 60_000 });
+    const env = await cli('env', '--dir', dir);
+    expect(env.exitCode, env.stderr).toBe(0);
+    expect(env.stdout).toContain(`DOCKER_HOST_1=unix://${state.nodes[0].socket}\n`);
+    expect(env.stdout).toContain(`DOCKER_HOST_2=unix://${state.nodes[1].socket}\n`);
+    expect(env.stdout).toContain(`TIDEPOOL_REGISTRY=${state.registry.host}\n`);
+    const status = await cli('status', '--json', '--dir', dir);
+    expect(status.exitCode, status.stderr).toBe(0);
+    expect((JSON.parse(status.stdout) as { nodes: { id: string; running: boolean }[] }).nodes.map((n) => [n.id, n.running])).toEqual([['node1', true], ['node2', true]]);
+    const missing = await cli('status', '--dir', join(dir, 'nothing-here'));
+    expect(missing.exitCode).toBe(1);
+    expect(missing.stderr).toContain("run 'up' first");
+    const unknown = await cli('bogus');
+    expect(unknown.exitCode).toBe(2);
+    expect(unknown.stderr).toContain("unknown command 'bogus'");
+    const noId = await cli('stop-node', '--dir', dir);
+    expect(noId.exitCode).toBe(2);
+    const badId = await cli('stop-node', 'node7', '--dir', dir);
+    expect(badId.exitCode).toBe(1);
+    expect(badId.stderr).toContain('has no node7');
+    const badCount = await cli('up', '--nodes', 'many', '--dir', join(dir, 'other'));
+    expect(badCount.exitCode).toBe(2);
   });
 
   it('refuses a second up of the same cluster and leaves the first untouched', async () => {
