@@ -147,3 +147,28 @@ export async function clusterLinks(cluster: ClusterLayout): Promise<string[]> {
 export async function clusterRuleCount(cluster: ClusterLayout): Promise<number> {
   return (await taggedRules(cluster, 'FORWARD')).length + (await taggedRules(cluster, 'INPUT')).length;
 }
+
+/** IPv4 addresses on the host's interfaces, as [interface, address] pairs. */
+async function hostAddresses(): Promise<[string, string][]> {
+  const res = await run('ip', ['-4', '-o', 'addr', 'show'], { timeoutMs: 30_000 });
+  const pairs: [string, string][] = [];
+  for (const line of res.stdout.split('\n')) {
+    const match = /^\d+:\s+(\S+)\s+inet\s+([\d.]+)\//.exec(line);
+    if (match) pairs.push([match[1], match[2]]);
+  }
+  return pairs;
+}
+
+/** Interfaces other than the cluster's bridge that hold an address in the cluster's /24. */
+export async function subnetUsers(cluster: ClusterLayout): Promise<string[]> {
+  const prefix = `198.19.${cluster.slot}.`;
+  return (await hostAddresses()).filter(([link, address]) => address.startsWith(prefix) && link !== cluster.bridge).map(([link]) => link);
+}
+
+/** A slot in 1-127 whose 198.19.<slot>.0/24 no interface of the host uses (slot 0 is the CLI's default). */
+export async function freeClusterSlot(): Promise<number> {
+  const used = new Set((await hostAddresses()).map(([, address]) => address).filter((a) => a.startsWith('198.19.')).map((a) => Number(a.split('.')[2])));
+  const free = Array.from({ length: 127 }, (_, i) => i + 1).filter((slot) => !used.has(slot));
+  if (free.length === 0) throw new ClusterError('exists', 'every 198.19.<slot>.0/24 (slots 1-127) is in use on this host');
+  return free[Math.floor(Math.random() * free.length)];
+}

@@ -35,6 +35,7 @@ export { Prng } from './seeded-random.ts';
 export { startLocalRegistry, stopRegistryIn, type LocalRegistry, type LocalRegistryOptions } from './local-registry.ts';
 export { ClusterError, type ClusterErrorKind } from './cluster-error.ts';
 export { clusterLayout, inBenchmarkRange, nodeLayout, parseNodeId, MAX_NODES, NODE_TLS_PORT, type ClusterLayout, type NodeLayout } from './cluster-layout.ts';
+export { freeClusterSlot } from './cluster-network.ts';
 export { loadImageIntoNode, nodeDocker, pingEngine, startNodeEngine, stopNodeEngine, type StartedEngine, type StorageDriver } from './cluster-engines.ts';
 export {
   clusterEnv,

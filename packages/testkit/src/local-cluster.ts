@@ -15,7 +15,7 @@ import { ClusterError } from './cluster-error.ts';
 import { enginePid, loadImageIntoNode, pingEngine, startNodeEngine, stopNodeEngine, type StorageDriver } from './cluster-engines.ts';
 import { clusterLayout, MAX_NODES, nodeLayout, parseNodeId, type ClusterLayout, type NodeLayout } from './cluster-layout.ts';
 import { mountsUnder, nodeProcesses, unmountUnder } from './cluster-leftovers.ts';
-import { clusterRuleCount, clusterLinks, clusterNamespaces, createBridge, createNodeNetwork, removeClusterNetwork } from './cluster-network.ts';
+import { clusterLinks, clusterNamespaces, clusterRuleCount, createBridge, createNodeNetwork, removeClusterNetwork, subnetUsers } from './cluster-network.ts';
 import { ensureClusterTls, ensureNodeServerTls, type ClientTls } from './cluster-tls.ts';
 import { run } from './docker.ts';
 import { startLocalRegistry, stopRegistryIn } from './local-registry.ts';
@@ -135,6 +135,8 @@ export async function upCluster(opts: UpOptions): Promise<ClusterState> {
   if (existsSync(cluster.stateFile) || clusterNamespaces(cluster).length > 0 || (await clusterLinks(cluster)).length > 0) {
     throw new ClusterError('exists', `a local cluster '${cluster.name}' is already up (or left over from a crash): run 'down' first`);
   }
+  const users = await subnetUsers(cluster);
+  if (users.length > 0) throw new ClusterError('exists', `${cluster.subnet} is already used on ${users.join(', ')} (another cluster?): pick another --slot`);
   const progress = opts.onProgress ?? (() => undefined);
   try {
     const registryPort = await getFreePort();

@@ -17,6 +17,7 @@ import {
   clusterStatus,
   downCluster,
   ensureBusyboxImage,
+  freeClusterSlot,
   inBenchmarkRange,
   nodeDocker,
   nodeLayout,
@@ -34,7 +35,7 @@ import { createConnection, createServer } from 'node:net';
 
 const isRoot = process.getuid?.() === 0;
 const name = `t${process.pid % 10_000_000}`;
-const slot = 1 + (process.pid % 127);
+let slot = 1; // a free one is picked in beforeAll
 const dir = mkdtempSync(join(tmpdir(), 'tp-cluster-test-'));
 let state: ClusterState;
 let upMs = 0;
@@ -56,13 +57,13 @@ describe.skipIf(!isRoot)('local cluster: bad input and a failed up', () => {
     const scratch = join(tmpdir(), 'tp-cluster-never-made');
     await expectClusterError(upCluster({ name: 'Bad Name', dir: scratch, nodes: 1 }), 'invalid');
     await expectClusterError(upCluster({ name, slot: 128, dir: scratch, nodes: 1 }), 'invalid');
-    for (const nodes of [0, 33, 1.5]) await expectClusterError(upCluster({ name, slot, dir: scratch, nodes }), 'invalid');
+    for (const nodes of [0, 33, 1.5]) await expectClusterError(upCluster({ name, slot: 1, dir: scratch, nodes }), 'invalid');
     expect(existsSync(scratch)).toBe(false);
   });
 
   it('an up that fails halfway (an image that does not exist, after the engines started) leaves nothing behind', async () => {
     const failName = `f${process.pid % 10_000_000}`;
-    const failSlot = 1 + ((process.pid + 64) % 127);
+    const failSlot = await freeClusterSlot();
     const failDir = mkdtempSync(join(tmpdir(), 'tp-cluster-fail-'));
     const error = await upCluster({ name: failName, slot: failSlot, dir: failDir, nodes: 1, images: ['tidepool/no-such-image:never'] }).then(() => undefined, (e: unknown) => e);
     expect(error).toBeInstanceOf(ClusterError);
@@ -75,6 +76,7 @@ describe.skipIf(!isRoot)('local cluster: bad input and a failed up', () => {
 describe.skipIf(!isRoot)('local cluster: node engines in network namespaces', () => {
   beforeAll(async () => {
     await ensureBusyboxImage();
+    slot = await freeClusterSlot();
     const started = Date.now();
     state = await upCluster({ name, slot, dir, nodes: 2, images: [BUSYBOX_IMAGE] });
     upMs = Date.now() - started;
@@ -232,6 +234,12 @@ describe.skipIf(!isRoot)('local cluster: node engines in network namespaces', ()
 
   it('refuses a second up of the same cluster and leaves the first untouched', async () => {
     await expectClusterError(upCluster({ name, slot, dir, nodes: 1 }), 'exists');
+    // another cluster on the same subnet would put a second 198.19.<slot>.1 on the host: refused before anything is made
+    const otherName = `o${process.pid % 10_000_000}`;
+    const otherDir = join(tmpdir(), `tp-cluster-other-${process.pid}`);
+    await expectClusterError(upCluster({ name: otherName, slot, dir: otherDir, nodes: 1 }), 'exists');
+    expect(await clusterLeftovers(clusterLayout(otherName, slot, otherDir))).toEqual({ namespaces: [], links: [], mounts: [], rules: 0, processes: [] });
+    expect(existsSync(otherDir)).toBe(false);
     expect((await clusterStatus(dir)).nodes.every((n) => n.running)).toBe(true);
   });
 
