@@ -179,7 +179,11 @@ export async function stopNodeEngine(node: NodeLayout, timeoutMs = 20_000): Prom
   const pid = enginePid(node);
   let graceful = true;
   if (pid !== undefined) {
-    process.kill(pid, 'SIGTERM');
+    try {
+      process.kill(pid, 'SIGTERM');
+    } catch {
+      // exited on its own since the pidfile was read
+    }
     const deadline = Date.now() + timeoutMs;
     while (alive(pid) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
     if (alive(pid)) {

@@ -176,7 +176,11 @@ export async function upCluster(opts: UpOptions): Promise<ClusterState> {
     }
     return state;
   } catch (error) {
-    await downCluster({ name: cluster.name, slot: cluster.slot, dir: cluster.dir });
+    try {
+      await downCluster({ name: cluster.name, slot: cluster.slot, dir: cluster.dir });
+    } catch (cleanupError) {
+      throw new ClusterError('engine', `${(error as Error).message}\nand removing what up had made failed too (run 'down'): ${(cleanupError as Error).message}`);
+    }
     throw error;
   }
 }
