@@ -6,6 +6,7 @@
  *   env
  *   stop-node <id>
  *   start-node <id>
+ *   load <image> [--node <id>]      (docker save on the host | docker load on every node, or one)
  *   down
  *
  * Common options: --dir DIR (default <repo>/.cluster-local), --name NAME (default cluster), --slot N (default 0:
@@ -19,6 +20,8 @@ import {
   clusterEnv,
   clusterStatus,
   downCluster,
+  loadImageIntoNode,
+  parseNodeId,
   readClusterState,
   repoRoot,
   run,
@@ -27,9 +30,10 @@ import {
   upCluster,
 } from '../src/index.ts';
 
-const USAGE = `usage: pnpm cluster:local <up|status|env|stop-node <id>|start-node <id>|down> [options]
+const USAGE = `usage: pnpm cluster:local <up|status|env|stop-node <id>|start-node <id>|load <image>|down> [options]
   up          [--nodes N] [--no-tls] [--storage-driver auto|overlay2|vfs] [--load IMAGE]... [--no-load]
   status      [--json]
+  load IMAGE  [--node ID]
   common      [--dir DIR] [--name NAME] [--slot N]`;
 
 class UsageError extends Error {}
@@ -54,6 +58,7 @@ async function main(argv: string[]): Promise<void> {
       load: { type: 'string', multiple: true },
       'no-load': { type: 'boolean' },
       json: { type: 'boolean' },
+      node: { type: 'string' },
       help: { type: 'boolean', short: 'h' },
     },
   });
@@ -113,6 +118,18 @@ async function main(argv: string[]): Promise<void> {
       if (!arg) throw new UsageError('start-node needs a node id (e.g. node1)');
       const node = await startClusterNode(dir, arg);
       say(`${node.id} ${node.address} engine up in ${node.startMs} ms`);
+      return;
+    }
+    case 'load': {
+      if (!arg) throw new UsageError('load needs an image from the host engine (e.g. tidepool/base:latest)');
+      const state = readClusterState(dir);
+      const targets = values.node === undefined ? state.nodes : state.nodes.filter((n) => n.index === parseNodeId(values.node!));
+      if (targets.length === 0) throw new ClusterError('invalid', `cluster '${state.name}' has no ${values.node}`);
+      for (const node of targets) {
+        const before = Date.now();
+        await loadImageIntoNode(arg, node);
+        say(`${node.id} loaded ${arg} in ${Date.now() - before} ms`);
+      }
       return;
     }
     case 'down': {

@@ -228,6 +228,12 @@ describe.skipIf(!isRoot)('local cluster: node engines in network namespaces', ()
     const badId = await cli('stop-node', 'node7', '--dir', dir);
     expect(badId.exitCode).toBe(1);
     expect(badId.stderr).toContain('has no node7');
+    const load = await cli('load', BUSYBOX_IMAGE, '--node', 'node2', '--dir', dir);
+    expect(load.exitCode, load.stderr).toBe(0);
+    expect(load.stderr).toMatch(new RegExp(`node2 loaded ${BUSYBOX_IMAGE} in \\d+ ms`));
+    const loadMissing = await cli('load', 'tidepool/no-such-image:never', '--dir', dir);
+    expect(loadMissing.exitCode).toBe(1);
+    expect(loadMissing.stderr).toContain('loading tidepool/no-such-image:never into node1 failed');
     const badCount = await cli('up', '--nodes', 'many', '--dir', join(dir, 'other'));
     expect(badCount.exitCode).toBe(2);
   });
