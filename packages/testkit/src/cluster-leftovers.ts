@@ -61,13 +61,19 @@ function ownAncestry(): Set<number> {
   let pid = process.pid;
   while (pid > 1 && !pids.has(pid)) {
     pids.add(pid);
-    // /proc/<pid>/stat: "pid (comm) state ppid ..."; comm may contain spaces and parentheses
-    const stat = readOr(`/proc/${pid}/stat`, '');
-    const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
-    if (!Number.isInteger(ppid)) break;
+    const ppid = parentPid(readOr(`/proc/${pid}/stat`, ''));
+    if (ppid === undefined) break;
     pid = ppid;
   }
   return pids;
+}
+
+/** The parent pid in /proc/<pid>/stat text: "pid (comm) state ppid …", where comm may hold spaces and ")". */
+export function parentPid(stat: string): number | undefined {
+  const close = stat.lastIndexOf(')');
+  if (close < 0) return undefined;
+  const ppid = Number(stat.slice(close + 2).split(' ')[1]);
+  return Number.isInteger(ppid) && ppid >= 0 ? ppid : undefined;
 }
 
 /** Cgroup directories named after the node's cgroup parent, in every mounted hierarchy (v1 and v2). */
@@ -163,11 +169,16 @@ export async function killAll(pids: number[], timeoutMs = 10_000): Promise<numbe
 
 /** Mount points at or under `dir` in this process's mount namespace, deepest first. */
 export function mountsUnder(dir: string): string[] {
-  const points = readOr('/proc/self/mountinfo', '')
+  return mountPointsUnder(readOr('/proc/self/mountinfo', ''), dir);
+}
+
+/** From mountinfo text: the mount points (field 5, octal escapes undone) at or under `dir`, deepest first. */
+export function mountPointsUnder(mountinfo: string, dir: string): string[] {
+  const points = mountinfo
     .split('\n')
     .map((line) => line.split(' ')[4])
     .filter((point): point is string => point !== undefined)
-    .map((point) => point.replace(/\\(\d{3})/g, (_, octal: string) => String.fromCharCode(parseInt(octal, 8))))
+    .map((point) => point.replace(/\\([0-7]{3})/g, (_, octal: string) => String.fromCharCode(parseInt(octal, 8))))
     .filter((point) => point === dir || point.startsWith(`${dir}/`));
   return [...new Set(points)].sort((a, b) => b.length - a.length);
 }
