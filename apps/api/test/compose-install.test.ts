@@ -23,8 +23,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Sandbox, Template } from 'e2b';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { docker, ensureDockerEngine, getFreePort, repoRoot, run } from '@tidepool/testkit';
-import { type LocalRegistry, startLocalRegistry } from './support/local-registry.ts';
+import { docker, ensureDockerEngine, getFreePort, type LocalRegistry, repoRoot, run, startLocalRegistry } from '@tidepool/testkit';
 
 const MINUTE = 60_000;
 

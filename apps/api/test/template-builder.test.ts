@@ -7,7 +7,7 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { gzipSync } from 'node:zlib';
-import { docker, ensureBaseImage, run } from '@tidepool/testkit';
+import { docker, ensureBaseImage, run, startLocalRegistry, type LocalRegistry } from '@tidepool/testkit';
 import pino from 'pino';
 import tar from 'tar-stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -21,7 +21,6 @@ import {
   type TemplateBuilderDeps,
 } from '../src/templates/build/template-builder.ts';
 import type { BuildSpec, BuildStep, LogLevel } from '../src/templates/template-model.ts';
-import { startLocalRegistry, type LocalRegistry } from './support/local-registry.ts';
 
 const NETWORK = 'tidepool-builder-test';
 const PLATFORM = `builder-test-${randomUUID().slice(0, 8)}`;
