@@ -147,7 +147,7 @@ describe('containerCreateProblem', () => {
 
     it('is allowed in exactly the shapes the platform makes', () => {
       expect(containerCreateProblem(helper(iptables(['-S', 'DOCKER-USER'])), settings)).toBeUndefined();
-      expect(containerCreateProblem(helper(iptables(['-I', 'DOCKER-USER', '-m', 'comment', '--comment', "it's tidepool"])), settings)).toBeUndefined();
+      expect(containerCreateProblem(helper(iptables(['-t', 'filter', '-I', 'DOCKER-USER', '1', '-i', 'br-0123456789ab', '-m', 'comment', '--comment', 'tidepool-isolation/tidepool', '-j', 'TP-FWD-0123456789ab'])), settings)).toBeUndefined();
       expect(containerCreateProblem(helper(`cat /host${quote('/etc/resolv.conf')} 2>/dev/null || true`), settings)).toBeUndefined();
       expect(containerCreateProblem(helper('printf "%s" "$RULES" | chroot /host iptables-restore -w --noflush', ['RULES=*filter\nCOMMIT\n']), settings)).toBeUndefined();
       expect(containerCreateProblem(helper(iptables(['-S']), [], { Binds: ['/:/host:ro'] }), settings)).toBeUndefined();
@@ -160,6 +160,7 @@ describe('containerCreateProblem', () => {
         helper(`exec chroot /host iptables -w '-S' $(reboot)`),
         helper(`exec chroot /host iptables -w '-S'\\''; reboot; '\\'`),
         helper(`cat /host${quote('/etc/shadow')} 2>/dev/null || true`),
+        helper(iptables(['-I', 'DOCKER-USER', '-m', 'comment', '--comment', "it's tidepool"])),
         helper(iptables(['-S']), ['LD_PRELOAD=/host/x.so']),
         helper('printf "%s" "$RULES" | chroot /host iptables-restore -w --noflush', ['RULES=x', 'PATH=/x']),
         helper(iptables(['-S']), [], { Privileged: true }),
