@@ -2,12 +2,11 @@ import { chmodSync, rmSync } from 'node:fs';
 import http, { type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
 import type { Logger } from 'pino';
-import { type AllowedCall, type BodyCheck, decideCall, withTargetId } from './call-policy.ts';
-import { containerCreateProblem } from './container-create-policy.ts';
+import { type AllowedCall, decideCall, withTargetId } from './call-policy.ts';
+import { BodyRefused, checkedBody } from './checked-body.ts';
 import { EngineLookup } from './engine-lookup.ts';
 import type { GateConfig } from './gate-config.ts';
 import { followLinks } from './bind-roots.ts';
-import { execCreateProblem, networkCreateProblem } from './small-body-policy.ts';
 
 /** Largest body the gate reads to check it (create, exec and network bodies; the firewall helper's rules). */
 const MAX_CHECKED_BODY = 16 * 1024 * 1024;
@@ -69,33 +68,18 @@ export class DockerGate {
     this.lookup = new EngineLookup(config.engineSocket);
   }
 
-  /** Why a body the gate checks is refused (undefined: fine). */
-  private bodyProblem(check: BodyCheck, raw: Buffer): string | undefined {
-    const text = raw.toString('utf8').trim();
-    if (check === 'empty') return text === '' || text === '{}' || text === 'null' ? undefined : 'this call takes no body (no HostConfig at start)';
-    let body: unknown;
-    try {
-      body = JSON.parse(text);
-    } catch {
-      throw new Refusal(400, 'docker gate: the body is not valid JSON');
-    }
-    if (check === 'exec-create') return execCreateProblem(body);
-    if (check === 'network-create') return networkCreateProblem(body);
-    return containerCreateProblem(body, {
-      bindRoots: this.config.bindRoots,
-      helperImage: this.config.helperImage,
-      runtimes: this.config.runtimes,
-      resolvePath: followLinks,
-    });
-  }
-
   /** Decides a request completely (method, path, body, target); returns the URL to forward. */
-  private async admit(request: IncomingMessage, body: Buffer | undefined): Promise<{ decision: AllowedCall; url: string }> {
+  private async admit(request: IncomingMessage, raw: Buffer | undefined): Promise<{ decision: AllowedCall; url: string; body: Buffer | undefined }> {
     const decision = decideCall(request.method ?? '', request.url ?? '/', [this.config.helperImage]);
     if (!decision.allowed) throw new Refusal(decision.status, decision.message);
-    if (decision.body && body !== undefined) {
-      const problem = this.bodyProblem(decision.body, body);
-      if (problem) throw new Refusal(403, `docker gate: ${decision.call} refused: ${problem}`);
+    let body = raw;
+    if (decision.body && raw !== undefined) {
+      try {
+        body = checkedBody(decision.body, raw, { bindRoots: this.config.bindRoots, helperImage: this.config.helperImage, runtimes: this.config.runtimes, resolvePath: followLinks });
+      } catch (error) {
+        if (error instanceof BodyRefused) throw new Refusal(error.status, `docker gate: ${decision.call} refused: ${error.message}`);
+        throw error;
+      }
     }
     let url = request.url ?? '/';
     if (decision.target) {
@@ -112,7 +96,7 @@ export class DockerGate {
       }
       url = withTargetId(url, decision, verdict.id);
     }
-    return { decision, url };
+    return { decision, url, body };
   }
 
   private refuse(request: IncomingMessage, response: ServerResponse, error: unknown): void {
@@ -135,8 +119,8 @@ export class DockerGate {
   async handle(request: IncomingMessage, response: ServerResponse): Promise<void> {
     try {
       const early = decideCall(request.method ?? '', request.url ?? '/', [this.config.helperImage]);
-      const body = early.allowed && early.body ? await readBody(request, MAX_CHECKED_BODY) : undefined;
-      const { decision, url } = await this.admit(request, body);
+      const raw = early.allowed && early.body ? await readBody(request, MAX_CHECKED_BODY) : undefined;
+      const { decision, url, body } = await this.admit(request, raw);
       this.forward(request, response, decision, url, body);
     } catch (error) {
       this.refuse(request, response, error);
