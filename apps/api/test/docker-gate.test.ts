@@ -7,12 +7,13 @@
  */
 import { randomBytes } from 'node:crypto';
 import http from 'node:http';
-import { mkdirSync, mkdtempSync, rmSync, symlinkSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, rmSync, symlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Sandbox, Template } from 'e2b';
 import Docker from 'dockerode';
 import pino from 'pino';
+import tar from 'tar-stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startGate, type RunningGate } from '../../docker-gate/src/gate-server.ts';
 import { EngineFirewallCommands } from '../src/runtime/docker/firewall-commands.ts';
@@ -29,16 +30,18 @@ const volumesRoot = join(dir, 'volumes');
 /** Every call the gate forwarded or refused (the gate logs at debug). */
 const gateLog: { msg: string; call?: string; method?: string; url?: string; reason?: string; status?: number }[] = [];
 
+const gateSettings = { listen: { socketPath }, engineSocket: '/var/run/docker.sock', bindRoots: [volumesRoot], helperImage: 'tidepool/base:latest', runtimes: ['runc', 'runsc'], logLevel: 'debug' };
+
 let gate: RunningGate;
 let platform: TestPlatform;
 let outsider: Docker.Container;
 
-/** A raw request to the gate's socket: status and parsed JSON body. */
-function gateCall(method: string, path: string, body?: unknown, headers: Record<string, string> = {}): Promise<{ status: number; body: any }> {
-  const payload = body === undefined ? undefined : typeof body === 'string' ? body : JSON.stringify(body);
+/** A raw request to the gate's socket (or another gate's): status and parsed JSON body. */
+function gateCall(method: string, path: string, body?: unknown, headers: Record<string, string> = {}, via = socketPath): Promise<{ status: number; body: any }> {
+  const payload = body === undefined ? undefined : typeof body === 'string' || Buffer.isBuffer(body) ? body : JSON.stringify(body);
   return new Promise((resolve, reject) => {
     const request = http.request(
-      { socketPath, method, path, headers: { ...(payload !== undefined ? { 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(payload)) } : {}), ...headers } },
+      { socketPath: via, method, path, headers: { ...(payload !== undefined ? { 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(payload)) } : {}), ...headers } },
       (response) => {
         let text = '';
         response.setEncoding('utf8');
@@ -67,10 +70,7 @@ const platformLabels = { 'dev.tidepool.platform-id': `gate-test-${run}`, [MARK]:
 
 beforeAll(async () => {
   const logger = pino({ level: 'debug' }, { write: (line: string) => void gateLog.push(JSON.parse(line)) });
-  gate = await startGate(
-    { listen: { socketPath }, engineSocket: '/var/run/docker.sock', bindRoots: [volumesRoot], helperImage: 'tidepool/base:latest', runtimes: ['runc', 'runsc'], logLevel: 'debug' },
-    logger,
-  );
+  gate = await startGate(gateSettings, logger);
   platform = await startTestPlatform({ dockerHost: gate.dockerHost });
   // A container the platform did not make, created straight on the engine.
   outsider = await engine.createContainer({ Image: 'tidepool/base:latest', Entrypoint: ['/bin/sleep', '600'], Cmd: [], Labels: { [MARK]: run }, name: `gate-outsider-${run}` });
@@ -132,6 +132,14 @@ describe('the platform through the gate', () => {
     expect(await helper.iptables(['-S', 'DOCKER-USER'])).toMatch(/^-N DOCKER-USER|^-P|DOCKER-USER/m);
     expect(await helper.hostFile('/etc/resolv.conf')).toMatch(/nameserver|^$/);
     expect(await helper.hostFile('/etc/shadow')).toBe(''); // refused by the gate: hostFile turns failures into ''
+    // Host-root iptables only in the platform's vocabulary: no --modprobe, no flush or policy of built-in chains, no DNAT.
+    const inputBefore = (await helper.iptables(['-S', 'INPUT'])).length;
+    await expect(helper.iptables([`--modprobe=/bin/touch ${dir}/modprobed`, '-S'])).rejects.toThrow(/firewall helper refused: iptables/);
+    await expect(helper.iptables(['-P', 'INPUT', 'ACCEPT'])).rejects.toThrow(/firewall helper refused/);
+    await expect(helper.iptables(['-F', 'INPUT'])).rejects.toThrow(/firewall helper refused/);
+    await expect(helper.restore('*nat\n-A PREROUTING -p tcp --dport 22 -j DNAT --to-destination 198.18.0.1:22\nCOMMIT\n')).rejects.toThrow(/firewall helper refused: iptables-restore/);
+    await expect(helper.restore('*filter\nCOMMIT\n*filter\n-F INPUT\nCOMMIT\n')).rejects.toThrow(/firewall helper refused: iptables-restore/);
+    expect((await helper.iptables(['-S', 'INPUT'])).length).toBe(inputBefore);
     expect(gateLog.some((l) => l.msg === 'call refused' && /firewall helper refused/.test(l.reason ?? ''))).toBe(true);
   });
 
@@ -270,6 +278,134 @@ describe('calls the platform never makes', () => {
     expect((await engine.listNetworks({ filters: { name: [`gate-${run}`] } })).length).toBe(0);
     expect(await engine.listImages({ filters: { reference: [`gate-test-${run}`] } })).toEqual([]);
     expect(gateLog.filter((l) => l.msg === 'call refused').length).toBeGreaterThan(10);
+  });
+
+  it('refuses bodies with a repeated key (in any case) with 400 and creates nothing', async () => {
+    const before = await containersMarked();
+    const name = `gate-dup-${run}`;
+    const base = `"Image":"tidepool/base:latest","Entrypoint":["/bin/true"],"Cmd":[],"Labels":${JSON.stringify(platformLabels)}`;
+    for (const text of [
+      `{${base},"HostConfig":{"Privileged":true,"Binds":["/:/host"]},"HostConfig":{}}`,
+      `{${base},"HostConfig":{"Privileged":true,"Binds":["/:/host"]},"hostconfig":{}}`,
+      `{${base},"HostConfig":{"Privileged":true,"privileged":false}}`,
+      `{${base},"HostConfig":{"CapAdd":["SYS_ADMIN"]},"Host\\u0043onfig":{}}`,
+      `{${base},"Labels":{"x":"1"},"HostConfig":{}}`,
+    ]) {
+      const answer = await gateCall('POST', `/containers/create?name=${name}`, text);
+      expect(answer.status, text).toBe(400);
+      expect(answer.body.message).toMatch(/^docker gate: container create refused: the body repeats the key/);
+    }
+    expect(await containersMarked()).toEqual(before);
+    expect((await engine.listContainers({ all: true, filters: { name: [name] } })).length).toBe(0);
+  });
+
+  describe('the firewall helper container', () => {
+    const helperBody = {
+      Image: 'tidepool/base:latest',
+      Entrypoint: ['/bin/sh', '-c', "exec chroot /host iptables -w '-S' 'DOCKER-USER'"],
+      Cmd: [],
+      Env: [],
+      User: '0',
+      Labels: { 'dev.tidepool.firewall-helper': 'true', [MARK]: run },
+      HostConfig: { NetworkMode: 'host', CapAdd: ['NET_ADMIN', 'NET_RAW'], Binds: ['/:/host'], AutoRemove: false },
+    };
+
+    function tarOf(name: string, content: string): Promise<Buffer> {
+      const pack = tar.pack();
+      pack.entry({ name, mode: 0o644 }, content);
+      pack.finalize();
+      const chunks: Buffer[] = [];
+      return new Promise((resolve, reject) => {
+        pack.on('data', (chunk: Buffer) => chunks.push(chunk));
+        pack.on('end', () => resolve(Buffer.concat(chunks)));
+        pack.on('error', reject);
+      });
+    }
+
+    it('is no door to the host: only start (once), wait, logs and remove', { timeout: 120_000 }, async () => {
+      const created = await gateCall('POST', '/containers/create', helperBody);
+      expect(created.status).toBe(201);
+      const id: string = created.body.Id;
+      const archive = await tarOf('pwned', 'written through the helper');
+      for (const [method, path, body] of [
+        ['PUT', `/containers/${id}/archive?path=/host${dir}`, archive],
+        ['GET', `/containers/${id}/archive?path=/host/etc/hostname`],
+        ['HEAD', `/containers/${id}/archive?path=/host/etc`],
+        ['POST', `/containers/${id}/exec`, { Cmd: ['chroot', '/host', 'id'] }],
+        ['POST', `/containers/${id}/attach?stream=1&stdin=1`],
+        ['POST', `/commit?container=${id}&repo=gate-test-${run}`],
+        ['GET', `/containers/${id}/export`],
+        ['GET', `/containers/${id}/json`],
+        ['POST', `/containers/${id}/kill`],
+        ['POST', `/containers/${id}/stop`],
+        ['POST', `/containers/${id}/pause`],
+        ['POST', `/containers/${id}/resize?h=10&w=10`],
+      ] as [string, string, unknown?][]) {
+        const answer = await gateCall(method, path, body);
+        expect(answer.status, `${method} ${path}`).toBe(403);
+        if (method !== 'HEAD') expect(answer.body.message, `${method} ${path}`).toMatch(/firewall helper/);
+      }
+      expect(existsSync(join(dir, 'pwned'))).toBe(false);
+      expect(await engine.listImages({ filters: { reference: [`gate-test-${run}`] } })).toEqual([]);
+      expect((await engine.getContainer(id).inspect()).State.Status).toBe('created');
+      // What the platform does with it works.
+      expect((await gateCall('POST', `/containers/${id}/start`)).status).toBe(204);
+      expect((await gateCall('POST', `/containers/${id}/wait`)).body.StatusCode).toBe(0);
+      expect((await gateCall('GET', `/containers/${id}/logs?stdout=1&stderr=1`)).status).toBe(200);
+      // A second start would run it again: refused.
+      const again = await gateCall('POST', `/containers/${id}/start`);
+      expect(again.status).toBe(403);
+      expect(again.body.message).toMatch(/already started/);
+      expect((await gateCall('DELETE', `/containers/${id}?force=true`)).status).toBe(204);
+    });
+
+    it('refuses to start a helper created before this gate started', { timeout: 120_000 }, async () => {
+      const created = await gateCall('POST', '/containers/create', helperBody);
+      expect(created.status).toBe(201);
+      const id: string = created.body.Id;
+      const laterSocket = join(dir, 'later-gate.sock');
+      const later = await startGate({ ...gateSettings, listen: { socketPath: laterSocket } }, pino({ level: 'silent' }));
+      try {
+        const answer = await gateCall('POST', `/containers/${id}/start`, undefined, {}, laterSocket);
+        expect(answer.status).toBe(403);
+        expect(answer.body.message).toMatch(/created before/);
+        expect((await engine.getContainer(id).inspect()).State.Status).toBe('created');
+      } finally {
+        await later.close();
+        await engine.getContainer(id).remove({ force: true });
+      }
+    });
+  });
+
+  it('re-checks bind sources at start: a directory swapped for a link to /etc is refused', { timeout: 120_000 }, async () => {
+    const source = join(volumesRoot, `vol_swap_${run}`);
+    mkdirSync(source, { recursive: true });
+    const created = await gateCall('POST', `/containers/create?name=gate-swap-${run}`, {
+      Image: 'tidepool/base:latest',
+      Entrypoint: ['/bin/sh', '-c', 'cat /mnt/v/hostname'],
+      Cmd: [],
+      Labels: platformLabels,
+      HostConfig: { Mounts: [{ Type: 'bind', Source: source, Target: '/mnt/v', BindOptions: { Propagation: 'rprivate' } }] },
+    });
+    expect(created.status).toBe(201);
+    const id: string = created.body.Id;
+    try {
+      rmSync(source, { recursive: true });
+      symlinkSync('/etc', source);
+      const answer = await gateCall('POST', `/containers/${id}/start`);
+      expect(answer.status).toBe(403);
+      expect(answer.body.message).toMatch(/outside the allowed bind roots/);
+      expect((await engine.getContainer(id).inspect()).State.Status).toBe('created');
+      // Copying out of the stopped container would mount the link too.
+      const copy = await gateCall('GET', `/containers/${id}/archive?path=/mnt/v/hostname`);
+      expect(copy.status).toBe(403);
+      // Put back as a directory, it starts.
+      rmSync(source);
+      mkdirSync(source);
+      expect((await gateCall('POST', `/containers/${id}/start`)).status).toBe(204);
+    } finally {
+      await engine.getContainer(id).remove({ force: true }).catch(() => undefined);
+    }
   });
 
   it('survives malformed requests and keeps serving', async () => {

@@ -4,6 +4,7 @@ import type { AddressInfo, Socket } from 'node:net';
 import type { Logger } from 'pino';
 import { type AllowedCall, decideCall, withTargetId } from './call-policy.ts';
 import { BodyRefused, checkedBody } from './checked-body.ts';
+import { MOUNTING_CALLS, containerCallProblem } from './container-call-policy.ts';
 import { EngineLookup } from './engine-lookup.ts';
 import type { GateConfig } from './gate-config.ts';
 import { followLinks } from './bind-roots.ts';
@@ -60,6 +61,7 @@ function readBody(request: IncomingMessage, limit: number): Promise<Buffer> {
 /** The Docker gate: an HTTP server in front of the engine socket that forwards only the platform's calls. */
 export class DockerGate {
   private readonly lookup: EngineLookup;
+  private readonly startedAt = Date.now();
 
   constructor(
     private readonly config: GateConfig,
@@ -83,7 +85,7 @@ export class DockerGate {
     }
     let url = request.url ?? '/';
     if (decision.target) {
-      const verdict = await this.lookup.check(decision.target.kind, decision.target.ref);
+      const verdict = await this.lookup.check(decision.target.kind, decision.target.ref, MOUNTING_CALLS.has(decision.call));
       if (verdict.kind === 'refused') throw new Refusal(403, verdict.message);
       if (verdict.kind === 'engine') {
         let message = verdict.body;
@@ -93,6 +95,11 @@ export class DockerGate {
           // plain text from the engine
         }
         throw new Refusal(verdict.status, message);
+      }
+      if (verdict.container) {
+        const context = { now: Date.now(), gateStartedAt: this.startedAt, bindRoots: this.config.bindRoots, resolvePath: followLinks };
+        const problem = containerCallProblem(decision.call, verdict.container, context);
+        if (problem) throw new Refusal(403, `docker gate: ${problem}`);
       }
       url = withTargetId(url, decision, verdict.id);
     }
