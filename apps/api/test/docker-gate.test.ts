@@ -185,6 +185,9 @@ describe('calls the platform never makes', () => {
       await create({ Labels: platformLabels, HostConfig: { CapAdd: ['SYS_ADMIN'] } }),
       await create({ Labels: platformLabels, HostConfig: { Devices: [{ PathOnHost: '/dev/kmsg', PathInContainer: '/dev/kmsg', CgroupPermissions: 'r' }] } }),
       await create({ Labels: platformLabels, HostConfig: { SecurityOpt: ['seccomp=unconfined'] } }),
+      await create({ Labels: platformLabels, HostConfig: { MaskedPaths: [] } }),
+      await create({ Labels: platformLabels, HostConfig: { ReadonlyPaths: [] } }),
+      await create({ Labels: platformLabels, MaskedPaths: [], ReadonlyPaths: [] }),
       await create({ Labels: { [MARK]: run } }),
       await create({ Labels: { [MARK]: run, 'dev.tidepool.firewall-helper': 'true' }, User: '0', Entrypoint: ['/bin/sh', '-c', 'chroot /host sh'], HostConfig: { NetworkMode: 'host', CapAdd: ['NET_ADMIN'], Binds: ['/:/host'] } }),
     ];

@@ -112,7 +112,14 @@ describe('containerCreateProblem', () => {
       [{ CgroupParent: '/' }],
       [{ Runtime: 'weird' }],
       [{ LogConfig: { Type: 'syslog', Config: { 'syslog-address': 'tcp://10.0.0.1:514' } } }],
-      [{ MaskedPaths: [] as string[], ReadonlyPaths: [] as string[], Futurefield: 1 }],
+      // Go tells an empty list from none: MaskedPaths: [] unmasks /proc, ReadonlyPaths: [] makes /proc/sys writable.
+      [{ MaskedPaths: [] as string[] }],
+      [{ ReadonlyPaths: [] as string[] }],
+      [{ maskedpaths: [] as string[] }],
+      [{}, { HostConfig: undefined, MaskedPaths: [] as string[] }],
+      [{}, { ReadonlyPaths: [] as string[] }],
+      [{ Sysctls: {} }],
+      [{ Futurefield: 1 }],
       [{ Bindſ: ['/:/host'] }],
       [{}, { Privileged: true, HostConfig: undefined }],
       [{}, { Binds: ['/:/host'] }],
@@ -120,6 +127,14 @@ describe('containerCreateProblem', () => {
     ];
     for (const [host, top] of refused) {
       expect(containerCreateProblem(sandbox(host, top), settings), JSON.stringify([host, top])).toBeTypeOf('string');
+    }
+    // Each refusal above names what it refuses (not some other field of the body).
+    for (const [host, top] of [
+      [{ MaskedPaths: [] }, {}],
+      [{ ReadonlyPaths: [] }, {}],
+      [{}, { HostConfig: undefined, MaskedPaths: [] }],
+    ] as [Record<string, unknown>, Record<string, unknown>][]) {
+      expect(containerCreateProblem(sandbox(host, top), settings), JSON.stringify([host, top])).toMatch(/maskedpaths|readonlypaths/i);
     }
   });
 

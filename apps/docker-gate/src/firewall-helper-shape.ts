@@ -1,5 +1,5 @@
 import { iptablesArgsProblem, restorePayloadProblem } from './iptables-commands.ts';
-import { BodyError, foldFields, isEmpty, isObject, optionalString, stringList } from './json-fields.ts';
+import { BodyError, foldFields, isEmpty, isObject, isUnset, optionalString, stringList } from './json-fields.ts';
 import { FIREWALL_HELPER_LABEL } from './platform-labels.ts';
 
 /**
@@ -45,7 +45,7 @@ export function isFirewallHelperRequest(labels: Record<string, unknown>): boolea
 export function firewallHelperProblem(body: unknown, helperImage: string): string | undefined {
   try {
     const top = foldFields(body, 'body');
-    for (const [key, value] of top) if (!TOP_FIELDS.has(key) && !isEmpty(value)) return `the firewall helper container sets no field ${key}`;
+    for (const [key, value] of top) if (!TOP_FIELDS.has(key) && !isUnset(value)) return `the firewall helper container sets no field ${key}`;
     const labels = top.get('labels');
     if (!isObject(labels) || labels[FIREWALL_HELPER_LABEL] !== 'true') return `${FIREWALL_HELPER_LABEL} must be "true"`;
     if (optionalString(top.get('image'), 'Image') !== helperImage) return `the firewall helper container runs only the helper image ${helperImage}`;
@@ -68,7 +68,7 @@ export function firewallHelperProblem(body: unknown, helperImage: string): strin
       return 'the firewall helper container runs only iptables, iptables-restore or reads the host resolver files';
     }
     const host = foldFields(top.get('hostconfig'), 'HostConfig');
-    for (const [key, value] of host) if (!HOST_FIELDS.has(key) && !isEmpty(value)) return `the firewall helper container sets no HostConfig.${key}`;
+    for (const [key, value] of host) if (!HOST_FIELDS.has(key) && !isUnset(value)) return `the firewall helper container sets no HostConfig.${key}`;
     if (host.get('networkmode') !== 'host') return 'the firewall helper container uses the host network';
     if (!isEmpty(host.get('autoremove'))) return 'the firewall helper container is removed by the platform (no AutoRemove)';
     const caps = stringList(host.get('capadd'), 'HostConfig.CapAdd').map((c) => c.toUpperCase().replace(/^CAP_/, ''));
