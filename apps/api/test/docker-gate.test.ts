@@ -30,7 +30,17 @@ const volumesRoot = join(dir, 'volumes');
 /** Every call the gate forwarded or refused (the gate logs at debug). */
 const gateLog: { msg: string; call?: string; method?: string; url?: string; reason?: string; status?: number }[] = [];
 
-const gateSettings = { listen: { socketPath }, engineSocket: '/var/run/docker.sock', bindRoots: [volumesRoot], helperImage: 'tidepool/base:latest', runtimes: ['runc', 'runsc'], logLevel: 'debug' };
+/** An image of the stack other than the helper's (compose's `setup` and `docker-gate` images mount the engine socket). */
+const stackImage = `gate-test-${run}-setup:latest`;
+const gateSettings = {
+  listen: { socketPath },
+  engineSocket: '/var/run/docker.sock',
+  bindRoots: [volumesRoot],
+  helperImage: 'tidepool/base:latest',
+  protectedImages: [stackImage],
+  runtimes: ['runc', 'runsc'],
+  logLevel: 'debug',
+};
 
 let gate: RunningGate;
 let platform: TestPlatform;
@@ -72,6 +82,8 @@ beforeAll(async () => {
   const logger = pino({ level: 'debug' }, { write: (line: string) => void gateLog.push(JSON.parse(line)) });
   gate = await startGate(gateSettings, logger);
   platform = await startTestPlatform({ dockerHost: gate.dockerHost });
+  const [repo, tag] = stackImage.split(':');
+  await engine.getImage('tidepool/envd-runtime:latest').tag({ repo, tag });
   // A container the platform did not make, created straight on the engine.
   outsider = await engine.createContainer({ Image: 'tidepool/base:latest', Entrypoint: ['/bin/sleep', '600'], Cmd: [], Labels: { [MARK]: run }, name: `gate-outsider-${run}` });
   await outsider.start();
@@ -83,6 +95,7 @@ afterAll(async () => {
   await outsider?.remove({ force: true }).catch(() => undefined);
   for (const id of await containersMarked()) await engine.getContainer(id).remove({ force: true }).catch(() => undefined);
   await gate?.close();
+  await engine.getImage(stackImage).remove().catch(() => undefined);
   rmSync(dir, { recursive: true, force: true });
 }, 300_000);
 
@@ -272,6 +285,21 @@ describe('calls the platform never makes', () => {
     expect((await gateCall('POST', '/images/tidepool/debian:bookworm/tag?repo=tidepool/base&tag=latest')).status).toBe(403);
     expect((await gateCall('DELETE', '/images/tidepool/base:latest?force=true')).status).toBe(403);
     expect((await engine.getImage('tidepool/base:latest').inspect()).Id).toBe(helperBefore);
+    // Nor can any other image of the stack (DOCKER_GATE_PROTECTED_IMAGES): the next `up` would run it with the socket.
+    const stackBefore = (await engine.getImage(stackImage).inspect()).Id;
+    const [stackRepo, stackTag] = stackImage.split(':');
+    for (const [method, path] of [
+      ['POST', `/images/tidepool/base:latest/tag?repo=${stackRepo}&tag=${stackTag}`],
+      ['POST', `/images/tidepool/base:latest/tag?repo=${stackImage}`],
+      ['POST', `/images/create?fromImage=${stackRepo}&tag=${stackTag}`],
+      ['POST', `/images/create?fromSrc=-&repo=${stackRepo}&tag=${stackTag}`],
+      ['DELETE', `/images/${stackImage}?force=true`],
+      ['POST', `/build?t=${stackImage}`],
+      ['POST', `/images/${stackRepo}/push?tag=${stackTag}`],
+    ]) {
+      expect((await gateCall(method!, path!)).status, `${method} ${path}`).toBe(403);
+    }
+    expect((await engine.getImage(stackImage).inspect()).Id).toBe(stackBefore);
     for (const path of ['/containers/../secrets', '/v1.12/containers/x/start', '/containers/%2e%2e/json']) {
       expect((await gateCall('GET', path)).status, path).toBe(400);
     }

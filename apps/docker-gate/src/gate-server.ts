@@ -62,17 +62,20 @@ function readBody(request: IncomingMessage, limit: number): Promise<Buffer> {
 export class DockerGate {
   private readonly lookup: EngineLookup;
   private readonly startedAt = Date.now();
+  /** Image names no call may write to: the firewall helper's and the rest of the stack's. */
+  private readonly protectedImages: string[];
 
   constructor(
     private readonly config: GateConfig,
     private readonly logger: Logger,
   ) {
     this.lookup = new EngineLookup(config.engineSocket);
+    this.protectedImages = [config.helperImage, ...config.protectedImages];
   }
 
   /** Decides a request completely (method, path, body, target); returns the URL to forward. */
   private async admit(request: IncomingMessage, raw: Buffer | undefined): Promise<{ decision: AllowedCall; url: string; body: Buffer | undefined }> {
-    const decision = decideCall(request.method ?? '', request.url ?? '/', [this.config.helperImage]);
+    const decision = decideCall(request.method ?? '', request.url ?? '/', this.protectedImages);
     if (!decision.allowed) throw new Refusal(decision.status, decision.message);
     let body = raw;
     if (decision.body && raw !== undefined) {
@@ -125,7 +128,7 @@ export class DockerGate {
   /** Ordinary calls, streamed both ways (pulls, imports, archives, events, logs, hijacked attach without Upgrade). */
   async handle(request: IncomingMessage, response: ServerResponse): Promise<void> {
     try {
-      const early = decideCall(request.method ?? '', request.url ?? '/', [this.config.helperImage]);
+      const early = decideCall(request.method ?? '', request.url ?? '/', this.protectedImages);
       const raw = early.allowed && early.body ? await readBody(request, MAX_CHECKED_BODY) : undefined;
       const { decision, url, body } = await this.admit(request, raw);
       this.forward(request, response, decision, url, body);
@@ -275,7 +278,7 @@ export async function startGate(config: GateConfig, logger: Logger): Promise<Run
     const address = server.address() as AddressInfo;
     dockerHost = `tcp://${address.family === 'IPv6' ? `[${address.address}]` : address.address}:${address.port}`;
   }
-  logger.info({ listen: dockerHost, engine: config.engineSocket, bindRoots: config.bindRoots, helperImage: config.helperImage }, 'docker gate listening');
+  logger.info({ listen: dockerHost, engine: config.engineSocket, bindRoots: config.bindRoots, helperImage: config.helperImage, protectedImages: config.protectedImages }, 'docker gate listening');
   return {
     server,
     dockerHost,
