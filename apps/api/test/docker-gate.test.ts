@@ -16,11 +16,16 @@ import pino from 'pino';
 import tar from 'tar-stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startGate, type RunningGate } from '../../docker-gate/src/gate-server.ts';
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
 import { EngineFirewallCommands } from '../src/runtime/docker/firewall-commands.ts';
+import { SandboxFirewall } from '../src/runtime/docker/sandbox-firewall.ts';
+import { networkSpec } from '../src/runtime/docker/sandbox-network.ts';
 import { startTestPlatform, type TestPlatform } from './support/start-platform.ts';
 import { removeTemplatesAndSandboxes } from './support/template-testing.ts';
 
 const run = randomBytes(4).toString('hex');
+const exec = promisify(execFile);
 const MARK = 'dev.tidepool-test.docker-gate';
 const engine = new Docker();
 const dir = mkdtempSync(join(tmpdir(), 'docker-gate-'));
@@ -154,6 +159,53 @@ describe('the platform through the gate', () => {
     await expect(helper.restore('*filter\nCOMMIT\n*filter\n-F INPUT\nCOMMIT\n')).rejects.toThrow(/firewall helper refused: iptables-restore/);
     expect((await helper.iptables(['-S', 'INPUT'])).length).toBe(inputBefore);
     expect(gateLog.some((l) => l.msg === 'call refused' && /firewall helper refused/.test(l.reason ?? ''))).toBe(true);
+  });
+
+  it('installs, moves and removes real sandbox firewall rules through the helper, as the platform in compose does', { timeout: 300_000 }, async () => {
+    const viaGate = new Docker({ socketPath });
+    const name = `gate-fw-${run}`;
+    await viaGate.createNetwork(networkSpec(name));
+    const info = await engine.getNetwork(name).inspect();
+    const short = info.Id.slice(0, 12);
+    const bridge = `br-${short}`;
+    const commands = new EngineFirewallCommands(viaGate, 'tidepool/base:latest');
+    const firewallFor = (bridgeName: string) =>
+      new SandboxFirewall({ commands, logger: pino({ level: 'silent' }), network: { name, id: info.Id, bridge: bridgeName }, resolvers: ['198.18.0.53'] });
+    const refusedBefore = gateLog.filter((l) => l.msg === 'call refused').length;
+    const tagged = async (table: string, chain: string) =>
+      (await exec('iptables', ['-w', '-t', table, '-S', chain])).stdout.split('\n').filter((l) => l.includes(`tidepool-isolation/${name}`));
+    try {
+      // A hook left by an older bridge is deleted with the arguments real iptables printed (-D through the gate).
+      await firewallFor('br-000000000000').install();
+      const firewall = firewallFor(bridge);
+      await firewall.install();
+      expect(await tagged('filter', 'DOCKER-USER')).toEqual([`-A DOCKER-USER -i ${bridge} -m comment --comment "tidepool-isolation/${name}" -j TP-FWD-${short}`]);
+      expect(await tagged('filter', 'INPUT')).toHaveLength(1);
+      expect(await tagged('nat', 'PREROUTING')).toHaveLength(1);
+      firewall.setRedirect({ http: 40001, tls: 40002 });
+      await firewall.applySandbox('isbxgate1', '198.18.0.77', { allow: ['198.18.1.0/24'], deny: ['0.0.0.0/0'], domains: ['example.com'] });
+      // Moved: the dispatch lines real iptables printed (quoted comments) are deleted in the restore payload.
+      await firewall.applySandbox('isbxgate1', '198.18.0.78', { allow: [], deny: ['198.18.2.0/24'] });
+      const dispatch = (await exec('iptables', ['-w', '-S', `TP-SBX-${short}`])).stdout;
+      expect(dispatch).toContain('-s 198.18.0.78/32');
+      expect(dispatch).not.toContain('198.18.0.77');
+      expect(await firewall.sandboxesWithRules()).toEqual(['isbxgate1']);
+      await firewall.removeSandbox('isbxgate1');
+      expect(await firewall.sandboxesWithRules()).toEqual([]);
+      expect(gateLog.filter((l) => l.msg === 'call refused').slice(refusedBefore).map((l) => `${l.method} ${l.url}: ${l.reason}`)).toEqual([]);
+      expect(gateLog.filter((l) => l.msg === 'call refused').length).toBe(refusedBefore);
+    } finally {
+      for (const [table, chain] of [['filter', 'DOCKER-USER'], ['filter', 'INPUT'], ['nat', 'PREROUTING']] as const) {
+        for (const line of await tagged(table, chain).catch(() => [])) {
+          await exec('iptables', ['-w', '-t', table, '-D', ...line.replace(/"/g, '').split(' ').slice(1)]).catch(() => undefined);
+        }
+      }
+      for (const [table, chain] of [['filter', `TP-FWD-${short}`], ['filter', `TP-IN-${short}`], ['filter', `TP-SBX-${short}`], ['nat', `TP-NAT-${short}`]]) {
+        await exec('iptables', ['-w', '-t', table!, '-F', chain!]).catch(() => undefined);
+        await exec('iptables', ['-w', '-t', table!, '-X', chain!]).catch(() => undefined);
+      }
+      await engine.getNetwork(name).remove().catch(() => undefined);
+    }
   });
 
   it('tunnels exec with HTTP Upgrade into platform containers', { timeout: 120_000 }, async () => {

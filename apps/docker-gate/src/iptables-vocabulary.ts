@@ -134,7 +134,10 @@ function targetProblem(table: Table, chain: string, target: string | undefined, 
     case 'REDIRECT':
       if (table !== 'nat' || !chain.startsWith('TP-R-')) return 'REDIRECT only in a TP-R chain of the nat table';
       if (protocol !== 'tcp') return 'REDIRECT needs -p tcp';
-      return rest.length === 2 && rest[0] === '--to-ports' && isPort(rest[1]) ? undefined : `REDIRECT takes only --to-ports <port> (got ${JSON.stringify(rest.join(' '))})`;
+      // The egress proxy listens on ports the system picks (never below 1024): a host service such as sshd is no target.
+      return rest.length === 2 && rest[0] === '--to-ports' && isPort(rest[1]) && Number(rest[1]) >= 1024
+        ? undefined
+        : `REDIRECT takes only --to-ports <port 1024-65535> (got ${JSON.stringify(rest.join(' '))})`;
     default:
       if (ownChainPrefix(table, target) === undefined) return `target ${JSON.stringify(target)} is not one the platform uses in the ${table} table`;
       return none();
