@@ -87,11 +87,13 @@ beforeAll(async () => {
   const logger = pino({ level: 'debug' }, { write: (line: string) => void gateLog.push(JSON.parse(line)) });
   gate = await startGate(gateSettings, logger);
   platform = await startTestPlatform({ dockerHost: gate.dockerHost });
-  const [repo, tag] = stackImage.split(':');
-  await engine.getImage('tidepool/envd-runtime:latest').tag({ repo, tag });
+
   // A container the platform did not make, created straight on the engine.
   outsider = await engine.createContainer({ Image: 'tidepool/base:latest', Entrypoint: ['/bin/sleep', '600'], Cmd: [], Labels: { [MARK]: run }, name: `gate-outsider-${run}` });
   await outsider.start();
+  // An image of its own under a stack name (removing it by id in a test touches nothing shared).
+  const [repo, tag] = stackImage.split(':');
+  await outsider.commit({ repo, tag, changes: [`LABEL ${MARK}=${run}`] });
 }, 600_000);
 
 afterAll(async () => {
@@ -346,12 +348,21 @@ describe('calls the platform never makes', () => {
       ['POST', `/images/create?fromImage=${stackRepo}&tag=${stackTag}`],
       ['POST', `/images/create?fromSrc=-&repo=${stackRepo}&tag=${stackTag}`],
       ['DELETE', `/images/${stackImage}?force=true`],
+      ['DELETE', `/images/${stackBefore}?force=true`],
+      ['DELETE', `/images/${stackBefore.replace('sha256:', '').slice(0, 12)}?force=true`],
       ['POST', `/build?t=${stackImage}`],
       ['POST', `/images/${stackRepo}/push?tag=${stackTag}`],
     ]) {
       expect((await gateCall(method!, path!)).status, `${method} ${path}`).toBe(403);
     }
     expect((await engine.getImage(stackImage).inspect()).Id).toBe(stackBefore);
+    // Another name of that image is removed as that name only (the protected one stays).
+    await engine.getImage(stackImage).tag({ repo: `gate-test-${run}/extra`, tag: 'x' });
+    const untag = await gateCall('DELETE', `/images/gate-test-${run}/extra:x?force=true`);
+    expect(untag.status).toBe(200);
+    expect(untag.body).toEqual([{ Untagged: `gate-test-${run}/extra:x` }]);
+    expect((await engine.getImage(stackImage).inspect()).Id).toBe(stackBefore);
+    expect((await gateCall('DELETE', `/images/gate-test-${run}/no-such:x`)).status).toBe(404);
     for (const path of ['/containers/../secrets', '/v1.12/containers/x/start', '/containers/%2e%2e/json']) {
       expect((await gateCall('GET', path)).status, path).toBe(400);
     }

@@ -5,7 +5,8 @@ import type { Logger } from 'pino';
 import { type AllowedCall, decideCall, withTargetId } from './call-policy.ts';
 import { BodyRefused, checkedBody } from './checked-body.ts';
 import { MOUNTING_CALLS, containerCallProblem } from './container-call-policy.ts';
-import { EngineLookup } from './engine-lookup.ts';
+import { EngineLookup, engineGet } from './engine-lookup.ts';
+import { type InspectedImage, imageRemoval } from './protected-images.ts';
 import type { GateConfig } from './gate-config.ts';
 import { followLinks } from './bind-roots.ts';
 
@@ -40,6 +41,15 @@ function passedHeaders(headers: IncomingHttpHeaders): Record<string, string | st
 
 function errorText(error: unknown): string {
   return error instanceof Error ? error.message : String(error);
+}
+
+/** The message of an engine error answer (JSON `{message}` or plain text). */
+function engineMessage(body: string): string {
+  try {
+    return String((JSON.parse(body) as { message?: unknown }).message ?? body);
+  } catch {
+    return body;
+  }
 }
 
 function readBody(request: IncomingMessage, limit: number): Promise<Buffer> {
@@ -90,15 +100,7 @@ export class DockerGate {
     if (decision.target) {
       const verdict = await this.lookup.check(decision.target.kind, decision.target.ref, MOUNTING_CALLS.has(decision.call));
       if (verdict.kind === 'refused') throw new Refusal(403, verdict.message);
-      if (verdict.kind === 'engine') {
-        let message = verdict.body;
-        try {
-          message = String((JSON.parse(verdict.body) as { message?: unknown }).message ?? verdict.body);
-        } catch {
-          // plain text from the engine
-        }
-        throw new Refusal(verdict.status, message);
-      }
+      if (verdict.kind === 'engine') throw new Refusal(verdict.status, engineMessage(verdict.body));
       if (verdict.container) {
         const context = { now: Date.now(), gateStartedAt: this.startedAt, bindRoots: this.config.bindRoots, resolvePath: followLinks };
         const problem = containerCallProblem(decision.call, verdict.container, context);
@@ -106,7 +108,27 @@ export class DockerGate {
       }
       url = withTargetId(url, decision, verdict.id);
     }
+    if (decision.call === 'image remove') url = await this.imageRemovalUrl(url);
     return { decision, url, body };
+  }
+
+  /** `DELETE /images/<ref>` judged by the image it names now, forwarded with the matching tag or the full id. */
+  private async imageRemovalUrl(url: string): Promise<string> {
+    const queryAt = url.indexOf('?');
+    const path = queryAt < 0 ? url : url.slice(0, queryAt);
+    const at = path.indexOf('/images/');
+    const reference = path.slice(at + '/images/'.length);
+    const answer = await engineGet(this.config.engineSocket, `/images/${encodeURIComponent(reference)}/json`);
+    if (answer.status !== 200) throw new Refusal(answer.status, engineMessage(answer.body));
+    let image: InspectedImage;
+    try {
+      image = JSON.parse(answer.body) as InspectedImage;
+    } catch {
+      throw new Refusal(502, 'docker gate: the engine answered an image inspection with malformed JSON');
+    }
+    const removal = imageRemoval(reference, image, this.protectedImages);
+    if (!removal.allowed) throw new Refusal(403, `docker gate: ${removal.message}`);
+    return `${path.slice(0, at)}/images/${removal.reference}${queryAt < 0 ? '' : url.slice(queryAt)}`;
   }
 
   private refuse(request: IncomingMessage, response: ServerResponse, error: unknown): void {
