@@ -47,6 +47,10 @@ describe('the firewall helper runs only the iptables commands the platform makes
       ['-S', '--modprobe=/tmp/x'],
       ['-S', 'DOCKER-USER', '--modprobe', '/bin/sh'],
       ['-F', 'INPUT'],
+      ['-F', 'OUTPUT'],
+      ['-P', 'OUTPUT', 'DROP'],
+      ['-t', 'nat', '-F', 'OUTPUT'],
+      ['-F', 'DOCKER-USER'],
       ['-F'],
       ['-t', 'nat', '-F'],
       ['-X'],
@@ -141,6 +145,9 @@ describe('the firewall helper restores only the platform chains', () => {
   it('refuses other tables, built-in chains, policies, DNAT, unknown options and COMMIT tricks', () => {
     const hostile = [
       '*filter\n-F INPUT\nCOMMIT\n',
+      '*filter\n-F OUTPUT\nCOMMIT\n',
+      '*filter\n:OUTPUT DROP [0:0]\nCOMMIT\n',
+      '*filter\n-F DOCKER-USER\nCOMMIT\n',
       '*filter\n-F\nCOMMIT\n',
       '*filter\n:INPUT ACCEPT [0:0]\nCOMMIT\n',
       '*filter\n:FORWARD ACCEPT [0:0]\nCOMMIT\n',
