@@ -26,7 +26,7 @@ export type Frame =
   | { type: 'end_of_execution' };
 
 /** MIME types of a Jupyter display bundle and the wire field each one fills. */
-const MIME_FIELDS: Record<string, keyof ResultBundle> = {
+const MIME_FIELDS = new Map<string, keyof ResultBundle>(Object.entries({
   'text/plain': 'text',
   'text/html': 'html',
   'text/markdown': 'markdown',
@@ -37,7 +37,7 @@ const MIME_FIELDS: Record<string, keyof ResultBundle> = {
   'text/latex': 'latex',
   'application/json': 'json',
   'application/javascript': 'javascript',
-};
+} satisfies Record<string, keyof ResultBundle>));
 
 /** MIME types the kernel-side formatters (python/kernel_setup.py) use for tables and charts. */
 export const DATA_MIME = 'application/vnd.tidepool.data+json';
@@ -48,7 +48,7 @@ export function bundleFromMime(mime: Record<string, unknown>): ResultBundle {
   const bundle: ResultBundle = {};
   for (const [type, value] of Object.entries(mime)) {
     if (value === null || value === undefined) continue;
-    const field = MIME_FIELDS[type];
+    const field = MIME_FIELDS.get(type);
     if (type === DATA_MIME) {
       bundle.data = value;
     } else if (type === CHART_MIME) {
