@@ -142,6 +142,34 @@ describe('Python', () => {
     expect(Buffer.from(figure!.png!, 'base64').subarray(0, 8)).toEqual(Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]));
   });
 
+  it('gives structured chart data for shown figures: line, bar, pie, box-and-whisker, scatter, superchart, unknown', async () => {
+    const execution = await sbx.runCode(
+      [
+        'import matplotlib.pyplot as plt',
+        'plt.plot([1, 2, 3], [1, 4, 9], label="squares"); plt.title("growth"); plt.xlabel("n"); plt.ylabel("n^2"); plt.show()',
+        'plt.bar(["a", "b"], [3, 5], label="sales"); plt.show()',
+        'plt.pie([1, 3], labels=["small", "big"]); plt.show()',
+        'plt.boxplot([[1, 2, 3, 4, 5, 20], [2, 3, 4]], labels=["A", "B"]); plt.show()',
+        'fig, (left, right) = plt.subplots(1, 2); left.scatter([1, 2], [3, 4], label="pts"); right.plot([0, 1]); fig.suptitle("two"); plt.show()',
+        'plt.imshow([[1, 2], [3, 4]]); plt.show()',
+      ].join('\n'),
+    );
+    expect(execution.error).toBeUndefined();
+    const charts = execution.results.map((r) => r.chart as any);
+    expect(charts.map((c) => c?.type)).toEqual(['line', 'bar', 'pie', 'box_and_whisker', 'superchart', 'unknown']);
+    const [line, bar, pie, box, superchart] = charts;
+    expect(line).toMatchObject({ title: 'growth', x_label: 'n', y_label: 'n^2', x_scale: 'linear', elements: [{ label: 'squares', points: [[1, 1], [2, 4], [3, 9]] }] });
+    expect(line.x_ticks.length).toBe(line.x_tick_labels.length);
+    expect(bar.elements).toEqual([{ label: 'a', group: 'sales', value: 3 }, { label: 'b', group: 'sales', value: 5 }]);
+    expect(pie.elements.map((e: any) => [e.label, Math.round(e.angle)])).toEqual([['small', 90], ['big', 270]]);
+    expect(box.elements[0]).toEqual({ label: 'A', min: 1, first_quartile: 2.25, median: 3.5, third_quartile: 4.75, max: 5, outliers: [20] });
+    expect(superchart.title).toBe('two');
+    expect(superchart.elements.map((c: any) => c.type)).toEqual(['scatter', 'line']);
+    expect(superchart.elements[0].elements[0]).toEqual({ label: 'pts', points: [[1, 3], [2, 4]] });
+    // Each chart still comes with its picture.
+    expect(execution.results.every((r) => r.png)).toBe(true);
+  });
+
   it('bounds huge output: the first bytes, then a note; the execution still ends', async () => {
     const execution = await sbx.runCode('print("x" * 20_000_000)\n"done"');
     const stdout = execution.logs.stdout.join('');
@@ -275,10 +303,11 @@ describe('sandboxes', () => {
 
   it('a sandbox killed during an execution ends the call with an error', async () => {
     const doomed = await create();
-    const running = doomed.runCode('import time\ntime.sleep(60)');
+    const running: Promise<Execution | Error> = doomed.runCode('import time\ntime.sleep(60)').catch((error: Error) => error);
     await new Promise((resolve) => setTimeout(resolve, 1500));
     await doomed.kill();
-    const outcome: Execution | Error = await running.catch((error: Error) => error);
+    const outcome = await running;
     expect(outcome).toBeInstanceOf(Error);
+    expect((outcome as Error).message).toMatch(/killed/);
   });
 });

@@ -97,7 +97,8 @@ def main():
 
     if setup_file:
         with open(setup_file, encoding="utf-8") as handle:
-            problem = silent(handle.read())
+            assets = os.path.dirname(os.path.abspath(setup_file))
+            problem = silent("_TIDEPOOL_ASSETS = %r\n%s" % (assets, handle.read()))
         if problem:
             send({"ev": "fatal", "message": "the kernel setup failed: %s" % problem})
             km.shutdown_kernel(now=True)

@@ -1,6 +1,7 @@
 # Runs once, silently, in every new Python kernel of the code-interpreter (kernel_bridge.py --setup).
 # Defines the `_tidepool_ci` module (per-execution environment variables) and the display formatters that
-# give pandas DataFrames a `data` format and matplotlib figures a `chart` format (see charts.py).
+# give pandas DataFrames a `data` format and matplotlib figures a `chart` format (_tidepool_charts.py).
+# The bridge defines _TIDEPOOL_ASSETS (the directory of these files) before running it.
 def _tidepool_ci_setup():
     import os
     import sys
@@ -54,20 +55,27 @@ def _tidepool_ci_setup():
 
         return {str(column): json.loads(frame[column].to_json(orient="values", date_format="iso")) for column in frame.columns}
 
+    charts_file = os.path.join(_TIDEPOOL_ASSETS, "_tidepool_charts.py")
+    charts = {}
+
     def chart(figure):
         try:
-            from _tidepool_charts import figure_to_chart
-        except ImportError:
-            return None
-        try:
-            return figure_to_chart(figure)
+            if "module" not in charts:
+                import importlib.util
+
+                spec = importlib.util.spec_from_file_location("_tidepool_charts", charts_file)
+                charts["module"] = importlib.util.module_from_spec(spec)
+                spec.loader.exec_module(charts["module"])
+            return charts["module"].figure_to_chart(figure)
         except Exception:  # a figure we cannot read still shows as an image
             return None
 
     display = shell.display_formatter
     for formatter, type_module, type_name, function in (
         (TableFormatter(parent=display), "pandas.core.frame", "DataFrame", table),
-        (ChartFormatter(parent=display), "matplotlib.figure", "Figure", chart),
+        # FigureBase, not Figure: IPython's matplotlib setup (select_figure_formats) pops every formatter's
+        # Figure printer when pyplot is first configured; the lookup walks the MRO and finds this one.
+        (ChartFormatter(parent=display), "matplotlib.figure", "FigureBase", chart),
     ):
         formatter.for_type_by_name(type_module, type_name, function)
         display.formatters[formatter.format_type] = formatter
@@ -76,4 +84,4 @@ def _tidepool_ci_setup():
 
 
 _tidepool_ci_setup()
-del _tidepool_ci_setup
+del _tidepool_ci_setup, _TIDEPOOL_ASSETS
