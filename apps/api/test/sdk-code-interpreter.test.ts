@@ -188,6 +188,22 @@ describe('Python', () => {
     expect(after.text).toBe('42');
   });
 
+  it('forged kernel messages with wrong field types are skipped; the server and the cell go on', async () => {
+    const execution = await sbx.runCode(
+      [
+        'k = get_ipython().kernel',
+        'k.session.send(k.iopub_socket, "stream", {"name": "stdout", "text": 5}, parent=k.get_parent())',
+        'k.session.send(k.iopub_socket, "display_data", {"data": "not a dict"}, parent=k.get_parent())',
+        'k.session.send(k.iopub_socket, "error", {"ename": 1, "evalue": None, "traceback": "x"}, parent=k.get_parent())',
+        'print("after")',
+        '"ok"',
+      ].join('\n'),
+    );
+    expect(execution.logs.stdout).toEqual(['after\n']);
+    expect(execution.text).toBe("'ok'");
+    expect((await raw(sbx, '/health')).status).toBe(200);
+  });
+
   it('a kernel that dies gives a clear error, and the next execution gets a fresh kernel', async () => {
     await sbx.runCode('doomed = 1');
     const death = await sbx.runCode('import os, signal\nos.kill(os.getpid(), signal.SIGKILL)');
@@ -256,6 +272,9 @@ describe('JavaScript, TypeScript and bash', () => {
     expect(second.text).toBe('82');
     const error = await sbx.runCode('null.x', { language: 'js' });
     expect(error.error?.name).toBe('TypeError');
+    // Cell code can write to the worker's IPC channel itself: malformed messages are ignored.
+    const forged = await sbx.runCode('process.send(null); process.send({ ev: "stdout", text: {} }); process.send({ ev: "done", id: "x" }); "fine"', { language: 'js' });
+    expect(forged.text).toBe('fine');
   });
 
   it('TypeScript: types are stripped, imports work and stay for the next execution', async () => {

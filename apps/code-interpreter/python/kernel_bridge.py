@@ -133,6 +133,29 @@ def main():
     def env_call(function, values):
         return "__import__('_tidepool_ci').%s(__import__('json').loads(%r))" % (function, json.dumps(values))
 
+    def relay(rid, kind, content):
+        """Sends one iopub message of the running cell on; True when the cell is over (kernel idle)."""
+        if kind == "stream":
+            text = content.get("text")
+            if isinstance(text, str):
+                name = "stderr" if content.get("name") == "stderr" else "stdout"
+                send({"ev": "stream", "id": rid, "name": name, "text": clip(text, max_text)})
+        elif kind in ("execute_result", "display_data"):
+            data = content.get("data")
+            if isinstance(data, dict):
+                send({"ev": "result", "id": rid, "data": finite(data), "main": kind == "execute_result"})
+        elif kind == "error":
+            traceback = content.get("traceback")
+            lines = [str(line) for line in traceback] if isinstance(traceback, list) else []
+            send({"ev": "error", "id": rid, "name": str(content.get("ename", "Error")), "value": str(content.get("evalue", "")), "traceback": "\n".join(lines)})
+        elif kind == "execute_input":
+            count = content.get("execution_count")
+            if isinstance(count, int):
+                send({"ev": "count", "id": rid, "count": count})
+        elif kind == "status" and content.get("execution_state") == "idle":
+            return True
+        return False
+
     def execute(request):
         rid = request["id"]
         env = request.get("env") or {}
@@ -152,18 +175,11 @@ def main():
                 continue
             if message["parent_header"].get("msg_id") != msg_id:
                 continue
-            kind = message["msg_type"]
-            content = message["content"]
-            if kind == "stream":
-                send({"ev": "stream", "id": rid, "name": content.get("name", "stdout"), "text": clip(content.get("text", ""), max_text)})
-            elif kind in ("execute_result", "display_data"):
-                send({"ev": "result", "id": rid, "data": finite(content.get("data", {})), "main": kind == "execute_result"})
-            elif kind == "error":
-                send({"ev": "error", "id": rid, "name": content.get("ename", "Error"), "value": content.get("evalue", ""), "traceback": "\n".join(content.get("traceback", []))})
-            elif kind == "execute_input":
-                send({"ev": "count", "id": rid, "count": content.get("execution_count")})
-            elif kind == "status" and content.get("execution_state") == "idle":
-                break
+            try:
+                if relay(rid, message["msg_type"], message["content"]):
+                    break
+            except Exception as error:  # noqa: BLE001 - a malformed (forged) message is skipped, not fatal
+                sys.stderr.write("skipped a malformed kernel message: %s\n" % error)
         if pushed:
             silent("__import__('_tidepool_ci').env_pop()")
         send({"ev": "done", "id": rid})

@@ -1,6 +1,6 @@
 import { type ChildProcess, fork } from 'node:child_process';
 import type { Logger } from 'pino';
-import type { WorkerEvent, WorkerRequest } from '../worker/worker-messages.ts';
+import { asWorkerEvent, type WorkerRequest } from '../worker/worker-messages.ts';
 import { describeExit, exited, killGroup } from './child-process-tree.ts';
 import { type ExecuteRequest, type ExecutionSink, INTERPRETER_ERROR_NAME, InterpreterError, type Kernel } from './kernel.ts';
 
@@ -48,7 +48,11 @@ export class JsKernel implements Kernel {
       serialization: 'json',
     });
     this.child = child;
-    child.on('message', (event: WorkerEvent) => this.onEvent(event));
+    child.on('message', (raw: unknown) => {
+      const event = asWorkerEvent(raw);
+      if (event) this.onEvent(event);
+      else options.logger.debug('javascript worker sent a malformed message; ignored');
+    });
     child.stdout!.on('data', (chunk: Buffer) => this.running?.sink.stdout(chunk.toString('utf8')));
     child.stderr!.on('data', (chunk: Buffer) => {
       if (this.running) this.running.sink.stderr(chunk.toString('utf8'));
@@ -111,7 +115,7 @@ export class JsKernel implements Kernel {
     await exited(child);
   }
 
-  private onEvent(event: WorkerEvent): void {
+  private onEvent(event: NonNullable<ReturnType<typeof asWorkerEvent>>): void {
     if (event.ev === 'ready') {
       this.onReady?.();
       return;

@@ -29,6 +29,47 @@ type BridgeEvent =
   | { ev: 'done'; id: number }
   | { ev: 'dead'; id: number | null; message: string };
 
+const isString = (v: unknown): v is string => typeof v === 'string';
+const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+
+/**
+ * One line of the bridge, checked. The bridge builds the events, but their contents come from kernel messages,
+ * which code in the kernel can forge: a field of the wrong type makes the whole line be ignored.
+ */
+export function parseBridgeEvent(line: string): BridgeEvent | undefined {
+  let raw: unknown;
+  try {
+    raw = JSON.parse(line);
+  } catch {
+    return undefined;
+  }
+  if (!isRecord(raw)) return undefined;
+  const id = raw.id;
+  const hasId = Number.isSafeInteger(id);
+  switch (raw.ev) {
+    case 'ready':
+      return { ev: 'ready', kernel_pid: Number.isSafeInteger(raw.kernel_pid) && (raw.kernel_pid as number) > 1 ? (raw.kernel_pid as number) : null };
+    case 'fatal':
+      return isString(raw.message) ? { ev: 'fatal', message: raw.message } : undefined;
+    case 'dead':
+      return isString(raw.message) ? { ev: 'dead', id: hasId ? (id as number) : null, message: raw.message } : undefined;
+    case 'stream':
+      return hasId && isString(raw.name) && isString(raw.text) ? { ev: 'stream', id: id as number, name: raw.name, text: raw.text } : undefined;
+    case 'result':
+      return hasId && isRecord(raw.data) && typeof raw.main === 'boolean' ? { ev: 'result', id: id as number, data: raw.data, main: raw.main } : undefined;
+    case 'error':
+      return hasId && isString(raw.name) && isString(raw.value) && isString(raw.traceback)
+        ? { ev: 'error', id: id as number, name: raw.name, value: raw.value, traceback: raw.traceback }
+        : undefined;
+    case 'count':
+      return hasId && Number.isSafeInteger(raw.count) ? { ev: 'count', id: id as number, count: raw.count as number } : undefined;
+    case 'done':
+      return hasId ? { ev: 'done', id: id as number } : undefined;
+    default:
+      return undefined;
+  }
+}
+
 interface Running {
   id: number;
   sink: ExecutionSink;
@@ -150,11 +191,9 @@ export class PythonKernel implements Kernel {
   }
 
   private onLine(line: string): void {
-    let event: BridgeEvent;
-    try {
-      event = JSON.parse(line) as BridgeEvent;
-    } catch {
-      this.options.logger.warn({ line: line.slice(0, 200) }, 'python bridge wrote a line that is not JSON');
+    const event = parseBridgeEvent(line);
+    if (!event) {
+      this.options.logger.warn({ line: line.slice(0, 200) }, 'python bridge wrote a malformed line; ignored');
       return;
     }
     if (event.ev === 'ready') {
