@@ -307,6 +307,11 @@ describe('JavaScript, TypeScript and bash', () => {
     expect(second.error?.name).toBe('ExitCodeError');
     const third = await sbx.runCode('echo "[$PER_RUN]"', { context: ctx });
     expect(third.logs.stdout.join('')).toBe('[]\n');
+    // An interrupt (the client's timeout) restarts the shell; the context stays usable.
+    await expect(sbx.runCode('sleep 100', { context: ctx, timeoutMs: 2000 })).rejects.toThrow();
+    expect((await sbx.runCode('echo alive', { context: ctx })).logs.stdout.join('')).toBe('alive\n');
+    expect((await sbx.runCode('echo a\u0000b', { context: ctx })).error?.value).toMatch(/NUL character/);
+    await sbx.removeCodeContext(ctx);
   });
 });
 

@@ -10,6 +10,8 @@ export interface BashKernelOptions {
   logger: Logger;
 }
 
+const SHELL_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
+
 /** Single-quotes a string for bash (`'` becomes `'\''`). */
 export function shellQuote(value: string): string {
   return `'${value.replace(/'/g, `'\\''`)}'`;
@@ -79,11 +81,18 @@ export class BashKernel implements Kernel {
       sink.error(INTERPRETER_ERROR_NAME, `the bash shell is not running (${this.exitedAt ?? 'not started'})`, '');
       return Promise.resolve();
     }
+    if (request.code.includes('\0')) {
+      sink.error('SyntaxError', 'the code contains a NUL character, which bash cannot run', '');
+      return Promise.resolve();
+    }
     const marker = `__tidepool_end_${randomBytes(12).toString('hex')}`;
     this.count += 1;
     sink.executionCount(this.count);
     const env = { ...request.env.global, ...request.env.execution };
-    const pairs = Object.entries(env).map(([key, value]) => shellQuote(`${key}=${value}`));
+    // Only names bash can export (the sandbox's global variables are not checked by anyone before).
+    const pairs = Object.entries(env)
+      .filter(([key, value]) => SHELL_NAME.test(key) && !value.includes('\0'))
+      .map(([key, value]) => shellQuote(`${key}=${value}`));
     return new Promise<void>((resolve) => {
       const onAbort = () => {
         this.exitedAt = 'the shell was killed to interrupt the code';
