@@ -32,9 +32,11 @@ export const CODE_INTERPRETER_DEFAULTS: SandboxDefaults = {
  * did. A missing image is not fatal: the platform runs without the template and says how to build it.
  */
 export async function registerCodeInterpreterTemplate(catalog: TemplateCatalog, runtime: SandboxRuntime, image: string, logger: Logger): Promise<boolean> {
-  if (image === '') return false;
-  if (!(await runtime.imageExists(image))) {
-    logger.warn({ image }, `code-interpreter image '${image}' does not exist: the '${CODE_INTERPRETER_TEMPLATE_NAME}' template is not offered (build it with 'bash scripts/build-images.sh')`);
+  const missing = image === '' ? 'TIDEPOOL_CODE_INTERPRETER_IMAGE is empty' : (await runtime.imageExists(image)) ? undefined : `its image '${image}' does not exist`;
+  if (missing) {
+    const why = `${missing}; build it with 'bash scripts/build-images.sh' (or set TIDEPOOL_CODE_INTERPRETER_IMAGE) and restart the platform`;
+    catalog.withdrawBuiltin(CODE_INTERPRETER_TEMPLATE_ID, why);
+    if (image !== '') logger.warn({ image }, `the '${CODE_INTERPRETER_TEMPLATE_NAME}' template is not offered: ${why}`);
     return false;
   }
   const envdVersion = (await runtime.imageEnvdVersion(image)) ?? '0.6.13';

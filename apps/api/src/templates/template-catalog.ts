@@ -103,6 +103,9 @@ export class TemplateCatalog {
     const buildId = this.store.taggedBuild(template.templateId, tag) ?? (parsed.tag === undefined ? this.latestReady(template.templateId)?.buildId : undefined);
     if (!buildId) throw notFound(`template '${parsed.name}' has no build tagged '${tag}'`);
     const build = this.store.build(buildId);
+    if (build?.status === 'error' && build.reason && BUILTIN_TEMPLATE_NAMES.includes(template.templateId)) {
+      throw notFound(`template '${parsed.name}' is not available: ${build.reason.message}`);
+    }
     if (!build || build.status !== 'ready' || !build.image) throw notFound(`template '${parsed.name}:${tag}' has no finished build yet`);
     return { template, build, tag };
   }
@@ -162,6 +165,16 @@ export class TemplateCatalog {
       });
       this.store.setTag(templateId, DEFAULT_TAG, templateId);
     });
+  }
+
+  /**
+   * A built-in template whose image is gone (registered by an earlier start): its build is marked failed with
+   * `why`, so creating a sandbox from it answers 404 with that instead of failing in the engine.
+   */
+  withdrawBuiltin(templateId: string, why: string): void {
+    const build = this.store.build(templateId);
+    if (!build || !BUILTIN_TEMPLATE_NAMES.includes(templateId)) return;
+    this.store.saveBuild({ ...build, status: 'error', reason: { message: why }, updatedAt: nowIso() });
   }
 
   /** `POST /v3/templates`, `POST /v2/templates`: a template (new, or the one of that name) with a build waiting for its steps. */
