@@ -325,6 +325,17 @@ describe('sandboxes', () => {
     await privateSbx.kill();
   });
 
+  it('a code-interpreter server that is killed is started again (with fresh contexts)', async () => {
+    await sbx.commands.run('pkill -KILL -f tidepool-code-interpreter/server.mjs', { user: 'root' }).catch(() => undefined);
+    const deadline = Date.now() + 120_000;
+    let text: string | undefined;
+    while (Date.now() < deadline && text !== '3') {
+      text = await sbx.runCode('1 + 2').then((e) => e.text, () => undefined);
+      if (text !== '3') await new Promise((resolve) => setTimeout(resolve, 500));
+    }
+    expect(text).toBe('3');
+  });
+
   it('a sandbox killed during an execution ends the call with an error', async () => {
     const doomed = await create();
     const running: Promise<Execution | Error> = doomed.runCode('import time\ntime.sleep(60)').catch((error: Error) => error);

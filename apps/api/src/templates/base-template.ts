@@ -16,14 +16,15 @@ export async function registerBaseTemplate(catalog: TemplateCatalog, runtime: Sa
 
 /**
  * What a `code-interpreter-v1` sandbox runs: the server of apps/code-interpreter (installed in the image at
- * /opt/tidepool-code-interpreter) on the runtime's own Node, as the sandbox user; ready once `/health` answers,
- * which it does after its default Python and JavaScript contexts have started.
+ * /opt/tidepool-code-interpreter) on the runtime's own Node, as the sandbox user, started again if it exits;
+ * ready once `/health` answers, which it does after its default Python and JavaScript contexts have started.
  */
 export const CODE_INTERPRETER_DEFAULTS: SandboxDefaults = {
   user: 'user',
   workdir: '/home/user',
   envs: {},
-  startCmd: 'exec /opt/tidepool/bin/node /opt/tidepool-code-interpreter/server.mjs',
+  // Started again when it exits (killed by the OOM killer or by the sandbox's own code): its contexts are lost then.
+  startCmd: 'while :; do /opt/tidepool/bin/node /opt/tidepool-code-interpreter/server.mjs; sleep 1; done',
   readyCmd: 'curl -sf --max-time 2 -o /dev/null http://127.0.0.1:49999/health',
 };
 
