@@ -326,7 +326,9 @@ describe('sandboxes', () => {
   });
 
   it('a code-interpreter server that is killed is started again (with fresh contexts)', async () => {
-    await sbx.commands.run('pkill -KILL -f tidepool-code-interpreter/server.mjs', { user: 'root' }).catch(() => undefined);
+    // Anchored: the start command's own shell loop has the server's path in its command line too.
+    const before = await sbx.commands.run("pgrep -f '^/opt/tidepool/bin/node /opt/tidepool-code-interpreter/server'");
+    await sbx.commands.run("pkill -KILL -f '^/opt/tidepool/bin/node /opt/tidepool-code-interpreter/server'", { user: 'root' });
     const deadline = Date.now() + 120_000;
     let text: string | undefined;
     while (Date.now() < deadline && text !== '3') {
@@ -334,7 +336,9 @@ describe('sandboxes', () => {
       if (text !== '3') await new Promise((resolve) => setTimeout(resolve, 500));
     }
     expect(text).toBe('3');
-  });
+    const after = await sbx.commands.run("pgrep -f '^/opt/tidepool/bin/node /opt/tidepool-code-interpreter/server'");
+    expect(after.stdout.trim()).not.toBe(before.stdout.trim());
+  }, 180_000);
 
   it('a sandbox killed during an execution ends the call with an error', async () => {
     const doomed = await create();
