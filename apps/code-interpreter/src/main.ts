@@ -21,7 +21,8 @@ async function main(): Promise<void> {
     }
     throw error;
   }
-  const logger = pino({ level: config.logLevel, base: { service: 'code-interpreter' } });
+  // The sandbox ID is in the container's environment (not always in a process's): lines carry it when known.
+  const logger = pino({ level: config.logLevel, base: { service: 'code-interpreter', ...(process.env.E2B_SANDBOX_ID ? { sandboxId: process.env.E2B_SANDBOX_ID } : {}) } });
   const contexts = new ContextRegistry(kernelFactory(config), logger, config.defaultCwd);
   const server = createCodeInterpreterServer({
     contexts,

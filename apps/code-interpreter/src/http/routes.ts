@@ -118,7 +118,8 @@ async function execute(req: IncomingMessage, res: ServerResponse, deps: ServerDe
     if (!finished) aborted.abort();
   });
   const token = headerValue(req, 'x-access-token');
-  const logger = deps.logger;
+  const sandboxId = headerValue(req, 'e2b-sandbox-id');
+  const logger = sandboxId && /^[A-Za-z0-9_]{1,128}$/.test(sandboxId) ? deps.logger.child({ sandboxId }) : deps.logger;
   try {
     if (!context) {
       try {
