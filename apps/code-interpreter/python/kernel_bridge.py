@@ -2,6 +2,7 @@
 
 The server (apps/code-interpreter/src/kernels/python-kernel.ts) speaks JSON lines with this process:
   stdin   {"op": "execute", "id": n, "code": str, "env": {"global": {...}, "execution": {...}}}
+          {"op": "chdir", "id": n, "cwd": str}   moves the kernel (a spare one) to a context's directory
           {"op": "interrupt"}        SIGINT to the kernel (the running cell raises KeyboardInterrupt)
           {"op": "shutdown"}         stop the kernel and exit (so does the end of stdin)
   stdout  {"ev": "ready", "kernel_pid": n} | {"ev": "fatal", "message": str}
@@ -9,7 +10,7 @@ The server (apps/code-interpreter/src/kernels/python-kernel.ts) speaks JSON line
           {"ev": "result", "id": n, "data": {mime: value}, "main": bool}
           {"ev": "error", "id": n, "name": str, "value": str, "traceback": str}
           {"ev": "count", "id": n, "count": n}
-          {"ev": "done", "id": n}
+          {"ev": "done", "id": n}            (after "chdir" too, with "problem": str when it failed)
           {"ev": "dead", "id": n|null, "message": str}   the kernel exited; this process exits after it
 Nothing else is written to stdout: the protocol has its own descriptor and fd 1 is pointed at stderr.
 """
@@ -215,6 +216,9 @@ def main():
         if request.get("op") == "execute":
             if not execute(request):
                 return 1
+        elif request.get("op") == "chdir":
+            problem = silent("__import__('os').chdir(%r)" % str(request.get("cwd")))
+            send({"ev": "done", "id": request.get("id"), "problem": problem})
     try:
         kc.stop_channels()
         km.shutdown_kernel(now=True)

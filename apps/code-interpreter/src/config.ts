@@ -13,6 +13,8 @@ export interface ServerConfig {
   assetsDir: string;
   /** Languages whose default context starts with the server. */
   prestart: string[];
+  /** Languages (with slow starts) that keep one started kernel ahead for new contexts and restarts. */
+  spares: string[];
   maxOutputBytes: number;
   maxResultBytes: number;
   maxBodyBytes: number;
@@ -32,6 +34,8 @@ function integer(env: NodeJS.ProcessEnv, name: string, fallback: number, min: nu
   return value;
 }
 
+const list = (raw: string): string[] => raw.split(',').map((s) => s.trim()).filter(Boolean);
+
 export function loadConfig(env: NodeJS.ProcessEnv, bundleFile: string): ServerConfig {
   const logLevel = env.CODE_INTERPRETER_LOG_LEVEL ?? 'info';
   if (!['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].includes(logLevel)) {
@@ -45,7 +49,8 @@ export function loadConfig(env: NodeJS.ProcessEnv, bundleFile: string): ServerCo
     python: env.CODE_INTERPRETER_PYTHON ?? 'python3',
     bash: env.CODE_INTERPRETER_BASH ?? 'bash',
     assetsDir: env.CODE_INTERPRETER_ASSETS ?? dirname(bundleFile),
-    prestart: (env.CODE_INTERPRETER_PRESTART ?? 'python,javascript').split(',').map((s) => s.trim()).filter(Boolean),
+    prestart: list(env.CODE_INTERPRETER_PRESTART ?? 'python,javascript'),
+    spares: list(env.CODE_INTERPRETER_SPARES ?? 'python'),
     maxOutputBytes: integer(env, 'CODE_INTERPRETER_MAX_OUTPUT_BYTES', 8 * 1024 * 1024, 1024, 1024 * 1024 * 1024),
     maxResultBytes: integer(env, 'CODE_INTERPRETER_MAX_RESULT_BYTES', 64 * 1024 * 1024, 1024, 1024 * 1024 * 1024),
     maxBodyBytes: integer(env, 'CODE_INTERPRETER_MAX_BODY_BYTES', 16 * 1024 * 1024, 1024, 1024 * 1024 * 1024),

@@ -47,7 +47,11 @@ async function main(): Promise<void> {
   );
   logger.info({ ms: Date.now() - started, contexts: contexts.list().length }, 'default contexts started');
 
-  server.listen(config.port, config.host, () => logger.info({ host: config.host, port: config.port }, 'code-interpreter listening'));
+  server.listen(config.port, config.host, () => {
+    logger.info({ host: config.host, port: config.port }, 'code-interpreter listening');
+    const spares = config.spares.map((name) => normaliseLanguage(name)).filter((l): l is NonNullable<typeof l> => l !== undefined);
+    contexts.keepSpares(spares);
+  });
   const shutdown = async (signal: string) => {
     logger.info({ signal }, 'shutting down');
     server.close();

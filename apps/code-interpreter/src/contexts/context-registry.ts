@@ -28,12 +28,64 @@ interface Context extends ContextView {
 export class ContextRegistry {
   private readonly contexts = new Map<string, Context>();
   private readonly defaults = new Map<Language, string>();
+  /** Kernels started ahead (in the default cwd) for languages whose start is slow: new contexts and restarts take them. */
+  private readonly spares = new Map<Language, { kernel: Kernel; started: Promise<boolean> }>();
+  private spareLanguages: Language[] = [];
+  private stopped = false;
 
   constructor(
     private readonly makeKernel: KernelFactory,
     private readonly logger: Logger,
     private readonly defaultCwd: string,
   ) {}
+
+  /** Keeps one started kernel ready for each of these languages (from now on, refilled after each use). */
+  keepSpares(languages: Language[]): void {
+    this.spareLanguages = languages;
+    for (const language of languages) this.refillSpare(language);
+  }
+
+  private refillSpare(language: Language): void {
+    if (this.stopped || !this.spareLanguages.includes(language) || this.spares.has(language)) return;
+    const logger = this.logger.child({ spare: true, language });
+    const kernel = this.makeKernel(language, this.defaultCwd, logger);
+    if (!kernel.relocate) return;
+    const started = kernel.start().then(
+      () => true,
+      (error: Error) => {
+        logger.warn({ err: error.message }, 'spare kernel did not start');
+        if (this.spares.get(language)?.kernel === kernel) this.spares.delete(language);
+        return false;
+      },
+    );
+    this.spares.set(language, { kernel, started });
+  }
+
+  /** A started kernel for `language` in `cwd`: the spare when there is one ready (it is then refilled), else a new one. */
+  private async startKernel(language: Language, cwd: string, logger: Logger): Promise<Kernel> {
+    const spare = this.spares.get(language);
+    if (spare) {
+      this.spares.delete(language);
+      this.refillSpare(language);
+      if ((await spare.started) && spare.kernel.alive) {
+        try {
+          if (cwd !== this.defaultCwd) await spare.kernel.relocate!(cwd);
+          return spare.kernel;
+        } catch (error) {
+          logger.warn({ err: (error as Error).message }, 'spare kernel could not be used; starting one');
+          await spare.kernel.stop().catch(() => undefined);
+        }
+      }
+    }
+    const kernel = this.makeKernel(language, cwd, logger);
+    try {
+      await kernel.start();
+    } catch (error) {
+      await kernel.stop().catch(() => undefined);
+      throw error;
+    }
+    return kernel;
+  }
 
   list(): ContextView[] {
     return [...this.contexts.values()].map(view);
@@ -48,17 +100,21 @@ export class ContextRegistry {
   async create(language: Language, cwd = this.defaultCwd, isDefault = false): Promise<ContextView> {
     const id = randomUUID();
     const logger = this.logger.child({ contextId: id, language });
-    const kernel = this.makeKernel(language, cwd, logger);
-    const context: Context = { id, language, cwd, kernel, starting: kernel.start(), queue: new ExecutionQueue(), globalEnvSent: false, isDefault, logger };
+    const kernelReady = this.startKernel(language, cwd, logger);
+    const context: Context = { id, language, cwd, kernel: STARTING, starting: kernelReady.then(() => undefined), queue: new ExecutionQueue(), globalEnvSent: false, isDefault, logger };
     this.contexts.set(id, context);
     if (isDefault) this.defaults.set(language, id);
     try {
-      await context.starting;
+      context.kernel = await kernelReady;
     } catch (error) {
       this.contexts.delete(id);
       if (this.defaults.get(language) === id) this.defaults.delete(language);
-      await kernel.stop().catch(() => undefined);
       throw error;
+    }
+    if (!this.contexts.has(id)) {
+      // Removed while its kernel was starting.
+      await context.kernel.stop().catch(() => undefined);
+      throw new InterpreterError(`context '${id}' was removed while it started`);
     }
     logger.info({ cwd }, 'context started');
     return view(context);
@@ -85,8 +141,8 @@ export class ContextRegistry {
     await context.queue.run(async () => {
       if (signal.aborted) return;
       try {
-        await context.starting;
-        if (!context.kernel.alive) await this.replaceKernel(context, 'its interpreter had exited');
+        const started = await context.starting.then(() => true, () => false);
+        if (!context.kernel.alive) await this.replaceKernel(context, started ? 'its interpreter had exited' : 'its interpreter had not started');
       } catch (error) {
         sink.error(INTERPRETER_ERROR_NAME, `the ${context.language} interpreter of this context could not start: ${(error as Error).message}`, '');
         return;
@@ -121,7 +177,10 @@ export class ContextRegistry {
   }
 
   async stopAll(): Promise<void> {
-    await Promise.all([...this.contexts.values()].map((c) => c.kernel.stop().catch(() => undefined)));
+    this.stopped = true;
+    const spares = [...this.spares.values()].map((s) => s.kernel);
+    this.spares.clear();
+    await Promise.all([...this.contexts.values()].map((c) => c.kernel).concat(spares).map((k) => k.stop().catch(() => undefined)));
     this.contexts.clear();
     this.defaults.clear();
   }
@@ -130,11 +189,23 @@ export class ContextRegistry {
     context.logger.info({ why }, 'restarting context');
     const old = context.kernel;
     await old.stop().catch(() => undefined);
-    context.kernel = this.makeKernel(context.language, context.cwd, context.logger);
+    context.kernel = STARTING;
     context.globalEnvSent = false;
-    context.starting = context.kernel.start();
-    await context.starting;
+    const kernelReady = this.startKernel(context.language, context.cwd, context.logger);
+    context.starting = kernelReady.then(() => undefined);
+    context.kernel = await kernelReady;
   }
 }
+
+/** Stands for a context's kernel while it starts: executions wait on `starting` first, so it is never asked to run. */
+const STARTING: Kernel = {
+  alive: false,
+  start: () => Promise.reject(new InterpreterError('the interpreter is starting')),
+  execute: (_request, sink) => {
+    sink.error(INTERPRETER_ERROR_NAME, 'the interpreter of this context is starting', '');
+    return Promise.resolve();
+  },
+  stop: () => Promise.resolve(),
+};
 
 const view = (context: Context): ContextView => ({ id: context.id, language: context.language, cwd: context.cwd });

@@ -30,6 +30,11 @@ export interface Kernel {
   execute(request: ExecuteRequest, sink: ExecutionSink, signal: AbortSignal): Promise<void>;
   /** False once the interpreter has exited (crashed, killed, stopped). */
   readonly alive: boolean;
+  /**
+   * Moves a started interpreter to another working directory (for kernels started ahead as spares); kernels
+   * without it are never kept as spares. Rejects with an InterpreterError when the move fails.
+   */
+  relocate?(cwd: string): Promise<void>;
   /** Stops the interpreter and everything it started; safe to call twice. */
   stop(): Promise<void>;
 }

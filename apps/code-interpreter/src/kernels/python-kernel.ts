@@ -26,7 +26,7 @@ type BridgeEvent =
   | { ev: 'result'; id: number; data: Record<string, unknown>; main: boolean }
   | { ev: 'error'; id: number; name: string; value: string; traceback: string }
   | { ev: 'count'; id: number; count: number }
-  | { ev: 'done'; id: number }
+  | { ev: 'done'; id: number; problem?: string }
   | { ev: 'dead'; id: number | null; message: string };
 
 const isString = (v: unknown): v is string => typeof v === 'string';
@@ -64,7 +64,8 @@ export function parseBridgeEvent(line: string): BridgeEvent | undefined {
     case 'count':
       return hasId && Number.isSafeInteger(raw.count) ? { ev: 'count', id: id as number, count: raw.count as number } : undefined;
     case 'done':
-      return hasId ? { ev: 'done', id: id as number } : undefined;
+      if (!hasId) return undefined;
+      return isString(raw.problem) ? { ev: 'done', id: id as number, problem: raw.problem } : { ev: 'done', id: id as number };
     default:
       return undefined;
   }
@@ -91,6 +92,7 @@ export class PythonKernel implements Kernel {
   private nextId = 1;
   private exitedAt: string | undefined;
   private onReady: ((error?: Error) => void) | undefined;
+  private pendingMove: { id: number; settle: (problem?: string) => void } | undefined;
 
   constructor(private readonly options: PythonKernelOptions) {}
 
@@ -163,6 +165,16 @@ export class PythonKernel implements Kernel {
     });
   }
 
+  relocate(cwd: string): Promise<void> {
+    if (!this.alive) return Promise.reject(new InterpreterError(`the Python kernel is not running (${this.exitedAt ?? 'not started'})`));
+    if (this.running) return Promise.reject(new InterpreterError('the Python kernel is busy'));
+    const id = this.nextId++;
+    return new Promise<void>((resolve, reject) => {
+      this.pendingMove = { id, settle: (problem) => (problem ? reject(new InterpreterError(`could not move the Python kernel to ${cwd}: ${problem}`)) : resolve()) };
+      this.send({ op: 'chdir', id, cwd });
+    });
+  }
+
   async stop(): Promise<void> {
     const child = this.child;
     if (!child || this.exitedAt !== undefined) {
@@ -211,6 +223,12 @@ export class PythonKernel implements Kernel {
       this.running?.finish();
       return;
     }
+    if (event.ev === 'done' && this.pendingMove?.id === event.id) {
+      const move = this.pendingMove;
+      this.pendingMove = undefined;
+      move.settle(event.problem ?? undefined);
+      return;
+    }
     const running = this.running;
     if (!running || event.id !== running.id) return;
     switch (event.ev) {
@@ -237,6 +255,8 @@ export class PythonKernel implements Kernel {
     if (this.exitedAt === undefined) this.exitedAt = `the Python kernel bridge ${how}`;
     this.killKernel();
     this.onReady?.(new InterpreterError(`the Python kernel did not start: ${this.exitedAt}`));
+    this.pendingMove?.settle(this.exitedAt);
+    this.pendingMove = undefined;
     if (this.running) {
       this.running.sink.error(INTERPRETER_ERROR_NAME, `${this.exitedAt} while running this code: its state is lost (the next execution starts a fresh kernel)`, '');
       this.running.finish();
