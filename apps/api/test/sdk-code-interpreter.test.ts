@@ -251,6 +251,9 @@ describe('contexts', () => {
       ['/contexts', { method: 'POST', body: JSON.stringify({ cwd: '/does/not/exist' }) }, 400, /not a directory/],
       ['/contexts/nope/restart', { method: 'POST' }, 404, /does not exist/],
       ['/contexts/nope', { method: 'DELETE' }, 404, /does not exist/],
+      ['/contexts/%E0%A4%A', { method: 'DELETE' }, 400, /not a valid URL path segment/],
+      ['/contexts', { method: 'PUT' }, 405, /not allowed/],
+      ['/nowhere', { method: 'GET' }, 404, /no route GET \/nowhere/],
     ];
     for (const [path, init, status, message] of cases) {
       const response = await raw(sbx, path, init as RequestInit & { headers?: Record<string, string> });

@@ -53,13 +53,13 @@ async function route(req: IncomingMessage, res: ServerResponse, deps: ServerDeps
   const restart = /^\/contexts\/([^/]+)\/restart$/.exec(path);
   if (restart) {
     if (method !== 'POST') throw new HttpError(405, `${method} ${path} is not allowed: use POST`);
-    const id = decodeURIComponent(restart[1]);
+    const id = pathSegment(restart[1]);
     if (!(await deps.contexts.restart(id))) throw notFound(`context '${id}' does not exist`);
     return sendJson(res, 204, undefined);
   }
   const one = /^\/contexts\/([^/]+)$/.exec(path);
   if (one) {
-    const id = decodeURIComponent(one[1]);
+    const id = pathSegment(one[1]);
     if (method === 'DELETE') {
       if (!(await deps.contexts.remove(id))) throw notFound(`context '${id}' does not exist`);
       return sendJson(res, 204, undefined);
@@ -136,6 +136,14 @@ async function execute(req: IncomingMessage, res: ServerResponse, deps: ServerDe
   } finally {
     finished = true;
     stream.end();
+  }
+}
+
+function pathSegment(raw: string): string {
+  try {
+    return decodeURIComponent(raw);
+  } catch {
+    throw badRequest(`'${raw.slice(0, 100)}' is not a valid URL path segment`);
   }
 }
 
