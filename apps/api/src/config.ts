@@ -72,6 +72,11 @@ export const ConfigSchema = Type.Object({
   /** The envd runtime carrier image template builds copy `/opt/tidepool` from (labelled with its runtime hash). */
   runtimeImage: Type.String({ minLength: 1 }),
   /**
+   * Image of the built-in `code-interpreter-v1` template (scripts/build-images.sh builds it); '' = no such template.
+   * When the image is missing at start the template is not offered and creating it answers 404 with what to do.
+   */
+  codeInterpreterImage: Type.String(),
+  /**
    * What stopping the API (SIGTERM/SIGINT) does to sandboxes: `keep` leaves them running for the next start on
    * the same data dir to adopt; `kill` kills every sandbox (running and paused) and removes the warm pool's
    * containers first, so no container of this platform remains (docker-compose.yml).
@@ -117,6 +122,7 @@ const ENV_NAMES: Record<keyof Config, string> = {
   publicDomain: 'TIDEPOOL_PUBLIC_DOMAIN',
   metricsAddress: 'TIDEPOOL_METRICS_ADDRESS',
   runtimeImage: 'TIDEPOOL_RUNTIME_IMAGE',
+  codeInterpreterImage: 'TIDEPOOL_CODE_INTERPRETER_IMAGE',
   onShutdown: 'TIDEPOOL_ON_SHUTDOWN',
 };
 
@@ -200,6 +206,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     publicDomain: (env.TIDEPOOL_PUBLIC_DOMAIN ?? '').trim().toLowerCase(),
     metricsAddress: (env.TIDEPOOL_METRICS_ADDRESS ?? '').trim(),
     runtimeImage: (env.TIDEPOOL_RUNTIME_IMAGE ?? '').trim() || 'tidepool/envd-runtime:latest',
+    codeInterpreterImage: env.TIDEPOOL_CODE_INTERPRETER_IMAGE === undefined ? 'tidepool/code-interpreter:latest' : env.TIDEPOOL_CODE_INTERPRETER_IMAGE.trim(),
     onShutdown: (env.TIDEPOOL_ON_SHUTDOWN ?? '').trim().toLowerCase() || 'keep',
     ...overrides,
   };

@@ -27,7 +27,7 @@ import { TemplateBuilder } from './templates/build/template-builder.ts';
 import { TemplateCatalog } from './templates/template-catalog.ts';
 import { removeTemplate } from './templates/template-removal.ts';
 import { TemplateStore } from './templates/template-store.ts';
-import { registerBaseTemplate } from './templates/base-template.ts';
+import { registerBaseTemplate, registerCodeInterpreterTemplate } from './templates/base-template.ts';
 import { VolumeCatalog } from './volumes/volume-catalog.ts';
 import { VolumeStorage } from './volumes/volume-storage.ts';
 import { VolumeStore } from './volumes/volume-store.ts';
@@ -125,6 +125,7 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
     const templateStore = new TemplateStore(db);
     const templates = new TemplateCatalog(templateStore);
     await registerBaseTemplate(templates, runtime, config.baseImage, logger);
+    await registerCodeInterpreterTemplate(templates, runtime, config.codeInterpreterImage, logger);
     const volumesRoot = resolve(config.dataDir, 'volumes');
     const volumes = new VolumeCatalog({
       store: new VolumeStore(db),
