@@ -1,7 +1,7 @@
 import type { AddressInfo } from 'node:net';
 import { resolve } from 'node:path';
 import type { FastifyInstance } from 'fastify';
-import pino, { type Logger } from 'pino';
+import type { Logger } from 'pino';
 import { type Config, loadConfig } from './config.ts';
 import { containerHardening } from './runtime/docker/container-hardening.ts';
 import { DockerRuntime } from './runtime/docker/docker-runtime.ts';
@@ -15,6 +15,9 @@ import { buildApiServer } from './http/api-server.ts';
 import { type HttpsListener, listenHttps, loadTlsMaterial } from './tls/https-listener.ts';
 import { type MetricsListener, startMetricsListener } from './observability/metrics-route.ts';
 import { PlatformMetrics } from './observability/platform-metrics.ts';
+import { createPlatformLogger } from './observability/platform-logger.ts';
+import { loadSecretsKey, SecretCipher } from './secrets/secret-crypto.ts';
+import { SecretStore } from './secrets/secret-store.ts';
 import { openDatabase } from './store/database.ts';
 import { lockDataDir, secureDatabaseFiles } from './store/data-dir.ts';
 import { KeyStore } from './store/key-store.ts';
@@ -81,7 +84,7 @@ export interface PlatformOptions {
 export async function startPlatform(overrides: Partial<Config> = {}, options: PlatformOptions | SandboxRuntime = {}): Promise<RunningPlatform> {
   const { runtime: runtimeOverride, env = process.env, builder: builderOverride, logger: loggerOverride } = 'prepare' in options ? { runtime: options } : (options as PlatformOptions);
   const config = loadConfig(env, overrides);
-  const logger = loggerOverride ?? pino({ level: config.logLevel, base: { service: 'tidepool-api' } });
+  const logger = loggerOverride ?? createPlatformLogger(config.logLevel);
   const dataLock = lockDataDir(config.dataDir, logger);
   let db: ReturnType<typeof openDatabase>;
   try {
@@ -109,6 +112,7 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
       );
     }
     const platformId = keys.platformId();
+    const secrets = new SecretStore(db, () => new SecretCipher(loadSecretsKey(config.dataDir, config.secretsKey, logger)), logger);
     const metrics = new PlatformMetrics();
     const hardening = containerHardening(config);
     const docker = dockerClient(config.dockerHost);
@@ -222,6 +226,7 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
       keys,
       sandboxes,
       volumes,
+      secrets,
       domain: config.domain,
       timeouts: { defaultSeconds: config.defaultTimeoutSeconds, maxSeconds: config.maxTimeoutSeconds },
       logger,
