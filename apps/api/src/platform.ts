@@ -61,6 +61,8 @@ export interface RunningPlatform {
   engineWatch: EngineWatch;
   /** Ready containers creates are served from (TIDEPOOL_WARM_POOL); undefined when the pool is off. */
   warmPool: WarmPool | undefined;
+  /** Secrets (metadata routes; `resolveSecret` for the platform's own use). */
+  secrets: SecretStore;
   /** Every Prometheus metric of this platform (served on GET /metrics). */
   metrics: PlatformMetrics;
   /** The unauthenticated metrics listener's URL when TIDEPOOL_METRICS_ADDRESS is set. */
@@ -279,6 +281,7 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
       lifecycle: running,
       engineWatch: watch,
       warmPool,
+      secrets,
       metrics,
       metricsUrl: metricsListener?.url,
       async close(closeOptions = {}) {
