@@ -192,7 +192,7 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
         readyTimeoutMs: config.buildReadyTimeoutSeconds * 1000,
         logger,
       });
-    queue = new BuildQueue({ catalog: templates, store: templateStore, builder, contextFiles, maxConcurrent: config.maxConcurrentBuilds, logger, metrics });
+    queue = new BuildQueue({ catalog: templates, store: templateStore, builder, contextFiles, maxConcurrent: config.maxConcurrentBuilds, maxQueued: config.maxQueuedBuilds, logger, metrics });
     await queue.recoverAfterRestart();
     const running = lifecycle;
     const buildQueue = queue;

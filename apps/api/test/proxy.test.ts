@@ -548,6 +548,7 @@ describe('sandbox proxy (integration)', () => {
     directory.resumeError = Object.assign(new Error('You have reached the maximum number of concurrent sandboxes'), { statusCode: 429 });
     const limited = await request(apiPort, '/health', { headers: envdHeaders('sbxbusy') });
     expect(limited.status).toBe(429);
+    expect(limited.headers['retry-after']).toBe('1');
     expect(JSON.parse(limited.body).message).toBe('You have reached the maximum number of concurrent sandboxes');
     directory.resumeError = undefined;
   });
