@@ -10,10 +10,10 @@ import { existsSync, mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Docker from 'dockerode';
-import { Sandbox, Secret, SecretError, SecretNotFoundError } from 'e2b';
+import { Sandbox, SandboxError, Secret, SecretError, SecretNotFoundError } from 'e2b';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createPlatformLogger } from '../src/observability/platform-logger.ts';
-import { SANDBOX_LABEL } from '../src/runtime/docker/docker-labels.ts';
+import { PLATFORM_LABEL, SANDBOX_LABEL } from '../src/runtime/docker/docker-labels.ts';
 import { api, removeLabelled, startTestPlatform, type TestPlatform } from './support/start-platform.ts';
 
 const run = randomBytes(4).toString('hex');
@@ -170,6 +170,23 @@ describe('Secret API through the SDK', () => {
     } finally {
       await sandbox.kill();
     }
+  });
+
+  it('names unknown secrets that network.rules transforms refer to, before anything is made', async () => {
+    await Secret.create(`known-${run}`, secretValue('known'), platform.sdk);
+    const rulesWith = (...names: string[]) => ({
+      rules: { 'api.example.com': [{ transform: { headers: Object.fromEntries(names.map((n, i) => [`X-Key-${i}`, `Bearer ${Secret.fill(n)}`])) } }] },
+    });
+    const containers = (await docker.listContainers({ all: true, filters: { label: [`${PLATFORM_LABEL}=${platform.platformId}`] } })).length;
+    const unknown = await Sandbox.create('base', { ...platform.sdk, network: rulesWith(`known-${run}`, `missing-${run}`) } as never).catch((error: Error) => error);
+    expect(unknown).toBeInstanceOf(SandboxError);
+    expect((unknown as Error).message).toBe(`400: network.rules refers to an unknown secret "missing-${run}": create it first (Secret.create)`);
+    // Every secret known: the rules themselves are what this platform cannot apply yet (a clear 400 too).
+    const known = await Sandbox.create('base', { ...platform.sdk, network: rulesWith(`KNOWN-${run}`) } as never).catch((error: Error) => error);
+    expect((known as Error).message).toMatch(/^400: network.rules is not supported/);
+    const raw = await call('POST', '/sandboxes', { templateID: 'base', network: rulesWith(`a-${run}`, `b-${run}`) });
+    expect(raw).toMatchObject({ status: 400, body: { code: 400, message: expect.stringContaining(`unknown secrets "a-${run}", "b-${run}"`) } });
+    expect((await docker.listContainers({ all: true, filters: { label: [`${PLATFORM_LABEL}=${platform.platformId}`] } })).length).toBe(containers);
   });
 
   it('keeps values out of every answer, the log and the database files', async () => {

@@ -110,6 +110,11 @@ export class SecretStore {
     return toInfo(row);
   }
 
+  /** Whether a secret with this name (any case) exists; false for a name no secret could have. */
+  has(name: string): boolean {
+    return this.db.prepare('SELECT 1 FROM secrets WHERE name = ?').get(name.toLowerCase()) !== undefined;
+  }
+
   /** Every secret's metadata, by name. */
   list(): SecretInfo[] {
     return (this.db.prepare(`SELECT ${INFO_COLUMNS} FROM secrets ORDER BY name`).all() as Omit<SecretRow, 'sealed'>[]).map(toInfo);
