@@ -130,6 +130,10 @@ describe('Secret API through the SDK', () => {
       expect(answer.body.code).toBe(400);
       expect(answer.body.message).toMatch(message);
     }
+    for (const [method, path] of [['GET', '/secrets'], ['POST', '/secrets'], ['GET', `/secrets/taken-${run}`], ['DELETE', `/secrets/taken-${run}`]] as const) {
+      expect((await api(platform, method, path, method === 'POST' ? { name: `nokey-${run}`, value: 'v' } : undefined, '')).status).toBe(401);
+      expect((await api(platform, method, path, method === 'POST' ? { name: `nokey-${run}`, value: 'v' } : undefined, 'e2b_wrong')).status).toBe(401);
+    }
     const huge = await call('POST', '/secrets', { name: `ok-${run}`, value: 'x'.repeat(2 * 1024 * 1024) });
     expect(huge.status).toBe(413);
     expect(huge.body).toMatchObject({ code: 413 });

@@ -12,6 +12,8 @@ export const MAX_METADATA_KEY_BYTES = 128;
 export const MAX_METADATA_VALUE_BYTES = 1024;
 export const MAX_METADATA_BYTES = 8192;
 
+const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+
 const quoted = (text: string): string => JSON.stringify(text.length > 80 ? `${text.slice(0, 80)}…` : text);
 
 /**
@@ -43,6 +45,8 @@ export function secretReference(raw: string): { secretId: string } | { name: str
 /** A secret value: non-empty and at most MAX_VALUE_BYTES (the message never repeats the value). */
 export function checkSecretValue(value: string): void {
   if (value.length === 0) throw invalid('secret value must not be empty');
+  // A lone surrogate would be stored as U+FFFD: a different value than the one sent.
+  if (LONE_SURROGATE.test(value)) throw invalid('secret value must be valid Unicode text (it has an unpaired surrogate)');
   const bytes = Buffer.byteLength(value, 'utf8');
   if (bytes > MAX_VALUE_BYTES) throw invalid(`secret value is ${bytes} bytes; at most ${MAX_VALUE_BYTES} bytes are allowed`);
 }

@@ -55,6 +55,11 @@ describe('secret store', () => {
     const store = new SecretStore(database(), () => new SecretCipher(randomBytes(32)), silent);
     for (const name of ['', 'a b', 'a{b}', 'a\nb', 'x'.repeat(129), 'sec_mine', 'ünï', '../x']) expect(kindOf(() => store.create(name, 'v'))).toBe('invalid');
     expect(kindOf(() => store.create('ok', ''))).toBe('invalid');
+    expect(kindOf(() => store.create('ok', 'half \uD83D surrogate'))).toBe('invalid');
+    expect(kindOf(() => store.create('ok', 'stray \uDE00'))).toBe('invalid');
+    expect(store.create('emoji', 'a \uD83D\uDE00 b').currentVersion).toBe(1);
+    expect(store.resolveSecret('emoji')).toBe('a \uD83D\uDE00 b');
+    store.remove('emoji');
     expect(kindOf(() => store.create('ok', 'x'.repeat(64 * 1024 + 1)))).toBe('invalid');
     expect(kindOf(() => store.create('ok', 'v', Object.fromEntries(Array.from({ length: 33 }, (_, i) => [`k${i}`, 'v']))))).toBe('invalid');
     expect(kindOf(() => store.create('ok', 'v', { k: 'x'.repeat(1025) }))).toBe('invalid');
