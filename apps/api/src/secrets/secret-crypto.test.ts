@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { chmodSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pino from 'pino';
@@ -58,6 +58,13 @@ describe('the secrets key', () => {
     chmodSync(path, 0o644);
     loadSecretsKey(dir, '', silent);
     expect(statSync(path).mode & 0o777).toBe(0o600);
+  });
+
+  it('leaves no temporary file behind, and a stale one from a crash does not stop the next creation', () => {
+    const dir = tempDir();
+    writeFileSync(join(dir, 'secrets.key.999999.tmp'), '', { mode: 0o600 });
+    loadSecretsKey(dir, '', silent);
+    expect(readdirSync(dir).sort()).toEqual(['secrets.key', 'secrets.key.999999.tmp']);
   });
 
   it('prefers the configured key and writes no file; refuses a malformed file with what to do', () => {

@@ -1,5 +1,5 @@
 import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
-import { chmodSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, closeSync, existsSync, fsyncSync, linkSync, openSync, readFileSync, statSync, unlinkSync, writeSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import type { Logger } from 'pino';
 
@@ -29,6 +29,30 @@ export function decodeSecretsKey(text: string): Buffer | undefined {
 }
 
 /**
+ * Writes a new key file whole or not at all: a synced temporary file linked into place (a crash midway
+ * leaves no empty or partial key file). False when another start created it first.
+ */
+function createKeyFile(path: string): boolean {
+  const temporary = `${path}.${randomBytes(6).toString('hex')}.tmp`;
+  const fd = openSync(temporary, 'wx', 0o600);
+  try {
+    writeSync(fd, `${randomBytes(KEY_BYTES).toString('base64')}\n`);
+    fsyncSync(fd);
+  } finally {
+    closeSync(fd);
+  }
+  try {
+    linkSync(temporary, path);
+    return true;
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
+    return false;
+  } finally {
+    unlinkSync(temporary);
+  }
+}
+
+/**
  * The key secrets are sealed with: `TIDEPOOL_SECRETS_KEY` when configured, else `<dataDir>/secrets.key`,
  * created (0600, 32 random bytes in base64) on first use and tightened to 0600 when found looser.
  */
@@ -39,11 +63,8 @@ export function loadSecretsKey(dataDir: string, configured: string, logger: Logg
     return key;
   }
   const path = join(resolve(dataDir), SECRETS_KEY_FILE);
-  try {
-    writeFileSync(path, `${randomBytes(KEY_BYTES).toString('base64')}\n`, { flag: 'wx', mode: 0o600 });
+  if (!existsSync(path) && createKeyFile(path)) {
     logger.info({ path }, 'created the secrets key file (back it up with the data directory: secrets cannot be read without it)');
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
   }
   const mode = statSync(path).mode & 0o777;
   if (mode !== 0o600) {
