@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { ConfigError, loadConfig } from './config.ts';
 
@@ -15,6 +16,22 @@ describe('loadConfig', () => {
     expect(() => loadConfig({ TIDEPOOL_LOG_LEVEL: 'loud' })).toThrow(/TIDEPOOL_LOG_LEVEL/);
     expect(() => loadConfig({ TIDEPOOL_DEFAULT_TIMEOUT: '0' })).toThrow(/TIDEPOOL_DEFAULT_TIMEOUT/);
     expect(() => loadConfig({ TIDEPOOL_DEFAULT_TIMEOUT: '600', TIDEPOOL_MAX_TIMEOUT_SECONDS: '60' })).toThrow(/must not exceed TIDEPOOL_MAX_TIMEOUT_SECONDS/);
+  });
+
+  it('takes TIDEPOOL_SECRETS_KEY only as the base64 of 32 bytes, and never repeats a wrong one', () => {
+    const key = randomBytes(32).toString('base64');
+    expect(loadConfig({}).secretsKey).toBe('');
+    expect(loadConfig({ TIDEPOOL_SECRETS_KEY: ` ${key} ` }).secretsKey).toBe(key);
+    for (const wrong of [randomBytes(16).toString('base64'), 'hunter2-not-base64', `${key}x`]) {
+      let message = '';
+      try {
+        loadConfig({ TIDEPOOL_SECRETS_KEY: wrong });
+      } catch (error) {
+        message = (error as Error).message;
+      }
+      expect(message).toMatch(/TIDEPOOL_SECRETS_KEY must be the base64 of exactly 32 bytes \(generate one with `openssl rand -base64 32`\)/);
+      expect(message).not.toContain(wrong);
+    }
   });
 
   it('defaults the sandbox timeout to 15 s and accepts TIDEPOOL_DOCKER_NETWORK as the network name', () => {

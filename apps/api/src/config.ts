@@ -4,6 +4,7 @@ import { Value } from '@sinclair/typebox/value';
 import { DOCKER_HOST_PATTERN } from './runtime/docker/docker-host.ts';
 import { parseWarmPool } from './sandboxes/pool-settings.ts';
 import { LISTEN_ADDRESS_PATTERN } from './observability/metrics-route.ts';
+import { decodeSecretsKey } from './secrets/secret-crypto.ts';
 
 const Port = Type.Integer({ minimum: 0, maximum: 65535 });
 
@@ -28,6 +29,8 @@ export const ConfigSchema = Type.Object({
   defaultTimeoutSeconds: Type.Integer({ minimum: 1 }),
   /** Template builds that run at once; later ones wait. */
   maxConcurrentBuilds: Type.Integer({ minimum: 1, maximum: 64 }),
+  /** Builds that may wait for a slot beyond the running ones; a build started past it is refused with 503 (retry later). */
+  maxQueuedBuilds: Type.Integer({ minimum: 0, maximum: 10_000 }),
   /** Largest COPY context archive a build may upload (MiB). */
   maxUploadMB: Type.Integer({ minimum: 1 }),
   /** Image names a build's `fromImage` is mapped through first (`e2bdev/base` → the base image unless set). */
@@ -82,6 +85,8 @@ export const ConfigSchema = Type.Object({
    * containers first, so no container of this platform remains (docker-compose.yml).
    */
   onShutdown: Type.Union([Type.Literal('keep'), Type.Literal('kill')]),
+  /** Key secrets are sealed with (base64 of 32 bytes); '' = `<dataDir>/secrets.key`, created on first start. Never echoed. */
+  secretsKey: Type.String(),
 });
 
 export type Config = Static<typeof ConfigSchema>;
@@ -102,6 +107,7 @@ const ENV_NAMES: Record<keyof Config, string> = {
   maxTimeoutSeconds: 'TIDEPOOL_MAX_TIMEOUT_SECONDS',
   defaultTimeoutSeconds: 'TIDEPOOL_DEFAULT_TIMEOUT',
   maxConcurrentBuilds: 'TIDEPOOL_MAX_CONCURRENT_BUILDS',
+  maxQueuedBuilds: 'TIDEPOOL_MAX_QUEUED_BUILDS',
   maxUploadMB: 'TIDEPOOL_MAX_UPLOAD_MB',
   imageAliases: 'TIDEPOOL_IMAGE_ALIASES',
   buildReadyTimeoutSeconds: 'TIDEPOOL_BUILD_READY_TIMEOUT',
@@ -124,6 +130,7 @@ const ENV_NAMES: Record<keyof Config, string> = {
   runtimeImage: 'TIDEPOOL_RUNTIME_IMAGE',
   codeInterpreterImage: 'TIDEPOOL_CODE_INTERPRETER_IMAGE',
   onShutdown: 'TIDEPOOL_ON_SHUTDOWN',
+  secretsKey: 'TIDEPOOL_SECRETS_KEY',
 };
 
 export class ConfigError extends Error {}
@@ -187,6 +194,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     maxTimeoutSeconds: integer(env.TIDEPOOL_MAX_TIMEOUT_SECONDS, 24 * 3600),
     defaultTimeoutSeconds: integer(env.TIDEPOOL_DEFAULT_TIMEOUT, 15),
     maxConcurrentBuilds: integer(env.TIDEPOOL_MAX_CONCURRENT_BUILDS, 2),
+    maxQueuedBuilds: integer(env.TIDEPOOL_MAX_QUEUED_BUILDS, 32),
     maxUploadMB: integer(env.TIDEPOOL_MAX_UPLOAD_MB, 2048),
     buildReadyTimeoutSeconds: integer(env.TIDEPOOL_BUILD_READY_TIMEOUT, 600),
     proxyMaxConnectionsPerSandbox: integer(env.TIDEPOOL_PROXY_MAX_CONNECTIONS_PER_SANDBOX, 1000),
@@ -208,6 +216,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     runtimeImage: (env.TIDEPOOL_RUNTIME_IMAGE ?? '').trim() || 'tidepool/envd-runtime:latest',
     codeInterpreterImage: env.TIDEPOOL_CODE_INTERPRETER_IMAGE === undefined ? 'tidepool/code-interpreter:latest' : env.TIDEPOOL_CODE_INTERPRETER_IMAGE.trim(),
     onShutdown: (env.TIDEPOOL_ON_SHUTDOWN ?? '').trim().toLowerCase() || 'keep',
+    secretsKey: (env.TIDEPOOL_SECRETS_KEY ?? '').trim(),
     ...overrides,
   };
   if (overrides.imageAliases === undefined) {
@@ -216,10 +225,14 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
   const problems = [...Value.Errors(ConfigSchema, candidate)].map((error) => {
     const key = error.path.split('/')[1] as keyof Config;
     const name = ENV_NAMES[key] ?? key;
-    return `${name}: ${error.message} (got ${JSON.stringify(error.value)})`;
+    // The secrets key is never repeated, not even a wrong one.
+    return key === 'secretsKey' ? `${name}: ${error.message}` : `${name}: ${error.message} (got ${JSON.stringify(error.value)})`;
   });
   if (problems.length > 0) throw new ConfigError(`invalid configuration:\n  ${problems.join('\n  ')}`);
   const config = candidate as Config;
+  if (config.secretsKey !== '' && !decodeSecretsKey(config.secretsKey)) {
+    throw new ConfigError('invalid configuration:\n  TIDEPOOL_SECRETS_KEY must be the base64 of exactly 32 bytes (generate one with `openssl rand -base64 32`), or unset to use <data dir>/secrets.key');
+  }
   if (config.defaultTimeoutSeconds > config.maxTimeoutSeconds) {
     throw new ConfigError(
       `invalid configuration:\n  TIDEPOOL_DEFAULT_TIMEOUT (${config.defaultTimeoutSeconds}) must not exceed TIDEPOOL_MAX_TIMEOUT_SECONDS (${config.maxTimeoutSeconds})`,

@@ -1,7 +1,7 @@
 import type { AddressInfo } from 'node:net';
 import { resolve } from 'node:path';
 import type { FastifyInstance } from 'fastify';
-import pino, { type Logger } from 'pino';
+import type { Logger } from 'pino';
 import { type Config, loadConfig } from './config.ts';
 import { containerHardening } from './runtime/docker/container-hardening.ts';
 import { DockerRuntime } from './runtime/docker/docker-runtime.ts';
@@ -15,6 +15,9 @@ import { buildApiServer } from './http/api-server.ts';
 import { type HttpsListener, listenHttps, loadTlsMaterial } from './tls/https-listener.ts';
 import { type MetricsListener, startMetricsListener } from './observability/metrics-route.ts';
 import { PlatformMetrics } from './observability/platform-metrics.ts';
+import { createPlatformLogger } from './observability/platform-logger.ts';
+import { loadSecretsKey, SecretCipher } from './secrets/secret-crypto.ts';
+import { SecretStore } from './secrets/secret-store.ts';
 import { openDatabase } from './store/database.ts';
 import { lockDataDir, secureDatabaseFiles } from './store/data-dir.ts';
 import { KeyStore } from './store/key-store.ts';
@@ -66,6 +69,8 @@ export interface RunningPlatform {
   engineWatch: EngineWatch;
   /** Ready containers creates are served from (TIDEPOOL_WARM_POOL); undefined when the pool is off. */
   warmPool: WarmPool | undefined;
+  /** Secrets (metadata routes; `resolveSecret` for the platform's own use). */
+  secrets: SecretStore;
   /** Every Prometheus metric of this platform (served on GET /metrics). */
   metrics: PlatformMetrics;
   /** The unauthenticated metrics listener's URL when TIDEPOOL_METRICS_ADDRESS is set. */
@@ -89,7 +94,7 @@ export interface PlatformOptions {
 export async function startPlatform(overrides: Partial<Config> = {}, options: PlatformOptions | SandboxRuntime = {}): Promise<RunningPlatform> {
   const { runtime: runtimeOverride, env = process.env, builder: builderOverride, logger: loggerOverride } = 'prepare' in options ? { runtime: options } : (options as PlatformOptions);
   const config = loadConfig(env, overrides);
-  const logger = loggerOverride ?? pino({ level: config.logLevel, base: { service: 'tidepool-api' } });
+  const logger = loggerOverride ?? createPlatformLogger(config.logLevel);
   const dataLock = lockDataDir(config.dataDir, logger);
   let db: ReturnType<typeof openDatabase>;
   try {
@@ -117,6 +122,7 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
       );
     }
     const platformId = keys.platformId();
+    const secrets = new SecretStore(db, () => new SecretCipher(loadSecretsKey(config.dataDir, config.secretsKey, logger)), logger);
     const metrics = new PlatformMetrics();
     const hardening = containerHardening(config);
     const docker = dockerClient(config.dockerHost);
@@ -195,7 +201,7 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
         readyTimeoutMs: config.buildReadyTimeoutSeconds * 1000,
         logger,
       });
-    queue = new BuildQueue({ catalog: templates, store: templateStore, builder, contextFiles, maxConcurrent: config.maxConcurrentBuilds, logger, metrics });
+    queue = new BuildQueue({ catalog: templates, store: templateStore, builder, contextFiles, maxConcurrent: config.maxConcurrentBuilds, maxQueued: config.maxQueuedBuilds, logger, metrics });
     await queue.recoverAfterRestart();
     const running = lifecycle;
     const buildQueue = queue;
@@ -231,6 +237,7 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
       keys,
       sandboxes,
       volumes,
+      secrets,
       domain: config.domain,
       timeouts: { defaultSeconds: config.defaultTimeoutSeconds, maxSeconds: config.maxTimeoutSeconds },
       logger,
@@ -284,6 +291,7 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
       lifecycle: running,
       engineWatch: watch,
       warmPool,
+      secrets,
       metrics,
       metricsUrl: metricsListener?.url,
       async close(closeOptions = {}) {

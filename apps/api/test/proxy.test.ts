@@ -555,8 +555,8 @@ describe('sandbox proxy (integration)', () => {
       directory.resumeError = error;
       const answer = await request(apiPort, '/health', { headers: envdHeaders('sbxbusy') });
       expect({ kind: (error as PlatformError).kind, status: answer.status, body: JSON.parse(answer.body) }).toEqual({ kind: (error as PlatformError).kind, status, body });
-      // Like the REST 429, the proxy's refusal carries no Retry-After (the platform cannot say when a slot frees).
-      expect(answer.headers['retry-after']).toBeUndefined();
+      // Like the REST 429, the proxy's capacity refusal says when to retry; the others do not.
+      expect(answer.headers['retry-after']).toBe(status === 429 ? '1' : undefined);
     }
     directory.resumeError = undefined;
   });

@@ -14,6 +14,8 @@ import type { TimeoutRules } from '../sandboxes/routes/timeout-rules.ts';
 import type { SandboxLifecycle } from '../sandboxes/sandbox-lifecycle.ts';
 import type { SandboxStore } from '../sandboxes/sandbox-store.ts';
 import type { KeyStore } from '../store/key-store.ts';
+import { registerSecretRoutes } from '../secrets/secret-routes.ts';
+import type { SecretStore } from '../secrets/secret-store.ts';
 import type { SandboxRuntime } from '../runtime/sandbox-runtime.ts';
 import type { VolumeCatalog } from '../volumes/volume-catalog.ts';
 import { registerVolumeRoutes } from '../volumes/routes/volume-routes.ts';
@@ -32,6 +34,8 @@ export interface ApiServerDeps {
   sandboxes: SandboxStore;
   /** Volumes: their rows, tokens and content directories. */
   volumes: VolumeCatalog;
+  /** Secrets: metadata routes; values are write-only. */
+  secrets: SecretStore;
   domain: string;
   /** The `domain` create/connect/GET answer, so the SDK builds sandbox URLs that reach this platform; null: none. */
   sandboxDomain?: () => string | null;
@@ -68,7 +72,7 @@ export function buildApiServer(deps: ApiServerDeps): FastifyInstance {
   registerDashboardRoutes(app, deps.logger, deps.dashboardDir);
   if (deps.metrics) registerMetricsRoute(app, deps.metrics);
   const sandboxDomain = deps.sandboxDomain ?? (() => null);
-  registerSandboxRoutes(app, deps.lifecycle, deps.timeouts, sandboxDomain);
+  registerSandboxRoutes(app, deps.lifecycle, deps.timeouts, sandboxDomain, (name) => deps.secrets.has(name));
   registerSandboxLifecycleRoutes(app, deps.lifecycle, deps.timeouts, sandboxDomain);
   registerSandboxObservabilityRoutes(app, deps.lifecycle, (id) => deps.sandboxes.events(id));
   registerSandboxSnapshotRoutes(app, { lifecycle: deps.lifecycle, runtime: deps.runtime, catalog: deps.templates.catalog, logger: deps.logger, platformMetrics: deps.metrics }, deps.timeouts, sandboxDomain);
@@ -76,6 +80,7 @@ export function buildApiServer(deps: ApiServerDeps): FastifyInstance {
   registerTemplateBuildRoutes(app, deps.templates);
   registerTemplateTagRoutes(app, deps.templates);
   registerVolumeRoutes(app, deps.volumes);
+  registerSecretRoutes(app, deps.secrets, deps.logger);
   registerVolumeContentRoutes(app, { volumes: deps.volumes, logger: deps.logger });
   return app;
 }

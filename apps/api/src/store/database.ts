@@ -63,6 +63,11 @@ const MIGRATIONS: string[] = [
   // Volumes: named directories under <dataDir>/volumes/<volume_id>; sandboxes remember what they mount.
   `CREATE TABLE volumes (volume_id TEXT PRIMARY KEY, name TEXT NOT NULL UNIQUE, token TEXT NOT NULL, created_at TEXT NOT NULL);
    ALTER TABLE sandboxes ADD COLUMN volume_mounts TEXT NOT NULL DEFAULT '[]';`,
+  // Secrets (secrets/secret-store.ts): metadata in the clear, the value sealed (AES-256-GCM); one key check row.
+  `CREATE TABLE secrets (
+     secret_id TEXT PRIMARY KEY, name TEXT NOT NULL UNIQUE, version INTEGER NOT NULL, sealed BLOB NOT NULL,
+     metadata TEXT NOT NULL, created_at TEXT NOT NULL, updated_at TEXT NOT NULL);
+   CREATE TABLE secret_key_check (id INTEGER PRIMARY KEY CHECK (id = 1), sealed BLOB NOT NULL);`,
 ];
 
 /** Opens (creating if needed) the platform database in the data directory and migrates it. */

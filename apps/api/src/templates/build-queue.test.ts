@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pino from 'pino';
 import { describe, expect, it } from 'vitest';
+import { PlatformError } from '../errors.ts';
 import { openDatabase } from '../store/database.ts';
 import { boundedReporter, BuildQueue, MAX_LOG_ENTRIES } from './build-queue.ts';
 import { ContextFiles } from './context-files.ts';
@@ -49,7 +50,8 @@ describe('build queue', () => {
       removeAllBuildContainers: async () => (calls.push('containers'), 0),
       removeBuildImages: async () => undefined,
     };
-    const queue = (maxConcurrent = 1) => new BuildQueue({ catalog, store, builder, contextFiles: new ContextFiles(dir, 1024), maxConcurrent, logger: pino({ level: 'silent' }) });
+    const queue = (maxConcurrent = 1, maxQueued?: number) =>
+      new BuildQueue({ catalog, store, builder, contextFiles: new ContextFiles(dir, 1024), maxConcurrent, maxQueued, logger: pino({ level: 'silent' }) });
     return { store, catalog, queue, calls, db };
   }
 
@@ -81,6 +83,37 @@ describe('build queue', () => {
     expect(store.build(first.buildId)).toMatchObject({ status: 'error', reason: { message: expect.stringMatching(/cancelled/) } });
     await queue.stop();
     expect(store.build(second.buildId)).toMatchObject({ status: 'error', reason: { message: expect.stringMatching(/shutting down/) } });
+    db.close();
+  });
+
+  it('refuses a start past the waiting line as busy, changing nothing; a cancelled waiting build frees its place at once', async () => {
+    const { store, catalog, queue: makeQueue, db } = setup();
+    const queue = makeQueue(1, 1);
+    const [running, waiting, refused] = ['a', 'b', 'c'].map((name) => catalog.registerBuild({ name, cpuCount: 1, memoryMB: 128 }).build);
+    queue.start(running.templateId, running.buildId, spec);
+    queue.ensureRoom();
+    queue.start(waiting.templateId, waiting.buildId, spec);
+    expect(queue.queuedCount()).toBe(1);
+    let thrown: unknown;
+    try {
+      queue.start(refused.templateId, refused.buildId, spec);
+    } catch (error) {
+      thrown = error;
+    }
+    expect(thrown).toBeInstanceOf(PlatformError);
+    expect(thrown).toMatchObject({ kind: 'busy', retryAfterSeconds: 10, message: expect.stringMatching(/build queue is full/) });
+    expect(() => queue.ensureRoom()).toThrow(/build queue is full/);
+    expect(store.build(refused.buildId)!.status).toBe('waiting');
+
+    // Deleting the waiting build's template must not wait for the running build to finish.
+    const started = Date.now();
+    await queue.abortTemplate(waiting.templateId);
+    expect(Date.now() - started).toBeLessThan(1_000);
+    expect(queue.queuedCount()).toBe(0);
+    expect(store.build(waiting.buildId)).toMatchObject({ status: 'error', reason: { message: expect.stringMatching(/template was deleted/) } });
+    queue.start(refused.templateId, refused.buildId, spec);
+    expect(store.build(refused.buildId)!.status).toBe('building');
+    await queue.stop();
     db.close();
   });
 });
