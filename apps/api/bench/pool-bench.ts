@@ -36,7 +36,7 @@ async function until(check: () => boolean, timeoutMs: number, what: string): Pro
 
 async function platformWith(warmPool: Record<string, number>): Promise<{ platform: RunningPlatform; close(): Promise<void> }> {
   const dataDir = mkdtempSync(join(tmpdir(), 'tidepool-bench-pool-'));
-  const platform = await startPlatform({ host: '127.0.0.1', port: 0, dataDir, logLevel: 'warn', warmPool });
+  const platform = await startPlatform({ host: '127.0.0.1', port: 0, dataDir, logLevel: 'warn', warmPool, warmPoolAdaptive: false });
   return {
     platform,
     async close() {

@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import { type Static, Type } from '@sinclair/typebox';
 import { Value } from '@sinclair/typebox/value';
 import { DOCKER_HOST_PATTERN } from './runtime/docker/docker-host.ts';
-import { parseWarmPool } from './sandboxes/pool-settings.ts';
+import { DEFAULT_WARM_POOL_MIN, MAX_POOL_SIZE, isPoolOff, parseWarmPool } from './sandboxes/pool-settings.ts';
 import { LISTEN_ADDRESS_PATTERN } from './observability/metrics-route.ts';
 
 const Port = Type.Integer({ minimum: 0, maximum: 65535 });
@@ -15,8 +15,22 @@ export const ConfigSchema = Type.Object({
   /** Sandbox hosts are `<port>-<sandboxID>.<domain>`: a bare DNS name (no scheme, no port). */
   domain: Type.String({ minLength: 1, maxLength: 200, pattern: '^[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?(\\.[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?)*$' }),
   maxSandboxes: Type.Integer({ minimum: 1 }),
-  /** Ready containers kept per template reference (`TIDEPOOL_WARM_POOL`, sandboxes/pool-settings.ts); {} = no pool. */
+  /** Pinned sizes: ready containers kept per template reference whatever the demand (`TIDEPOOL_WARM_POOL`, sandboxes/pool-settings.ts). */
   warmPool: Type.Record(Type.String({ minLength: 1 }), Type.Integer({ minimum: 1 })),
+  /** Templates without a pin get a pool sized from recent demand; off = only pinned sizes (none pinned: no pool). */
+  warmPoolAdaptive: Type.Boolean(),
+  /** Floors of adaptive templates by reference: never fewer ready containers than this. */
+  warmPoolMin: Type.Record(Type.String({ minLength: 1 }), Type.Integer({ minimum: 1 })),
+  /** Most ready containers demand may ask for per template. */
+  warmPoolMax: Type.Integer({ minimum: 1, maximum: MAX_POOL_SIZE }),
+  /** The refill period (seconds): demand is the peak of creates in one period. */
+  warmPoolPeriodSeconds: Type.Integer({ minimum: 1, maximum: 3600 }),
+  /** Seconds without creates after which an adaptive template's pool is back at its floor. */
+  warmPoolIdleSeconds: Type.Integer({ minimum: 1, maximum: 86400 }),
+  /** Pool containers started at once while refilling. */
+  warmPoolParallel: Type.Integer({ minimum: 1, maximum: 32 }),
+  /** MemAvailable (MiB) the pool never grows into. */
+  warmPoolMemoryReserveMB: Type.Integer({ minimum: 0 }),
   sandboxNetwork: Type.String({ minLength: 1 }),
   /** `warn`: start without sandbox isolation (logged loudly) where its firewall rules cannot be installed; `require`: refuse. */
   sandboxIsolation: Type.Union([Type.Literal('warn'), Type.Literal('require')]),
@@ -89,6 +103,13 @@ const ENV_NAMES: Record<keyof Config, string> = {
   domain: 'TIDEPOOL_DOMAIN',
   maxSandboxes: 'TIDEPOOL_MAX_SANDBOXES',
   warmPool: 'TIDEPOOL_WARM_POOL',
+  warmPoolAdaptive: 'TIDEPOOL_WARM_POOL_ADAPTIVE',
+  warmPoolMin: 'TIDEPOOL_WARM_POOL_MIN',
+  warmPoolMax: 'TIDEPOOL_WARM_POOL_MAX',
+  warmPoolPeriodSeconds: 'TIDEPOOL_WARM_POOL_PERIOD',
+  warmPoolIdleSeconds: 'TIDEPOOL_WARM_POOL_IDLE',
+  warmPoolParallel: 'TIDEPOOL_WARM_POOL_PARALLEL',
+  warmPoolMemoryReserveMB: 'TIDEPOOL_WARM_POOL_MEMORY_RESERVE_MB',
   sandboxNetwork: 'TIDEPOOL_SANDBOX_NETWORK',
   sandboxIsolation: 'TIDEPOOL_SANDBOX_ISOLATION',
   baseImage: 'TIDEPOOL_BASE_IMAGE',
@@ -173,6 +194,14 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     domain: env.TIDEPOOL_DOMAIN || 'tidepool.localhost',
     maxSandboxes: integer(env.TIDEPOOL_MAX_SANDBOXES, 100),
     warmPool: parseWarmPool(env.TIDEPOOL_WARM_POOL),
+    // `TIDEPOOL_WARM_POOL=off` turns the whole pool off unless adaptive sizing is asked for explicitly.
+    warmPoolAdaptive: flag(env.TIDEPOOL_WARM_POOL_ADAPTIVE, !isPoolOff(env.TIDEPOOL_WARM_POOL)),
+    warmPoolMin: parseWarmPool(env.TIDEPOOL_WARM_POOL_MIN, DEFAULT_WARM_POOL_MIN),
+    warmPoolMax: integer(env.TIDEPOOL_WARM_POOL_MAX, 32),
+    warmPoolPeriodSeconds: integer(env.TIDEPOOL_WARM_POOL_PERIOD, 10),
+    warmPoolIdleSeconds: integer(env.TIDEPOOL_WARM_POOL_IDLE, 300),
+    warmPoolParallel: integer(env.TIDEPOOL_WARM_POOL_PARALLEL, 4),
+    warmPoolMemoryReserveMB: integer(env.TIDEPOOL_WARM_POOL_MEMORY_RESERVE_MB, 2048),
     sandboxNetwork: env.TIDEPOOL_SANDBOX_NETWORK || env.TIDEPOOL_DOCKER_NETWORK || 'tidepool',
     sandboxIsolation: env.TIDEPOOL_SANDBOX_ISOLATION || 'warn',
     baseImage: env.TIDEPOOL_BASE_IMAGE || 'tidepool/base:latest',
@@ -215,6 +244,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
   if (config.defaultTimeoutSeconds > config.maxTimeoutSeconds) {
     throw new ConfigError(
       `invalid configuration:\n  TIDEPOOL_DEFAULT_TIMEOUT (${config.defaultTimeoutSeconds}) must not exceed TIDEPOOL_MAX_TIMEOUT_SECONDS (${config.maxTimeoutSeconds})`,
+    );
+  }
+  if (config.warmPoolIdleSeconds < config.warmPoolPeriodSeconds) {
+    throw new ConfigError(
+      `invalid configuration:\n  TIDEPOOL_WARM_POOL_IDLE (${config.warmPoolIdleSeconds}) must be at least TIDEPOOL_WARM_POOL_PERIOD (${config.warmPoolPeriodSeconds}): demand is counted per period over the idle window`,
     );
   }
   if (Boolean(config.tlsCertFile) !== Boolean(config.tlsKeyFile)) {

@@ -11,6 +11,7 @@ import type { SandboxRuntime } from './runtime/sandbox-runtime.ts';
 import { SandboxLifecycle } from './sandboxes/sandbox-lifecycle.ts';
 import { EngineWatch } from './sandboxes/engine-watch.ts';
 import { WarmPool } from './sandboxes/warm-pool.ts';
+import { readMemAvailableMB } from './runtime/host-memory.ts';
 import { buildApiServer } from './http/api-server.ts';
 import { type HttpsListener, listenHttps, loadTlsMaterial } from './tls/https-listener.ts';
 import { type MetricsListener, startMetricsListener } from './observability/metrics-route.ts';
@@ -126,14 +127,21 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
     volumes.start();
     const sandboxes = new SandboxStore(db);
     let poolUser: SandboxLifecycle | undefined;
-    if (Object.keys(config.warmPool).length > 0) {
+    if (Object.keys(config.warmPool).length > 0 || config.warmPoolAdaptive) {
       pool = new WarmPool({
         runtime,
         templates,
         targets: config.warmPool,
+        adaptive: config.warmPoolAdaptive
+          ? { floors: config.warmPoolMin, ceiling: config.warmPoolMax, periodMs: config.warmPoolPeriodSeconds * 1000, idleMs: config.warmPoolIdleSeconds * 1000 }
+          : undefined,
+        parallel: config.warmPoolParallel,
+        memoryAvailableMB: readMemAvailableMB,
+        memoryReserveMB: config.warmPoolMemoryReserveMB,
         tokenSeed: keys.tokenSeed(),
         // Pooled containers count against TIDEPOOL_MAX_SANDBOXES; refills wait while creations are in flight.
         reserveSlot: () => poolUser!.registry.reserveSlots(1),
+        freeSlots: () => poolUser?.registry.freeSlots() ?? 0,
         busy: () => (poolUser?.creatingCount() ?? 0) > 0,
         holds: (sandboxId, containerId) => poolUser?.get(sandboxId)?.containerId === containerId,
         logger,
@@ -281,8 +289,8 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
         closed = true;
         running.stop();
         await watch.stop();
-        // Kept sandboxes keep the pool's containers too: the next start removes them (never adopted).
-        await warmPool?.stop({ drain: !closeOptions.keepSandboxes });
+        // The pool's containers are no sandboxes: they go whatever happens to the sandboxes (kept ones included).
+        await warmPool?.stop({ drain: true });
         // Creations and per-sandbox operations in flight finish (bounded) before the store closes.
         await running.drain(SHUTDOWN_DRAIN_MS);
         await buildQueue.stop();
