@@ -27,6 +27,19 @@ describe('DemandHistory', () => {
     expect(demand.keys().sort()).toEqual(['k', 'other']);
   });
 
+  it('counts a burst that straddles two periods as one (the window slides)', () => {
+    const clock = fakeClock(0);
+    const demand = new DemandHistory(settings, clock.now);
+    clock.advance(settings.periodMs - 50);
+    for (let i = 0; i < 3; i += 1) demand.record('k');
+    clock.advance(100);
+    for (let i = 0; i < 3; i += 1) demand.record('k');
+    expect(demand.peak('k')).toBe(6);
+    clock.advance(settings.periodMs);
+    demand.record('k');
+    expect(demand.peak('k')).toBe(6);
+  });
+
   it('forgets demand older than the idle window (a key without any left is gone)', () => {
     const clock = fakeClock();
     const demand = new DemandHistory(settings, clock.now);

@@ -2,7 +2,7 @@
  * How many ready containers the warm pool should keep of one pool key: pure logic, no timers and no I/O
  * (the clock and the machine's figures are passed in), so it can be tested with a fake clock.
  *
- * An adaptive key's size is the peak number of creates seen in one refill period over the last `idleMs`
+ * An adaptive key's size is the peak number of creates seen within one refill period over the last `idleMs`
  * (a burst of 20 creates in one period asks for 20), never below its floor nor above the ceiling; after
  * `idleMs` without a create the peak is gone and the size is the floor again. A pinned key
  * (`TIDEPOOL_WARM_POOL`) keeps its size whatever the demand. Either way the size is then capped by what
@@ -18,10 +18,10 @@ export interface SizingSettings {
   ceiling: number;
 }
 
-/** Creates seen per key, bucketed by refill period, for the last `idleMs`. */
+/** When creates of each key happened, for the last `idleMs`. */
 export class DemandHistory {
-  /** key → (bucket index → creates in it). */
-  private readonly buckets = new Map<string, Map<number, number>>();
+  /** key → create times, oldest first. */
+  private readonly times = new Map<string, number[]>();
 
   constructor(
     private readonly settings: Pick<SizingSettings, 'periodMs' | 'idleMs'>,
@@ -29,34 +29,39 @@ export class DemandHistory {
   ) {}
 
   /** One create of `key` (served from the pool or not). */
-  record(key: string, count = 1): void {
-    const bucket = Math.floor(this.now() / this.settings.periodMs);
-    let perKey = this.buckets.get(key);
-    if (!perKey) this.buckets.set(key, (perKey = new Map()));
-    perKey.set(bucket, (perKey.get(bucket) ?? 0) + count);
+  record(key: string): void {
+    let times = this.times.get(key);
+    if (!times) this.times.set(key, (times = []));
+    times.push(this.now());
     this.prune(key);
   }
 
-  /** Most creates of `key` in one period within the window; 0 when none. */
+  /** Most creates of `key` within any one period (sliding) inside the window; 0 when none. */
   peak(key: string): number {
     this.prune(key);
+    const times = this.times.get(key) ?? [];
     let peak = 0;
-    for (const count of this.buckets.get(key)?.values() ?? []) peak = Math.max(peak, count);
+    for (let first = 0, last = 0; last < times.length; last += 1) {
+      while (times[last] - times[first] >= this.settings.periodMs) first += 1;
+      peak = Math.max(peak, last - first + 1);
+    }
     return peak;
   }
 
   /** Keys with any demand left in the window. */
   keys(): string[] {
-    for (const key of [...this.buckets.keys()]) this.prune(key);
-    return [...this.buckets.keys()];
+    for (const key of [...this.times.keys()]) this.prune(key);
+    return [...this.times.keys()];
   }
 
   private prune(key: string): void {
-    const perKey = this.buckets.get(key);
-    if (!perKey) return;
-    const oldest = Math.floor((this.now() - this.settings.idleMs) / this.settings.periodMs);
-    for (const bucket of perKey.keys()) if (bucket <= oldest) perKey.delete(bucket);
-    if (perKey.size === 0) this.buckets.delete(key);
+    const times = this.times.get(key);
+    if (!times) return;
+    const oldest = this.now() - this.settings.idleMs;
+    let drop = 0;
+    while (drop < times.length && times[drop] <= oldest) drop += 1;
+    if (drop > 0) times.splice(0, drop);
+    if (times.length === 0) this.times.delete(key);
   }
 }
 
