@@ -48,6 +48,14 @@ describe('loadConfig', () => {
     expect(() => loadConfig({ TIDEPOOL_WARM_POOL_PERIOD: '60', TIDEPOOL_WARM_POOL_IDLE: '30' })).toThrow(/TIDEPOOL_WARM_POOL_IDLE \(30\) must be at least TIDEPOOL_WARM_POOL_PERIOD \(60\)/);
   });
 
+  it('lxcfs and cpusets: on by default, an absolute lxcfs directory', () => {
+    expect(loadConfig({})).toMatchObject({ lxcfs: 'auto', lxcfsDir: '/var/lib/tidepool-lxcfs', sandboxCpuset: true });
+    expect(loadConfig({ TIDEPOOL_LXCFS: ' OFF ', TIDEPOOL_LXCFS_DIR: '/srv/lxcfs', TIDEPOOL_SANDBOX_CPUSET: 'off' })).toMatchObject({ lxcfs: 'off', lxcfsDir: '/srv/lxcfs', sandboxCpuset: false });
+    expect(() => loadConfig({ TIDEPOOL_LXCFS: 'on' })).toThrow(/TIDEPOOL_LXCFS: .*\(got "on"\)/);
+    for (const bad of ['relative/dir', '/', '/a:b', '/a,b']) expect(() => loadConfig({ TIDEPOOL_LXCFS_DIR: bad })).toThrow(/TIDEPOOL_LXCFS_DIR/);
+    expect(() => loadConfig({ TIDEPOOL_SANDBOX_CPUSET: 'maybe' })).toThrow(/TIDEPOOL_SANDBOX_CPUSET/);
+  });
+
   it('defaults the sandbox timeout to 15 s and accepts TIDEPOOL_DOCKER_NETWORK as the network name', () => {
     expect(loadConfig({})).toMatchObject({ defaultTimeoutSeconds: 15, sandboxNetwork: 'tidepool', domain: 'tidepool.localhost', dataDir: '.data' });
     expect(loadConfig({ TIDEPOOL_DOCKER_NETWORK: 'sbx-net', TIDEPOOL_DEFAULT_TIMEOUT: '300' })).toMatchObject({ sandboxNetwork: 'sbx-net', defaultTimeoutSeconds: 300 });

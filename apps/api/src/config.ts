@@ -62,6 +62,12 @@ export const ConfigSchema = Type.Object({
   sandboxNproc: Type.Integer({ minimum: 64 }),
   /** Writable-layer quota per sandbox (MiB) where the storage driver enforces one (overlay2 on xfs with pquota); 0 = none. */
   sandboxDiskMB: Type.Integer({ minimum: 0 }),
+  /** `auto`: start (or adopt) lxcfs so sandboxes see their own memory, cpus and uptime in /proc (warns once where it cannot); `off`: never. */
+  lxcfs: Type.Union([Type.Literal('auto'), Type.Literal('off')]),
+  /** Where lxcfs is mounted on the host (absolute); its pid and log files sit beside it (`<dir>.pid`, `<dir>.log`). */
+  lxcfsDir: Type.String({ pattern: '^/[^:,]*[^/:,]$' }),
+  /** Pin each sandbox with fewer cpus than the host to that many host cpus (round-robin), so `nproc` shows its limit. */
+  sandboxCpuset: Type.Boolean(),
   /** OCI runtime for sandboxes and builds (`runsc` = gVisor), checked against `docker info` at startup; '' = the engine's default. */
   containerRuntime: Type.String({ pattern: '^[A-Za-z0-9._-]*$' }),
   /** Where the engine is: `unix:///path` or `tcp://host:port` (the docker gate in docker-compose.yml); '' = DOCKER_HOST, else /var/run/docker.sock. */
@@ -127,6 +133,9 @@ const ENV_NAMES: Record<keyof Config, string> = {
   sandboxNofile: 'TIDEPOOL_SANDBOX_NOFILE',
   sandboxNproc: 'TIDEPOOL_SANDBOX_NPROC',
   sandboxDiskMB: 'TIDEPOOL_SANDBOX_DISK_MB',
+  lxcfs: 'TIDEPOOL_LXCFS',
+  lxcfsDir: 'TIDEPOOL_LXCFS_DIR',
+  sandboxCpuset: 'TIDEPOOL_SANDBOX_CPUSET',
   containerRuntime: 'TIDEPOOL_CONTAINER_RUNTIME',
   dockerHost: 'TIDEPOOL_DOCKER_HOST',
   volumesHostDir: 'TIDEPOOL_VOLUMES_HOST_DIR',
@@ -218,6 +227,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     sandboxNofile: integer(env.TIDEPOOL_SANDBOX_NOFILE, defaultNofile()),
     sandboxNproc: integer(env.TIDEPOOL_SANDBOX_NPROC, 65536),
     sandboxDiskMB: integer(env.TIDEPOOL_SANDBOX_DISK_MB, 10240),
+    lxcfs: (env.TIDEPOOL_LXCFS ?? '').trim().toLowerCase() || 'auto',
+    lxcfsDir: (env.TIDEPOOL_LXCFS_DIR ?? '').trim() || '/var/lib/tidepool-lxcfs',
+    sandboxCpuset: flag(env.TIDEPOOL_SANDBOX_CPUSET, true),
     containerRuntime: (env.TIDEPOOL_CONTAINER_RUNTIME ?? '').trim(),
     dockerHost: (env.TIDEPOOL_DOCKER_HOST ?? '').trim(),
     volumesHostDir: (env.TIDEPOOL_VOLUMES_HOST_DIR ?? '').trim(),

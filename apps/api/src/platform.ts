@@ -12,6 +12,7 @@ import { SandboxLifecycle } from './sandboxes/sandbox-lifecycle.ts';
 import { EngineWatch } from './sandboxes/engine-watch.ts';
 import { WarmPool } from './sandboxes/warm-pool.ts';
 import { readMemAvailableMB } from './runtime/host-memory.ts';
+import { LxcfsSupervisor } from './runtime/lxcfs/lxcfs-supervisor.ts';
 import { buildApiServer } from './http/api-server.ts';
 import { type HttpsListener, listenHttps, loadTlsMaterial } from './tls/https-listener.ts';
 import { type MetricsListener, startMetricsListener } from './observability/metrics-route.ts';
@@ -96,6 +97,7 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
   let queue: BuildQueue | undefined;
   let engineWatch: EngineWatch | undefined;
   let pool: WarmPool | undefined;
+  let lxcfs: LxcfsSupervisor | undefined;
   try {
     const keys = new KeyStore(db);
     for (const key of config.apiKeys) keys.addKey(key);
@@ -113,7 +115,16 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
     const metrics = new PlatformMetrics();
     const hardening = containerHardening(config);
     const docker = dockerClient(config.dockerHost);
-    const runtime = runtimeOverride ?? withEngineDeadlines(new DockerRuntime({ docker, network: config.sandboxNetwork, platformId, logger, isolation: config.sandboxIsolation, helperImage: config.baseImage, hardening }), {}, (operation) => metrics.engineCallFailed(operation));
+    // Sandboxes' own /proc files: one lxcfs on the host, outliving this process (sandboxes bind its files).
+    lxcfs = !runtimeOverride && config.lxcfs === 'auto' ? new LxcfsSupervisor({ dir: config.lxcfsDir, logger }) : undefined;
+    await lxcfs?.start();
+    const runtime =
+      runtimeOverride ??
+      withEngineDeadlines(
+        new DockerRuntime({ docker, network: config.sandboxNetwork, platformId, logger, isolation: config.sandboxIsolation, helperImage: config.baseImage, hardening, procFiles: lxcfs, cpuset: config.sandboxCpuset }),
+        {},
+        (operation) => metrics.engineCallFailed(operation),
+      );
     await runtime.prepare();
     const templateStore = new TemplateStore(db);
     const templates = new TemplateCatalog(templateStore);
@@ -299,6 +310,7 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
         await httpsListener?.close();
         await app.close();
         await metricsListener?.close();
+        lxcfs?.stop();
         db.close();
         dataLock.release();
       },
@@ -308,6 +320,7 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
     await pool?.stop({ drain: true });
     await engineWatch?.stop();
     lifecycle?.stop();
+    lxcfs?.stop();
     db.close();
     dataLock.release();
     throw error;
