@@ -51,7 +51,8 @@ describe('loadConfig', () => {
   it('lxcfs and cpusets: on by default, an absolute lxcfs directory', () => {
     expect(loadConfig({})).toMatchObject({ lxcfs: 'auto', lxcfsDir: '/var/lib/tidepool-lxcfs', sandboxCpuset: true });
     expect(loadConfig({ TIDEPOOL_LXCFS: ' OFF ', TIDEPOOL_LXCFS_DIR: '/srv/lxcfs', TIDEPOOL_SANDBOX_CPUSET: 'off' })).toMatchObject({ lxcfs: 'off', lxcfsDir: '/srv/lxcfs', sandboxCpuset: false });
-    expect(() => loadConfig({ TIDEPOOL_LXCFS: 'on' })).toThrow(/TIDEPOOL_LXCFS: .*\(got "on"\)/);
+    expect(loadConfig({ TIDEPOOL_LXCFS: 'on' }).lxcfs).toBe('on');
+    expect(() => loadConfig({ TIDEPOOL_LXCFS: 'yes' })).toThrow(/TIDEPOOL_LXCFS: .*\(got "yes"\)/);
     for (const bad of ['relative/dir', '/', '/a:b', '/a,b']) expect(() => loadConfig({ TIDEPOOL_LXCFS_DIR: bad })).toThrow(/TIDEPOOL_LXCFS_DIR/);
     expect(() => loadConfig({ TIDEPOOL_SANDBOX_CPUSET: 'maybe' })).toThrow(/TIDEPOOL_SANDBOX_CPUSET/);
   });

@@ -62,8 +62,12 @@ export const ConfigSchema = Type.Object({
   sandboxNproc: Type.Integer({ minimum: 64 }),
   /** Writable-layer quota per sandbox (MiB) where the storage driver enforces one (overlay2 on xfs with pquota); 0 = none. */
   sandboxDiskMB: Type.Integer({ minimum: 0 }),
-  /** `auto`: start (or adopt) lxcfs so sandboxes see their own memory, cpus and uptime in /proc (warns once where it cannot); `off`: never. */
-  lxcfs: Type.Union([Type.Literal('auto'), Type.Literal('off')]),
+  /**
+   * `on`: start (or adopt) lxcfs so sandboxes see their own memory, cpus and uptime in /proc (warns once where it
+   * cannot); `auto`: `on` when the platform talks to the local engine's default socket (bind sources are paths on
+   * the engine's machine), else off; `off`: never.
+   */
+  lxcfs: Type.Union([Type.Literal('auto'), Type.Literal('on'), Type.Literal('off')]),
   /** Where lxcfs is mounted on the host (absolute); its pid and log files sit beside it (`<dir>.pid`, `<dir>.log`). */
   lxcfsDir: Type.String({ pattern: '^/[^:,]*[^/:,]$' }),
   /** Pin each sandbox with fewer cpus than the host to that many host cpus (round-robin), so `nproc` shows its limit. */

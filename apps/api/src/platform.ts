@@ -79,6 +79,16 @@ export interface PlatformOptions {
   logger?: Logger;
 }
 
+/**
+ * Whether sandboxes get lxcfs files: `on`, or `auto` with the engine on this machine's default socket (a bind
+ * source is a path on the engine's machine; TIDEPOOL_DOCKER_HOST or DOCKER_HOST may name another one, or a gate).
+ */
+function lxcfsWanted(config: Config, env: NodeJS.ProcessEnv): boolean {
+  if (config.lxcfs !== 'auto') return config.lxcfs === 'on';
+  const host = config.dockerHost || env.DOCKER_HOST || '';
+  return host === '' || host === 'unix:///var/run/docker.sock';
+}
+
 /** Starts the whole platform in this process: store, Docker runtime, lifecycle, API and proxy. */
 export async function startPlatform(overrides: Partial<Config> = {}, options: PlatformOptions | SandboxRuntime = {}): Promise<RunningPlatform> {
   const { runtime: runtimeOverride, env = process.env, builder: builderOverride, logger: loggerOverride } = 'prepare' in options ? { runtime: options } : (options as PlatformOptions);
@@ -116,7 +126,7 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
     const hardening = containerHardening(config);
     const docker = dockerClient(config.dockerHost);
     // Sandboxes' own /proc files: one lxcfs on the host, outliving this process (sandboxes bind its files).
-    lxcfs = !runtimeOverride && config.lxcfs === 'auto' ? new LxcfsSupervisor({ dir: config.lxcfsDir, logger }) : undefined;
+    lxcfs = !runtimeOverride && lxcfsWanted(config, env) ? new LxcfsSupervisor({ dir: config.lxcfsDir, logger }) : undefined;
     await lxcfs?.start();
     const runtime =
       runtimeOverride ??

@@ -3,14 +3,18 @@
  * lxcfs (started or adopted by the platform) and a cpuset per sandbox, `nproc`, /proc/cpuinfo, `free -m`,
  * /proc/meminfo and /proc/uptime show the template's cpu and memory limits and the sandbox's own uptime; so
  * they do after a pause (in memory, and to disk) and resume, and across a platform restart; a container that
- * cannot get the lxcfs files still starts (it sees the host's figures).
+ * cannot get the lxcfs files still starts (it sees the host's figures), and behind the docker gate, which refuses
+ * the binds, sandboxes start without them after one refusal.
  */
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import os from 'node:os';
 import pino from 'pino';
 import { Sandbox, Template } from 'e2b';
 import { afterAll, describe, expect, it } from 'vitest';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { startGate } from '../../docker-gate/src/gate-server.ts';
 import { DockerRuntime } from '../src/runtime/docker/docker-runtime.ts';
 import { api, startTestPlatform, type TestPlatform } from './support/start-platform.ts';
 
@@ -112,6 +116,34 @@ describe.skipIf(!canRunLxcfs)('without lxcfs files', () => {
       expect(refused).toEqual([]);
     } finally {
       await runtime.remove(startedContainer.containerId);
+    }
+  });
+});
+
+describe.skipIf(!canRunLxcfs)('behind the docker gate', () => {
+  it('stops binding the lxcfs files after the gate refuses them once; sandboxes start and work', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'proc-gate-'));
+    const refusals: Array<{ reason?: string }> = [];
+    const gateLogger = pino({ level: 'debug' }, { write: (line: string) => void (JSON.parse(line).msg === 'call refused' && refusals.push(JSON.parse(line))) });
+    const gate = await startGate(
+      { listen: { socketPath: join(dir, 'gate.sock') }, engineSocket: '/var/run/docker.sock', bindRoots: [join(dir, 'volumes')], helperImage: 'tidepool/base:latest', runtimes: ['runc'], logLevel: 'debug' },
+      gateLogger,
+    );
+    try {
+      const platform = await startTestPlatform({ dockerHost: gate.dockerHost, lxcfs: 'on', lxcfsDir: LXCFS_DIR });
+      started.push(platform);
+      const first = await Sandbox.create('base', { ...platform.sdk, timeoutMs: 120_000 });
+      expect((await first.commands.run('echo ok')).stdout.trim()).toBe('ok');
+      expect(refusals).toHaveLength(1);
+      expect(refusals[0].reason).toMatch(/tidepool-lxcfs/);
+      const second = await Sandbox.create('base', { ...platform.sdk, timeoutMs: 120_000 });
+      // Without the files it sees the host's memory.
+      expect((await second.commands.run('grep MemTotal /proc/meminfo')).stdout).not.toMatch(/ 1048576 kB/);
+      expect(refusals).toHaveLength(1);
+      await Promise.all([first.kill(), second.kill()]);
+    } finally {
+      await gate.close();
+      rmSync(dir, { recursive: true, force: true });
     }
   });
 });
