@@ -211,7 +211,7 @@ describe('warm pool', () => {
     expect(platform.warmPool!.stats().ready).toBe(0);
   });
 
-  it('adapts to demand (defaults apart from short periods): a burst grows the pool, the next burst is served from it, idle shrinks it', async () => {
+  it('adapts to demand (defaults apart from short periods): a burst grows the pool, the next burst is served from it, idle shrinks it', { timeout: 360_000 }, async () => {
     // The default pool (adaptive, floor base=2, ceiling 32, 4 refills at once), with a 3 s period and a 30 s idle window.
     const platform = await startTestPlatform({ warmPoolAdaptive: true, warmPoolPeriodSeconds: 3, warmPoolIdleSeconds: 30 });
     started.push(platform);

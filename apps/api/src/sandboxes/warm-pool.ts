@@ -116,7 +116,8 @@ export class WarmPool {
   take(key: string, wanted?: PoolTemplate): PooledContainer | undefined {
     if (this.sizes.adaptive && wanted?.key === key && !this.stopped) {
       this.sizes.recordCreate(wanted);
-      this.targetsStale = true;
+      // A key the pool does not keep yet is resolved at once; a kept one's size follows at the next check.
+      if (!this.targets.has(key)) this.targetsStale = true;
     }
     const list = this.ready.get(key);
     const pooled = list?.shift();

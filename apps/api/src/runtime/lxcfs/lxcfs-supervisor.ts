@@ -131,10 +131,15 @@ export class LxcfsSupervisor {
     const { dir } = this.options;
     const binary = this.binary();
     if (!binary) throw new Error('lxcfs is not installed');
-    if (mountTypeAt(readFileSync('/proc/self/mountinfo', 'utf8'), dir) !== undefined) {
+    if (mountTypeAt(readFileSync('/proc/self/mountinfo', 'utf8'), dir) !== undefined && this.runningPid() === undefined) {
       // Left by an lxcfs that died: detach it so a new one can mount there.
       const unmount = spawnSync('umount', ['-l', dir], { encoding: 'utf8', timeout: 10_000 });
       if (unmount.status !== 0) throw new Error(`could not unmount the dead lxcfs at ${dir}: ${unmount.stderr.trim() || unmount.error?.message}`);
+    }
+    if (this.runningPid() !== undefined) {
+      // Started a moment ago (another platform's start on this machine): wait for its mount instead of replacing it.
+      await this.waitForMount(undefined);
+      return;
     }
     mkdirSync(dir, { recursive: true, mode: 0o755 });
     const logFd = openSync(`${dir}.log`, 'a', 0o600);
@@ -142,31 +147,55 @@ export class LxcfsSupervisor {
       // --enable-cfs: cpuinfo, stat and cpu/online follow the CFS quota (`--cpus`), not only the cpuset.
       const child = spawn(binary, ['--foreground', '--enable-cfs', '--enable-loadavg', '-p', `${dir}.pid`, dir], { detached: true, stdio: ['ignore', logFd, logFd] });
       child.unref();
-      const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
-      const deadline = Date.now() + (this.options.mountTimeoutMs ?? 10_000);
-      while (!(await this.alive())) {
-        const code = await Promise.race([exited, new Promise<'waiting'>((r) => setTimeout(() => r('waiting'), 50))]);
-        if (code !== 'waiting') {
-          // Another platform's start may have mounted it first (one lxcfs per directory): use that one.
-          if (await this.alive()) return;
-          throw new Error(`lxcfs exited (${code}) before mounting; see ${dir}.log`);
-        }
-        if (Date.now() > deadline) throw new Error(`lxcfs did not mount ${dir} within ${this.options.mountTimeoutMs ?? 10_000} ms; see ${dir}.log`);
-      }
+      // A spawn failure (the binary went away) is an 'error' event, never an exception of this process.
+      const exited = new Promise<number | null>((resolve) => {
+        child.once('exit', (code) => resolve(code));
+        child.once('error', () => resolve(null));
+      });
+      await this.waitForMount(exited);
       this.log.info({ pid: child.pid }, 'lxcfs started');
     } finally {
       closeSync(logFd);
     }
   }
 
+  /** Waits until the mount answers; `exited` (the lxcfs just started) ending first is a failure unless another one mounted. */
+  private async waitForMount(exited: Promise<number | null> | undefined): Promise<void> {
+    const { dir } = this.options;
+    const timeoutMs = this.options.mountTimeoutMs ?? 10_000;
+    const deadline = Date.now() + timeoutMs;
+    const never = new Promise<never>(() => undefined);
+    while (!(await this.alive())) {
+      const code = await Promise.race([exited ?? never, new Promise<'waiting'>((r) => setTimeout(() => r('waiting'), 50))]);
+      if (code !== 'waiting') {
+        // Another platform's start may have mounted it first (one lxcfs per directory): use that one.
+        if (await this.alive()) return;
+        throw new Error(`lxcfs exited (${code}) before mounting; see ${dir}.log`);
+      }
+      if (Date.now() > deadline) throw new Error(`lxcfs did not mount ${dir} within ${timeoutMs} ms; see ${dir}.log`);
+    }
+  }
+
+  /** The pid of the lxcfs serving `dir` per its pid file, when that process is still an lxcfs of `dir`. */
+  private runningPid(): number | undefined {
+    try {
+      const pid = Number(readFileSync(`${this.options.dir}.pid`, 'utf8').trim());
+      if (!Number.isInteger(pid) || pid <= 0) return undefined;
+      const argv = readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0');
+      return argv.some((a) => a.endsWith('lxcfs')) && argv.includes(this.options.dir) ? pid : undefined;
+    } catch {
+      return undefined;
+    }
+  }
+
   private binary(): string | undefined {
-    if (this.options.binary) return this.options.binary;
-    const dirs = [...(process.env.PATH ?? '').split(delimiter), '/usr/bin', '/usr/sbin', '/bin', '/sbin'];
-    for (const d of dirs) {
-      if (!d) continue;
+    const candidates = this.options.binary
+      ? [this.options.binary]
+      : [...(process.env.PATH ?? '').split(delimiter), '/usr/bin', '/usr/sbin', '/bin', '/sbin'].filter(Boolean).map((d) => join(d, 'lxcfs'));
+    for (const candidate of candidates) {
       try {
-        accessSync(join(d, 'lxcfs'), constants.X_OK);
-        return join(d, 'lxcfs');
+        accessSync(candidate, constants.X_OK);
+        return candidate;
       } catch {
         // not here
       }
