@@ -69,6 +69,11 @@ describe.skipIf(!canRunLxcfs)('a sandbox sees its own size in /proc (lxcfs, cpus
     const age = () => (Date.now() - began) / 1000 + 5;
     expectOwnSize(await look(sbx), 1, 512, age());
 
+    // Read-only, even for root in the sandbox: nothing reaches lxcfs but reads.
+    const write = await sbx.commands.run('echo 1 > /proc/meminfo', { user: 'root' }).catch((error: unknown) => error as { exitCode?: number; stderr?: string });
+    expect(write.exitCode).not.toBe(0);
+    expect(write.stderr).toMatch(/Read-only file system|Permission denied/);
+
     // The base template (2 cpus, 1024 MiB) beside it.
     const base = await Sandbox.create('base', { ...platform.sdk, timeoutMs: 300_000 });
     expectOwnSize(await look(base), 2, 1024, age());
