@@ -59,6 +59,18 @@ if ! getent hosts probe.tidepool.localhost >/dev/null 2>&1; then
   fi
 fi
 
+# lxcfs: sandboxes see their own memory, cpus and uptime in /proc (the platform starts one lxcfs at
+# TIDEPOOL_LXCFS_DIR and binds its files into each sandbox); without it they see the host's figures.
+if ! command -v lxcfs >/dev/null; then
+  if [[ $EUID -eq 0 ]] && command -v apt-get >/dev/null; then
+    log "installing lxcfs (sandboxes' own /proc figures)"
+    { apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends lxcfs >/dev/null; } \
+      || log "could not install lxcfs: sandboxes will see the host's memory and cpus in /proc"
+  else
+    log "no lxcfs: sandboxes will see the host's memory and cpus in /proc (sudo apt-get install -y lxcfs)"
+  fi
+fi
+
 if ! command -v pnpm >/dev/null || [[ "$(pnpm --version 2>/dev/null)" != "$PNPM_VERSION" ]]; then
   log "installing pnpm $PNPM_VERSION"
   npm install -g --silent "pnpm@$PNPM_VERSION" >/dev/null 2>&1 || { corepack enable && corepack prepare "pnpm@$PNPM_VERSION" --activate; }

@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import { type Static, Type } from '@sinclair/typebox';
 import { Value } from '@sinclair/typebox/value';
 import { DOCKER_HOST_PATTERN } from './runtime/docker/docker-host.ts';
-import { parseWarmPool } from './sandboxes/pool-settings.ts';
+import { DEFAULT_WARM_POOL_MIN, MAX_POOL_SIZE, isPoolOff, parseWarmPool } from './sandboxes/pool-settings.ts';
 import { LISTEN_ADDRESS_PATTERN } from './observability/metrics-route.ts';
 import { decodeSecretsKey } from './secrets/secret-crypto.ts';
 
@@ -16,8 +16,22 @@ export const ConfigSchema = Type.Object({
   /** Sandbox hosts are `<port>-<sandboxID>.<domain>`: a bare DNS name (no scheme, no port). */
   domain: Type.String({ minLength: 1, maxLength: 200, pattern: '^[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?(\\.[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?)*$' }),
   maxSandboxes: Type.Integer({ minimum: 1 }),
-  /** Ready containers kept per template reference (`TIDEPOOL_WARM_POOL`, sandboxes/pool-settings.ts); {} = no pool. */
+  /** Pinned sizes: ready containers kept per template reference whatever the demand (`TIDEPOOL_WARM_POOL`, sandboxes/pool-settings.ts). */
   warmPool: Type.Record(Type.String({ minLength: 1 }), Type.Integer({ minimum: 1 })),
+  /** Templates without a pin get a pool sized from recent demand; off = only pinned sizes (none pinned: no pool). */
+  warmPoolAdaptive: Type.Boolean(),
+  /** Floors of adaptive templates by reference: never fewer ready containers than this. */
+  warmPoolMin: Type.Record(Type.String({ minLength: 1 }), Type.Integer({ minimum: 1 })),
+  /** Most ready containers demand may ask for per template. */
+  warmPoolMax: Type.Integer({ minimum: 1, maximum: MAX_POOL_SIZE }),
+  /** The refill period (seconds): demand is the peak of creates in one period. */
+  warmPoolPeriodSeconds: Type.Integer({ minimum: 1, maximum: 3600 }),
+  /** Seconds without creates after which an adaptive template's pool is back at its floor. */
+  warmPoolIdleSeconds: Type.Integer({ minimum: 1, maximum: 86400 }),
+  /** Pool containers started at once while refilling. */
+  warmPoolParallel: Type.Integer({ minimum: 1, maximum: 32 }),
+  /** MemAvailable (MiB) the pool never grows into. */
+  warmPoolMemoryReserveMB: Type.Integer({ minimum: 0 }),
   sandboxNetwork: Type.String({ minLength: 1 }),
   /** `warn`: start without sandbox isolation (logged loudly) where its firewall rules cannot be installed; `require`: refuse. */
   sandboxIsolation: Type.Union([Type.Literal('warn'), Type.Literal('require')]),
@@ -51,6 +65,16 @@ export const ConfigSchema = Type.Object({
   sandboxNproc: Type.Integer({ minimum: 64 }),
   /** Writable-layer quota per sandbox (MiB) where the storage driver enforces one (overlay2 on xfs with pquota); 0 = none. */
   sandboxDiskMB: Type.Integer({ minimum: 0 }),
+  /**
+   * `on`: start (or adopt) lxcfs so sandboxes see their own memory, cpus and uptime in /proc (warns once where it
+   * cannot); `auto`: `on` when the platform talks to the local engine's default socket (bind sources are paths on
+   * the engine's machine), else off; `off`: never.
+   */
+  lxcfs: Type.Union([Type.Literal('auto'), Type.Literal('on'), Type.Literal('off')]),
+  /** Where lxcfs is mounted on the host (absolute); its pid and log files sit beside it (`<dir>.pid`, `<dir>.log`). */
+  lxcfsDir: Type.String({ pattern: '^/[^:,]*[^/:,]$' }),
+  /** Pin each sandbox with fewer cpus than the host to that many host cpus (round-robin), so `nproc` shows its limit. */
+  sandboxCpuset: Type.Boolean(),
   /** OCI runtime for sandboxes and builds (`runsc` = gVisor), checked against `docker info` at startup; '' = the engine's default. */
   containerRuntime: Type.String({ pattern: '^[A-Za-z0-9._-]*$' }),
   /** Where the engine is: `unix:///path` or `tcp://host:port` (the docker gate in docker-compose.yml); '' = DOCKER_HOST, else /var/run/docker.sock. */
@@ -100,6 +124,13 @@ const ENV_NAMES: Record<keyof Config, string> = {
   domain: 'TIDEPOOL_DOMAIN',
   maxSandboxes: 'TIDEPOOL_MAX_SANDBOXES',
   warmPool: 'TIDEPOOL_WARM_POOL',
+  warmPoolAdaptive: 'TIDEPOOL_WARM_POOL_ADAPTIVE',
+  warmPoolMin: 'TIDEPOOL_WARM_POOL_MIN',
+  warmPoolMax: 'TIDEPOOL_WARM_POOL_MAX',
+  warmPoolPeriodSeconds: 'TIDEPOOL_WARM_POOL_PERIOD',
+  warmPoolIdleSeconds: 'TIDEPOOL_WARM_POOL_IDLE',
+  warmPoolParallel: 'TIDEPOOL_WARM_POOL_PARALLEL',
+  warmPoolMemoryReserveMB: 'TIDEPOOL_WARM_POOL_MEMORY_RESERVE_MB',
   sandboxNetwork: 'TIDEPOOL_SANDBOX_NETWORK',
   sandboxIsolation: 'TIDEPOOL_SANDBOX_ISOLATION',
   baseImage: 'TIDEPOOL_BASE_IMAGE',
@@ -118,6 +149,9 @@ const ENV_NAMES: Record<keyof Config, string> = {
   sandboxNofile: 'TIDEPOOL_SANDBOX_NOFILE',
   sandboxNproc: 'TIDEPOOL_SANDBOX_NPROC',
   sandboxDiskMB: 'TIDEPOOL_SANDBOX_DISK_MB',
+  lxcfs: 'TIDEPOOL_LXCFS',
+  lxcfsDir: 'TIDEPOOL_LXCFS_DIR',
+  sandboxCpuset: 'TIDEPOOL_SANDBOX_CPUSET',
   containerRuntime: 'TIDEPOOL_CONTAINER_RUNTIME',
   dockerHost: 'TIDEPOOL_DOCKER_HOST',
   volumesHostDir: 'TIDEPOOL_VOLUMES_HOST_DIR',
@@ -187,6 +221,14 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     domain: env.TIDEPOOL_DOMAIN || 'tidepool.localhost',
     maxSandboxes: integer(env.TIDEPOOL_MAX_SANDBOXES, 100),
     warmPool: parseWarmPool(env.TIDEPOOL_WARM_POOL),
+    // `TIDEPOOL_WARM_POOL=off` turns the whole pool off unless adaptive sizing is asked for explicitly.
+    warmPoolAdaptive: flag(env.TIDEPOOL_WARM_POOL_ADAPTIVE, !isPoolOff(env.TIDEPOOL_WARM_POOL)),
+    warmPoolMin: parseWarmPool(env.TIDEPOOL_WARM_POOL_MIN, DEFAULT_WARM_POOL_MIN),
+    warmPoolMax: integer(env.TIDEPOOL_WARM_POOL_MAX, 32),
+    warmPoolPeriodSeconds: integer(env.TIDEPOOL_WARM_POOL_PERIOD, 10),
+    warmPoolIdleSeconds: integer(env.TIDEPOOL_WARM_POOL_IDLE, 300),
+    warmPoolParallel: integer(env.TIDEPOOL_WARM_POOL_PARALLEL, 4),
+    warmPoolMemoryReserveMB: integer(env.TIDEPOOL_WARM_POOL_MEMORY_RESERVE_MB, 2048),
     sandboxNetwork: env.TIDEPOOL_SANDBOX_NETWORK || env.TIDEPOOL_DOCKER_NETWORK || 'tidepool',
     sandboxIsolation: env.TIDEPOOL_SANDBOX_ISOLATION || 'warn',
     baseImage: env.TIDEPOOL_BASE_IMAGE || 'tidepool/base:latest',
@@ -204,6 +246,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     sandboxNofile: integer(env.TIDEPOOL_SANDBOX_NOFILE, defaultNofile()),
     sandboxNproc: integer(env.TIDEPOOL_SANDBOX_NPROC, 65536),
     sandboxDiskMB: integer(env.TIDEPOOL_SANDBOX_DISK_MB, 10240),
+    lxcfs: (env.TIDEPOOL_LXCFS ?? '').trim().toLowerCase() || 'auto',
+    lxcfsDir: (env.TIDEPOOL_LXCFS_DIR ?? '').trim() || '/var/lib/tidepool-lxcfs',
+    sandboxCpuset: flag(env.TIDEPOOL_SANDBOX_CPUSET, true),
     containerRuntime: (env.TIDEPOOL_CONTAINER_RUNTIME ?? '').trim(),
     dockerHost: (env.TIDEPOOL_DOCKER_HOST ?? '').trim(),
     volumesHostDir: (env.TIDEPOOL_VOLUMES_HOST_DIR ?? '').trim(),
@@ -236,6 +281,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
   if (config.defaultTimeoutSeconds > config.maxTimeoutSeconds) {
     throw new ConfigError(
       `invalid configuration:\n  TIDEPOOL_DEFAULT_TIMEOUT (${config.defaultTimeoutSeconds}) must not exceed TIDEPOOL_MAX_TIMEOUT_SECONDS (${config.maxTimeoutSeconds})`,
+    );
+  }
+  if (config.warmPoolIdleSeconds < config.warmPoolPeriodSeconds) {
+    throw new ConfigError(
+      `invalid configuration:\n  TIDEPOOL_WARM_POOL_IDLE (${config.warmPoolIdleSeconds}) must be at least TIDEPOOL_WARM_POOL_PERIOD (${config.warmPoolPeriodSeconds}): demand is counted per period over the idle window`,
     );
   }
   if (Boolean(config.tlsCertFile) !== Boolean(config.tlsKeyFile)) {

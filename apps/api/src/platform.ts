@@ -11,6 +11,8 @@ import type { SandboxRuntime } from './runtime/sandbox-runtime.ts';
 import { SandboxLifecycle } from './sandboxes/sandbox-lifecycle.ts';
 import { EngineWatch } from './sandboxes/engine-watch.ts';
 import { WarmPool } from './sandboxes/warm-pool.ts';
+import { readMemAvailableMB } from './runtime/host-memory.ts';
+import { LxcfsSupervisor } from './runtime/lxcfs/lxcfs-supervisor.ts';
 import { buildApiServer } from './http/api-server.ts';
 import { type HttpsListener, listenHttps, loadTlsMaterial } from './tls/https-listener.ts';
 import { type MetricsListener, startMetricsListener } from './observability/metrics-route.ts';
@@ -90,6 +92,16 @@ export interface PlatformOptions {
   logger?: Logger;
 }
 
+/**
+ * Whether sandboxes get lxcfs files: `on`, or `auto` with the engine on this machine's default socket (a bind
+ * source is a path on the engine's machine; TIDEPOOL_DOCKER_HOST or DOCKER_HOST may name another one, or a gate).
+ */
+function lxcfsWanted(config: Config, env: NodeJS.ProcessEnv): boolean {
+  if (config.lxcfs !== 'auto') return config.lxcfs === 'on';
+  const host = config.dockerHost || env.DOCKER_HOST || '';
+  return host === '' || host === 'unix:///var/run/docker.sock';
+}
+
 /** Starts the whole platform in this process: store, Docker runtime, lifecycle, API and proxy. */
 export async function startPlatform(overrides: Partial<Config> = {}, options: PlatformOptions | SandboxRuntime = {}): Promise<RunningPlatform> {
   const { runtime: runtimeOverride, env = process.env, builder: builderOverride, logger: loggerOverride } = 'prepare' in options ? { runtime: options } : (options as PlatformOptions);
@@ -108,6 +120,7 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
   let queue: BuildQueue | undefined;
   let engineWatch: EngineWatch | undefined;
   let pool: WarmPool | undefined;
+  let lxcfs: LxcfsSupervisor | undefined;
   try {
     const keys = new KeyStore(db);
     for (const key of config.apiKeys) keys.addKey(key);
@@ -126,7 +139,16 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
     const metrics = new PlatformMetrics();
     const hardening = containerHardening(config);
     const docker = dockerClient(config.dockerHost);
-    const runtime = runtimeOverride ?? withEngineDeadlines(new DockerRuntime({ docker, network: config.sandboxNetwork, platformId, logger, isolation: config.sandboxIsolation, helperImage: config.baseImage, hardening }), {}, (operation) => metrics.engineCallFailed(operation));
+    // Sandboxes' own /proc files: one lxcfs on the host, outliving this process (sandboxes bind its files).
+    lxcfs = !runtimeOverride && lxcfsWanted(config, env) ? new LxcfsSupervisor({ dir: config.lxcfsDir, logger }) : undefined;
+    await lxcfs?.start();
+    const runtime =
+      runtimeOverride ??
+      withEngineDeadlines(
+        new DockerRuntime({ docker, network: config.sandboxNetwork, platformId, logger, isolation: config.sandboxIsolation, helperImage: config.baseImage, hardening, procFiles: lxcfs, cpuset: config.sandboxCpuset }),
+        {},
+        (operation) => metrics.engineCallFailed(operation),
+      );
     await runtime.prepare();
     const templateStore = new TemplateStore(db);
     const templates = new TemplateCatalog(templateStore);
@@ -141,14 +163,21 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
     volumes.start();
     const sandboxes = new SandboxStore(db);
     let poolUser: SandboxLifecycle | undefined;
-    if (Object.keys(config.warmPool).length > 0) {
+    if (Object.keys(config.warmPool).length > 0 || config.warmPoolAdaptive) {
       pool = new WarmPool({
         runtime,
         templates,
         targets: config.warmPool,
+        adaptive: config.warmPoolAdaptive
+          ? { floors: config.warmPoolMin, ceiling: config.warmPoolMax, periodMs: config.warmPoolPeriodSeconds * 1000, idleMs: config.warmPoolIdleSeconds * 1000 }
+          : undefined,
+        parallel: config.warmPoolParallel,
+        memoryAvailableMB: readMemAvailableMB,
+        memoryReserveMB: config.warmPoolMemoryReserveMB,
         tokenSeed: keys.tokenSeed(),
         // Pooled containers count against TIDEPOOL_MAX_SANDBOXES; refills wait while creations are in flight.
         reserveSlot: () => poolUser!.registry.reserveSlots(1),
+        freeSlots: () => poolUser?.registry.freeSlots() ?? 0,
         busy: () => (poolUser?.creatingCount() ?? 0) > 0,
         holds: (sandboxId, containerId) => poolUser?.get(sandboxId)?.containerId === containerId,
         logger,
@@ -299,8 +328,8 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
         closed = true;
         running.stop();
         await watch.stop();
-        // Kept sandboxes keep the pool's containers too: the next start removes them (never adopted).
-        await warmPool?.stop({ drain: !closeOptions.keepSandboxes });
+        // The pool's containers are no sandboxes: they go whatever happens to the sandboxes (kept ones included).
+        await warmPool?.stop({ drain: true });
         // Creations and per-sandbox operations in flight finish (bounded) before the store closes.
         await running.drain(SHUTDOWN_DRAIN_MS);
         await buildQueue.stop();
@@ -309,6 +338,7 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
         await httpsListener?.close();
         await app.close();
         await metricsListener?.close();
+        lxcfs?.stop();
         db.close();
         dataLock.release();
       },
@@ -318,6 +348,7 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
     await pool?.stop({ drain: true });
     await engineWatch?.stop();
     lifecycle?.stop();
+    lxcfs?.stop();
     db.close();
     dataLock.release();
     throw error;
