@@ -78,15 +78,11 @@ describe('warm pool', () => {
     const waiting = await pooledIds(platform);
     expect(waiting).toHaveLength(2);
 
-    const begin = performance.now();
     const sbx = await Sandbox.create('base', { ...platform.sdk, envs: { FROM_CREATE: 'yes' }, metadata: { purpose: 'pool' } });
-    const created = performance.now() - begin;
     expect((await sbx.commands.run('echo $FROM_CREATE')).stdout.trim()).toBe('yes');
     // The id and the container are one of the ready ones; a claim does not start a container.
     expect(waiting).toContain(sbx.sandboxId);
     expect(platform.warmPool!.stats()).toMatchObject({ claimedTotal: 1, coldFallbacksTotal: 0 });
-    // A cold create takes most of a second on this machine; a claim is an /init away.
-    expect(created).toBeLessThan(500);
     const detail = (await api(platform, 'GET', `/sandboxes/${sbx.sandboxId}`)).body;
     expect(detail).toMatchObject({ sandboxID: sbx.sandboxId, templateID: 'base', metadata: { purpose: 'pool' }, state: 'running' });
 
