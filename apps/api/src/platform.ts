@@ -17,6 +17,7 @@ import { type MetricsListener, startMetricsListener } from './observability/metr
 import { PlatformMetrics } from './observability/platform-metrics.ts';
 import { openDatabase } from './store/database.ts';
 import { lockDataDir, secureDatabaseFiles } from './store/data-dir.ts';
+import { TeamDirectory } from './teams/team-directory.ts';
 import { KeyStore } from './store/key-store.ts';
 import { SandboxStore } from './sandboxes/sandbox-store.ts';
 import { type BuildRunner, BuildQueue } from './templates/build-queue.ts';
@@ -220,6 +221,7 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
       templates: templateDeps,
       runtime,
       keys,
+      teams: new TeamDirectory(db),
       sandboxes,
       volumes,
       domain: config.domain,
