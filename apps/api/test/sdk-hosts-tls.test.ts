@@ -27,6 +27,7 @@ import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { Sandbox } from 'e2b';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ensureLocalhostNames } from './support/localhost-names.ts';
 import { api, startTestPlatform, type TestPlatform } from './support/start-platform.ts';
 
 const exec = promisify(execFile);
@@ -39,24 +40,6 @@ let platform: TestPlatform;
 let httpsPort = 0;
 let ca = '';
 const sandboxIds: string[] = [];
-
-/** getaddrinfo must resolve `*.tidepool.localhost`; Debian needs libnss-myhostname for that (installed here when missing). */
-async function ensureLocalhostNames(): Promise<void> {
-  const resolves = () => exec('getent', ['hosts', 'probe-1.tidepool.localhost']).then(() => true, () => false);
-  const missing: string[] = [];
-  if (!(await resolves())) missing.push('libnss-myhostname');
-  for (const [tool, pkg] of [['openssl', 'openssl'], ['curl', 'curl']] as const) {
-    if (!(await exec('sh', ['-c', `command -v ${tool}`]).then(() => true, () => false))) missing.push(pkg);
-  }
-  if (missing.length > 0) {
-    const env = { ...process.env, DEBIAN_FRONTEND: 'noninteractive' };
-    await exec('apt-get', ['update', '-q'], { env, timeout: 300_000 });
-    await exec('apt-get', ['install', '-y', '-q', '--no-install-recommends', ...missing], { env, timeout: 300_000 });
-  }
-  if (!(await resolves())) {
-    throw new Error('*.tidepool.localhost does not resolve: add "myhostname" to the hosts line of /etc/nsswitch.conf (libnss-myhostname)');
-  }
-}
 
 /** Runs an SDK scenario in a child Node with the given environment; returns its observations. */
 async function sdk(scenario: string, env: Record<string, string>, args: Record<string, unknown> = {}): Promise<Record<string, any>> {
