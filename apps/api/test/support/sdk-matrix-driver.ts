@@ -1,6 +1,6 @@
 /**
- * One published `e2b` SDK version against the platform, in a process of its own (sdk-versions.test.ts): the
- * versions before 2.x's E2B_SANDBOX_URL reach envd only at `https://49983-<id>.<domain>`, so every version runs the
+ * One published `e2b` SDK version against the platform, in a process of its own (sdk-versions.test.ts): 1.13.2
+ * and 2.0.3 have no E2B_SANDBOX_URL and reach envd only at `https://49983-<id>.<domain>`, so every version runs the
  * way a user's program does, with E2B_DOMAIN, E2B_API_KEY and NODE_EXTRA_CA_CERTS (the platform's local CA) from
  * the environment. Which SDK is loaded comes from the first argument: a package name (`e2b-v1`, an npm alias in
  * the root devDependencies) or a file: URL of a package entry (`pnpm sdk:latest`). The scenario only uses calls
