@@ -31,26 +31,28 @@ interface CliResult {
   stderr: string;
 }
 
-/** The environment a user sets for the CLI: the domain, the key, the CA. Nothing else from E2B_* leaks in. */
-function cliEnv(): NodeJS.ProcessEnv {
+type Connection = 'tls' | 'plain';
+
+/**
+ * The environment a user sets for the CLI. `tls`: the domain, the key, the CA (the README recipe). `plain`: the
+ * platform's plain HTTP listener through E2B_API_URL + E2B_SANDBOX_URL, which the CLI's bundled SDK honours.
+ * Nothing else from E2B_* leaks in.
+ */
+function cliEnv(connection: Connection = 'tls'): NodeJS.ProcessEnv {
   const env: NodeJS.ProcessEnv = { ...process.env };
   for (const name of Object.keys(env)) if (name.startsWith('E2B_')) delete env[name];
-  return {
-    ...env,
-    HOME: home,
-    E2B_DOMAIN: platform.sandboxDomain!,
-    E2B_API_KEY: platform.apiKey,
-    NODE_EXTRA_CA_CERTS: platform.caFile!,
-    NO_UPDATE_NOTIFIER: '1',
-    NO_COLOR: '1',
-    FORCE_COLOR: '0',
-  };
+  delete env.NODE_EXTRA_CA_CERTS;
+  const target =
+    connection === 'tls'
+      ? { E2B_DOMAIN: platform.sandboxDomain!, NODE_EXTRA_CA_CERTS: platform.caFile! }
+      : { E2B_API_URL: platform.url, E2B_SANDBOX_URL: platform.url };
+  return { ...env, ...target, HOME: home, E2B_API_KEY: platform.apiKey, NO_UPDATE_NOTIFIER: '1', NO_COLOR: '1', FORCE_COLOR: '0' };
 }
 
 /** Runs `e2b <args>` to completion; never throws on a non-zero exit (the tests check the code). */
-function cli(args: string[], options: { cwd?: string; timeoutMs?: number } = {}): Promise<CliResult> {
+function cli(args: string[], options: { cwd?: string; timeoutMs?: number; connection?: Connection } = {}): Promise<CliResult> {
   return new Promise((resolve) => {
-    const child = execFile(process.execPath, ['--no-warnings', CLI, ...args], { cwd: options.cwd ?? home, env: cliEnv(), timeout: options.timeoutMs ?? 120_000, maxBuffer: 16 << 20 }, (error, stdout, stderr) => {
+    const child = execFile(process.execPath, ['--no-warnings', CLI, ...args], { cwd: options.cwd ?? home, env: cliEnv(options.connection), timeout: options.timeoutMs ?? 120_000, maxBuffer: 16 << 20 }, (error, stdout, stderr) => {
       const code = error ? (typeof (error as { code?: unknown }).code === 'number' ? ((error as { code: number }).code) : -1) : 0;
       resolve({ code, stdout, stderr });
     });
@@ -61,8 +63,8 @@ function cli(args: string[], options: { cwd?: string; timeoutMs?: number } = {})
 
 const describeResult = (r: CliResult) => `exit ${r.code}\nstdout:\n${r.stdout}\nstderr:\n${r.stderr}`;
 
-async function createSandbox(template = 'base'): Promise<string> {
-  const created = await cli(['sandbox', 'create', '--detach', template]);
+async function createSandbox(template = 'base', connection: Connection = 'tls'): Promise<string> {
+  const created = await cli(['sandbox', 'create', '--detach', template], { connection });
   expect(created.code, describeResult(created)).toBe(0);
   const id = created.stdout.trim().split('\n').pop()!.trim();
   expect(id).toMatch(/^[a-z0-9]{16,40}$/);
@@ -75,6 +77,44 @@ const parseJsonOutput = (stdout: string): any => JSON.parse(stdout.trim());
 
 /** JSON the CLI printed one record per line (logs, metrics with `--format json`). */
 const parseJsonLines = (stdout: string): any[] => stdout.split('\n').filter((line) => line.trim().startsWith('{')).map((line) => JSON.parse(line));
+
+/**
+ * `e2b sandbox connect <id>` under a pseudo-terminal (node-pty), as a person types: waits for the prompt, sends
+ * `echo hi-$RANDOM`, checks the shell is bash on a pty, types `exit`; the CLI must exit 0. Returns what it printed.
+ */
+async function terminalSession(id: string, connection: Connection = 'tls'): Promise<string> {
+  const pty = (await import('node-pty')) as typeof import('node-pty');
+  const term = pty.spawn(process.execPath, ['--no-warnings', CLI, 'sandbox', 'connect', id], { name: 'xterm-256color', cols: 120, rows: 30, cwd: home, env: cliEnv(connection) as Record<string, string> });
+  let output = '';
+  term.onData((data) => {
+    output += data;
+  });
+  const exited = new Promise<number>((resolve) => term.onExit(({ exitCode }) => resolve(exitCode)));
+  const waitFor = async (pattern: RegExp, what: string) => {
+    const deadline = Date.now() + 30_000;
+    while (!pattern.test(output)) {
+      if (Date.now() > deadline) throw new Error(`no ${what} in the terminal output:\n${output}`);
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  };
+  try {
+    await waitFor(/user@[^\r\n]*\$ /, 'shell prompt');
+    term.write('echo hi-$RANDOM\r');
+    await waitFor(/[\r\n]hi-\d+\r*\n/, 'echo answer');
+    term.write('test "$(cat /proc/$$/comm)" = bash && echo tty-$(tty | cut -c1-8)\r');
+    await waitFor(/tty-\/dev\/pts/, 'a bash on a pty');
+    term.write('exit\r');
+    const code = await Promise.race([exited, new Promise<number>((r) => setTimeout(() => r(-1), 30_000))]);
+    if (code !== 0) throw new Error(`e2b sandbox connect exited ${code}:\n${output}`);
+    return output;
+  } finally {
+    try {
+      term.kill();
+    } catch {
+      // already gone
+    }
+  }
+}
 
 beforeAll(async () => {
   await ensureLocalhostNames();
@@ -149,42 +189,48 @@ describe('e2b sandbox … (the CLI over the platform TLS, E2B_DOMAIN + key + CA 
   });
 
   it('connect: an interactive terminal under a pseudo-terminal runs what is typed and exits with the shell', { timeout: 120_000 }, async () => {
-    const pty = (await import('node-pty')) as typeof import('node-pty');
-    const term = pty.spawn(process.execPath, ['--no-warnings', CLI, 'sandbox', 'connect', id], { name: 'xterm-256color', cols: 120, rows: 30, cwd: home, env: cliEnv() as Record<string, string> });
-    let output = '';
-    term.onData((data) => {
-      output += data;
-    });
-    const exited = new Promise<number>((resolve) => term.onExit(({ exitCode }) => resolve(exitCode)));
-    const waitFor = async (pattern: RegExp, what: string) => {
-      const deadline = Date.now() + 30_000;
-      while (!pattern.test(output)) {
-        if (Date.now() > deadline) throw new Error(`no ${what} in the terminal output:\n${output}`);
-        await new Promise((r) => setTimeout(r, 100));
-      }
-    };
-    try {
-      await waitFor(/user@[^\r\n]*\$ /, 'shell prompt');
-      term.write('echo hi-$RANDOM\r');
-      // The typed line echoes `hi-$RANDOM`; only the shell's answer has digits after `hi-`.
-      await waitFor(/[\r\n]hi-\d+\r*\n/, 'echo answer');
-      const value = /[\r\n]hi-(\d+)\r*\n/.exec(output)![1];
-      expect(Number(value)).toBeGreaterThanOrEqual(0);
-      term.write(`test "$(cat /proc/$$/comm)" = bash && echo tty-$(tty | cut -c1-8)\r`);
-      await waitFor(/tty-\/dev\/pts/, 'a bash on a pty');
-      term.write('exit\r');
-      expect(await Promise.race([exited, new Promise<number>((r) => setTimeout(() => r(-1), 30_000))])).toBe(0);
-      expect(output).toContain(`Closing terminal connection to sandbox`);
-    } finally {
-      try {
-        term.kill();
-      } catch {
-        // already gone
-      }
-    }
+    const output = await terminalSession(id);
+    // The typed line echoes `hi-$RANDOM`; only the shell's answer has digits after `hi-`.
+    expect(output).toMatch(/[\r\n]hi-\d+\r*\n/);
+    expect(output).toMatch(/tty-\/dev\/pts/);
+    expect(output).toContain(`Terminal connecting to sandbox ${id}`);
+    expect(output).toContain(`Closing terminal connection to sandbox ${id}`);
     // The terminal's shell ended with it: no process of that session is left in the sandbox.
     const left = await cli(['sandbox', 'exec', id, '--', 'sh', '-c', 'ps -eo tty= | grep -c pts || true']);
     expect(left.stdout.trim()).toBe('0');
+  });
+
+  it('pause, list --state paused, resume: the files are kept', { timeout: 180_000 }, async () => {
+    const wrote = await cli(['sandbox', 'exec', id, '--', 'sh', '-c', 'echo kept-across-pause > /home/user/kept.txt']);
+    expect(wrote.code, describeResult(wrote)).toBe(0);
+    const paused = await cli(['sandbox', 'pause', id]);
+    expect(paused.code, describeResult(paused)).toBe(0);
+    expect(paused.stdout).toContain(`Sandbox ${id} has been paused`);
+    const listed = await cli(['sandbox', 'list', '--state', 'paused', '--format', 'json']);
+    expect((parseJsonOutput(listed.stdout) as Array<{ sandboxId: string; state: string }>).find((s) => s.sandboxId === id)?.state).toBe('paused');
+    const resumed = await cli(['sandbox', 'resume', id]);
+    expect(resumed.code, describeResult(resumed)).toBe(0);
+    expect(resumed.stdout).toContain(`Sandbox ${id} has been resumed`);
+    const read = await cli(['sandbox', 'exec', id, '--', 'cat', '/home/user/kept.txt']);
+    expect(read.stdout).toBe('kept-across-pause\n');
+  });
+
+  it('snapshot create, list, a sandbox from it, delete', { timeout: 180_000 }, async () => {
+    const name = `cli-snap-${process.pid}`;
+    templateNames.push(name);
+    const created = await cli(['sandbox', 'snapshot', 'create', id, '--name', name]);
+    expect(created.code, describeResult(created)).toBe(0);
+    expect(created.stdout).toContain(`Created snapshot ${name}:default from sandbox ${id}`);
+    const listed = await cli(['sandbox', 'snapshot', 'list', '--format', 'json']);
+    expect(parseJsonOutput(listed.stdout)).toContainEqual(expect.objectContaining({ names: [`${name}:default`] }));
+    const fromSnapshot = await createSandbox(name);
+    const read = await cli(['sandbox', 'exec', fromSnapshot, '--', 'cat', '/home/user/kept.txt']);
+    expect(read.stdout).toBe('kept-across-pause\n');
+    await cli(['sandbox', 'kill', fromSnapshot]);
+    const deleted = await cli(['sandbox', 'snapshot', 'delete', `${name}:default`]);
+    expect(deleted.code, describeResult(deleted)).toBe(0);
+    const after = await cli(['sandbox', 'snapshot', 'list', '--format', 'json']);
+    expect(after.stdout).not.toContain(name);
   });
 
   it('kill ends the sandbox; killing it again or an unknown id says it was not found', async () => {
@@ -292,6 +338,19 @@ describe('e2b template … (build from an e2b.Dockerfile, list, delete)', () => 
     }
   });
 
+  it('publish and unpublish flip the template between Public and Private', async () => {
+    const access = async () => {
+      const list = await cli(['template', 'list', '--format', 'json']);
+      return (parseJsonOutput(list.stdout) as Array<{ aliases: string[]; public: boolean }>).find((t) => t.aliases.includes(name))?.public;
+    };
+    const published = await cli(['template', 'publish', name, '--yes']);
+    expect(published.code, describeResult(published)).toBe(0);
+    expect(await access()).toBe(true);
+    const unpublished = await cli(['template', 'unpublish', name, '--yes']);
+    expect(unpublished.code, describeResult(unpublished)).toBe(0);
+    expect(await access()).toBe(false);
+  });
+
   it('delete removes the template; deleting it again exits 1 with the platform 404', async () => {
     const deleted = await cli(['template', 'delete', name, '--yes']);
     expect(deleted.code, describeResult(deleted)).toBe(0);
@@ -300,6 +359,20 @@ describe('e2b template … (build from an e2b.Dockerfile, list, delete)', () => 
     const again = await cli(['template', 'delete', name, '--yes']);
     expect(again.code).toBe(1);
     expect(again.stderr + again.stdout).toContain('[404]');
+  });
+});
+
+describe('e2b over the plain HTTP listener (E2B_API_URL + E2B_SANDBOX_URL, no TLS)', () => {
+  it('create, exec, connect under a pty, kill', { timeout: 180_000 }, async () => {
+    const id = await createSandbox('base', 'plain');
+    const run = await cli(['sandbox', 'exec', id, '--', 'sh', '-c', 'echo plain-$((40+2))'], { connection: 'plain' });
+    expect(run.code, describeResult(run)).toBe(0);
+    expect(run.stdout).toBe('plain-42\n');
+    const output = await terminalSession(id, 'plain');
+    expect(output).toMatch(/[\r\n]hi-\d+\r*\n/);
+    const killed = await cli(['sandbox', 'kill', id], { connection: 'plain' });
+    expect(killed.stdout).toContain(`Sandbox ${id} has been killed`);
+    expect((await api(platform, 'GET', `/sandboxes/${id}`)).status).toBe(404);
   });
 });
 
