@@ -267,7 +267,9 @@ describe('e2b template … (build from an e2b.Dockerfile, list, delete)', () => 
         'ENV APP_GREETING=${GREETING}-from-cli',
         'WORKDIR /opt/app',
         'COPY greeting.txt ./greeting.txt',
-        'RUN echo "built $APP_GREETING as $(id -un)" > /opt/app/built.txt',
+        'COPY --chown=user:user greeting.txt /home/user/owned.txt',
+        'RUN echo "built $APP_GREETING" \\',
+        '    "as $(id -un)" > /opt/app/built.txt',
         'USER user',
         '',
       ].join('\n'),
@@ -279,7 +281,7 @@ describe('e2b template … (build from an e2b.Dockerfile, list, delete)', () => 
     if (context) rmSync(context, { recursive: true, force: true });
   });
 
-  it('create builds the Dockerfile (FROM, ARG, ENV, WORKDIR, COPY, RUN, USER) and a sandbox of it has the result', { timeout: 400_000 }, async () => {
+  it('create builds the Dockerfile (FROM, ARG, ENV, WORKDIR, COPY and COPY --chown, a continued RUN, USER) and a sandbox of it has the result', { timeout: 400_000 }, async () => {
     templateNames.push(name);
     const built = await cli(['template', 'create', name], { cwd: context, timeoutMs: 300_000 });
     expect(built.code, describeResult(built)).toBe(0);
@@ -290,9 +292,9 @@ describe('e2b template … (build from an e2b.Dockerfile, list, delete)', () => 
     onTestFinished(async () => {
       await cli(['sandbox', 'kill', sid]);
     });
-    const run = await cli(['sandbox', 'exec', sid, '--', 'sh', '-c', 'cat /opt/app/built.txt /opt/app/greeting.txt; pwd; id -un; echo "$APP_GREETING"']);
+    const run = await cli(['sandbox', 'exec', sid, '--', 'sh', '-c', 'cat /opt/app/built.txt /opt/app/greeting.txt; pwd; id -un; echo "$APP_GREETING"; stat -c %U:%G /home/user/owned.txt /opt/app/greeting.txt']);
     expect(run.code, describeResult(run)).toBe(0);
-    expect(run.stdout).toBe('built hello-from-cli as root\ncopied by the cli\n/opt/app\nuser\nhello-from-cli\n');
+    expect(run.stdout).toBe('built hello-from-cli as root\ncopied by the cli\n/opt/app\nuser\nhello-from-cli\nuser:user\nroot:root\n');
   });
 
   it('list shows the built template with its name, resources and envd version', async () => {
