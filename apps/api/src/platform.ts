@@ -22,6 +22,7 @@ import { loadSecretsKey, SecretCipher } from './secrets/secret-crypto.ts';
 import { SecretStore } from './secrets/secret-store.ts';
 import { openDatabase } from './store/database.ts';
 import { lockDataDir, secureDatabaseFiles } from './store/data-dir.ts';
+import { TeamDirectory } from './teams/team-directory.ts';
 import { KeyStore } from './store/key-store.ts';
 import { SandboxStore } from './sandboxes/sandbox-store.ts';
 import { type BuildRunner, BuildQueue } from './templates/build-queue.ts';
@@ -264,6 +265,7 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
       templates: templateDeps,
       runtime,
       keys,
+      teams: new TeamDirectory(db),
       sandboxes,
       volumes,
       secrets,

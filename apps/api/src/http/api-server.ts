@@ -24,6 +24,8 @@ import { registerTemplateBuildRoutes } from '../templates/routes/template-build-
 import type { TemplateRouteDeps } from '../templates/routes/template-route-deps.ts';
 import { registerTemplateRoutes } from '../templates/routes/template-routes.ts';
 import { registerTemplateTagRoutes } from '../templates/routes/template-tag-routes.ts';
+import type { TeamDirectory } from '../teams/team-directory.ts';
+import { registerTeamRoutes } from '../teams/team-routes.ts';
 import { answerClientError, answerFrameworkError, installApiErrorHandler } from './api-errors.ts';
 import { installApiKeyAuth } from './api-key-auth.ts';
 import { installLenientJsonBody } from './json-body.ts';
@@ -31,6 +33,8 @@ import { installLenientJsonBody } from './json-body.ts';
 export interface ApiServerDeps {
   lifecycle: SandboxLifecycle;
   keys: KeyStore;
+  /** The caller's teams (`GET /teams`). */
+  teams: TeamDirectory;
   sandboxes: SandboxStore;
   /** Volumes: their rows, tokens and content directories. */
   volumes: VolumeCatalog;
@@ -79,6 +83,7 @@ export function buildApiServer(deps: ApiServerDeps): FastifyInstance {
   registerTemplateRoutes(app, deps.templates);
   registerTemplateBuildRoutes(app, deps.templates);
   registerTemplateTagRoutes(app, deps.templates);
+  registerTeamRoutes(app, deps.teams);
   registerVolumeRoutes(app, deps.volumes);
   registerSecretRoutes(app, deps.secrets, deps.logger);
   registerVolumeContentRoutes(app, { volumes: deps.volumes, logger: deps.logger });

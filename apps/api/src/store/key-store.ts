@@ -1,5 +1,6 @@
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import type { Db } from './database.ts';
+import { settingOrCreate } from './settings.ts';
 
 const hashKey = (key: string): string => createHash('sha256').update(key).digest('hex');
 
@@ -18,11 +19,7 @@ export class KeyStore {
   }
 
   private setting(key: string, create: () => string): string {
-    const row = this.db.prepare('SELECT value FROM settings WHERE key = ?').get(key) as { value: string } | undefined;
-    if (row) return row.value;
-    const value = create();
-    this.db.prepare('INSERT INTO settings (key, value) VALUES (?, ?)').run(key, value);
-    return value;
+    return settingOrCreate(this.db, key, create);
   }
 
   addKey(key: string): void {

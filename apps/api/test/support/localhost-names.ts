@@ -3,7 +3,11 @@ import { promisify } from 'node:util';
 
 const exec = promisify(execFile);
 
-/** getaddrinfo must resolve `*.tidepool.localhost`; Debian needs libnss-myhostname for that (installed here when missing). */
+/**
+ * getaddrinfo must resolve `*.tidepool.localhost` for clients that reach the platform's TLS listener by name (the
+ * SDK, the CLI, curl); Debian needs libnss-myhostname for that, installed here when missing (as scripts/bootstrap.sh
+ * does), together with openssl and curl.
+ */
 export async function ensureLocalhostNames(): Promise<void> {
   const resolves = () => exec('getent', ['hosts', 'probe-1.tidepool.localhost']).then(() => true, () => false);
   const missing: string[] = [];
