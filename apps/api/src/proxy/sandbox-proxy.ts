@@ -85,7 +85,7 @@ export class SandboxProxy {
         return;
       }
       const { sandbox, port } = result;
-      const release = this.acquireConnection(sandbox.sandboxId, req);
+      const release = this.acquireConnection(sandbox.sandboxId, port, req);
       if (typeof release !== 'function') {
         sendProxyError(res, req.headers, release);
         return;
@@ -113,9 +113,10 @@ export class SandboxProxy {
   }
 
   /** A connection slot for this sandbox and client address (released by the caller), or the 429 reply when full. */
-  private acquireConnection(sandboxId: string, req: IncomingMessage): (() => void) | ProxyErrorReply {
-    const release = this.connections.acquire(sandboxId, req.socket.remoteAddress ?? '');
-    if (typeof release !== 'function') this.options.logger.warn({ sandboxId, client: req.socket.remoteAddress }, 'proxy connection limit reached');
+  private acquireConnection(sandboxId: string, port: number, req: IncomingMessage): (() => void) | ProxyErrorReply {
+    const kind = port === ENVD_PORT ? 'envd' : 'app';
+    const release = this.connections.acquire(sandboxId, req.socket.remoteAddress ?? '', kind);
+    if (typeof release !== 'function') this.options.logger.warn({ sandboxId, port, kind, client: req.socket.remoteAddress }, 'proxy connection limit reached');
     return release;
   }
 
@@ -130,7 +131,7 @@ export class SandboxProxy {
         return;
       }
       const { sandbox, port } = result;
-      const release = this.acquireConnection(sandbox.sandboxId, req);
+      const release = this.acquireConnection(sandbox.sandboxId, port, req);
       if (typeof release !== 'function') {
         writeProxyErrorToSocket(socket, req.headers, release);
         return;
