@@ -15,6 +15,7 @@ import { proxyErrorReasonOf, proxyErrors, sendProxyError, writeProxyErrorToSocke
 import { resolveRouteTarget } from './route-target.ts';
 import { ENVD_PORT, type RoutableSandbox, type SandboxDirectory } from './sandbox-directory.ts';
 import { findSignedUrlOwner, parseSignedFilesQuery } from './signed-url-owner.ts';
+import { inertResponseHeaders } from './inert-response.ts';
 import { applyHostMask, stripHopByHop } from './upstream-headers.ts';
 import { forwardUpgrade } from './websocket-forwarder.ts';
 
@@ -79,6 +80,7 @@ export class SandboxProxy {
     const admission = this.route(req);
     if (admission === undefined) return false;
     this.measure(res);
+    const servedOnApiOrigin = resolveRouteTarget(req.method, req.url ?? '/', req.headers, this.options.domain).kind === 'signed-files';
     const go = (result: Admission): void => {
       if (isReply(result)) {
         sendProxyError(res, req.headers, result);
@@ -98,6 +100,8 @@ export class SandboxProxy {
         stillRoutable: () => this.stillRoutable(sandbox),
         logger: this.options.logger,
         idleTimeoutMs: this.limits.idleTimeoutMs,
+        // A signed /files URL is served on the API's own origin: its answer is made inert there.
+        ...(servedOnApiOrigin ? { responseHeaders: inertResponseHeaders } : {}),
       });
     };
     const guarded = (result: Admission): void => {
