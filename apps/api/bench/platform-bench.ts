@@ -10,10 +10,13 @@
  *   templates   cached rebuild, snapshot, create from a snapshot, 150 steps (template-bench.ts)
  *   pool        warm pool: serial and c=20/c=50 bursts of create→first command, cold beside it (pool-bench.ts)
  *   density     300 idle sandboxes: memory per sandbox, API RSS, responsiveness (density-bench.ts; minutes)
+ *   code-interpreter  runCode('1+1') warm beside commands.run('python3 -c …'), create→first runCode from a warm
+ *               pool of code-interpreter-v1 (code-interpreter-bench.ts; BENCH_CI_RUNS, BENCH_CI_CREATES, BENCH_CI_POOL)
  *
  * Sizes: BENCH_SERIAL (30), BENCH_CONCURRENT (50), BENCH_CONCURRENCY (20,50), BENCH_EXEC (200), BENCH_PAUSE (10),
  * BENCH_PROXY (1000), BENCH_POOL_CONCURRENCY (20,50), BENCH_DENSITY (300).
- * BENCH_SECTIONS: comma list of `sandboxes`, `templates`, `pool`, `density` (default `sandboxes,templates,pool`).
+ * BENCH_SECTIONS: comma list of `sandboxes`, `templates`, `pool`, `density`, `code-interpreter` (default
+ * `sandboxes,templates,pool`).
  */
 import { Sandbox } from 'e2b';
 import { ensureBaseImage } from '@tidepool/testkit';
@@ -25,6 +28,7 @@ import { benchPool } from './pool-bench.ts';
 import { benchColdConcurrency } from './concurrency-bench.ts';
 import { benchExec } from './exec-bench.ts';
 import { benchDensity } from './density-bench.ts';
+import { benchCodeInterpreter } from './code-interpreter-bench.ts';
 
 const SERIAL = Number(process.env.BENCH_SERIAL ?? 30);
 const PAUSES = Number(process.env.BENCH_PAUSE ?? 10);
@@ -47,6 +51,18 @@ async function main(): Promise<void> {
       if (rows.some((r) => r.verdict === 'FAIL')) process.exitCode = 1;
       return;
     }
+  }
+  // Sections that start their own API process, printed alone when nothing else was asked for.
+  const ownProcess: Array<[string, () => Promise<Row[]>]> = [['code-interpreter', () => benchCodeInterpreter(log)]];
+  for (const [name, bench] of ownProcess) {
+    if (!SECTIONS.has(name)) continue;
+    rows.push(...(await bench()));
+    SECTIONS.delete(name);
+  }
+  if ([...SECTIONS].every((name) => name === 'density')) {
+    printTable(rows);
+    if (rows.some((r) => r.verdict === 'FAIL')) process.exitCode = 1;
+    return;
   }
   log('starting the platform in-process');
   const platform = await startPlatformForBench();
