@@ -429,6 +429,16 @@ describe('dashboard in a browser', { timeout: 180_000 }, () => {
     await runCell('python', 'print(1+1)');
     expect(await page.$eval('.run-output', (el) => el.textContent ?? '')).toBe('2\n');
 
+    // Output shows while the code still runs, not at the end.
+    await page.$eval('#run-code', (el) => { (el as HTMLTextAreaElement).value = ''; });
+    await page.type('#run-code', 'import time\nprint("first", flush=True)\ntime.sleep(3)\nprint("second")');
+    await page.click('.run-button');
+    await waitForText('.run-output', /first/, 15_000);
+    expect(await page.$eval('.run-output', (el) => el.textContent ?? '')).not.toContain('second');
+    expect(await page.$eval('.run-status', (el) => el.textContent ?? '')).not.toMatch(/Finished/);
+    await waitForText('.run-status', /Finished/, 30_000);
+    expect(await page.$eval('.run-output', (el) => el.textContent ?? '')).toBe('first\nsecond\n');
+
     await runCell('python', 'import matplotlib.pyplot as plt\nprint("plotting")\nplt.plot([1, 4, 2, 8], label="xs")\nplt.title("dashboard plot")\nplt.show()');
     await page.waitForFunction(() => [...document.querySelectorAll<HTMLImageElement>('.run-output img.run-image')].some((img) => img.complete && img.naturalWidth > 100), { timeout: 15_000 });
     expect(await page.$eval('.run-output .run-stream', (el) => el.textContent ?? '')).toBe('plotting\n');
@@ -442,6 +452,12 @@ describe('dashboard in a browser', { timeout: 180_000 }, () => {
     await page.waitForSelector('.run-output iframe.run-html');
     expect(await page.$eval('.run-output iframe.run-html', (el) => el.getAttribute('sandbox'))).toBe('');
     expect(await page.$('#from-sandbox')).toBeNull();
+    // Chromium reports the refused script; that report is the proof it did not run, so it is taken off the page errors.
+    const isBlockedReport = (e: string): boolean => /Blocked script execution in 'about:srcdoc'.*sandboxed/.test(e);
+    for (let waited = 0; waited < 5000 && !pageErrors.some(isBlockedReport); waited += 100) await new Promise((r) => setTimeout(r, 100));
+    const blocked = pageErrors.findIndex(isBlockedReport);
+    expect(blocked, pageErrors.join('\n')).toBeGreaterThanOrEqual(0);
+    pageErrors.splice(blocked, 1);
     expect(await page.title()).not.toBe('owned');
 
     // A DataFrame is a table; state carries over between runs (pd from this cell, used in the next).
