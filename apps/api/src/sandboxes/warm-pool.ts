@@ -5,7 +5,7 @@ import type { SandboxRuntime } from '../runtime/sandbox-runtime.ts';
 import type { ResolvedTemplate, SandboxDefaults } from '../templates/template-model.ts';
 import { type WarmPoolTargets, poolKey } from './pool-settings.ts';
 import { primeEnvd } from './pool-prime.ts';
-import { ENVD_READY_TIMEOUT_MS, envdInitOf } from './sandbox-boot.ts';
+import { ENVD_READY_TIMEOUT_MS, envdInitOf, runStartCommand } from './sandbox-boot.ts';
 import { envdAccessToken, newSandboxId } from './sandbox-identity.ts';
 
 /**
@@ -23,6 +23,11 @@ export interface PooledContainer {
   templateId: string;
   /** envd was told the `/init` of a sandbox of the template without env vars of its own while it warmed. */
   initialised: InitialisedEnvd;
+  /**
+   * The template's start command was started (and its ready command passed) while the container warmed, with
+   * the warm-up's `/init`: only a create without env vars of its own may claim the container.
+   */
+  startCommandRunning: boolean;
   /** Gives back the slot the container holds under the sandbox limit (once its sandbox record holds it, or it is gone). */
   release(): void;
 }
@@ -325,11 +330,14 @@ export class WarmPool {
         // What a create without env vars of its own would send: such a claim skips its /init.
         const init = envdInitOf(target.defaults, {}, token);
         initialised = { init, envdVersion: await initEnvd(started.address, init) };
+        // The start command too (a server that takes seconds to come up, like the code interpreter's), so a
+        // claim that keeps this /init finds the sandbox ready at once.
+        await runStartCommand(started.address, token, target.defaults, log);
       } catch (error) {
         await runtime.remove(started.containerId).catch(() => undefined);
         throw error;
       }
-      const pooled: PooledContainer = { sandboxId, containerId: started.containerId, address: started.address, key: target.key, templateId: target.templateId, initialised, release };
+      const pooled: PooledContainer = { sandboxId, containerId: started.containerId, address: started.address, key: target.key, templateId: target.templateId, initialised, startCommandRunning: Boolean(target.defaults.startCmd || target.defaults.readyCmd), release };
       this.warming.delete(sandboxId);
       if (!this.targets.has(target.key) || this.blocked.has(target.templateId)) {
         await this.discard(pooled, 'its template build changed while it started');
