@@ -408,8 +408,9 @@ describe('dashboard in a browser', { timeout: 180_000 }, () => {
     expect(response.status, JSON.stringify(response.body)).toBe(201);
     const id = response.body.sandboxID as string;
     created.push(id);
-    // A base sandbox has no interpreter: no tab, and its URL says why.
-    await page.goto(`${platform.url}/dashboard/#/sandboxes/${sandboxId}/run`);
+    // A base sandbox has no interpreter: no tab, and its URL says why (a fresh one: earlier cases kill theirs).
+    const plain = await createSandbox({ suite: 'dashboard-run-base' });
+    await page.goto(`${platform.url}/dashboard/#/sandboxes/${plain}/run`);
     await waitForText('.tab-body', /needs a sandbox of the code-interpreter template/);
     expect(await page.$('a[data-tab="run"]')).toBeNull();
 
