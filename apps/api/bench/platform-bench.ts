@@ -11,10 +11,13 @@
  *   pool        warm pool: serial and c=20/c=50 bursts of create→first command, cold beside it (pool-bench.ts)
  *   pool-adaptive  the default adaptive pool: a c=20 burst from the floor, then a second one after it grew (pool-adaptive-bench.ts)
  *   density     300 idle sandboxes: memory per sandbox, API RSS, responsiveness (density-bench.ts; minutes)
+ *   code-interpreter  runCode('1+1') warm beside commands.run('python3 -c …'), create→first runCode from a warm
+ *               pool of code-interpreter-v1 (code-interpreter-bench.ts; BENCH_CI_RUNS, BENCH_CI_CREATES, BENCH_CI_POOL)
  *
  * Sizes: BENCH_SERIAL (30), BENCH_CONCURRENT (50), BENCH_CONCURRENCY (20,50), BENCH_EXEC (200), BENCH_PAUSE (10),
  * BENCH_PROXY (1000), BENCH_POOL_CONCURRENCY (20,50), BENCH_DENSITY (300).
- * BENCH_SECTIONS: comma list of `sandboxes`, `templates`, `pool`, `pool-adaptive`, `density` (default `sandboxes,templates,pool,pool-adaptive`).
+ * BENCH_SECTIONS: comma list of `sandboxes`, `templates`, `pool`, `pool-adaptive`, `density`, `code-interpreter` (default
+ * `sandboxes,templates,pool,pool-adaptive`).
  */
 import { Sandbox } from 'e2b';
 import { ensureBaseImage } from '@tidepool/testkit';
@@ -27,6 +30,7 @@ import { benchPoolAdaptive } from './pool-adaptive-bench.ts';
 import { benchColdConcurrency } from './concurrency-bench.ts';
 import { benchExec } from './exec-bench.ts';
 import { benchDensity } from './density-bench.ts';
+import { benchCodeInterpreter } from './code-interpreter-bench.ts';
 
 const SERIAL = Number(process.env.BENCH_SERIAL ?? 30);
 const PAUSES = Number(process.env.BENCH_PAUSE ?? 10);
@@ -49,6 +53,18 @@ async function main(): Promise<void> {
       if (rows.some((r) => r.verdict === 'FAIL')) process.exitCode = 1;
       return;
     }
+  }
+  // Sections that start their own API process, printed alone when nothing else was asked for.
+  const ownProcess: Array<[string, () => Promise<Row[]>]> = [['code-interpreter', () => benchCodeInterpreter(log)]];
+  for (const [name, bench] of ownProcess) {
+    if (!SECTIONS.has(name)) continue;
+    rows.push(...(await bench()));
+    SECTIONS.delete(name);
+  }
+  if ([...SECTIONS].every((name) => name === 'density')) {
+    printTable(rows);
+    if (rows.some((r) => r.verdict === 'FAIL')) process.exitCode = 1;
+    return;
   }
   log('starting the platform in-process');
   const platform = await startPlatformForBench();

@@ -403,6 +403,79 @@ describe('dashboard in a browser', { timeout: 180_000 }, () => {
     await waitForText('h1 .build', /^ready$/, 180_000);
   }, 420_000);
 
+  it('runs code in a code-interpreter sandbox: print(1+1) streams 2, a matplotlib plot shows as an image, HTML stays in a sandboxed iframe, errors show their name', async () => {
+    const response = await api(platform, 'POST', '/v2/sandboxes', { templateID: 'code-interpreter-v1', timeout: 600, metadata: { suite: 'dashboard-run' } });
+    expect(response.status, JSON.stringify(response.body)).toBe(201);
+    const id = response.body.sandboxID as string;
+    created.push(id);
+    // A base sandbox has no interpreter: no tab, and its URL says why (a fresh one: earlier cases kill theirs).
+    const plain = await createSandbox({ suite: 'dashboard-run-base' });
+    await page.goto(`${platform.url}/dashboard/#/sandboxes/${plain}/run`);
+    await waitForText('.tab-body', /needs a sandbox of the code-interpreter template/);
+    expect(await page.$('a[data-tab="run"]')).toBeNull();
+
+    await page.goto(`${platform.url}/dashboard/#/sandboxes/${id}`);
+    await page.waitForSelector('a[data-tab="run"]', { timeout: 20_000 });
+    await page.click('a[data-tab="run"]');
+    await page.waitForSelector('#run-code');
+    const runCell = async (language: string, code: string): Promise<void> => {
+      await page.select('#run-language', language);
+      await page.$eval('#run-code', (el) => { (el as HTMLTextAreaElement).value = ''; });
+      await page.type('#run-code', code);
+      await page.click('.run-button');
+      await waitForText('.run-status', /Finished in \d+ ms|Run failed/, 60_000);
+      expect(await page.$eval('.run-status', (el) => el.textContent ?? '')).toMatch(/^Finished/);
+    };
+
+    await runCell('python', 'print(1+1)');
+    expect(await page.$eval('.run-output', (el) => el.textContent ?? '')).toBe('2\n');
+
+    // Output shows while the code still runs, not at the end.
+    await page.$eval('#run-code', (el) => { (el as HTMLTextAreaElement).value = ''; });
+    await page.type('#run-code', 'import time\nprint("first", flush=True)\ntime.sleep(3)\nprint("second")');
+    await page.click('.run-button');
+    await waitForText('.run-output', /first/, 15_000);
+    expect(await page.$eval('.run-output', (el) => el.textContent ?? '')).not.toContain('second');
+    expect(await page.$eval('.run-status', (el) => el.textContent ?? '')).not.toMatch(/Finished/);
+    await waitForText('.run-status', /Finished/, 30_000);
+    expect(await page.$eval('.run-output', (el) => el.textContent ?? '')).toBe('first\nsecond\n');
+
+    await runCell('python', 'import matplotlib.pyplot as plt\nprint("plotting")\nplt.plot([1, 4, 2, 8], label="xs")\nplt.title("dashboard plot")\nplt.show()');
+    await page.waitForFunction(() => [...document.querySelectorAll<HTMLImageElement>('.run-output img.run-image')].some((img) => img.complete && img.naturalWidth > 100), { timeout: 15_000 });
+    expect(await page.$eval('.run-output .run-stream', (el) => el.textContent ?? '')).toBe('plotting\n');
+    expect(await page.$eval('.run-output img.run-image', (img) => (img as HTMLImageElement).src.slice(0, 22))).toBe('data:image/png;base64,');
+    const shot = join(tmpdir(), 'tidepool-dashboard-run-code.png');
+    await page.screenshot({ path: shot as `${string}.png`, fullPage: true });
+    process.stderr.write(`dashboard-browser: the Run code tab with a plot: ${shot}\n`);
+
+    // HTML from the sandbox: in an iframe with sandbox="" (own origin, no scripts), never in the dashboard's DOM.
+    await runCell('python', 'from IPython.display import HTML\nHTML("<b id=\'from-sandbox\'>bold</b><script>parent.document.title=\'owned\'</script>")');
+    await page.waitForSelector('.run-output iframe.run-html');
+    expect(await page.$eval('.run-output iframe.run-html', (el) => el.getAttribute('sandbox'))).toBe('');
+    expect(await page.$('#from-sandbox')).toBeNull();
+    // Chromium reports the refused script; that report is the proof it did not run, so it is taken off the page errors.
+    const isBlockedReport = (e: string): boolean => /Blocked script execution in 'about:srcdoc'.*sandboxed/.test(e);
+    for (let waited = 0; waited < 5000 && !pageErrors.some(isBlockedReport); waited += 100) await new Promise((r) => setTimeout(r, 100));
+    const blocked = pageErrors.findIndex(isBlockedReport);
+    expect(blocked, pageErrors.join('\n')).toBeGreaterThanOrEqual(0);
+    pageErrors.splice(blocked, 1);
+    expect(await page.title()).not.toBe('owned');
+
+    // A DataFrame is a table; state carries over between runs (pd from this cell, used in the next).
+    await runCell('python', 'import pandas as pd\ndf = pd.DataFrame({"name": ["a", "b"], "n": [1, 2]})');
+    await runCell('python', 'df');
+    expect(await page.$$eval('.run-output .run-table thead th', (ths) => ths.map((th) => th.textContent))).toEqual(['', 'name', 'n']);
+    expect(await page.$$eval('.run-output .run-table tbody tr', (trs) => trs.map((tr) => tr.textContent))).toEqual(['0a1', '1b2']);
+
+    await runCell('python', 'undefined_name + 1');
+    expect(await page.$eval('.run-error-title', (el) => el.textContent ?? '')).toBe("NameError: name 'undefined_name' is not defined");
+    expect(await page.$eval('.run-error pre', (el) => el.textContent ?? '')).not.toMatch(/\u001b/);
+
+    await runCell('javascript', 'console.log("from js"); [1, 2, 3].map((x) => x * 2)');
+    expect(await page.$eval('.run-output', (el) => el.textContent ?? '')).toContain('from js');
+    expect(await page.$eval('.run-output .run-result.main .run-text', (el) => el.textContent ?? '')).toBe('[ 2, 4, 6 ]');
+  }, 240_000);
+
   it('ran without script errors or Content-Security-Policy refusals in the page', () => {
     expect(pageErrors).toEqual([]);
   });

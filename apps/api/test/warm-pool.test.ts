@@ -5,6 +5,7 @@
  * pool's containers whatever happens to the sandboxes, a template rebuild or removal drains its containers,
  * and the adaptive pool grows after a burst (the next burst is served from it) and shrinks back when idle.
  */
+import { Sandbox as CodeInterpreter } from '@e2b/code-interpreter';
 import { Sandbox, Template } from 'e2b';
 import Docker from 'dockerode';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -253,4 +254,37 @@ describe('warm pool', () => {
     await platform.close({ keepSandboxes: true });
     expect(await containersOf(platform)).toEqual([]);
   });
+
+  it("runs a template's start command while warming: a code-interpreter claim finds its server up; a create with env vars starts cold with them", async () => {
+    const platform = await startTestPlatform({ warmPool: { 'code-interpreter': 1 } });
+    started.push(platform);
+    await until(() => ready(platform) === 1, 180_000, 'a ready code-interpreter container');
+    const waiting = await pooledIds(platform);
+    // Long enough that a server started at claim time could not look this old.
+    await new Promise((r) => setTimeout(r, 3000));
+
+    const sbx = await CodeInterpreter.create({ ...platform.sdk, timeoutMs: 300_000 });
+    try {
+      expect(waiting).toContain(sbx.sandboxId);
+      expect((await sbx.runCode('1+1')).text).toBe('2');
+      const server = (await sbx.commands.run('ps -o etimes= -p "$(pgrep -f -o server.mjs)"')).stdout.trim();
+      expect(Number(server)).toBeGreaterThanOrEqual(3);
+      expect(platform.warmPool!.stats()).toMatchObject({ claimedTotal: 1 });
+    } finally {
+      await sbx.kill();
+    }
+
+    await until(() => ready(platform) === 1, 180_000, 'the pool to refill');
+    const own = await CodeInterpreter.create({ ...platform.sdk, timeoutMs: 300_000, envs: { FROM_CREATE: 'mine' } });
+    try {
+      expect(await pooledIds(platform)).not.toContain(own.sandboxId);
+      expect(platform.warmPool!.stats()).toMatchObject({ claimedTotal: 1, ready: 1 });
+      // The server (the start command) itself has the create's variable, not only the code it runs.
+      const environ = await own.commands.run('tr "\\0" "\\n" < /proc/"$(pgrep -f -o server.mjs)"/environ | grep ^FROM_CREATE=');
+      expect(environ.stdout.trim()).toBe('FROM_CREATE=mine');
+      expect((await own.runCode('import os; os.environ["FROM_CREATE"]')).text).toBe("'mine'");
+    } finally {
+      await own.kill();
+    }
+  }, 600_000);
 });

@@ -64,6 +64,7 @@ export interface ListedSandbox {
 
 export interface SandboxDetail extends ListedSandbox {
   envdAccessToken?: string | null;
+  trafficAccessToken?: string | null;
   domain: string | null;
 }
 

@@ -1,6 +1,6 @@
 import { apiKey, setApiKey, whenUnauthorized } from './api.ts';
 import { fill, h, type View } from './dom.ts';
-import { type SandboxTab, sandboxView } from './views/sandbox.ts';
+import { SANDBOX_TABS, type SandboxTab, sandboxView } from './views/sandbox.ts';
 import { sandboxesView } from './views/sandboxes.ts';
 import { signInView } from './views/signin.ts';
 import { buildView, templatesView, templateView } from './views/templates.ts';
@@ -39,7 +39,7 @@ function route(reason?: string): void {
   }
   const parts = location.hash.replace(/^#\/?/, '').split('/').map(decodeURIComponent);
   if (parts[0] === 'sandboxes' && parts[1]) {
-    const tab = (['overview', 'terminal', 'files'].includes(parts[2] ?? '') ? parts[2] : 'overview') as SandboxTab;
+    const tab = ((SANDBOX_TABS as string[]).includes(parts[2] ?? '') ? parts[2] : 'overview') as SandboxTab;
     show(sandboxView(parts[1], tab), 'sandboxes');
   } else if (parts[0] === 'templates' && parts[1] && parts[2] === 'builds' && parts[3]) {
     show(buildView(parts[1], parts[3]), 'templates');

@@ -25,7 +25,7 @@ function record(envVars: Record<string, string>, token = 'tok'): SandboxRecord {
 
 function pooled(): PooledContainer {
   const init = envdInitOf(defaults, {}, 'tok');
-  return { sandboxId: 'sbx1', containerId: 'c1', address: '10.0.0.9', key: 'b/2/512', templateId: 't', initialised: { init, envdVersion: '0.6.13' }, release: () => undefined };
+  return { sandboxId: 'sbx1', containerId: 'c1', address: '10.0.0.9', key: 'b/2/512', templateId: 't', initialised: { init, envdVersion: '0.6.13' }, startCommandRunning: false, release: () => undefined };
 }
 
 beforeEach(() => {
@@ -49,5 +49,25 @@ describe('claimPooled', () => {
     await claimPooled(runtime, record({}, 'other-token'), pooled(), logger);
     expect(inits).toHaveLength(1);
     expect(runtime.remove).not.toHaveBeenCalled();
+  });
+
+  it('leaves a start command begun while warming alone for a claim with the same /init; any other claim is refused and the container removed', async () => {
+    const withStart = { ...defaults, startCmd: 'server', readyCmd: 'check' };
+    const warm = (): PooledContainer => ({
+      ...pooled(),
+      // Nothing listens there: starting the command again or sending /init would fail the claim.
+      address: '127.0.0.1:9',
+      initialised: { init: envdInitOf(withStart, {}, 'tok'), envdVersion: '0.6.13' },
+      startCommandRunning: true,
+    });
+    const same = { ...record({}), defaults: withStart } as SandboxRecord;
+    await expect(claimPooled(runtime, same, warm(), logger)).resolves.toEqual({ containerId: 'c1', address: '127.0.0.1:9', envdVersion: '0.6.13' });
+    expect(inits).toEqual([]);
+    expect(runtime.remove).not.toHaveBeenCalled();
+
+    const other = { ...record({ MINE: 'x' }), defaults: withStart } as SandboxRecord;
+    await expect(claimPooled(runtime, other, warm(), logger)).rejects.toThrow(/start command already runs/);
+    expect(inits).toEqual([]);
+    expect(runtime.remove).toHaveBeenCalledWith('c1');
   });
 });

@@ -14,14 +14,14 @@ export function isOpenPolicy(policy: EgressPolicy): boolean {
  * Turns a warm-pool container into the record's sandbox without restarting it: the record's egress rules
  * (keyed by the container's address, as for a cold start), then `/init` (environment, user, workdir —
  * authenticated with the token envd was born with, which is this sandbox id's own) unless the warm-up's
- * `/init` already said the same, and the template's start command. On any failure the container is removed
+ * `/init` already said the same, and the template's start command unless it already runs (started while warming). On any failure the container is removed
  * before the error propagates: a half-claimed container never goes back to the pool.
  */
 export async function claimPooled(runtime: SandboxRuntime, record: SandboxRecord, pooled: PooledContainer, logger: Logger): Promise<BootedSandbox> {
   try {
     const policy = egressPolicy(record.network);
     if (!isOpenPolicy(policy)) await runtime.applyEgress?.(record.sandboxId, pooled.address, policy);
-    const envdVersion = await readySandbox(pooled.address, record, logger, pooled.initialised);
+    const envdVersion = await readySandbox(pooled.address, record, logger, pooled.initialised, pooled.startCommandRunning);
     return { containerId: pooled.containerId, address: pooled.address, envdVersion };
   } catch (error) {
     logger.warn({ err: error, containerId: pooled.containerId }, 'warm-pool container could not be claimed; removing it');

@@ -3,7 +3,7 @@ import { type InitialisedEnvd, initEnvd, waitForEnvd } from '../envd/envd-client
 import type { SandboxRuntime } from '../runtime/sandbox-runtime.ts';
 import type { SandboxDefaults } from '../templates/template-model.ts';
 import { primeEnvd } from './pool-prime.ts';
-import { ENVD_READY_TIMEOUT_MS, envdInitOf } from './sandbox-boot.ts';
+import { ENVD_READY_TIMEOUT_MS, envdInitOf, runStartCommand } from './sandbox-boot.ts';
 import { envdAccessToken } from './sandbox-identity.ts';
 
 /**
@@ -21,6 +21,11 @@ export interface PooledContainer {
   templateId: string;
   /** envd was told the `/init` of a sandbox of the template without env vars of its own while it warmed. */
   initialised: InitialisedEnvd;
+  /**
+   * The template's start command was started (and its ready command passed) while the container warmed, with
+   * the warm-up's `/init`: only a create without env vars of its own may claim the container.
+   */
+  startCommandRunning: boolean;
   /** Gives back the slot the container holds under the sandbox limit (once its sandbox record holds it, or it is gone). */
   release(): void;
 }
@@ -45,8 +50,8 @@ export interface WarmStartDeps {
 
 /**
  * Starts one container of `template` with this sandbox id exactly as a cold sandbox would be started, waits
- * for its envd, runs the priming command and `/init`s it as for a create without env vars of its own. On
- * any failure the container is removed before the error propagates.
+ * for its envd, runs the priming command, `/init`s it as for a create without env vars of its own and starts the
+ * template's start command. On any failure the container is removed before the error propagates.
  */
 export async function startPooledContainer(deps: WarmStartDeps, template: PoolTemplate, sandboxId: string, release: () => void, log: Logger): Promise<PooledContainer> {
   const { runtime } = deps;
@@ -70,7 +75,11 @@ export async function startPooledContainer(deps: WarmStartDeps, template: PoolTe
     // What a create without env vars of its own would send: such a claim skips its /init.
     const init = envdInitOf(template.defaults, {}, token);
     const initialised: InitialisedEnvd = { init, envdVersion: await initEnvd(started.address, init) };
-    return { sandboxId, containerId: started.containerId, address: started.address, key: template.key, templateId: template.templateId, initialised, release };
+    // The start command too (a server that takes seconds to come up, like the code interpreter's), so a claim
+    // that keeps this /init finds the sandbox ready at once.
+    await runStartCommand(started.address, token, template.defaults, log);
+    const startCommandRunning = Boolean(template.defaults.startCmd || template.defaults.readyCmd);
+    return { sandboxId, containerId: started.containerId, address: started.address, key: template.key, templateId: template.templateId, initialised, startCommandRunning, release };
   } catch (error) {
     await runtime.remove(started.containerId).catch(() => undefined);
     throw error;

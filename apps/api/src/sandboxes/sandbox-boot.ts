@@ -70,10 +70,14 @@ export async function bootSandbox(runtime: SandboxRuntime, record: SandboxRecord
  * exactly this `/init` while it warmed (a create without env vars of its own) is not told again.
  * Returns envd's version.
  */
-export async function readySandbox(address: string, record: SandboxRecord, logger: Logger, initialised?: InitialisedEnvd): Promise<string> {
+export async function readySandbox(address: string, record: SandboxRecord, logger: Logger, initialised?: InitialisedEnvd, startCommandRunning = false): Promise<string> {
   const init = initFor(record);
-  const envdVersion = initialised && sameInit(initialised.init, init) ? initialised.envdVersion : await initEnvd(address, init);
-  await runStartCommand(address, record, logger);
+  const unchanged = initialised !== undefined && sameInit(initialised.init, init);
+  // A start command begun while the container warmed saw the warm-up's environment: only a claim with the
+  // same /init may keep it (the lifecycle does not offer such containers to other creates; this is the guard).
+  if (startCommandRunning && !unchanged) throw new PlatformError('internal', 'a warm-pool container whose start command already runs was offered to a create with another environment');
+  const envdVersion = unchanged ? initialised.envdVersion : await initEnvd(address, init);
+  if (!startCommandRunning) await runStartCommand(address, record.envdAccessToken, record.defaults, logger);
   return envdVersion;
 }
 
@@ -81,10 +85,10 @@ export async function readySandbox(address: string, record: SandboxRecord, logge
  * The template's start command runs in the background in every sandbox (tag `startCmd`, no lifetime
  * limit); when the template has a readyCmd, the sandbox is usable only once it exits 0.
  */
-async function runStartCommand(address: string, record: SandboxRecord, logger: Logger): Promise<void> {
-  const { startCmd, readyCmd, user, workdir } = record.defaults;
+export async function runStartCommand(address: string, accessToken: string, defaults: SandboxDefaults, logger: Logger): Promise<void> {
+  const { startCmd, readyCmd, user, workdir } = defaults;
   if (!startCmd && !readyCmd) return;
-  const envd = new EnvdProcessClient(address, { accessToken: record.envdAccessToken });
+  const envd = new EnvdProcessClient(address, { accessToken });
   const where = { user, ...(workdir ? { cwd: workdir } : {}) };
   if (startCmd) {
     const process = await envd.start(shellCommand(startCmd, { ...where, tag: 'startCmd' }));

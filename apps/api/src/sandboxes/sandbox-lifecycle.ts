@@ -231,6 +231,10 @@ export class SandboxLifecycle implements SandboxDirectory {
   private async launchPooledOrCold(reference: string, plan: LaunchPlan): Promise<SandboxRecord> {
     const pool = this.deps.pool;
     if (!pool || plan.settings.volumeMounts.length > 0) return this.launch(plan);
+    // Pooled containers of a template with a start command already run it with the template's environment;
+    // a create with env vars of its own needs it started with those, so it starts cold.
+    const { startCmd, readyCmd } = plan.from.defaults;
+    if ((startCmd || readyCmd) && Object.keys(plan.settings.envVars).length > 0) return this.launch(plan);
     const began = performance.now();
     const key = poolKey(plan.from);
     const { templateId, cpuCount, memoryMB, defaults } = plan.from;

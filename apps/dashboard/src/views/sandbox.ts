@@ -3,13 +3,17 @@ import { age, bytes, every, fill, h, notice, type View } from '../dom.ts';
 import { type Report, sandboxActions } from './actions.ts';
 import { lineChart } from './charts.ts';
 import { filesView } from './files.ts';
+import { isInterpreterSandbox } from '../interpreter.ts';
+import { runCodeView } from './run-code.ts';
 import { TerminalSession } from './terminal.ts';
 
-export type SandboxTab = 'overview' | 'files' | 'terminal';
+export type SandboxTab = 'overview' | 'files' | 'terminal' | 'run';
+export const SANDBOX_TABS: SandboxTab[] = ['overview', 'terminal', 'files', 'run'];
 const TABS: Array<[SandboxTab, string]> = [
   ['overview', 'Overview'],
   ['terminal', 'Terminal'],
   ['files', 'Files'],
+  ['run', 'Run code'],
 ];
 const METRICS_WINDOW_SECONDS = 15 * 60;
 
@@ -19,11 +23,16 @@ export function sandboxView(id: string, tab: SandboxTab): View {
   const report: Report = (text, kind = 'info') => fill(status, notice(text, kind));
   const header = h('div', { class: 'sandbox-header' });
   const body = h('div', { class: 'tab-body' });
-  const nav = h(
-    'nav',
-    { class: 'tabs', 'aria-label': 'Sandbox views' },
-    ...TABS.map(([name, label]) => h('a', { href: `#/sandboxes/${encodeURIComponent(id)}/${name}`, 'aria-current': name === tab ? 'page' : null, 'data-tab': name }, label)),
-  );
+  const nav = h('nav', { class: 'tabs', 'aria-label': 'Sandbox views' });
+  // "Run code" only for sandboxes that have the code-interpreter server, known once the details are in.
+  const showTabs = (interpreter: boolean): void =>
+    fill(
+      nav,
+      ...TABS.filter(([name]) => name !== 'run' || interpreter).map(([name, label]) =>
+        h('a', { href: `#/sandboxes/${encodeURIComponent(id)}/${name}`, 'aria-current': name === tab ? 'page' : null, 'data-tab': name }, label),
+      ),
+    );
+  showTabs(tab === 'run');
   const element = h('main', { class: 'page' }, h('p', { class: 'back' }, h('a', { href: '#/sandboxes' }, '← Sandboxes')), header, status, nav, body);
   const cleanups: Array<() => void> = [];
   let shown = '';
@@ -56,6 +65,14 @@ export function sandboxView(id: string, tab: SandboxTab): View {
     } else if (sbx.state !== 'running') {
       fill(body, notice(`The sandbox is ${sbx.state}: resume it to use the ${tab}.`));
       tabStarted = false;
+    } else if (tab === 'run') {
+      if (!isInterpreterSandbox(sbx)) {
+        fill(body, notice('Run code needs a sandbox of the code-interpreter template (code-interpreter-v1): this one has no code-interpreter server.'));
+        return;
+      }
+      const runner = runCodeView(sbx);
+      cleanups.push(runner.dispose);
+      fill(body, runner.element);
     } else if (tab === 'terminal') {
       const terminal = new TerminalSession(sbx);
       cleanups.push(() => terminal.dispose());
@@ -75,6 +92,7 @@ export function sandboxView(id: string, tab: SandboxTab): View {
       if (signature !== shown) {
         shown = signature;
         showHeader(detail);
+        showTabs(isInterpreterSandbox(detail));
       }
       startTab(detail);
     } catch (err) {
