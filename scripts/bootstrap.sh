@@ -43,6 +43,17 @@ if ! getent hosts probe.tidepool.localhost >/dev/null 2>&1; then
   fi
 fi
 
+# PostgreSQL for the store suites' throwaway clusters (packages/testkit/src/postgres-server.ts; TIDEPOOL_DATABASE_URL).
+if ! compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null && ! command -v initdb >/dev/null; then
+  if [[ $EUID -eq 0 ]] && command -v apt-get >/dev/null; then
+    log "installing postgresql (the store suites run against a throwaway cluster)"
+    { apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null; } \
+      || log "could not install postgresql: the PostgreSQL store suites will fail"
+  else
+    log "no PostgreSQL: the PostgreSQL store suites will fail (sudo apt-get install -y postgresql)"
+  fi
+fi
+
 if ! command -v pnpm >/dev/null || [[ "$(pnpm --version 2>/dev/null)" != "$PNPM_VERSION" ]]; then
   log "installing pnpm $PNPM_VERSION"
   npm install -g --silent "pnpm@$PNPM_VERSION" >/dev/null 2>&1 || { corepack enable && corepack prepare "pnpm@$PNPM_VERSION" --activate; }

@@ -32,3 +32,4 @@ export { fetchDebianPackage, extractDebianPackage } from './debian-packages.ts';
 export { imageLabel } from './image-labels.ts';
 export { buildSandboxImage, sandboxDockerfile, sandboxImageName, type SandboxImage } from './sandbox-image.ts';
 export { Prng } from './seeded-random.ts';
+export { startPostgres, type PostgresServer, type StartPostgresOptions } from './postgres-server.ts';
