@@ -15,7 +15,7 @@ import { buildApiServer } from './http/api-server.ts';
 import { type HttpsListener, listenHttps, loadTlsMaterial } from './tls/https-listener.ts';
 import { type MetricsListener, startMetricsListener } from './observability/metrics-route.ts';
 import { PlatformMetrics } from './observability/platform-metrics.ts';
-import { openDatabase } from './store/database.ts';
+import { type Database, openDatabase } from './store/database.ts';
 import { lockDataDir, secureDatabaseFiles } from './store/data-dir.ts';
 import { KeyStore } from './store/key-store.ts';
 import { SandboxStore } from './sandboxes/sandbox-store.ts';
@@ -83,10 +83,11 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
   const config = loadConfig(env, overrides);
   const logger = loggerOverride ?? pino({ level: config.logLevel, base: { service: 'tidepool-api' } });
   const dataLock = lockDataDir(config.dataDir, logger);
-  let db: ReturnType<typeof openDatabase>;
+  let db: Database;
   try {
-    db = openDatabase(config.dataDir);
-    secureDatabaseFiles(config.dataDir, logger);
+    db = await openDatabase({ dataDir: config.dataDir, databaseUrl: config.databaseUrl, logger });
+    if (db.dialect === 'sqlite') secureDatabaseFiles(config.dataDir, logger);
+    logger.info({ database: db.description }, 'database ready');
   } catch (error) {
     dataLock.release();
     throw error;
@@ -97,18 +98,19 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
   let pool: WarmPool | undefined;
   try {
     const keys = new KeyStore(db);
-    for (const key of config.apiKeys) keys.addKey(key);
+    for (const key of config.apiKeys) await keys.addKey(key);
     let apiKey = config.apiKeys[0];
     let apiKeyGenerated = false;
-    if (!apiKey && !keys.hasKeys()) {
-      apiKey = keys.generateKey();
+    if (!apiKey && !(await keys.hasKeys())) {
+      apiKey = await keys.generateKey();
       apiKeyGenerated = true;
       logger.warn(
         { apiKey },
         `=== FIRST START: generated API key ${apiKey} — it is stored only as a hash and will not be shown again; send it as X-API-Key (E2B_API_KEY) ===`,
       );
     }
-    const platformId = keys.platformId();
+    const platformId = await keys.platformId();
+    const tokenSeed = await keys.tokenSeed();
     const metrics = new PlatformMetrics();
     const hardening = containerHardening(config);
     const docker = dockerClient(config.dockerHost);
@@ -123,7 +125,7 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
       storage: new VolumeStorage(volumesRoot, config.volumesHostDir || volumesRoot, logger),
       logger,
     });
-    volumes.start();
+    await volumes.start();
     const sandboxes = new SandboxStore(db);
     let poolUser: SandboxLifecycle | undefined;
     if (Object.keys(config.warmPool).length > 0) {
@@ -131,7 +133,7 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
         runtime,
         templates,
         targets: config.warmPool,
-        tokenSeed: keys.tokenSeed(),
+        tokenSeed,
         // Pooled containers count against TIDEPOOL_MAX_SANDBOXES; refills wait while creations are in flight.
         reserveSlot: () => poolUser!.registry.reserveSlots(1),
         busy: () => (poolUser?.creatingCount() ?? 0) > 0,
@@ -143,7 +145,7 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
       store: sandboxes,
       templates,
       runtime,
-      tokenSeed: keys.tokenSeed(),
+      tokenSeed,
       maxSandboxes: config.maxSandboxes,
       defaultTimeoutSeconds: config.defaultTimeoutSeconds,
       logger,
@@ -196,8 +198,8 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
       store: templateStore,
       queue: buildQueue,
       contextFiles,
-      signingSeed: keys.tokenSeed(),
-      remove: (reference: string) => {
+      signingSeed: tokenSeed,
+      remove: async (reference: string) => {
         const removal = (): Promise<void> =>
           removeTemplate(reference, {
             catalog: templates,
@@ -209,7 +211,7 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
             logger,
           });
         // Images in use by pooled containers cannot be removed: the template's pool is emptied first.
-        const templateId = templates.find(reference)?.templateId;
+        const templateId = (await templates.find(reference))?.templateId;
         return warmPool && templateId ? warmPool.whileRemoving(templateId, removal) : removal();
       },
     };
@@ -291,7 +293,7 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
         await httpsListener?.close();
         await app.close();
         await metricsListener?.close();
-        db.close();
+        await db.close();
         dataLock.release();
       },
     };
@@ -300,7 +302,7 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
     await pool?.stop({ drain: true });
     await engineWatch?.stop();
     lifecycle?.stop();
-    db.close();
+    await db.close().catch((closeError: unknown) => logger.warn({ err: closeError }, 'closing the database failed'));
     dataLock.release();
     throw error;
   }

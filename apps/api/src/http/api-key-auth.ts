@@ -22,7 +22,7 @@ export function installApiKeyAuth(app: FastifyInstance, keys: KeyStore): void {
     if (isOpenRoute(request.method, path)) return;
     // Prometheus scrapes with `Authorization: Bearer <key>`: accepted on /metrics only.
     const key = path === METRICS_PATH ? metricsApiKey(request.headers) : request.headers['x-api-key'];
-    if (typeof key === 'string' && key !== '' && keys.isValid(key)) return;
+    if (typeof key === 'string' && key !== '' && (await keys.isValid(key))) return;
     const message = typeof key === 'string' && key !== '' ? 'Invalid API key' : 'Missing API key: send it in the X-API-Key header';
     await reply.code(401).send({ code: 401, message });
     return reply;

@@ -33,7 +33,7 @@ export class SandboxRegistry {
   }
 
   /** Records as stored, for restart recovery (the map is empty until they are persisted again). */
-  stored(): SandboxRecord[] {
+  stored(): Promise<SandboxRecord[]> {
     return this.store.all();
   }
 
@@ -55,19 +55,21 @@ export class SandboxRegistry {
     return [...this.queues.values()];
   }
 
-  persist(record: SandboxRecord, event?: string): void {
-    this.store.save(record);
+  /** Stores the record (the map holds it once stored), then its event line. */
+  async persist(record: SandboxRecord, event?: string): Promise<void> {
+    await this.store.save(record);
     this.records.set(record.sandboxId, record);
-    if (event) this.store.recordEvent(record.sandboxId, 'info', event);
+    if (event) await this.store.recordEvent(record.sandboxId, 'info', event);
   }
 
-  recordEvent(id: string, message: string, level: 'info' | 'warn' | 'error' = 'info'): void {
-    this.store.recordEvent(id, level, message);
+  recordEvent(id: string, message: string, level: 'info' | 'warn' | 'error' = 'info'): Promise<void> {
+    return this.store.recordEvent(id, level, message);
   }
 
-  forget(id: string): void {
-    this.store.delete(id);
+  /** Forgets the sandbox: out of the map at once (nothing routes to it any more), then out of the store. */
+  async forget(id: string): Promise<void> {
     this.records.delete(id);
+    await this.store.delete(id);
   }
 
   /**

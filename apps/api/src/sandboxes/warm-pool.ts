@@ -29,7 +29,7 @@ export interface PooledContainer {
 
 export interface WarmPoolDeps {
   runtime: SandboxRuntime;
-  templates: { resolve(reference: string): ResolvedTemplate };
+  templates: { resolve(reference: string): Promise<ResolvedTemplate> };
   /** Ready containers wanted per template reference. */
   targets: WarmPoolTargets;
   tokenSeed: string;
@@ -96,8 +96,7 @@ export class WarmPool {
 
   start(): void {
     if (this.loop) return;
-    this.refresh();
-    this.loop = this.run();
+    this.loop = this.run(); // resolves the targets first
   }
 
   /** Stops refilling (waits for a container being started). `drain` also removes the ready ones. */
@@ -208,11 +207,11 @@ export class WarmPool {
   }
 
   /** Resolves every reference to its current build; ready containers of anything else are removed. */
-  private refresh(): void {
+  private async refresh(): Promise<void> {
     const targets = new Map<string, Target>();
     for (const [reference, size] of Object.entries(this.deps.targets)) {
       try {
-        const { template, build } = this.deps.templates.resolve(reference);
+        const { template, build } = await this.deps.templates.resolve(reference);
         if (!build.image) continue;
         const key = poolKey(build);
         targets.set(key, { reference, size, key, templateId: template.templateId, image: build.image, cpuCount: build.cpuCount, memoryMB: build.memoryMB, defaults: build.defaults });
@@ -258,7 +257,7 @@ export class WarmPool {
       // Claims wake the loop too: a burst of them must not resolve every template each time.
       if (this.targetsStale || Date.now() - refreshedAt >= this.checkEveryMs) {
         this.targetsStale = false;
-        this.refresh();
+        await this.refresh().catch((error: unknown) => this.deps.logger.warn({ err: error }, 'warm pool: could not resolve its templates; retrying'));
         refreshedAt = Date.now();
       }
       const target = this.next();

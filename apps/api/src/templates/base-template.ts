@@ -9,6 +9,6 @@ export async function registerBaseTemplate(catalog: TemplateCatalog, runtime: Sa
     throw new PlatformError('internal', `base image '${image}' does not exist: build it with 'bash scripts/build-images.sh' (or set TIDEPOOL_BASE_IMAGE)`);
   }
   const envdVersion = (await runtime.imageEnvdVersion(image)) ?? '0.6.13';
-  catalog.registerBase(image, envdVersion);
+  await catalog.registerBase(image, envdVersion);
   logger.info({ image, envdVersion }, 'base template ready');
 }

@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pino from 'pino';
 import { describe, expect, it } from 'vitest';
-import { openDatabase } from '../store/database.ts';
+import { SqliteDatabase } from '../store/sqlite-database.ts';
 import { boundedReporter, BuildQueue, MAX_LOG_ENTRIES } from './build-queue.ts';
 import { ContextFiles } from './context-files.ts';
 import { TemplateCatalog } from './template-catalog.ts';
@@ -12,7 +12,7 @@ import { TemplateStore } from './template-store.ts';
 
 function fakeStore(): { store: TemplateStore; entries: Array<{ level: LogLevel; message: string }> } {
   const entries: Array<{ level: LogLevel; message: string }> = [];
-  const store = { appendLog: (_buildId: string, level: LogLevel, message: string) => entries.push({ level, message }) } as unknown as TemplateStore;
+  const store = { appendLog: async (_buildId: string, level: LogLevel, message: string) => void entries.push({ level, message }) } as unknown as TemplateStore;
   return { store, entries };
 }
 
@@ -39,7 +39,7 @@ describe('build queue', () => {
   /** A real store in a temporary data dir, and a builder that runs until it is aborted. */
   function setup() {
     const dir = mkdtempSync(join(tmpdir(), 'tidepool-queue-'));
-    const db = openDatabase(dir);
+    const db = SqliteDatabase.open(dir);
     const store = new TemplateStore(db);
     const catalog = new TemplateCatalog(store);
     const calls: string[] = [];
@@ -57,30 +57,30 @@ describe('build queue', () => {
 
   it('marks builds a restart interrupted as failed with a reason and removes what they left', async () => {
     const { store, catalog, queue, calls, db } = setup();
-    const { build } = catalog.registerBuild({ name: 'interrupted', cpuCount: 1, memoryMB: 128 });
-    store.saveBuild({ ...build, status: 'building', spec });
+    const { build } = await catalog.registerBuild({ name: 'interrupted', cpuCount: 1, memoryMB: 128 });
+    await store.saveBuild({ ...build, status: 'building', spec });
     await queue().recoverAfterRestart();
-    const after = store.build(build.buildId)!;
+    const after = (await store.build(build.buildId))!;
     expect(after.status).toBe('error');
     expect(after.reason?.message).toMatch(/restarted while this build was running/);
     expect(calls).toEqual(['containers', `leftovers ${build.buildId}`]);
-    db.close();
+    await db.close();
   });
 
   it('starts only waiting builds, one template build at a time wins, and a shutdown fails running builds', async () => {
     const { store, catalog, queue: makeQueue, db } = setup();
     const queue = makeQueue(2);
-    const first = catalog.registerBuild({ name: 'q', cpuCount: 1, memoryMB: 128 }).build;
-    const second = catalog.registerBuild({ name: 'q', cpuCount: 1, memoryMB: 128 }).build;
-    queue.start(first.templateId, first.buildId, spec);
-    expect(store.build(first.buildId)!.status).toBe('building');
-    expect(() => queue.start(first.templateId, first.buildId, spec)).toThrow(/not in waiting state/);
+    const first = (await catalog.registerBuild({ name: 'q', cpuCount: 1, memoryMB: 128 })).build;
+    const second = (await catalog.registerBuild({ name: 'q', cpuCount: 1, memoryMB: 128 })).build;
+    await queue.start(first.templateId, first.buildId, spec);
+    expect((await store.build(first.buildId))!.status).toBe('building');
+    await expect(queue.start(first.templateId, first.buildId, spec)).rejects.toThrow(/not in waiting state/);
     // A newer build of the same template cancels the one in flight.
-    queue.start(second.templateId, second.buildId, spec);
+    await queue.start(second.templateId, second.buildId, spec);
     await new Promise((resolve) => setTimeout(resolve, 50));
-    expect(store.build(first.buildId)).toMatchObject({ status: 'error', reason: { message: expect.stringMatching(/cancelled/) } });
+    expect(await store.build(first.buildId)).toMatchObject({ status: 'error', reason: { message: expect.stringMatching(/cancelled/) } });
     await queue.stop();
-    expect(store.build(second.buildId)).toMatchObject({ status: 'error', reason: { message: expect.stringMatching(/shutting down/) } });
-    db.close();
+    expect(await store.build(second.buildId)).toMatchObject({ status: 'error', reason: { message: expect.stringMatching(/shutting down/) } });
+    await db.close();
   });
 });

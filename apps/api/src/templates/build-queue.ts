@@ -5,7 +5,7 @@ import { filesHashesOf } from './build-request.ts';
 import type { ContextFiles } from './context-files.ts';
 import type { TemplateCatalog } from './template-catalog.ts';
 import type { BuildJob, BuildReporter, BuiltTemplate } from './build/template-builder.ts';
-import type { BuildRecord, BuildSpec } from './template-model.ts';
+import type { BuildRecord, BuildSpec, LogLevel } from './template-model.ts';
 import type { TemplateStore } from './template-store.ts';
 
 /** The engine that turns a build into an image (templates/build/template-builder.ts). */
@@ -36,21 +36,27 @@ export const MAX_LOG_ENTRIES = 20_000;
 const MAX_LOG_ENTRIES_HARD = MAX_LOG_ENTRIES + 1_000;
 
 /** Writes a build's log entries to the store, bounded: a RUN that prints forever cannot fill the disk. */
-export function boundedReporter(store: TemplateStore, buildId: string): BuildReporter {
+export function boundedReporter(store: TemplateStore, buildId: string, logger?: Logger): BuildReporter & { settled(): Promise<void> } {
   let written = 0;
   let truncated = false;
+  let last: Promise<void> = Promise.resolve();
+  const append = (level: LogLevel, message: string, step: string | undefined): void => {
+    last = store.appendLog(buildId, level, message, step).catch((error: unknown) => logger?.warn({ err: error, buildId }, 'could not store a build log line'));
+  };
   return {
+    /** Resolves once every line logged so far is stored (status changes wait for it: logs are complete when a build ends). */
+    settled: () => last,
     log(level, message, step) {
       const important = level === 'warn' || level === 'error';
       if (written >= (important ? MAX_LOG_ENTRIES_HARD : MAX_LOG_ENTRIES)) {
         if (!truncated && !important) {
           truncated = true;
-          store.appendLog(buildId, 'warn', `build log truncated: more than ${MAX_LOG_ENTRIES} entries; further output is not kept`, step);
+          append('warn', `build log truncated: more than ${MAX_LOG_ENTRIES} entries; further output is not kept`, step);
           written += 1;
         }
         return;
       }
-      store.appendLog(buildId, level, message.length > 16_384 ? `${message.slice(0, 16_384)}…` : message, step);
+      append(level, message.length > 16_384 ? `${message.slice(0, 16_384)}…` : message, step);
       written += 1;
     },
   };
@@ -80,8 +86,8 @@ export class BuildQueue {
     const containers = await this.deps.builder.removeAllBuildContainers();
     if (containers > 0) this.deps.logger.warn({ containers }, 'removed build containers left by an earlier run');
     this.deps.metrics?.orphansRemoved('build_container', containers);
-    for (const build of this.deps.store.buildsInStatus('building')) {
-      this.deps.store.appendLog(build.buildId, 'error', 'the platform restarted while this build was running');
+    for (const build of await this.deps.store.buildsInStatus('building')) {
+      await this.deps.store.appendLog(build.buildId, 'error', 'the platform restarted while this build was running');
       await this.fail(build, { message: 'the platform restarted while this build was running; start a new build' });
       await this.deps.builder.removeLeftovers(build.buildId);
       this.deps.logger.warn({ buildId: build.buildId, templateId: build.templateId }, 'interrupted build marked as failed');
@@ -89,8 +95,8 @@ export class BuildQueue {
   }
 
   /** `POST /v2/templates/{id}/builds/{buildID}`: validates what the build needs, then runs it in the background. */
-  start(templateId: string, buildId: string, spec: BuildSpec): void {
-    const build = this.deps.catalog.requireBuild(templateId, buildId);
+  async start(templateId: string, buildId: string, spec: BuildSpec): Promise<void> {
+    const build = await this.deps.catalog.requireBuild(templateId, buildId);
     if (build.status !== 'waiting') throw invalid(`build '${buildId}' is not in waiting state (it is ${build.status})`);
     const missing = filesHashesOf(spec).filter((hash) => this.deps.contextFiles.pathOf(hash) === undefined);
     if (missing.length > 0) throw invalid(`the files of ${missing.length} COPY step(s) were not uploaded (${missing.join(', ')}); upload them first`);
@@ -98,7 +104,7 @@ export class BuildQueue {
     if (spec.fromTemplate !== null) {
       let resolved;
       try {
-        resolved = this.deps.catalog.resolve(spec.fromTemplate);
+        resolved = await this.deps.catalog.resolve(spec.fromTemplate);
       } catch (error) {
         if (error instanceof PlatformError && error.kind === 'not_found') throw invalid(`fromTemplate '${spec.fromTemplate}': ${error.message}`);
         throw error;
@@ -106,12 +112,13 @@ export class BuildQueue {
       if (resolved.template.templateId === templateId && resolved.build.buildId === buildId) throw invalid('a build cannot start from itself');
       baseTemplate = { image: resolved.build.image!, defaults: resolved.build.defaults };
     }
+    const building: BuildRecord = { ...build, status: 'building', spec, updatedAt: new Date().toISOString() };
+    // Waiting → building once: two starts of one build (two requests, two replicas) cannot both run it.
+    if (!(await this.deps.store.claimWaitingBuild(building))) throw invalid(`build '${buildId}' is not in waiting state (it was started meanwhile)`);
     // A newer build of the same template wins.
     for (const other of this.running.values()) {
       if (other.templateId === templateId) other.controller.abort(conflict(`cancelled: build ${buildId} of the same template started`));
     }
-    const building: BuildRecord = { ...build, status: 'building', spec, updatedAt: new Date().toISOString() };
-    this.deps.store.saveBuild(building);
     const controller = new AbortController();
     const job: BuildJob = { templateId, buildId, spec, cpuCount: build.cpuCount, memoryMB: build.memoryMB, baseTemplate };
     const done = this.run(building, job, controller.signal).finally(() => this.running.delete(buildId));
@@ -120,7 +127,7 @@ export class BuildQueue {
 
   private async run(build: BuildRecord, job: BuildJob, signal: AbortSignal): Promise<void> {
     const log = this.deps.logger.child({ buildId: build.buildId, templateId: build.templateId });
-    const reporter = boundedReporter(this.deps.store, build.buildId);
+    const reporter = boundedReporter(this.deps.store, build.buildId, log);
     if (this.slots === 0) reporter.log('info', 'waiting for a free build slot');
     await this.acquire();
     const slotAt = performance.now();
@@ -131,15 +138,17 @@ export class BuildQueue {
       log.info({ steps: job.spec.steps.length }, 'build started');
       const result = await this.deps.builder.build(job, reporter, signal);
       if (signal.aborted) throw signal.reason;
-      this.deps.catalog.markReady(build, result);
       reporter.log('info', `Build finished in ${((Date.now() - started) / 1000).toFixed(1)} s`);
+      await reporter.settled();
+      await this.deps.catalog.markReady(build, result);
       log.info({ image: result.image, ms: Date.now() - started }, 'build ready');
       measure('success');
     } catch (error) {
       const message = error instanceof Error ? error.message : String(error);
       const step = typeof (error as { step?: unknown }).step === 'string' ? (error as { step: string }).step : undefined;
       reporter.log('error', `Build failed: ${message}`, step);
-      if (this.deps.store.build(build.buildId)) await this.fail(build, { message, ...(step === undefined ? {} : { step }) });
+      await reporter.settled();
+      if (await this.deps.store.build(build.buildId)) await this.fail(build, { message, ...(step === undefined ? {} : { step }) });
       log.warn({ err: error, step }, 'build failed');
       measure('error');
     } finally {
@@ -149,12 +158,12 @@ export class BuildQueue {
 
   /** Marks a build failed and drops uploaded files that no finished build needs. */
   private async fail(build: BuildRecord, reason: { message: string; step?: string }): Promise<void> {
-    const current = this.deps.store.build(build.buildId) ?? build;
-    this.deps.catalog.markFailed(current, reason);
-    const needed = new Set(this.deps.store.buildsInStatus('ready', 'building', 'waiting').flatMap((b) => (b.spec ? filesHashesOf(b.spec) : [])));
+    const current = (await this.deps.store.build(build.buildId)) ?? build;
+    await this.deps.catalog.markFailed(current, reason);
+    const needed = new Set((await this.deps.store.buildsInStatus('ready', 'building', 'waiting')).flatMap((b) => (b.spec ? filesHashesOf(b.spec) : [])));
     for (const hash of current.spec ? filesHashesOf(current.spec) : []) {
       if (needed.has(hash)) continue;
-      this.deps.store.forgetContextFile(hash);
+      await this.deps.store.forgetContextFile(hash);
       await this.deps.contextFiles.remove(hash);
     }
   }
