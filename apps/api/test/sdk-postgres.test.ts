@@ -26,6 +26,14 @@ async function rowsOf(sql: string, params: unknown[] = []): Promise<Array<Record
   }
 }
 
+async function waitFor(check: () => Promise<boolean>, timeoutMs: number): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error(`condition not met within ${timeoutMs} ms`);
+    await new Promise((resolve) => setTimeout(resolve, 200));
+  }
+}
+
 beforeAll(async () => {
   server = await startPostgres();
   platform = await startTestPlatform({ databaseUrl: server.url });
@@ -73,6 +81,21 @@ describe('platform on PostgreSQL', () => {
       await Sandbox.kill(sbx.sandboxId, p.sdk).catch(() => undefined);
     }
   }, 300_000);
+
+  it('timeouts act once through the row lease: a kill removes the row, an auto-pause leaves the lease released', async () => {
+    const p = platform!;
+    const paused = await Sandbox.create('base', { ...p.sdk, timeoutMs: 2_000, lifecycle: { onTimeout: 'pause' } } as never);
+    const killed = await Sandbox.create('base', { ...p.sdk, timeoutMs: 2_000 });
+    await waitFor(async () => (await api(p, 'GET', `/sandboxes/${killed.sandboxId}`)).status === 404, 20_000);
+    expect(await rowsOf('SELECT 1 FROM sandboxes WHERE sandbox_id = $1', [killed.sandboxId])).toEqual([]);
+    await waitFor(async () => (await api(p, 'GET', `/sandboxes/${paused.sandboxId}`)).body.state === 'paused', 20_000);
+    // The pause is stored before the lease is given back.
+    await waitFor(async () => (await rowsOf('SELECT lease_owner FROM sandboxes WHERE sandbox_id = $1', [paused.sandboxId]))[0]?.lease_owner === null, 5_000);
+    expect((await rowsOf('SELECT state FROM sandboxes WHERE sandbox_id = $1', [paused.sandboxId]))[0]).toEqual({ state: 'paused' });
+    const events = await rowsOf('SELECT message FROM sandbox_events WHERE sandbox_id = $1 ORDER BY id', [paused.sandboxId]);
+    expect(events.filter((e) => e.message === 'sandbox timeout reached')).toHaveLength(1);
+    await Sandbox.kill(paused.sandboxId, p.sdk);
+  }, 120_000);
 
   it('a restart on another data directory finds the paused sandbox, the key and the platform identity in the database', async () => {
     const p = platform!;

@@ -6,6 +6,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import type { SandboxRecord } from '../src/sandboxes/sandbox-record.ts';
 import { SandboxStore } from '../src/sandboxes/sandbox-store.ts';
 import { KeyStore } from '../src/store/key-store.ts';
+import { LeaseStore } from '../src/store/lease-store.ts';
 import { MIGRATIONS } from '../src/store/migrations.ts';
 import { PostgresDatabase } from '../src/store/postgres-database.ts';
 import { DatabaseError } from '../src/store/sql.ts';
@@ -278,6 +279,64 @@ describe.each(BACKENDS)('stores on %s', (kind) => {
       expect(await store.buildImages('b1')).toEqual([]);
       expect(await store.contextFileInUse('h1')).toBe(false);
       expect((await store.imagesInUse()).size).toBe(0);
+    });
+  });
+
+  describe('replicas sharing the database', () => {
+    it('two replicas racing for the same expired sandbox: exactly one acts on it', async () => {
+      const [a, b] = await backend.open(2);
+      const replicaA = new SandboxStore(a!);
+      const replicaB = new SandboxStore(b!);
+      const now = new Date('2026-01-01T00:10:00.000Z');
+      await replicaA.save(sandbox('expired', { endAt: '2026-01-01T00:05:00.000Z' }));
+      await replicaA.save(sandbox('alive', { endAt: '2026-01-01T00:15:00.000Z' }));
+      await replicaA.save(sandbox('paused', { endAt: '2026-01-01T00:05:00.000Z', state: 'paused' }));
+      for (let round = 0; round < 5; round += 1) {
+        const id = `race${round}`;
+        await replicaA.save(sandbox(id, { endAt: '2026-01-01T00:05:00.000Z' }));
+        const wins = await Promise.all([
+          replicaA.claimTimeout(id, 'replica-a', now, 60_000),
+          replicaB.claimTimeout(id, 'replica-b', now, 60_000),
+          replicaB.claimTimeout(id, 'replica-c', now, 60_000),
+        ]);
+        expect(wins.filter(Boolean)).toHaveLength(1);
+      }
+      expect(await replicaB.claimTimeout('alive', 'replica-b', now, 60_000)).toBe(false);
+      expect(await replicaB.claimTimeout('paused', 'replica-b', now, 60_000)).toBe(false);
+      expect(await replicaB.claimTimeout('missing', 'replica-b', now, 60_000)).toBe(false);
+      // The holder may retry; another replica waits for the lease to run out (its holder died) or be released.
+      expect(await replicaA.claimTimeout('expired', 'replica-a', now, 60_000)).toBe(true);
+      expect(await replicaB.claimTimeout('expired', 'replica-b', now, 60_000)).toBe(false);
+      expect(await replicaA.claimTimeout('expired', 'replica-a', now, 60_000)).toBe(true);
+      expect(await replicaB.claimTimeout('expired', 'replica-b', new Date(now.getTime() + 61_000), 60_000)).toBe(true);
+      await replicaA.releaseTimeout('expired', 'replica-a'); // not the holder any more: no effect
+      expect(await replicaA.claimTimeout('expired', 'replica-a', new Date(now.getTime() + 62_000), 60_000)).toBe(false);
+      await replicaB.releaseTimeout('expired', 'replica-b');
+      expect(await replicaA.claimTimeout('expired', 'replica-a', new Date(now.getTime() + 62_000), 60_000)).toBe(true);
+      // Saving the record (a pause, a new timeout) keeps the lease columns as they are.
+      await replicaA.save(sandbox('expired', { endAt: '2026-01-01T00:05:00.000Z', metadata: { saved: 'again' } }));
+      expect(await replicaB.claimTimeout('expired', 'replica-b', new Date(now.getTime() + 63_000), 60_000)).toBe(false);
+    });
+
+    it('named leases: one holder at a time, renewable by it, free once run out or released', async () => {
+      const [a, b] = await backend.open(2);
+      const leasesA = new LeaseStore(a!);
+      const leasesB = new LeaseStore(b!);
+      const t = 1_000_000;
+      const first = await Promise.all([leasesA.acquire('build-queue', 'a', 10_000, t), leasesB.acquire('build-queue', 'b', 10_000, t)]);
+      expect(first.filter(Boolean)).toHaveLength(1);
+      const winner = first[0] ? 'a' : 'b';
+      const loser = winner === 'a' ? leasesB : leasesA;
+      const loserName = winner === 'a' ? 'b' : 'a';
+      expect(await leasesA.holder('build-queue', t)).toBe(winner);
+      expect(await loser.acquire('build-queue', loserName, 10_000, t + 5_000)).toBe(false);
+      expect(await (winner === 'a' ? leasesA : leasesB).acquire('build-queue', winner, 10_000, t + 9_000)).toBe(true); // renewed to t + 19 s
+      expect(await loser.acquire('build-queue', loserName, 10_000, t + 15_000)).toBe(false);
+      expect(await loser.acquire('build-queue', loserName, 10_000, t + 20_000)).toBe(true);
+      expect(await leasesA.holder('build-queue', t + 20_000)).toBe(loserName);
+      await loser.release('build-queue', loserName);
+      expect(await leasesA.holder('build-queue', t + 20_000)).toBeUndefined();
+      expect(await leasesA.acquire('other-duty', 'a', 10_000, t)).toBe(true);
     });
   });
 

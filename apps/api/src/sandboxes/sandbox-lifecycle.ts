@@ -516,6 +516,11 @@ export class SandboxLifecycle implements SandboxDirectory {
           return;
         }
         if (!this.timers.due(id)) return;
+        // With several replicas on one database, exactly one acts on a timeout.
+        if (!(await this.registry.claimTimeout(id))) {
+          this.log(id).debug('another replica is acting on this timeout');
+          return;
+        }
         await this.registry.recordEvent(id, 'sandbox timeout reached');
         try {
           if (record.autoPause) await this.timed('pause', () => this.pauseNow(record, record.autoPauseMemory));
@@ -527,6 +532,7 @@ export class SandboxLifecycle implements SandboxDirectory {
           return;
         }
         this.timers.forget(id);
+        if (record.autoPause) await this.registry.releaseTimeout(id);
         this.log(id).info({ action: record.autoPause ? 'pause' : 'kill' }, 'sandbox timed out');
       })
       .catch((error: unknown) => this.log(id).error({ err: error }, 'timeout action failed'));

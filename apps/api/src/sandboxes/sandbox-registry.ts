@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import { PlatformError, sandboxNotFound } from '../errors.ts';
 import type { SandboxRecord } from './sandbox-record.ts';
 import type { SandboxStore } from './sandbox-store.ts';
@@ -6,7 +7,12 @@ import type { SandboxStore } from './sandbox-store.ts';
  * The sandboxes the platform holds: an in-memory map mirroring the store (it serves the proxy),
  * one operation at a time per sandbox, and the concurrency limit.
  */
+/** How long a replica may take to act on a sandbox's timeout before another may try. */
+const TIMEOUT_LEASE_MS = 60_000;
+
 export class SandboxRegistry {
+  /** This process among the replicas sharing the database (lease owner). */
+  readonly replicaId = randomBytes(8).toString('hex');
   private readonly records = new Map<string, SandboxRecord>();
   private readonly queues = new Map<string, Promise<unknown>>();
   /** Creations in flight: they count against the concurrency limit before they exist. */
@@ -60,6 +66,15 @@ export class SandboxRegistry {
     await this.store.save(record);
     this.records.set(record.sandboxId, record);
     if (event) await this.store.recordEvent(record.sandboxId, 'info', event);
+  }
+
+  /** True when this replica may act on the sandbox's expired timeout (no other replica holds that duty). */
+  claimTimeout(id: string): Promise<boolean> {
+    return this.store.claimTimeout(id, this.replicaId, new Date(), TIMEOUT_LEASE_MS);
+  }
+
+  releaseTimeout(id: string): Promise<void> {
+    return this.store.releaseTimeout(id, this.replicaId);
   }
 
   recordEvent(id: string, message: string, level: 'info' | 'warn' | 'error' = 'info'): Promise<void> {

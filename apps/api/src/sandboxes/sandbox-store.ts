@@ -126,6 +126,25 @@ export class SandboxStore {
     return (await this.sql.all<Row>('SELECT * FROM sandboxes ORDER BY started_at, sandbox_id')).map(fromRow);
   }
 
+  /**
+   * Takes the right to act on a running sandbox's expired timeout for `leaseMs`: exactly one caller (of all
+   * replicas on the database) gets true while the lease runs; the holder may take it again (a retry).
+   */
+  async claimTimeout(sandboxId: string, owner: string, now: Date, leaseMs: number): Promise<boolean> {
+    const nowMs = now.getTime();
+    const changed = await this.sql.run(
+      `UPDATE sandboxes SET lease_owner = ?, lease_until = ?
+       WHERE sandbox_id = ? AND state = 'running' AND end_at <= ? AND (lease_owner IS NULL OR lease_owner = ? OR lease_until < ?)`,
+      [owner, nowMs + leaseMs, sandboxId, now.toISOString(), owner, nowMs],
+    );
+    return changed === 1;
+  }
+
+  /** Gives a timeout lease back (after the action: the sandbox is paused, or gone with its row). */
+  async releaseTimeout(sandboxId: string, owner: string): Promise<void> {
+    await this.sql.run('UPDATE sandboxes SET lease_owner = NULL, lease_until = NULL WHERE sandbox_id = ? AND lease_owner = ?', [sandboxId, owner]);
+  }
+
   async recordEvent(sandboxId: string, level: 'debug' | 'info' | 'warn' | 'error', message: string): Promise<void> {
     await this.sql.run('INSERT INTO sandbox_events (sandbox_id, timestamp, level, message) VALUES (?, ?, ?, ?)', [sandboxId, new Date().toISOString(), level, message]);
   }

@@ -66,6 +66,10 @@ const SQLITE: string[] = [
   // Volumes: named directories under <dataDir>/volumes/<volume_id>; sandboxes remember what they mount.
   `CREATE TABLE volumes (volume_id TEXT PRIMARY KEY, name TEXT NOT NULL UNIQUE, token TEXT NOT NULL, created_at TEXT NOT NULL);
    ALTER TABLE sandboxes ADD COLUMN volume_mounts TEXT NOT NULL DEFAULT '[]';`,
+  // Leases: which replica acts on a sandbox's timeout (row lease), and named leases for singleton duties.
+  `ALTER TABLE sandboxes ADD COLUMN lease_owner TEXT;
+   ALTER TABLE sandboxes ADD COLUMN lease_until INTEGER;
+   CREATE TABLE leases (name TEXT PRIMARY KEY, owner TEXT NOT NULL, until_ms INTEGER NOT NULL);`,
 ];
 
 const POSTGRES: string[] = [
@@ -124,6 +128,11 @@ const POSTGRES: string[] = [
    ALTER TABLE sandboxes ADD COLUMN defaults TEXT NOT NULL DEFAULT '{"user":"user","workdir":"/home/user","envs":{},"startCmd":null,"readyCmd":null}';`,
   `CREATE TABLE volumes (volume_id TEXT PRIMARY KEY, name TEXT NOT NULL UNIQUE, token TEXT NOT NULL, created_at TEXT NOT NULL);
    ALTER TABLE sandboxes ADD COLUMN volume_mounts TEXT NOT NULL DEFAULT '[]';`,
+  `ALTER TABLE sandboxes ADD COLUMN lease_owner TEXT;
+   ALTER TABLE sandboxes ADD COLUMN lease_until BIGINT;
+   CREATE TABLE leases (name TEXT PRIMARY KEY, owner TEXT NOT NULL, until_ms BIGINT NOT NULL);`,
 ];
+
+if (SQLITE.length !== POSTGRES.length) throw new Error('store: every migration needs a SQLite and a PostgreSQL text');
 
 export const MIGRATIONS: Migration[] = SQLITE.map((sqlite, index) => ({ sqlite, postgres: POSTGRES[index]! }));
