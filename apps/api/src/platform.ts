@@ -18,6 +18,7 @@ import { PlatformMetrics } from './observability/platform-metrics.ts';
 import { type Database, openDatabase } from './store/database.ts';
 import { lockDataDir, secureDatabaseFiles } from './store/data-dir.ts';
 import { KeyStore } from './store/key-store.ts';
+import { LeaseStore } from './store/lease-store.ts';
 import { SandboxStore } from './sandboxes/sandbox-store.ts';
 import { type BuildRunner, BuildQueue } from './templates/build-queue.ts';
 import { ContextFiles } from './templates/context-files.ts';
@@ -188,7 +189,9 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
         readyTimeoutMs: config.buildReadyTimeoutSeconds * 1000,
         logger,
       });
-    queue = new BuildQueue({ catalog: templates, store: templateStore, builder, contextFiles, maxConcurrent: config.maxConcurrentBuilds, logger, metrics });
+    // On PostgreSQL other replicas may be running builds: leases tell their builds from interrupted ones.
+    const leases = db.dialect === 'postgres' ? { store: new LeaseStore(db), owner: lifecycle.registry.replicaId } : undefined;
+    queue = new BuildQueue({ catalog: templates, store: templateStore, builder, contextFiles, maxConcurrent: config.maxConcurrentBuilds, logger, metrics, leases });
     await queue.recoverAfterRestart();
     const running = lifecycle;
     const buildQueue = queue;

@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pino from 'pino';
 import { describe, expect, it } from 'vitest';
+import { LeaseStore } from '../store/lease-store.ts';
 import { SqliteDatabase } from '../store/sqlite-database.ts';
 import { boundedReporter, BuildQueue, MAX_LOG_ENTRIES } from './build-queue.ts';
 import { ContextFiles } from './context-files.ts';
@@ -52,6 +53,44 @@ describe('build queue', () => {
     const queue = (maxConcurrent = 1) => new BuildQueue({ catalog, store, builder, contextFiles: new ContextFiles(dir, 1024), maxConcurrent, logger: pino({ level: 'silent' }) });
     return { store, catalog, queue, calls, db };
   }
+
+  /** Two replicas (build queues) on one database, each with its own lease owner. */
+  function replicas(ttlMs: number) {
+    const base = setup();
+    const leases = new LeaseStore(base.db);
+    const builder = {
+      build: (_job: unknown, _reporter: unknown, signal: AbortSignal) => new Promise<never>((_resolve, reject) => signal.addEventListener('abort', () => reject(signal.reason))),
+      removeLeftovers: async (buildId: string) => void base.calls.push(`leftovers ${buildId}`),
+      removeAllBuildContainers: async () => (base.calls.push('all containers'), 0),
+      removeBuildImages: async () => undefined,
+    };
+    const queueOf = (owner: string) =>
+      new BuildQueue({ catalog: base.catalog, store: base.store, builder, contextFiles: new ContextFiles(mkdtempSync(join(tmpdir(), 'tidepool-queue-')), 1024), maxConcurrent: 2, logger: pino({ level: 'silent' }), leases: { store: leases, owner, ttlMs } });
+    return { ...base, leases, a: queueOf('replica-a'), b: queueOf('replica-b') };
+  }
+
+  it('with replicas, a start-up fails only builds no live replica holds, and never removes every build container', async () => {
+    const { store, catalog, leases, a, b, calls, db } = replicas(300);
+    const running = (await catalog.registerBuild({ name: 'running', cpuCount: 1, memoryMB: 128 })).build;
+    const orphan = (await catalog.registerBuild({ name: 'orphan', cpuCount: 1, memoryMB: 128 })).build;
+    await a.start(running.templateId, running.buildId, spec);
+    // A replica that died mid-build: its build is 'building' and its lease ran out.
+    await store.saveBuild({ ...orphan, status: 'building', spec });
+    await leases.acquire(`build:${orphan.buildId}`, 'replica-dead', 300, Date.now() - 1_000);
+    // Longer than the lease: replica A renews it while its build runs.
+    await new Promise((resolve) => setTimeout(resolve, 700));
+    await b.recoverAfterRestart();
+    expect((await store.build(running.buildId))!.status).toBe('building');
+    expect(await store.build(orphan.buildId)).toMatchObject({ status: 'error', reason: { message: expect.stringMatching(/restarted/) } });
+    expect(calls).toEqual([`leftovers ${orphan.buildId}`]);
+    // B cannot start what A runs; once A is gone (stopped: its build failed, lease released) nothing is left held.
+    await expect(b.start(running.templateId, running.buildId, spec)).rejects.toThrow(/not in waiting state/);
+    await a.stop();
+    await b.stop();
+    expect(await store.build(running.buildId)).toMatchObject({ status: 'error', reason: { message: expect.stringMatching(/shutting down/) } });
+    expect(await leases.holder(`build:${running.buildId}`)).toBeUndefined();
+    await db.close();
+  });
 
   const spec: BuildSpec = { fromImage: null, fromTemplate: null, fromImageRegistry: null, force: false, steps: [], startCmd: null, readyCmd: null };
 

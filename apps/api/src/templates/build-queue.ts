@@ -7,6 +7,7 @@ import type { TemplateCatalog } from './template-catalog.ts';
 import type { BuildJob, BuildReporter, BuiltTemplate } from './build/template-builder.ts';
 import type { BuildRecord, BuildSpec, LogLevel } from './template-model.ts';
 import type { TemplateStore } from './template-store.ts';
+import type { LeaseStore } from '../store/lease-store.ts';
 
 /** The engine that turns a build into an image (templates/build/template-builder.ts). */
 export interface BuildRunner {
@@ -29,7 +30,23 @@ export interface BuildQueueDeps {
   logger: Logger;
   /** Prometheus: build durations and build containers removed at start-up (none: not reported). */
   metrics?: MetricsSink;
+  /**
+   * Replicas sharing the database: each running build holds the lease `build:<id>` (renewed while it runs),
+   * and only builds whose lease ran out count as interrupted. Without it (one process per database) every
+   * build still `building` at start-up was interrupted.
+   */
+  leases?: BuildLeases;
 }
+
+export interface BuildLeases {
+  store: LeaseStore;
+  /** This replica. */
+  owner: string;
+  /** Lease length (default 60 s); renewed every third of it, and orphans are looked for as often. */
+  ttlMs?: number;
+}
+
+const leaseName = (buildId: string): string => `build:${buildId}`;
 
 /** Log entries kept per build: past this, output lines are dropped (warnings and errors get a little more room). */
 export const MAX_LOG_ENTRIES = 20_000;
@@ -77,20 +94,65 @@ export class BuildQueue {
   private slots: number;
   private readonly waiters: Array<() => void> = [];
 
+  private orphanSweep: NodeJS.Timeout | undefined;
+
   constructor(private readonly deps: BuildQueueDeps) {
     this.slots = deps.maxConcurrent;
   }
 
-  /** Builds interrupted by a stop or crash: failed with a reason, and what they left behind removed. */
+  private get ttlMs(): number {
+    return this.deps.leases?.ttlMs ?? 60_000;
+  }
+
+  /**
+   * Builds interrupted by a stop or crash: failed with a reason, and what they left behind removed. With
+   * replicas, only builds no replica holds a lease on, and again every lease period (a replica may die later).
+   */
   async recoverAfterRestart(): Promise<void> {
-    const containers = await this.deps.builder.removeAllBuildContainers();
-    if (containers > 0) this.deps.logger.warn({ containers }, 'removed build containers left by an earlier run');
-    this.deps.metrics?.orphansRemoved('build_container', containers);
+    if (!this.deps.leases) {
+      // One process per database: every build container is a leftover of an earlier run.
+      const containers = await this.deps.builder.removeAllBuildContainers();
+      if (containers > 0) this.deps.logger.warn({ containers }, 'removed build containers left by an earlier run');
+      this.deps.metrics?.orphansRemoved('build_container', containers);
+    }
+    await this.failInterrupted();
+    if (this.deps.leases && !this.orphanSweep) {
+      this.orphanSweep = setInterval(() => {
+        void this.failInterrupted().catch((error: unknown) => this.deps.logger.warn({ err: error }, 'looking for interrupted builds failed'));
+      }, this.ttlMs);
+      this.orphanSweep.unref();
+    }
+  }
+
+  private async failInterrupted(): Promise<void> {
     for (const build of await this.deps.store.buildsInStatus('building')) {
+      if (this.running.has(build.buildId)) continue;
+      const leases = this.deps.leases;
+      // Taking the lease both proves nobody runs the build and keeps two replicas from failing it together.
+      if (leases && !(await leases.store.acquire(leaseName(build.buildId), leases.owner, this.ttlMs))) continue;
       await this.deps.store.appendLog(build.buildId, 'error', 'the platform restarted while this build was running');
       await this.fail(build, { message: 'the platform restarted while this build was running; start a new build' });
       await this.deps.builder.removeLeftovers(build.buildId);
+      if (leases) await leases.store.release(leaseName(build.buildId), leases.owner);
       this.deps.logger.warn({ buildId: build.buildId, templateId: build.templateId }, 'interrupted build marked as failed');
+    }
+  }
+
+  /** Holds the build's lease while `work` runs (renewed every third of its length), then gives it back. */
+  private async leased(buildId: string, work: () => Promise<void>): Promise<void> {
+    const leases = this.deps.leases;
+    if (!leases) return work();
+    const name = leaseName(buildId);
+    const renew = (): Promise<unknown> =>
+      leases.store.acquire(name, leases.owner, this.ttlMs).catch((error: unknown) => this.deps.logger.warn({ err: error, buildId }, 'could not renew the build lease'));
+    await renew();
+    const timer = setInterval(() => void renew(), Math.max(10, Math.floor(this.ttlMs / 3)));
+    timer.unref();
+    try {
+      await work();
+    } finally {
+      clearInterval(timer);
+      await leases.store.release(name, leases.owner).catch(() => undefined);
     }
   }
 
@@ -113,15 +175,23 @@ export class BuildQueue {
       baseTemplate = { image: resolved.build.image!, defaults: resolved.build.defaults };
     }
     const building: BuildRecord = { ...build, status: 'building', spec, updatedAt: new Date().toISOString() };
+    // The lease first: from the moment the build is `building`, no replica may take it for interrupted.
+    const leases = this.deps.leases;
+    if (leases && !(await leases.store.acquire(leaseName(buildId), leases.owner, this.ttlMs))) {
+      throw invalid(`build '${buildId}' is not in waiting state (another replica is starting it)`);
+    }
     // Waiting → building once: two starts of one build (two requests, two replicas) cannot both run it.
-    if (!(await this.deps.store.claimWaitingBuild(building))) throw invalid(`build '${buildId}' is not in waiting state (it was started meanwhile)`);
+    if (!(await this.deps.store.claimWaitingBuild(building))) {
+      if (leases) await leases.store.release(leaseName(buildId), leases.owner);
+      throw invalid(`build '${buildId}' is not in waiting state (it was started meanwhile)`);
+    }
     // A newer build of the same template wins.
     for (const other of this.running.values()) {
       if (other.templateId === templateId) other.controller.abort(conflict(`cancelled: build ${buildId} of the same template started`));
     }
     const controller = new AbortController();
     const job: BuildJob = { templateId, buildId, spec, cpuCount: build.cpuCount, memoryMB: build.memoryMB, baseTemplate };
-    const done = this.run(building, job, controller.signal).finally(() => this.running.delete(buildId));
+    const done = this.leased(buildId, () => this.run(building, job, controller.signal)).finally(() => this.running.delete(buildId));
     this.running.set(buildId, { templateId, controller, done });
   }
 
@@ -177,6 +247,8 @@ export class BuildQueue {
 
   /** Shutdown: stops every build (they are failed with a reason) and waits for them. */
   async stop(): Promise<void> {
+    clearInterval(this.orphanSweep);
+    this.orphanSweep = undefined;
     const all = [...this.running.values()];
     for (const r of all) r.controller.abort(new PlatformError('internal', 'the platform is shutting down'));
     await Promise.allSettled(all.map((r) => r.done));
