@@ -1,0 +1,13 @@
+import { describe, expect, it } from 'vitest';
+import { PlatformError } from '../errors.ts';
+import { statusOf } from './api-errors.ts';
+
+describe('statusOf', () => {
+  it('maps platform errors by kind, unique violations of either database to 409, anything else to 500', () => {
+    expect(statusOf(new PlatformError('not_found', 'x'))).toBe(404);
+    expect(statusOf(Object.assign(new Error('duplicate key value violates unique constraint "templates_v2_alias_key"'), { code: '23505' }))).toBe(409);
+    expect(statusOf(Object.assign(new Error('UNIQUE constraint failed: templates.alias'), { code: 'SQLITE_CONSTRAINT_UNIQUE' }))).toBe(409);
+    expect(statusOf(Object.assign(new Error('connection terminated'), { code: '57P01' }))).toBe(500);
+    expect(statusOf(new Error('boom'))).toBe(500);
+  });
+});
