@@ -134,6 +134,22 @@ describe.each(BACKENDS)('stores on %s', (kind) => {
       expect((await volumes.list()).map((v) => v.name)).toEqual(['b']);
     });
 
+    it('a statement sent past the transaction from inside it fails instead of waiting forever (SQLite) or runs beside it (PostgreSQL)', async () => {
+      const db = await fresh();
+      const outcome = await db
+        .transaction(async (tx) => {
+          await tx.run("INSERT INTO settings (key, value) VALUES ('inside', 'x')");
+          return db.get<{ value: string }>("SELECT value FROM settings WHERE key = 'inside'");
+        })
+        .then(
+          (row) => ({ row }),
+          (error: Error) => ({ error: error.message }),
+        );
+      if (kind === 'sqlite') expect(outcome).toEqual({ error: expect.stringMatching(/past the open transaction/) });
+      else expect(outcome).toEqual({ row: undefined }); // another connection: the uncommitted row is not visible
+      expect(await db.get('SELECT 1 AS one')).toEqual({ one: 1 });
+    });
+
     it('a transaction handle cannot be used after it ended', async () => {
       const db = await fresh();
       let leaked: Parameters<Parameters<typeof db.transaction>[0]>[0] | undefined;

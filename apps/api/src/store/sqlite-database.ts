@@ -1,3 +1,4 @@
+import { AsyncLocalStorage } from 'node:async_hooks';
 import BetterSqlite3 from 'better-sqlite3';
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
@@ -61,6 +62,9 @@ export class SqliteDatabase implements Database {
   private readonly statements: Statements;
   /** Settles when the open transaction ends; undefined when none is open. */
   private gate: Promise<void> | undefined;
+  private open: SqliteTransaction | undefined;
+  /** Which transaction's work is running: a statement it sends past its own Sql would wait for itself forever. */
+  private readonly context = new AsyncLocalStorage<SqliteTransaction>();
 
   private constructor(private readonly connection: Connection, file: string) {
     this.statements = new Statements(connection);
@@ -93,6 +97,9 @@ export class SqliteDatabase implements Database {
   }
 
   private async idle(): Promise<void> {
+    if (this.open && this.context.getStore() === this.open) {
+      throw new Error('store: a statement was sent past the open transaction from inside it (use the Sql the transaction gave)');
+    }
     while (this.gate) await this.gate;
   }
 
@@ -118,9 +125,10 @@ export class SqliteDatabase implements Database {
       open = resolve;
     });
     const transaction = new SqliteTransaction(this.statements);
+    this.open = transaction;
     try {
       this.connection.exec('BEGIN IMMEDIATE');
-      const result = await work(transaction);
+      const result = await this.context.run(transaction, () => work(transaction));
       this.connection.exec('COMMIT');
       return result;
     } catch (error) {
@@ -128,6 +136,7 @@ export class SqliteDatabase implements Database {
       throw error;
     } finally {
       transaction.ended = true;
+      this.open = undefined;
       this.gate = undefined;
       open();
     }
