@@ -31,6 +31,22 @@ if ((${#net_missing[@]} > 0)); then
   fi
 fi
 
+# The local cluster (pnpm cluster:local, packages/testkit/src/local-cluster.ts) and the registry pull tests: Debian's
+# docker-registry with htpasswd (apache2-utils); node engines are entered with nsenter (util-linux).
+cluster_missing=()
+for pair in /usr/bin/docker-registry:docker-registry /usr/bin/htpasswd:apache2-utils nsenter:util-linux; do
+  if [[ "${pair%%:*}" == /* ]]; then [[ -x "${pair%%:*}" ]] || cluster_missing+=("${pair#*:}"); else command -v "${pair%%:*}" >/dev/null || cluster_missing+=("${pair#*:}"); fi
+done
+if ((${#cluster_missing[@]} > 0)); then
+  if [[ $EUID -eq 0 ]] && command -v apt-get >/dev/null; then
+    log "installing local-cluster tools: ${cluster_missing[*]}"
+    { apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${cluster_missing[@]}" >/dev/null; } \
+      || log "could not install ${cluster_missing[*]}: the local cluster and the registry pull tests will not work"
+  else
+    log "missing ${cluster_missing[*]}: the local cluster and the registry pull tests need them (sudo apt-get install -y ${cluster_missing[*]})"
+  fi
+fi
+
 # Sandbox URLs on the default domain (https://<port>-<id>.tidepool.localhost, TIDEPOOL_TLS): browsers resolve
 # *.localhost to loopback themselves; getaddrinfo (Node, curl) does only through the nss myhostname module.
 if ! getent hosts probe.tidepool.localhost >/dev/null 2>&1; then
@@ -51,6 +67,18 @@ if ! compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null && ! command -v in
       || log "could not install postgresql: the PostgreSQL store suites will fail"
   else
     log "no PostgreSQL: the PostgreSQL store suites will fail (sudo apt-get install -y postgresql)"
+  fi
+fi
+
+# lxcfs: sandboxes see their own memory, cpus and uptime in /proc (the platform starts one lxcfs at
+# TIDEPOOL_LXCFS_DIR and binds its files into each sandbox); without it they see the host's figures.
+if ! command -v lxcfs >/dev/null; then
+  if [[ $EUID -eq 0 ]] && command -v apt-get >/dev/null; then
+    log "installing lxcfs (sandboxes' own /proc figures)"
+    { apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends lxcfs >/dev/null; } \
+      || log "could not install lxcfs: sandboxes will see the host's memory and cpus in /proc"
+  else
+    log "no lxcfs: sandboxes will see the host's memory and cpus in /proc (sudo apt-get install -y lxcfs)"
   fi
 fi
 

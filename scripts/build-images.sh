@@ -3,6 +3,10 @@
 #   tidepool/debian:bookworm        docker/debian/build-debian.sh
 #   tidepool/envd-runtime:<hash>    the assembled /opt/tidepool (docker/envd-runtime)
 #   tidepool/base:<hash> + :latest  the `base` template (docker/base/Dockerfile)
+#   tidepool/code-interpreter:<hash> + :latest
+#                                   the `code-interpreter-v1` template (docker/code-interpreter/Dockerfile:
+#                                   base + Debian's ipykernel/numpy/pandas/matplotlib + apps/code-interpreter);
+#                                   skipped with TIDEPOOL_SKIP_CODE_INTERPRETER=1
 # Prints the base image reference (tidepool/base:latest) as the last line of stdout.
 set -euo pipefail
 
@@ -74,9 +78,38 @@ fi
 if [[ "$(docker image inspect --format '{{.Id}}' tidepool/base:latest 2>/dev/null || true)" != "$(docker image inspect --format '{{.Id}}' "$BASE_IMAGE")" ]]; then
   docker tag "$BASE_IMAGE" tidepool/base:latest
 fi
+
+# -- code-interpreter template ------------------------------------------------------------------
+CI_HASH=""
+if [[ "${TIDEPOOL_SKIP_CODE_INTERPRETER:-0}" != 1 ]]; then
+  CI_CONTEXT="$ROOT/.build/code-interpreter"
+  rm -rf "$CI_CONTEXT" && mkdir -p "$CI_CONTEXT"
+  node "$ROOT/apps/code-interpreter/scripts/bundle.mjs" --outdir "$CI_CONTEXT/server" 2>/dev/null || die "bundling apps/code-interpreter failed (run: node apps/code-interpreter/scripts/bundle.mjs)"
+  cp "$ROOT/docker/code-interpreter/Dockerfile" "$CI_CONTEXT/Dockerfile"
+  BASE_ID="$(docker image inspect --format '{{.Id}}' "$BASE_IMAGE")"
+  CI_HASH="$( { printf 'format=%s base=%s\n' "$IMAGES_FORMAT" "$BASE_ID"; (cd "$CI_CONTEXT" && find . -type f | LC_ALL=C sort | xargs sha256sum); } | sha256sum | cut -c1-16)"
+  CI_IMAGE="tidepool/code-interpreter:$CI_HASH"
+  if [[ "$(label "$CI_IMAGE" dev.tidepool.image-hash)" == "$CI_HASH" ]]; then
+    log "$CI_IMAGE is up to date"
+  else
+    log "building $CI_IMAGE (the Python packages take a few minutes the first time after a base image change)"
+    docker build -f "$CI_CONTEXT/Dockerfile" \
+      --build-arg "BASE_IMAGE=$BASE_IMAGE" \
+      --build-arg "SERVER_HASH=$CI_HASH" \
+      --build-arg "IMAGE_HASH=$CI_HASH" \
+      -t "$CI_IMAGE" "$CI_CONTEXT" >&2 || die "building $CI_IMAGE failed"
+    # Smoke test: the server's bundle loads on the runtime's Node and the kernel's packages import.
+    got="$(docker run --rm --entrypoint /opt/tidepool/bin/node "$CI_IMAGE" -e "import('/opt/tidepool-code-interpreter/js-worker.mjs').then(() => process.exit(0))" 2>&1 </dev/null)" || {
+      docker rmi "$CI_IMAGE" >/dev/null 2>&1 || true
+      die "the code-interpreter worker does not load inside $CI_IMAGE: $got"
+    }
+  fi
+  docker tag "$CI_IMAGE" tidepool/code-interpreter:latest
+fi
+
 # Old hash tags only hold disk space; untag them (images in use by containers stay).
-for repo in tidepool/envd-runtime tidepool/base; do
-  keep="$RUNTIME_HASH"; [[ "$repo" == tidepool/base ]] && keep="$IMAGE_HASH"
+for repo in tidepool/envd-runtime tidepool/base tidepool/code-interpreter; do
+  keep="$RUNTIME_HASH"; [[ "$repo" == tidepool/base ]] && keep="$IMAGE_HASH"; [[ "$repo" == tidepool/code-interpreter ]] && keep="$CI_HASH"
   for tag in $(docker image ls --format '{{.Tag}}' "$repo"); do
     [[ "$tag" == latest || "$tag" == "$keep" ]] || docker rmi "$repo:$tag" >/dev/null 2>&1 || true
   done

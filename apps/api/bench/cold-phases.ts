@@ -35,7 +35,7 @@ async function main(): Promise<void> {
   });
   const logger = pino({ level: 'debug', base: { service: 'tidepool-api' } }, sink);
   const dataDir = mkdtempSync(join(tmpdir(), 'tidepool-bench-cold-'));
-  const platform = await startPlatform({ host: '127.0.0.1', port: 0, dataDir, logLevel: 'debug', warmPool: {} }, { logger });
+  const platform = await startPlatform({ host: '127.0.0.1', port: 0, dataDir, logLevel: 'debug', warmPool: {}, warmPoolAdaptive: false }, { logger });
   const opts = { apiUrl: platform.url, sandboxUrl: platform.url, apiKey: platform.apiKey };
   const sdk: Phases[] = [];
   try {

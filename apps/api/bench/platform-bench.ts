@@ -9,11 +9,12 @@
  *               proxy overhead: GET /health through the API's proxy                     vs straight to the container IP
  *   templates   cached rebuild, snapshot, create from a snapshot, 150 steps (template-bench.ts)
  *   pool        warm pool: serial and c=20/c=50 bursts of create→first command, cold beside it (pool-bench.ts)
+ *   pool-adaptive  the default adaptive pool: a c=20 burst from the floor, then a second one after it grew (pool-adaptive-bench.ts)
  *   density     300 idle sandboxes: memory per sandbox, API RSS, responsiveness (density-bench.ts; minutes)
  *
  * Sizes: BENCH_SERIAL (30), BENCH_CONCURRENT (50), BENCH_CONCURRENCY (20,50), BENCH_EXEC (200), BENCH_PAUSE (10),
  * BENCH_PROXY (1000), BENCH_POOL_CONCURRENCY (20,50), BENCH_DENSITY (300).
- * BENCH_SECTIONS: comma list of `sandboxes`, `templates`, `pool`, `density` (default `sandboxes,templates,pool`).
+ * BENCH_SECTIONS: comma list of `sandboxes`, `templates`, `pool`, `pool-adaptive`, `density` (default `sandboxes,templates,pool,pool-adaptive`).
  */
 import { Sandbox } from 'e2b';
 import { ensureBaseImage } from '@tidepool/testkit';
@@ -22,6 +23,7 @@ import { dockerPauseBaseline, dockerRunBaseline, httpGet } from './docker-baseli
 import { startPlatformForBench } from './platform-adapter.ts';
 import { benchTemplates } from './template-bench.ts';
 import { benchPool } from './pool-bench.ts';
+import { benchPoolAdaptive } from './pool-adaptive-bench.ts';
 import { benchColdConcurrency } from './concurrency-bench.ts';
 import { benchExec } from './exec-bench.ts';
 import { benchDensity } from './density-bench.ts';
@@ -29,7 +31,7 @@ import { benchDensity } from './density-bench.ts';
 const SERIAL = Number(process.env.BENCH_SERIAL ?? 30);
 const PAUSES = Number(process.env.BENCH_PAUSE ?? 10);
 const PROXY_REQUESTS = Number(process.env.BENCH_PROXY ?? 1000);
-const SECTIONS = new Set((process.env.BENCH_SECTIONS ?? 'sandboxes,templates,pool').split(',').map((s) => s.trim()));
+const SECTIONS = new Set((process.env.BENCH_SECTIONS ?? 'sandboxes,templates,pool,pool-adaptive').split(',').map((s) => s.trim()));
 
 const log = (message: string): void => console.error(`[bench] ${message}`);
 
@@ -61,6 +63,7 @@ async function main(): Promise<void> {
 
     if (SECTIONS.has('templates')) rows.push(...(await benchTemplates(opts, image, log)));
     if (SECTIONS.has('pool')) rows.push(...(await benchPool(image, platform.network, log)));
+    if (SECTIONS.has('pool-adaptive')) rows.push(...(await benchPoolAdaptive(log)));
     if (!SECTIONS.has('sandboxes')) return;
 
     // -- create → ready, serial --------------------------------------------------------------------------------

@@ -36,7 +36,7 @@ async function until(check: () => boolean, timeoutMs: number, what: string): Pro
 
 async function platformWith(warmPool: Record<string, number>): Promise<{ platform: RunningPlatform; close(): Promise<void> }> {
   const dataDir = mkdtempSync(join(tmpdir(), 'tidepool-bench-pool-'));
-  const platform = await startPlatform({ host: '127.0.0.1', port: 0, dataDir, logLevel: 'warn', warmPool });
+  const platform = await startPlatform({ host: '127.0.0.1', port: 0, dataDir, logLevel: 'warn', warmPool, warmPoolAdaptive: false });
   return {
     platform,
     async close() {
@@ -46,7 +46,7 @@ async function platformWith(warmPool: Record<string, number>): Promise<{ platfor
   };
 }
 
-interface BurstResult {
+export interface BurstResult {
   latencies: number[];
   /** When each create returned, from the start of the burst (ms). */
   creates: number[];
@@ -57,7 +57,7 @@ interface BurstResult {
 }
 
 /** Runs the burst in a client process: started and warmed first, then told to go once `settled` resolves. */
-async function burstFromClient(platform: RunningPlatform, count: number, settled: () => Promise<void>): Promise<BurstResult> {
+export async function burstFromClient(platform: RunningPlatform, count: number, settled: () => Promise<void>): Promise<BurstResult> {
   const here = dirname(fileURLToPath(import.meta.url));
   const child = spawn(process.execPath, ['--import', 'tsx', join(here, 'pool-burst-client.ts')], {
     cwd: join(here, '..'),

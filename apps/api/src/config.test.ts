@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { ConfigError, loadConfig } from './config.ts';
 
@@ -15,6 +16,62 @@ describe('loadConfig', () => {
     expect(() => loadConfig({ TIDEPOOL_LOG_LEVEL: 'loud' })).toThrow(/TIDEPOOL_LOG_LEVEL/);
     expect(() => loadConfig({ TIDEPOOL_DEFAULT_TIMEOUT: '0' })).toThrow(/TIDEPOOL_DEFAULT_TIMEOUT/);
     expect(() => loadConfig({ TIDEPOOL_DEFAULT_TIMEOUT: '600', TIDEPOOL_MAX_TIMEOUT_SECONDS: '60' })).toThrow(/must not exceed TIDEPOOL_MAX_TIMEOUT_SECONDS/);
+  });
+
+  it('takes TIDEPOOL_SECRETS_KEY only as the base64 of 32 bytes, and never repeats a wrong one', () => {
+    const key = randomBytes(32).toString('base64');
+    expect(loadConfig({}).secretsKey).toBe('');
+    expect(loadConfig({ TIDEPOOL_SECRETS_KEY: ` ${key} ` }).secretsKey).toBe(key);
+    for (const wrong of [randomBytes(16).toString('base64'), 'hunter2-not-base64', `${key}x`]) {
+      let message = '';
+      try {
+        loadConfig({ TIDEPOOL_SECRETS_KEY: wrong });
+      } catch (error) {
+        message = (error as Error).message;
+      }
+      expect(message).toMatch(/TIDEPOOL_SECRETS_KEY must be the base64 of exactly 32 bytes \(generate one with `openssl rand -base64 32`\)/);
+      expect(message).not.toContain(wrong);
+    }
+  });
+
+  it('warm pool: adaptive with a floor of base=2 by default; TIDEPOOL_WARM_POOL pins sizes, off turns it off', () => {
+    expect(loadConfig({})).toMatchObject({
+      warmPool: {},
+      warmPoolAdaptive: true,
+      warmPoolMin: { base: 2 },
+      warmPoolMax: 32,
+      warmPoolPeriodSeconds: 10,
+      warmPoolIdleSeconds: 300,
+      warmPoolParallel: 4,
+      warmPoolMemoryReserveMB: 2048,
+    });
+    expect(loadConfig({ TIDEPOOL_WARM_POOL: 'base=3' })).toMatchObject({ warmPool: { base: 3 }, warmPoolAdaptive: true });
+    expect(loadConfig({ TIDEPOOL_WARM_POOL: 'off' })).toMatchObject({ warmPool: {}, warmPoolAdaptive: false });
+    expect(loadConfig({ TIDEPOOL_WARM_POOL: '0', TIDEPOOL_WARM_POOL_ADAPTIVE: 'on' })).toMatchObject({ warmPool: {}, warmPoolAdaptive: true });
+    expect(loadConfig({ TIDEPOOL_WARM_POOL_ADAPTIVE: 'off', TIDEPOOL_WARM_POOL_MIN: 'my-app=1, base=4' })).toMatchObject({ warmPoolAdaptive: false, warmPoolMin: { 'my-app': 1, base: 4 } });
+    expect(loadConfig({ TIDEPOOL_WARM_POOL_PERIOD: '2', TIDEPOOL_WARM_POOL_IDLE: '20', TIDEPOOL_WARM_POOL_PARALLEL: '8', TIDEPOOL_WARM_POOL_MAX: '50' })).toMatchObject({
+      warmPoolPeriodSeconds: 2,
+      warmPoolIdleSeconds: 20,
+      warmPoolParallel: 8,
+      warmPoolMax: 50,
+    });
+    expect(() => loadConfig({ TIDEPOOL_WARM_POOL: 'base' })).toThrow(/TIDEPOOL_WARM_POOL: .*\(got "base"\)/);
+    expect(() => loadConfig({ TIDEPOOL_WARM_POOL_MIN: 'base=x' })).toThrow(/TIDEPOOL_WARM_POOL_MIN/);
+    expect(() => loadConfig({ TIDEPOOL_WARM_POOL_ADAPTIVE: 'sometimes' })).toThrow(/TIDEPOOL_WARM_POOL_ADAPTIVE/);
+    expect(() => loadConfig({ TIDEPOOL_WARM_POOL_MAX: '0' })).toThrow(/TIDEPOOL_WARM_POOL_MAX/);
+    expect(() => loadConfig({ TIDEPOOL_WARM_POOL_PARALLEL: '100' })).toThrow(/TIDEPOOL_WARM_POOL_PARALLEL/);
+    expect(() => loadConfig({ TIDEPOOL_WARM_POOL_PERIOD: '0' })).toThrow(/TIDEPOOL_WARM_POOL_PERIOD/);
+    expect(() => loadConfig({ TIDEPOOL_WARM_POOL_MEMORY_RESERVE_MB: '-1' })).toThrow(/TIDEPOOL_WARM_POOL_MEMORY_RESERVE_MB/);
+    expect(() => loadConfig({ TIDEPOOL_WARM_POOL_PERIOD: '60', TIDEPOOL_WARM_POOL_IDLE: '30' })).toThrow(/TIDEPOOL_WARM_POOL_IDLE \(30\) must be at least TIDEPOOL_WARM_POOL_PERIOD \(60\)/);
+  });
+
+  it('lxcfs and cpusets: on by default, an absolute lxcfs directory', () => {
+    expect(loadConfig({})).toMatchObject({ lxcfs: 'auto', lxcfsDir: '/var/lib/tidepool-lxcfs', sandboxCpuset: true });
+    expect(loadConfig({ TIDEPOOL_LXCFS: ' OFF ', TIDEPOOL_LXCFS_DIR: '/srv/lxcfs', TIDEPOOL_SANDBOX_CPUSET: 'off' })).toMatchObject({ lxcfs: 'off', lxcfsDir: '/srv/lxcfs', sandboxCpuset: false });
+    expect(loadConfig({ TIDEPOOL_LXCFS: 'on' }).lxcfs).toBe('on');
+    expect(() => loadConfig({ TIDEPOOL_LXCFS: 'yes' })).toThrow(/TIDEPOOL_LXCFS: .*\(got "yes"\)/);
+    for (const bad of ['relative/dir', '/', '/a:b', '/a,b']) expect(() => loadConfig({ TIDEPOOL_LXCFS_DIR: bad })).toThrow(/TIDEPOOL_LXCFS_DIR/);
+    expect(() => loadConfig({ TIDEPOOL_SANDBOX_CPUSET: 'maybe' })).toThrow(/TIDEPOOL_SANDBOX_CPUSET/);
   });
 
   it('defaults the sandbox timeout to 15 s and accepts TIDEPOOL_DOCKER_NETWORK as the network name', () => {

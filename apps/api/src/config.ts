@@ -2,8 +2,9 @@ import { readFileSync } from 'node:fs';
 import { type Static, Type } from '@sinclair/typebox';
 import { Value } from '@sinclair/typebox/value';
 import { DOCKER_HOST_PATTERN } from './runtime/docker/docker-host.ts';
-import { parseWarmPool } from './sandboxes/pool-settings.ts';
+import { DEFAULT_WARM_POOL_MIN, MAX_POOL_SIZE, isPoolOff, parseWarmPool } from './sandboxes/pool-settings.ts';
 import { LISTEN_ADDRESS_PATTERN } from './observability/metrics-route.ts';
+import { decodeSecretsKey } from './secrets/secret-crypto.ts';
 
 const Port = Type.Integer({ minimum: 0, maximum: 65535 });
 
@@ -17,8 +18,22 @@ export const ConfigSchema = Type.Object({
   /** Sandbox hosts are `<port>-<sandboxID>.<domain>`: a bare DNS name (no scheme, no port). */
   domain: Type.String({ minLength: 1, maxLength: 200, pattern: '^[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?(\\.[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?)*$' }),
   maxSandboxes: Type.Integer({ minimum: 1 }),
-  /** Ready containers kept per template reference (`TIDEPOOL_WARM_POOL`, sandboxes/pool-settings.ts); {} = no pool. */
+  /** Pinned sizes: ready containers kept per template reference whatever the demand (`TIDEPOOL_WARM_POOL`, sandboxes/pool-settings.ts). */
   warmPool: Type.Record(Type.String({ minLength: 1 }), Type.Integer({ minimum: 1 })),
+  /** Templates without a pin get a pool sized from recent demand; off = only pinned sizes (none pinned: no pool). */
+  warmPoolAdaptive: Type.Boolean(),
+  /** Floors of adaptive templates by reference: never fewer ready containers than this. */
+  warmPoolMin: Type.Record(Type.String({ minLength: 1 }), Type.Integer({ minimum: 1 })),
+  /** Most ready containers demand may ask for per template. */
+  warmPoolMax: Type.Integer({ minimum: 1, maximum: MAX_POOL_SIZE }),
+  /** The refill period (seconds): demand is the peak of creates in one period. */
+  warmPoolPeriodSeconds: Type.Integer({ minimum: 1, maximum: 3600 }),
+  /** Seconds without creates after which an adaptive template's pool is back at its floor. */
+  warmPoolIdleSeconds: Type.Integer({ minimum: 1, maximum: 86400 }),
+  /** Pool containers started at once while refilling. */
+  warmPoolParallel: Type.Integer({ minimum: 1, maximum: 32 }),
+  /** MemAvailable (MiB) the pool never grows into. */
+  warmPoolMemoryReserveMB: Type.Integer({ minimum: 0 }),
   sandboxNetwork: Type.String({ minLength: 1 }),
   /** `warn`: start without sandbox isolation (logged loudly) where its firewall rules cannot be installed; `require`: refuse. */
   sandboxIsolation: Type.Union([Type.Literal('warn'), Type.Literal('require')]),
@@ -30,6 +45,8 @@ export const ConfigSchema = Type.Object({
   defaultTimeoutSeconds: Type.Integer({ minimum: 1 }),
   /** Template builds that run at once; later ones wait. */
   maxConcurrentBuilds: Type.Integer({ minimum: 1, maximum: 64 }),
+  /** Builds that may wait for a slot beyond the running ones; a build started past it is refused with 503 (retry later). */
+  maxQueuedBuilds: Type.Integer({ minimum: 0, maximum: 10_000 }),
   /** Largest COPY context archive a build may upload (MiB). */
   maxUploadMB: Type.Integer({ minimum: 1 }),
   /** Image names a build's `fromImage` is mapped through first (`e2bdev/base` → the base image unless set). */
@@ -50,6 +67,16 @@ export const ConfigSchema = Type.Object({
   sandboxNproc: Type.Integer({ minimum: 64 }),
   /** Writable-layer quota per sandbox (MiB) where the storage driver enforces one (overlay2 on xfs with pquota); 0 = none. */
   sandboxDiskMB: Type.Integer({ minimum: 0 }),
+  /**
+   * `on`: start (or adopt) lxcfs so sandboxes see their own memory, cpus and uptime in /proc (warns once where it
+   * cannot); `auto`: `on` when the platform talks to the local engine's default socket (bind sources are paths on
+   * the engine's machine), else off; `off`: never.
+   */
+  lxcfs: Type.Union([Type.Literal('auto'), Type.Literal('on'), Type.Literal('off')]),
+  /** Where lxcfs is mounted on the host (absolute); its pid and log files sit beside it (`<dir>.pid`, `<dir>.log`). */
+  lxcfsDir: Type.String({ pattern: '^/[^:,]*[^/:,]$' }),
+  /** Pin each sandbox with fewer cpus than the host to that many host cpus (round-robin), so `nproc` shows its limit. */
+  sandboxCpuset: Type.Boolean(),
   /** OCI runtime for sandboxes and builds (`runsc` = gVisor), checked against `docker info` at startup; '' = the engine's default. */
   containerRuntime: Type.String({ pattern: '^[A-Za-z0-9._-]*$' }),
   /** Where the engine is: `unix:///path` or `tcp://host:port` (the docker gate in docker-compose.yml); '' = DOCKER_HOST, else /var/run/docker.sock. */
@@ -64,8 +91,9 @@ export const ConfigSchema = Type.Object({
   tlsCertFile: Type.String(),
   tlsKeyFile: Type.String(),
   /**
-   * The `domain` sandboxes answer (create, connect, GET, fork): `host[:port]` under which clients reach
-   * `<port>-<id>.<host>` over HTTPS; '' = `<domain>[:<https port>]` when `tls` is on, else none (null).
+   * The `domain` sandboxes answer (create, connect, GET, resume, fork): `host[:port]` under which clients reach
+   * `<port>-<id>.<host>` over HTTPS. '' (default) = null, TLS on or off: the field is deprecated and clients build
+   * sandbox URLs from their own domain (E2B_DOMAIN). Set it only for clients that read the answered domain.
    */
   publicDomain: Type.String({ maxLength: 210, pattern: '^([A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?(\\.[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?)*(:[0-9]{1,5})?)?$' }),
   /** `host:port` of a second listener serving only GET /metrics, without authentication; '' = none (/metrics on the API, with a key). */
@@ -73,11 +101,18 @@ export const ConfigSchema = Type.Object({
   /** The envd runtime carrier image template builds copy `/opt/tidepool` from (labelled with its runtime hash). */
   runtimeImage: Type.String({ minLength: 1 }),
   /**
+   * Image of the built-in `code-interpreter-v1` template (scripts/build-images.sh builds it); '' = no such template.
+   * When the image is missing at start the template is not offered and creating it answers 404 with what to do.
+   */
+  codeInterpreterImage: Type.String(),
+  /**
    * What stopping the API (SIGTERM/SIGINT) does to sandboxes: `keep` leaves them running for the next start on
    * the same data dir to adopt; `kill` kills every sandbox (running and paused) and removes the warm pool's
    * containers first, so no container of this platform remains (docker-compose.yml).
    */
   onShutdown: Type.Union([Type.Literal('keep'), Type.Literal('kill')]),
+  /** Key secrets are sealed with (base64 of 32 bytes); '' = `<dataDir>/secrets.key`, created on first start. Never echoed. */
+  secretsKey: Type.String(),
 });
 
 export type Config = Static<typeof ConfigSchema>;
@@ -92,6 +127,13 @@ const ENV_NAMES: Record<keyof Config, string> = {
   domain: 'TIDEPOOL_DOMAIN',
   maxSandboxes: 'TIDEPOOL_MAX_SANDBOXES',
   warmPool: 'TIDEPOOL_WARM_POOL',
+  warmPoolAdaptive: 'TIDEPOOL_WARM_POOL_ADAPTIVE',
+  warmPoolMin: 'TIDEPOOL_WARM_POOL_MIN',
+  warmPoolMax: 'TIDEPOOL_WARM_POOL_MAX',
+  warmPoolPeriodSeconds: 'TIDEPOOL_WARM_POOL_PERIOD',
+  warmPoolIdleSeconds: 'TIDEPOOL_WARM_POOL_IDLE',
+  warmPoolParallel: 'TIDEPOOL_WARM_POOL_PARALLEL',
+  warmPoolMemoryReserveMB: 'TIDEPOOL_WARM_POOL_MEMORY_RESERVE_MB',
   sandboxNetwork: 'TIDEPOOL_SANDBOX_NETWORK',
   sandboxIsolation: 'TIDEPOOL_SANDBOX_ISOLATION',
   baseImage: 'TIDEPOOL_BASE_IMAGE',
@@ -99,6 +141,7 @@ const ENV_NAMES: Record<keyof Config, string> = {
   maxTimeoutSeconds: 'TIDEPOOL_MAX_TIMEOUT_SECONDS',
   defaultTimeoutSeconds: 'TIDEPOOL_DEFAULT_TIMEOUT',
   maxConcurrentBuilds: 'TIDEPOOL_MAX_CONCURRENT_BUILDS',
+  maxQueuedBuilds: 'TIDEPOOL_MAX_QUEUED_BUILDS',
   maxUploadMB: 'TIDEPOOL_MAX_UPLOAD_MB',
   imageAliases: 'TIDEPOOL_IMAGE_ALIASES',
   buildReadyTimeoutSeconds: 'TIDEPOOL_BUILD_READY_TIMEOUT',
@@ -109,6 +152,9 @@ const ENV_NAMES: Record<keyof Config, string> = {
   sandboxNofile: 'TIDEPOOL_SANDBOX_NOFILE',
   sandboxNproc: 'TIDEPOOL_SANDBOX_NPROC',
   sandboxDiskMB: 'TIDEPOOL_SANDBOX_DISK_MB',
+  lxcfs: 'TIDEPOOL_LXCFS',
+  lxcfsDir: 'TIDEPOOL_LXCFS_DIR',
+  sandboxCpuset: 'TIDEPOOL_SANDBOX_CPUSET',
   containerRuntime: 'TIDEPOOL_CONTAINER_RUNTIME',
   dockerHost: 'TIDEPOOL_DOCKER_HOST',
   volumesHostDir: 'TIDEPOOL_VOLUMES_HOST_DIR',
@@ -119,7 +165,9 @@ const ENV_NAMES: Record<keyof Config, string> = {
   publicDomain: 'TIDEPOOL_PUBLIC_DOMAIN',
   metricsAddress: 'TIDEPOOL_METRICS_ADDRESS',
   runtimeImage: 'TIDEPOOL_RUNTIME_IMAGE',
+  codeInterpreterImage: 'TIDEPOOL_CODE_INTERPRETER_IMAGE',
   onShutdown: 'TIDEPOOL_ON_SHUTDOWN',
+  secretsKey: 'TIDEPOOL_SECRETS_KEY',
 };
 
 export class ConfigError extends Error {}
@@ -196,6 +244,14 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     domain: env.TIDEPOOL_DOMAIN || 'tidepool.localhost',
     maxSandboxes: integer(env.TIDEPOOL_MAX_SANDBOXES, 100),
     warmPool: parseWarmPool(env.TIDEPOOL_WARM_POOL),
+    // `TIDEPOOL_WARM_POOL=off` turns the whole pool off unless adaptive sizing is asked for explicitly.
+    warmPoolAdaptive: flag(env.TIDEPOOL_WARM_POOL_ADAPTIVE, !isPoolOff(env.TIDEPOOL_WARM_POOL)),
+    warmPoolMin: parseWarmPool(env.TIDEPOOL_WARM_POOL_MIN, DEFAULT_WARM_POOL_MIN),
+    warmPoolMax: integer(env.TIDEPOOL_WARM_POOL_MAX, 32),
+    warmPoolPeriodSeconds: integer(env.TIDEPOOL_WARM_POOL_PERIOD, 10),
+    warmPoolIdleSeconds: integer(env.TIDEPOOL_WARM_POOL_IDLE, 300),
+    warmPoolParallel: integer(env.TIDEPOOL_WARM_POOL_PARALLEL, 4),
+    warmPoolMemoryReserveMB: integer(env.TIDEPOOL_WARM_POOL_MEMORY_RESERVE_MB, 2048),
     sandboxNetwork: env.TIDEPOOL_SANDBOX_NETWORK || env.TIDEPOOL_DOCKER_NETWORK || 'tidepool',
     sandboxIsolation: env.TIDEPOOL_SANDBOX_ISOLATION || 'warn',
     baseImage: env.TIDEPOOL_BASE_IMAGE || 'tidepool/base:latest',
@@ -203,6 +259,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     maxTimeoutSeconds: integer(env.TIDEPOOL_MAX_TIMEOUT_SECONDS, 24 * 3600),
     defaultTimeoutSeconds: integer(env.TIDEPOOL_DEFAULT_TIMEOUT, 15),
     maxConcurrentBuilds: integer(env.TIDEPOOL_MAX_CONCURRENT_BUILDS, 2),
+    maxQueuedBuilds: integer(env.TIDEPOOL_MAX_QUEUED_BUILDS, 32),
     maxUploadMB: integer(env.TIDEPOOL_MAX_UPLOAD_MB, 2048),
     buildReadyTimeoutSeconds: integer(env.TIDEPOOL_BUILD_READY_TIMEOUT, 600),
     proxyMaxConnectionsPerSandbox: integer(env.TIDEPOOL_PROXY_MAX_CONNECTIONS_PER_SANDBOX, 1000),
@@ -212,6 +269,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     sandboxNofile: integer(env.TIDEPOOL_SANDBOX_NOFILE, defaultNofile()),
     sandboxNproc: integer(env.TIDEPOOL_SANDBOX_NPROC, 65536),
     sandboxDiskMB: integer(env.TIDEPOOL_SANDBOX_DISK_MB, 10240),
+    lxcfs: (env.TIDEPOOL_LXCFS ?? '').trim().toLowerCase() || 'auto',
+    lxcfsDir: (env.TIDEPOOL_LXCFS_DIR ?? '').trim() || '/var/lib/tidepool-lxcfs',
+    sandboxCpuset: flag(env.TIDEPOOL_SANDBOX_CPUSET, true),
     containerRuntime: (env.TIDEPOOL_CONTAINER_RUNTIME ?? '').trim(),
     dockerHost: (env.TIDEPOOL_DOCKER_HOST ?? '').trim(),
     volumesHostDir: (env.TIDEPOOL_VOLUMES_HOST_DIR ?? '').trim(),
@@ -222,7 +282,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     publicDomain: (env.TIDEPOOL_PUBLIC_DOMAIN ?? '').trim().toLowerCase(),
     metricsAddress: (env.TIDEPOOL_METRICS_ADDRESS ?? '').trim(),
     runtimeImage: (env.TIDEPOOL_RUNTIME_IMAGE ?? '').trim() || 'tidepool/envd-runtime:latest',
+    codeInterpreterImage: env.TIDEPOOL_CODE_INTERPRETER_IMAGE === undefined ? 'tidepool/code-interpreter:latest' : env.TIDEPOOL_CODE_INTERPRETER_IMAGE.trim(),
     onShutdown: (env.TIDEPOOL_ON_SHUTDOWN ?? '').trim().toLowerCase() || 'keep',
+    secretsKey: (env.TIDEPOOL_SECRETS_KEY ?? '').trim(),
     ...overrides,
   };
   if (overrides.imageAliases === undefined) {
@@ -231,13 +293,22 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
   const problems = [...Value.Errors(ConfigSchema, candidate)].map((error) => {
     const key = error.path.split('/')[1] as keyof Config;
     const name = ENV_NAMES[key] ?? key;
-    return `${name}: ${error.message} (got ${JSON.stringify(error.value)})`;
+    // The secrets key is never repeated, not even a wrong one.
+    return key === 'secretsKey' ? `${name}: ${error.message}` : `${name}: ${error.message} (got ${JSON.stringify(error.value)})`;
   });
   if (problems.length > 0) throw new ConfigError(`invalid configuration:\n  ${problems.join('\n  ')}`);
   const config = candidate as Config;
+  if (config.secretsKey !== '' && !decodeSecretsKey(config.secretsKey)) {
+    throw new ConfigError('invalid configuration:\n  TIDEPOOL_SECRETS_KEY must be the base64 of exactly 32 bytes (generate one with `openssl rand -base64 32`), or unset to use <data dir>/secrets.key');
+  }
   if (config.defaultTimeoutSeconds > config.maxTimeoutSeconds) {
     throw new ConfigError(
       `invalid configuration:\n  TIDEPOOL_DEFAULT_TIMEOUT (${config.defaultTimeoutSeconds}) must not exceed TIDEPOOL_MAX_TIMEOUT_SECONDS (${config.maxTimeoutSeconds})`,
+    );
+  }
+  if (config.warmPoolIdleSeconds < config.warmPoolPeriodSeconds) {
+    throw new ConfigError(
+      `invalid configuration:\n  TIDEPOOL_WARM_POOL_IDLE (${config.warmPoolIdleSeconds}) must be at least TIDEPOOL_WARM_POOL_PERIOD (${config.warmPoolPeriodSeconds}): demand is counted per period over the idle window`,
     );
   }
   if (Boolean(config.tlsCertFile) !== Boolean(config.tlsKeyFile)) {

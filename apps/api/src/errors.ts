@@ -11,15 +11,21 @@ export type FailureKind =
   | 'forbidden'
   /** The thing is in a state that does not allow the operation (already paused, still in use…). */
   | 'conflict'
-  /** A limit was reached (concurrent sandboxes, builds). */
+  /** A limit was reached (concurrent sandboxes): nothing was made; the same call may succeed later (429 + Retry-After). */
   | 'limit'
+  /** A queue the platform keeps is full (template builds waiting for a slot): nothing changed; retry later (503 + Retry-After). */
+  | 'busy'
   /** Something the platform depends on failed (engine, envd). */
   | 'internal';
 
 export class PlatformError extends Error {
-  constructor(readonly kind: FailureKind, message: string) {
+  /** For 'limit' and 'busy': seconds after which a retry may succeed (the classifier's default otherwise). */
+  readonly retryAfterSeconds?: number;
+
+  constructor(readonly kind: FailureKind, message: string, options: { retryAfterSeconds?: number } = {}) {
     super(message);
     this.name = 'PlatformError';
+    if (options.retryAfterSeconds !== undefined) this.retryAfterSeconds = options.retryAfterSeconds;
   }
 }
 

@@ -17,10 +17,10 @@ async function main(): Promise<void> {
       : 'API key: the one configured in TIDEPOOL_API_KEYS or generated on first start',
     'Point the e2b SDK at it:',
     `  export E2B_API_URL=${platform.url} E2B_SANDBOX_URL=${platform.url} E2B_API_KEY=${platform.apiKey || '<your key>'}`,
-    ...(platform.sandboxDomain
+    ...(platform.clientDomain
       ? [
-          `or over HTTPS, with sandbox URLs https://<port>-<sandboxID>.${platform.sandboxDomain} (getHost):`,
-          `  export E2B_DOMAIN=${platform.sandboxDomain} E2B_API_KEY=${platform.apiKey || '<your key>'}${platform.caFile ? ` NODE_EXTRA_CA_CERTS=${platform.caFile}` : ''}`,
+          `or over HTTPS, with sandbox URLs https://<port>-<sandboxID>.${platform.clientDomain} (getHost):`,
+          `  export E2B_DOMAIN=${platform.clientDomain} E2B_API_KEY=${platform.apiKey || '<your key>'}${platform.caFile ? ` NODE_EXTRA_CA_CERTS=${platform.caFile}` : ''}`,
           ...(platform.caFile ? [`Local CA (trust it in browsers too): ${platform.caFile}`] : []),
         ]
       : []),

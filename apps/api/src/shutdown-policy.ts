@@ -1,6 +1,7 @@
 /**
  * What stopping the API does to its sandboxes (TIDEPOOL_ON_SHUTDOWN): `keep` leaves them to the next start on
- * the same data dir, which adopts them; `kill` ends every sandbox and empties the warm pool, so nothing of this
+ * the same data dir, which adopts them; `kill` ends every sandbox too. The warm pool's containers are no sandboxes:
+ * they are removed either way. With `kill` nothing of this
  * platform keeps running (docker-compose.yml, where `docker compose down` must leave no container behind).
  */
 import type { Config } from './config.ts';
@@ -15,5 +16,5 @@ export interface ShutdownPlan {
 export function shutdownPlan(config: Pick<Config, 'onShutdown'>): ShutdownPlan {
   return config.onShutdown === 'kill'
     ? { keepSandboxes: false, message: 'stopping: killing every sandbox and the warm pool (TIDEPOOL_ON_SHUTDOWN=kill)' }
-    : { keepSandboxes: true, message: 'stopping: sandboxes keep running; the next start adopts them (TIDEPOOL_ON_SHUTDOWN=keep)' };
+    : { keepSandboxes: true, message: 'stopping: sandboxes keep running and the next start adopts them; the warm pool is emptied (TIDEPOOL_ON_SHUTDOWN=keep)' };
 }

@@ -23,8 +23,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Sandbox, Template } from 'e2b';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { docker, ensureDockerEngine, getFreePort, repoRoot, run } from '@tidepool/testkit';
-import { type LocalRegistry, startLocalRegistry } from './support/local-registry.ts';
+import { docker, ensureDockerEngine, getFreePort, type LocalRegistry, repoRoot, run, startLocalRegistry } from '@tidepool/testkit';
 
 const MINUTE = 60_000;
 
@@ -171,6 +170,14 @@ describe.skipIf(!compose)(`compose in two commands (${compose?.join(' ') ?? 'no 
     const fromTemplate = await Sandbox.create(alias, { ...sdk, timeoutMs: 10 * MINUTE });
     expect((await fromTemplate.commands.run('cat /home/user/built.txt')).stdout.trim()).toBe('built-in-compose');
     await fromTemplate.kill();
+
+    // The sandbox network's isolation was installed through the gate's firewall helper (the API has no
+    // iptables of its own in its container), and the gate refused nothing the platform asked for.
+    const apiLogs = await stack(['logs', '--no-color', 'api']);
+    expect(apiLogs).not.toContain('SANDBOX ISOLATION IS OFF');
+    expect(apiLogs).toContain('sandbox network isolation rules installed');
+    const gateLogs = await stack(['logs', '--no-color', 'docker-gate']);
+    expect(gateLogs.split('\n').filter((line) => line.includes('call refused'))).toEqual([]);
 
     // Left behind on purpose: one running sandbox and one paused with its memory (a frozen container).
     const running = await Sandbox.create('base', { ...sdk, timeoutMs: 10 * MINUTE });

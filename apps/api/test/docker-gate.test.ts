@@ -7,19 +7,25 @@
  */
 import { randomBytes } from 'node:crypto';
 import http from 'node:http';
-import { mkdirSync, mkdtempSync, rmSync, symlinkSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, rmSync, symlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Sandbox, Template } from 'e2b';
 import Docker from 'dockerode';
 import pino from 'pino';
+import tar from 'tar-stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startGate, type RunningGate } from '../../docker-gate/src/gate-server.ts';
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
 import { EngineFirewallCommands } from '../src/runtime/docker/firewall-commands.ts';
+import { SandboxFirewall } from '../src/runtime/docker/sandbox-firewall.ts';
+import { networkSpec } from '../src/runtime/docker/sandbox-network.ts';
 import { startTestPlatform, type TestPlatform } from './support/start-platform.ts';
 import { removeTemplatesAndSandboxes } from './support/template-testing.ts';
 
 const run = randomBytes(4).toString('hex');
+const exec = promisify(execFile);
 const MARK = 'dev.tidepool-test.docker-gate';
 const engine = new Docker();
 const dir = mkdtempSync(join(tmpdir(), 'docker-gate-'));
@@ -29,16 +35,28 @@ const volumesRoot = join(dir, 'volumes');
 /** Every call the gate forwarded or refused (the gate logs at debug). */
 const gateLog: { msg: string; call?: string; method?: string; url?: string; reason?: string; status?: number }[] = [];
 
+/** An image of the stack other than the helper's (compose's `setup` and `docker-gate` images mount the engine socket). */
+const stackImage = `gate-test-${run}-setup:latest`;
+const gateSettings = {
+  listen: { socketPath },
+  engineSocket: '/var/run/docker.sock',
+  bindRoots: [volumesRoot],
+  helperImage: 'tidepool/base:latest',
+  protectedImages: [stackImage],
+  runtimes: ['runc', 'runsc'],
+  logLevel: 'debug',
+};
+
 let gate: RunningGate;
 let platform: TestPlatform;
 let outsider: Docker.Container;
 
-/** A raw request to the gate's socket: status and parsed JSON body. */
-function gateCall(method: string, path: string, body?: unknown, headers: Record<string, string> = {}): Promise<{ status: number; body: any }> {
-  const payload = body === undefined ? undefined : typeof body === 'string' ? body : JSON.stringify(body);
+/** A raw request to the gate's socket (or another gate's): status and parsed JSON body. */
+function gateCall(method: string, path: string, body?: unknown, headers: Record<string, string> = {}, via = socketPath): Promise<{ status: number; body: any }> {
+  const payload = body === undefined ? undefined : typeof body === 'string' || Buffer.isBuffer(body) ? body : JSON.stringify(body);
   return new Promise((resolve, reject) => {
     const request = http.request(
-      { socketPath, method, path, headers: { ...(payload !== undefined ? { 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(payload)) } : {}), ...headers } },
+      { socketPath: via, method, path, headers: { ...(payload !== undefined ? { 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(payload)) } : {}), ...headers } },
       (response) => {
         let text = '';
         response.setEncoding('utf8');
@@ -67,14 +85,15 @@ const platformLabels = { 'dev.tidepool.platform-id': `gate-test-${run}`, [MARK]:
 
 beforeAll(async () => {
   const logger = pino({ level: 'debug' }, { write: (line: string) => void gateLog.push(JSON.parse(line)) });
-  gate = await startGate(
-    { listen: { socketPath }, engineSocket: '/var/run/docker.sock', bindRoots: [volumesRoot], helperImage: 'tidepool/base:latest', runtimes: ['runc', 'runsc'], logLevel: 'debug' },
-    logger,
-  );
+  gate = await startGate(gateSettings, logger);
   platform = await startTestPlatform({ dockerHost: gate.dockerHost });
+
   // A container the platform did not make, created straight on the engine.
   outsider = await engine.createContainer({ Image: 'tidepool/base:latest', Entrypoint: ['/bin/sleep', '600'], Cmd: [], Labels: { [MARK]: run }, name: `gate-outsider-${run}` });
   await outsider.start();
+  // An image of its own under a stack name (removing it by id in a test touches nothing shared).
+  const [repo, tag] = stackImage.split(':');
+  await outsider.commit({ repo, tag, changes: [`LABEL ${MARK}=${run}`] });
 }, 600_000);
 
 afterAll(async () => {
@@ -83,6 +102,7 @@ afterAll(async () => {
   await outsider?.remove({ force: true }).catch(() => undefined);
   for (const id of await containersMarked()) await engine.getContainer(id).remove({ force: true }).catch(() => undefined);
   await gate?.close();
+  await engine.getImage(stackImage).remove().catch(() => undefined);
   rmSync(dir, { recursive: true, force: true });
 }, 300_000);
 
@@ -132,7 +152,62 @@ describe('the platform through the gate', () => {
     expect(await helper.iptables(['-S', 'DOCKER-USER'])).toMatch(/^-N DOCKER-USER|^-P|DOCKER-USER/m);
     expect(await helper.hostFile('/etc/resolv.conf')).toMatch(/nameserver|^$/);
     expect(await helper.hostFile('/etc/shadow')).toBe(''); // refused by the gate: hostFile turns failures into ''
+    // Host-root iptables only in the platform's vocabulary: no --modprobe, no flush or policy of built-in chains, no DNAT.
+    const inputBefore = (await helper.iptables(['-S', 'INPUT'])).length;
+    await expect(helper.iptables([`--modprobe=/bin/touch ${dir}/modprobed`, '-S'])).rejects.toThrow(/firewall helper refused: iptables/);
+    await expect(helper.iptables(['-P', 'INPUT', 'ACCEPT'])).rejects.toThrow(/firewall helper refused/);
+    await expect(helper.iptables(['-F', 'INPUT'])).rejects.toThrow(/firewall helper refused/);
+    await expect(helper.restore('*nat\n-A PREROUTING -p tcp --dport 22 -j DNAT --to-destination 198.18.0.1:22\nCOMMIT\n')).rejects.toThrow(/firewall helper refused: iptables-restore/);
+    await expect(helper.restore('*filter\nCOMMIT\n*filter\n-F INPUT\nCOMMIT\n')).rejects.toThrow(/firewall helper refused: iptables-restore/);
+    expect((await helper.iptables(['-S', 'INPUT'])).length).toBe(inputBefore);
     expect(gateLog.some((l) => l.msg === 'call refused' && /firewall helper refused/.test(l.reason ?? ''))).toBe(true);
+  });
+
+  it('installs, moves and removes real sandbox firewall rules through the helper, as the platform in compose does', { timeout: 300_000 }, async () => {
+    const viaGate = new Docker({ socketPath });
+    const name = `gate-fw-${run}`;
+    await viaGate.createNetwork(networkSpec(name));
+    const info = await engine.getNetwork(name).inspect();
+    const short = info.Id.slice(0, 12);
+    const bridge = `br-${short}`;
+    const commands = new EngineFirewallCommands(viaGate, 'tidepool/base:latest');
+    const firewallFor = (bridgeName: string) =>
+      new SandboxFirewall({ commands, logger: pino({ level: 'silent' }), network: { name, id: info.Id, bridge: bridgeName }, resolvers: ['198.18.0.53'] });
+    const refusedBefore = gateLog.filter((l) => l.msg === 'call refused').length;
+    const tagged = async (table: string, chain: string) =>
+      (await exec('iptables', ['-w', '-t', table, '-S', chain])).stdout.split('\n').filter((l) => l.includes(`tidepool-isolation/${name}`));
+    try {
+      // A hook left by an older bridge is deleted with the arguments real iptables printed (-D through the gate).
+      await firewallFor('br-000000000000').install();
+      const firewall = firewallFor(bridge);
+      await firewall.install();
+      expect(await tagged('filter', 'DOCKER-USER')).toEqual([`-A DOCKER-USER -i ${bridge} -m comment --comment "tidepool-isolation/${name}" -j TP-FWD-${short}`]);
+      expect(await tagged('filter', 'INPUT')).toHaveLength(1);
+      expect(await tagged('nat', 'PREROUTING')).toHaveLength(1);
+      firewall.setRedirect({ http: 40001, tls: 40002 });
+      await firewall.applySandbox('isbxgate1', '198.18.0.77', { allow: ['198.18.1.0/24'], deny: ['0.0.0.0/0'], domains: ['example.com'] });
+      // Moved: the dispatch lines real iptables printed (quoted comments) are deleted in the restore payload.
+      await firewall.applySandbox('isbxgate1', '198.18.0.78', { allow: [], deny: ['198.18.2.0/24'] });
+      const dispatch = (await exec('iptables', ['-w', '-S', `TP-SBX-${short}`])).stdout;
+      expect(dispatch).toContain('-s 198.18.0.78/32');
+      expect(dispatch).not.toContain('198.18.0.77');
+      expect(await firewall.sandboxesWithRules()).toEqual(['isbxgate1']);
+      await firewall.removeSandbox('isbxgate1');
+      expect(await firewall.sandboxesWithRules()).toEqual([]);
+      expect(gateLog.filter((l) => l.msg === 'call refused').slice(refusedBefore).map((l) => `${l.method} ${l.url}: ${l.reason}`)).toEqual([]);
+      expect(gateLog.filter((l) => l.msg === 'call refused').length).toBe(refusedBefore);
+    } finally {
+      for (const [table, chain] of [['filter', 'DOCKER-USER'], ['filter', 'INPUT'], ['nat', 'PREROUTING']] as const) {
+        for (const line of await tagged(table, chain).catch(() => [])) {
+          await exec('iptables', ['-w', '-t', table, '-D', ...line.replace(/"/g, '').split(' ').slice(1)]).catch(() => undefined);
+        }
+      }
+      for (const [table, chain] of [['filter', `TP-FWD-${short}`], ['filter', `TP-IN-${short}`], ['filter', `TP-SBX-${short}`], ['nat', `TP-NAT-${short}`]]) {
+        await exec('iptables', ['-w', '-t', table!, '-F', chain!]).catch(() => undefined);
+        await exec('iptables', ['-w', '-t', table!, '-X', chain!]).catch(() => undefined);
+      }
+      await engine.getNetwork(name).remove().catch(() => undefined);
+    }
   });
 
   it('tunnels exec with HTTP Upgrade into platform containers', { timeout: 120_000 }, async () => {
@@ -177,6 +252,9 @@ describe('calls the platform never makes', () => {
       await create({ Labels: platformLabels, HostConfig: { CapAdd: ['SYS_ADMIN'] } }),
       await create({ Labels: platformLabels, HostConfig: { Devices: [{ PathOnHost: '/dev/kmsg', PathInContainer: '/dev/kmsg', CgroupPermissions: 'r' }] } }),
       await create({ Labels: platformLabels, HostConfig: { SecurityOpt: ['seccomp=unconfined'] } }),
+      await create({ Labels: platformLabels, HostConfig: { MaskedPaths: [] } }),
+      await create({ Labels: platformLabels, HostConfig: { ReadonlyPaths: [] } }),
+      await create({ Labels: platformLabels, MaskedPaths: [], ReadonlyPaths: [] }),
       await create({ Labels: { [MARK]: run } }),
       await create({ Labels: { [MARK]: run, 'dev.tidepool.firewall-helper': 'true' }, User: '0', Entrypoint: ['/bin/sh', '-c', 'chroot /host sh'], HostConfig: { NetworkMode: 'host', CapAdd: ['NET_ADMIN'], Binds: ['/:/host'] } }),
     ];
@@ -261,6 +339,30 @@ describe('calls the platform never makes', () => {
     expect((await gateCall('POST', '/images/tidepool/debian:bookworm/tag?repo=tidepool/base&tag=latest')).status).toBe(403);
     expect((await gateCall('DELETE', '/images/tidepool/base:latest?force=true')).status).toBe(403);
     expect((await engine.getImage('tidepool/base:latest').inspect()).Id).toBe(helperBefore);
+    // Nor can any other image of the stack (DOCKER_GATE_PROTECTED_IMAGES): the next `up` would run it with the socket.
+    const stackBefore = (await engine.getImage(stackImage).inspect()).Id;
+    const [stackRepo, stackTag] = stackImage.split(':');
+    for (const [method, path] of [
+      ['POST', `/images/tidepool/base:latest/tag?repo=${stackRepo}&tag=${stackTag}`],
+      ['POST', `/images/tidepool/base:latest/tag?repo=${stackImage}`],
+      ['POST', `/images/create?fromImage=${stackRepo}&tag=${stackTag}`],
+      ['POST', `/images/create?fromSrc=-&repo=${stackRepo}&tag=${stackTag}`],
+      ['DELETE', `/images/${stackImage}?force=true`],
+      ['DELETE', `/images/${stackBefore}?force=true`],
+      ['DELETE', `/images/${stackBefore.replace('sha256:', '').slice(0, 12)}?force=true`],
+      ['POST', `/build?t=${stackImage}`],
+      ['POST', `/images/${stackRepo}/push?tag=${stackTag}`],
+    ]) {
+      expect((await gateCall(method!, path!)).status, `${method} ${path}`).toBe(403);
+    }
+    expect((await engine.getImage(stackImage).inspect()).Id).toBe(stackBefore);
+    // Another name of that image is removed as that name only (the protected one stays).
+    await engine.getImage(stackImage).tag({ repo: `gate-test-${run}/extra`, tag: 'x' });
+    const untag = await gateCall('DELETE', `/images/gate-test-${run}/extra:x?force=true`);
+    expect(untag.status).toBe(200);
+    expect(untag.body).toEqual([{ Untagged: `gate-test-${run}/extra:x` }]);
+    expect((await engine.getImage(stackImage).inspect()).Id).toBe(stackBefore);
+    expect((await gateCall('DELETE', `/images/gate-test-${run}/no-such:x`)).status).toBe(404);
     for (const path of ['/containers/../secrets', '/v1.12/containers/x/start', '/containers/%2e%2e/json']) {
       expect((await gateCall('GET', path)).status, path).toBe(400);
     }
@@ -270,6 +372,134 @@ describe('calls the platform never makes', () => {
     expect((await engine.listNetworks({ filters: { name: [`gate-${run}`] } })).length).toBe(0);
     expect(await engine.listImages({ filters: { reference: [`gate-test-${run}`] } })).toEqual([]);
     expect(gateLog.filter((l) => l.msg === 'call refused').length).toBeGreaterThan(10);
+  });
+
+  it('refuses bodies with a repeated key (in any case) with 400 and creates nothing', async () => {
+    const before = await containersMarked();
+    const name = `gate-dup-${run}`;
+    const base = `"Image":"tidepool/base:latest","Entrypoint":["/bin/true"],"Cmd":[],"Labels":${JSON.stringify(platformLabels)}`;
+    for (const text of [
+      `{${base},"HostConfig":{"Privileged":true,"Binds":["/:/host"]},"HostConfig":{}}`,
+      `{${base},"HostConfig":{"Privileged":true,"Binds":["/:/host"]},"hostconfig":{}}`,
+      `{${base},"HostConfig":{"Privileged":true,"privileged":false}}`,
+      `{${base},"HostConfig":{"CapAdd":["SYS_ADMIN"]},"Host\\u0043onfig":{}}`,
+      `{${base},"Labels":{"x":"1"},"HostConfig":{}}`,
+    ]) {
+      const answer = await gateCall('POST', `/containers/create?name=${name}`, text);
+      expect(answer.status, text).toBe(400);
+      expect(answer.body.message).toMatch(/^docker gate: container create refused: the body repeats the key/);
+    }
+    expect(await containersMarked()).toEqual(before);
+    expect((await engine.listContainers({ all: true, filters: { name: [name] } })).length).toBe(0);
+  });
+
+  describe('the firewall helper container', () => {
+    const helperBody = {
+      Image: 'tidepool/base:latest',
+      Entrypoint: ['/bin/sh', '-c', "exec chroot /host iptables -w '-S' 'DOCKER-USER'"],
+      Cmd: [],
+      Env: [],
+      User: '0',
+      Labels: { 'dev.tidepool.firewall-helper': 'true', [MARK]: run },
+      HostConfig: { NetworkMode: 'host', CapAdd: ['NET_ADMIN', 'NET_RAW'], Binds: ['/:/host'], AutoRemove: false },
+    };
+
+    function tarOf(name: string, content: string): Promise<Buffer> {
+      const pack = tar.pack();
+      pack.entry({ name, mode: 0o644 }, content);
+      pack.finalize();
+      const chunks: Buffer[] = [];
+      return new Promise((resolve, reject) => {
+        pack.on('data', (chunk: Buffer) => chunks.push(chunk));
+        pack.on('end', () => resolve(Buffer.concat(chunks)));
+        pack.on('error', reject);
+      });
+    }
+
+    it('is no door to the host: only start (once), wait, logs and remove', { timeout: 120_000 }, async () => {
+      const created = await gateCall('POST', '/containers/create', helperBody);
+      expect(created.status).toBe(201);
+      const id: string = created.body.Id;
+      const archive = await tarOf('pwned', 'written through the helper');
+      for (const [method, path, body] of [
+        ['PUT', `/containers/${id}/archive?path=/host${dir}`, archive],
+        ['GET', `/containers/${id}/archive?path=/host/etc/hostname`],
+        ['HEAD', `/containers/${id}/archive?path=/host/etc`],
+        ['POST', `/containers/${id}/exec`, { Cmd: ['chroot', '/host', 'id'] }],
+        ['POST', `/containers/${id}/attach?stream=1&stdin=1`],
+        ['POST', `/commit?container=${id}&repo=gate-test-${run}`],
+        ['GET', `/containers/${id}/export`],
+        ['GET', `/containers/${id}/json`],
+        ['POST', `/containers/${id}/kill`],
+        ['POST', `/containers/${id}/stop`],
+        ['POST', `/containers/${id}/pause`],
+        ['POST', `/containers/${id}/resize?h=10&w=10`],
+      ] as [string, string, unknown?][]) {
+        const answer = await gateCall(method, path, body);
+        expect(answer.status, `${method} ${path}`).toBe(403);
+        if (method !== 'HEAD') expect(answer.body.message, `${method} ${path}`).toMatch(/firewall helper/);
+      }
+      expect(existsSync(join(dir, 'pwned'))).toBe(false);
+      expect(await engine.listImages({ filters: { reference: [`gate-test-${run}`] } })).toEqual([]);
+      expect((await engine.getContainer(id).inspect()).State.Status).toBe('created');
+      // What the platform does with it works.
+      expect((await gateCall('POST', `/containers/${id}/start`)).status).toBe(204);
+      expect((await gateCall('POST', `/containers/${id}/wait`)).body.StatusCode).toBe(0);
+      expect((await gateCall('GET', `/containers/${id}/logs?stdout=1&stderr=1`)).status).toBe(200);
+      // A second start would run it again: refused.
+      const again = await gateCall('POST', `/containers/${id}/start`);
+      expect(again.status).toBe(403);
+      expect(again.body.message).toMatch(/already started/);
+      expect((await gateCall('DELETE', `/containers/${id}?force=true`)).status).toBe(204);
+    });
+
+    it('refuses to start a helper created before this gate started', { timeout: 120_000 }, async () => {
+      const created = await gateCall('POST', '/containers/create', helperBody);
+      expect(created.status).toBe(201);
+      const id: string = created.body.Id;
+      const laterSocket = join(dir, 'later-gate.sock');
+      const later = await startGate({ ...gateSettings, listen: { socketPath: laterSocket } }, pino({ level: 'silent' }));
+      try {
+        const answer = await gateCall('POST', `/containers/${id}/start`, undefined, {}, laterSocket);
+        expect(answer.status).toBe(403);
+        expect(answer.body.message).toMatch(/created before/);
+        expect((await engine.getContainer(id).inspect()).State.Status).toBe('created');
+      } finally {
+        await later.close();
+        await engine.getContainer(id).remove({ force: true });
+      }
+    });
+  });
+
+  it('re-checks bind sources at start: a directory swapped for a link to /etc is refused', { timeout: 120_000 }, async () => {
+    const source = join(volumesRoot, `vol_swap_${run}`);
+    mkdirSync(source, { recursive: true });
+    const created = await gateCall('POST', `/containers/create?name=gate-swap-${run}`, {
+      Image: 'tidepool/base:latest',
+      Entrypoint: ['/bin/sh', '-c', 'cat /mnt/v/hostname'],
+      Cmd: [],
+      Labels: platformLabels,
+      HostConfig: { Mounts: [{ Type: 'bind', Source: source, Target: '/mnt/v', BindOptions: { Propagation: 'rprivate' } }] },
+    });
+    expect(created.status).toBe(201);
+    const id: string = created.body.Id;
+    try {
+      rmSync(source, { recursive: true });
+      symlinkSync('/etc', source);
+      const answer = await gateCall('POST', `/containers/${id}/start`);
+      expect(answer.status).toBe(403);
+      expect(answer.body.message).toMatch(/outside the allowed bind roots/);
+      expect((await engine.getContainer(id).inspect()).State.Status).toBe('created');
+      // Copying out of the stopped container would mount the link too.
+      const copy = await gateCall('GET', `/containers/${id}/archive?path=/mnt/v/hostname`);
+      expect(copy.status).toBe(403);
+      // Put back as a directory, it starts.
+      rmSync(source);
+      mkdirSync(source);
+      expect((await gateCall('POST', `/containers/${id}/start`)).status).toBe(204);
+    } finally {
+      await engine.getContainer(id).remove({ force: true }).catch(() => undefined);
+    }
   });
 
   it('survives malformed requests and keeps serving', async () => {

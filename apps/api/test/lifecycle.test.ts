@@ -147,9 +147,25 @@ describe('limits', () => {
     const one = await Sandbox.create('base', { ...platform.sdk, timeoutMs: 60_000 });
     const refused = await api(platform, 'POST', '/sandboxes', { templateID: 'base' });
     expect(refused).toMatchObject({ status: 429, body: { code: 429, message: expect.stringContaining('maximum number of concurrent sandboxes') } });
-    expect(refused.headers.get('retry-after')).toBeNull();
+    // An integer Retry-After: the SDK waits it and retries by itself before raising RateLimitError.
+    expect(refused.headers.get('retry-after')).toBe('1');
     await one.kill();
     const two = await api(platform, 'POST', '/v2/sandboxes', { templateID: 'base', timeout: 30 });
     expect(two.status).toBe(201);
+  });
+
+  // A memory-paused sandbox keeps its frozen container, which counts against TIDEPOOL_MAX_SANDBOXES: waking it
+  // takes no new slot, so auto-resume itself never meets the limit (the proxy's 429 mapping is in proxy.test.ts).
+  it('at the limit, a paused auto-resume sandbox still wakes on traffic (it holds its slot) while creates get 429', async () => {
+    const platform = await startTestPlatform({ maxSandboxes: 1 });
+    started.push(platform);
+    const sbx = await Sandbox.create('base', { ...platform.sdk, timeoutMs: 60_000, lifecycle: { onTimeout: 'pause', autoResume: true } } as never);
+    await sbx.pause();
+    // The frozen container still holds the platform's only slot: a create is refused…
+    expect((await api(platform, 'POST', '/sandboxes', { templateID: 'base' })).status).toBe(429);
+    // …while traffic wakes the paused sandbox in place (it needs no new slot).
+    const health = await fetch(`${platform.url}/health`, { headers: { 'E2b-Sandbox-Id': sbx.sandboxId, 'E2b-Sandbox-Port': '49983' } });
+    expect(health.status).toBeLessThan(300);
+    expect((await api(platform, 'GET', `/sandboxes/${sbx.sandboxId}`)).body.state).toBe('running');
   });
 });

@@ -205,6 +205,9 @@ describe('a restart', () => {
         timeout: 60_000,
         interval: 200,
       });
+      // A crash in the middle of a claim leaves its container behind (a graceful stop removes the pool's containers):
+      // taken out of the pool as a claim would, and never claimed.
+      expect(first.warmPool!.take(first.warmPool!.keys()[0].key)).toBeDefined();
       await first.close({ keepSandboxes: true });
       second = await startTestPlatform({}, first.dataDir);
       const after = parseExposition((await second.metrics.exposition()).body);

@@ -381,13 +381,14 @@ describe('sandbox proxy fuzz', () => {
     return { app: extra, port: (extra.server.address() as net.AddressInfo).port };
   }
 
-  function fetchJson(proxyPort: number, path: string, sandboxId: string, sandboxPort: number): Promise<{ status: number; body: unknown }> {
+  function fetchJson(proxyPort: number, path: string, sandboxId: string, sandboxPort: number): Promise<{ status: number; body: unknown; retryAfter?: string }> {
     return new Promise((resolve, reject) => {
       const req = http.request({ host: '127.0.0.1', port: proxyPort, path, agent: false, headers: { 'E2b-Sandbox-Id': sandboxId, 'E2b-Sandbox-Port': String(sandboxPort) } }, (res) => {
         let body = '';
         res.setEncoding('utf8');
         res.on('data', (c: string) => (body += c));
-        res.on('end', () => resolve({ status: res.statusCode!, body: body ? JSON.parse(body) : undefined }));
+        const retryAfter = res.headers['retry-after'];
+        res.on('end', () => resolve({ status: res.statusCode!, body: body ? JSON.parse(body) : undefined, ...(retryAfter === undefined ? {} : { retryAfter }) }));
       });
       req.setTimeout(CASE_DEADLINE_MS, () => req.destroy(new Error(`no answer for ${path} within ${CASE_DEADLINE_MS} ms`)));
       req.on('error', reject);
@@ -432,10 +433,11 @@ describe('sandbox proxy fuzz', () => {
       expect(await fetchJson(capped.port, '/x/silent', 'sbxhostile', HOSTILE_PORT)).toEqual({
         status: 429,
         body: { sandboxId: 'sbxhostile', message: 'The sandbox has too many concurrent incoming connections (limit: 2)', connectionLimit: 2, code: 429 },
+        retryAfter: '1',
       });
       const third = fetchJson(capped.port, '/x/silent', 'sbxcapped', HOSTILE_PORT);
       await new Promise((r) => setTimeout(r, 150));
-      expect(await fetchJson(capped.port, '/probe', 'sbxgood', GOOD_PORT)).toMatchObject({ status: 429, body: { connectionLimit: 3, code: 429 } });
+      expect(await fetchJson(capped.port, '/probe', 'sbxgood', GOOD_PORT)).toMatchObject({ status: 429, body: { connectionLimit: 3, code: 429 }, retryAfter: '1' });
       expect((await Promise.all([...held, third])).map((r) => r.status)).toEqual([502, 502, 502]);
       expect(await goodRequest(capped.port)).toEqual({ status: 200, body: 'good' });
     } finally {

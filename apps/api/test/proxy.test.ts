@@ -6,6 +6,7 @@ import { once } from 'node:events';
 import Fastify, { type FastifyInstance } from 'fastify';
 import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { PlatformError } from '../src/errors.ts';
 import { installSandboxProxy } from '../src/proxy/sandbox-proxy.ts';
 import { ENVD_PORT, type RoutableSandbox, type SandboxDirectory } from '../src/proxy/sandbox-directory.ts';
 import { fileUrlSignature } from '../src/proxy/signed-url-owner.ts';
@@ -21,7 +22,7 @@ const TLS_ADDR = '127.77.0.6';
 class FakeDirectory implements SandboxDirectory {
   readonly sandboxes = new Map<string, RoutableSandbox>();
   resumeCalls = 0;
-  resumeError: (Error & { statusCode?: number }) | undefined;
+  resumeError: Error | undefined;
   add(s: Partial<RoutableSandbox> & { sandboxId: string }): void {
     this.sandboxes.set(s.sandboxId, {
       state: 'running', address: undefined, envdAccessToken: `envd-${s.sandboxId}`, trafficAccessToken: null,
@@ -541,14 +542,22 @@ describe('sandbox proxy (integration)', () => {
     expect(JSON.parse(refused.body).message).toMatch(/^This sandbox can't be resumed with the credentials provided/);
 
     directory.add({ sandboxId: 'sbxbusy', state: 'paused', autoResume: true });
-    directory.resumeError = Object.assign(new Error('busy'), { statusCode: 409 });
-    const busy = await request(apiPort, '/health', { headers: envdHeaders('sbxbusy') });
-    expect(busy.status).toBe(409);
-    expect(JSON.parse(busy.body)).toEqual({ sandboxId: 'sbxbusy', message: 'The sandbox is still transitioning. Try again in a moment.', code: 409 });
-    directory.resumeError = Object.assign(new Error('You have reached the maximum number of concurrent sandboxes'), { statusCode: 429 });
-    const limited = await request(apiPort, '/health', { headers: envdHeaders('sbxbusy') });
-    expect(limited.status).toBe(429);
-    expect(JSON.parse(limited.body).message).toBe('You have reached the maximum number of concurrent sandboxes');
+    // The lifecycle throws PlatformError (a kind, no status): the proxy classifies it like the REST layer does.
+    const refusals: Array<[PlatformError | Error, number, Record<string, unknown>]> = [
+      [new PlatformError('conflict', 'Sandbox sbxbusy is pausing'), 409, { sandboxId: 'sbxbusy', message: 'The sandbox is still transitioning. Try again in a moment.', code: 409 }],
+      [new PlatformError('limit', 'you have reached the maximum number of concurrent sandboxes (1)'), 429, { sandboxId: 'sbxbusy', message: 'you have reached the maximum number of concurrent sandboxes (1)', code: 429 }],
+      [new PlatformError('forbidden', 'not yours'), 403, { sandboxId: 'sbxbusy', message: expect.stringMatching(/^This sandbox can't be resumed with the credentials provided/), code: 403 }],
+      [new PlatformError('not_found', 'Sandbox "sbxbusy" doesn\'t exist'), 502, { sandboxId: 'sbxbusy', message: 'The sandbox was not found', code: 502 }],
+      [new PlatformError('internal', 'engine down'), 502, { sandboxId: 'sbxbusy', message: 'The sandbox was not found', code: 502 }],
+      [new Error('unexpected'), 502, { sandboxId: 'sbxbusy', message: 'The sandbox was not found', code: 502 }],
+    ];
+    for (const [error, status, body] of refusals) {
+      directory.resumeError = error;
+      const answer = await request(apiPort, '/health', { headers: envdHeaders('sbxbusy') });
+      expect({ kind: (error as PlatformError).kind, status: answer.status, body: JSON.parse(answer.body) }).toEqual({ kind: (error as PlatformError).kind, status, body });
+      // Like the REST 429, the proxy's capacity refusal says when to retry; the others do not.
+      expect(answer.headers['retry-after']).toBe(status === 429 ? '1' : undefined);
+    }
     directory.resumeError = undefined;
   });
 

@@ -8,9 +8,10 @@
  * - `*.tidepool.localhost` resolves with no DNS setup: browsers map `*.localhost` to loopback themselves; Node,
  *   curl and everything else using getaddrinfo need the nss `myhostname` module (Debian: libnss-myhostname),
  *   which beforeAll installs when the name does not resolve (as scripts/bootstrap.sh does).
- * - The HTTPS listener is on a free port (443 may be taken or need root): the API answers `domain` as
- *   `tidepool.localhost:<port>` and the SDK carries the port into every URL it builds (getHost, envd, signed
- *   URLs), so nothing depends on 443.
+ * - The HTTPS listener is on a free port (443 may be taken or need root). Sandboxes answer `domain: null` (the
+ *   interface: deprecated, always null), so the SDK side says where sandboxes are: E2B_DOMAIN (or the `domain`
+ *   connection option) = `tidepool.localhost:<port>`, and the SDK carries the port into every URL it builds
+ *   (getHost, envd, signed URLs), so nothing depends on 443. Only TIDEPOOL_PUBLIC_DOMAIN makes `domain` non-null.
  * - The SDK's undici agent takes no CA and Node 20 reads NODE_EXTRA_CA_CERTS only at start, so the SDK runs in
  *   a child process started with NODE_EXTRA_CA_CERTS=<data dir>/tls/ca.crt (support/sdk-tls-driver.ts), the way
  *   a user's program runs. This process's own checks pass the CA explicitly (node:tls) or to curl (--cacert).
@@ -27,6 +28,7 @@ import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { Sandbox } from 'e2b';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ensureLocalhostNames } from './support/localhost-names.ts';
 import { api, startTestPlatform, type TestPlatform } from './support/start-platform.ts';
 
 const exec = promisify(execFile);
@@ -39,24 +41,6 @@ let platform: TestPlatform;
 let httpsPort = 0;
 let ca = '';
 const sandboxIds: string[] = [];
-
-/** getaddrinfo must resolve `*.tidepool.localhost`; Debian needs libnss-myhostname for that (installed here when missing). */
-async function ensureLocalhostNames(): Promise<void> {
-  const resolves = () => exec('getent', ['hosts', 'probe-1.tidepool.localhost']).then(() => true, () => false);
-  const missing: string[] = [];
-  if (!(await resolves())) missing.push('libnss-myhostname');
-  for (const [tool, pkg] of [['openssl', 'openssl'], ['curl', 'curl']] as const) {
-    if (!(await exec('sh', ['-c', `command -v ${tool}`]).then(() => true, () => false))) missing.push(pkg);
-  }
-  if (missing.length > 0) {
-    const env = { ...process.env, DEBIAN_FRONTEND: 'noninteractive' };
-    await exec('apt-get', ['update', '-q'], { env, timeout: 300_000 });
-    await exec('apt-get', ['install', '-y', '-q', '--no-install-recommends', ...missing], { env, timeout: 300_000 });
-  }
-  if (!(await resolves())) {
-    throw new Error('*.tidepool.localhost does not resolve: add "myhostname" to the hosts line of /etc/nsswitch.conf (libnss-myhostname)');
-  }
-}
 
 /** Runs an SDK scenario in a child Node with the given environment; returns its observations. */
 async function sdk(scenario: string, env: Record<string, string>, args: Record<string, unknown> = {}): Promise<Record<string, any>> {
@@ -76,12 +60,41 @@ async function sdk(scenario: string, env: Record<string, string>, args: Record<s
 }
 
 /** The recipe the README gives: only E2B_DOMAIN (API at https://api.<domain>), the key and the CA. */
-const userEnv = (): Record<string, string> => ({ E2B_DOMAIN: platform.sandboxDomain!, E2B_API_KEY: platform.apiKey, NODE_EXTRA_CA_CERTS: platform.caFile! });
+const userEnv = (): Record<string, string> => ({ E2B_DOMAIN: platform.clientDomain!, E2B_API_KEY: platform.apiKey, NODE_EXTRA_CA_CERTS: platform.caFile! });
+
+/**
+ * The `domain` of every answer that carries one (create, GET, connect running and paused, resume, fork), and
+ * whether list elements carry any: the platform's answers, read over its plain listener.
+ */
+async function domainsAnswered(target: TestPlatform): Promise<{ answers: Record<string, unknown>; listed: unknown[] }> {
+  const created = await api(target, 'POST', '/v2/sandboxes', { templateID: 'base', timeout: 120 });
+  expect(created.status).toBe(201);
+  const id = created.body.sandboxID as string;
+  sandboxIds.push(id);
+  const answers: Record<string, unknown> = { create: created.body.domain };
+  answers.get = (await api(target, 'GET', `/sandboxes/${id}`)).body.domain;
+  answers.connectRunning = (await api(target, 'POST', `/sandboxes/${id}/connect`, { timeout: 120 })).body.domain;
+  expect((await api(target, 'POST', `/sandboxes/${id}/pause`)).status).toBe(204);
+  const connected = await api(target, 'POST', `/v2/sandboxes/${id}/connect`, { timeout: 120 });
+  expect(connected.status).toBe(201);
+  answers.connectPaused = connected.body.domain;
+  expect((await api(target, 'POST', `/sandboxes/${id}/pause`)).status).toBe(204);
+  const resumed = await api(target, 'POST', `/sandboxes/${id}/resume`, { timeout: 120 });
+  expect(resumed.status).toBe(201);
+  answers.resume = resumed.body.domain;
+  const forked = await api(target, 'POST', `/sandboxes/${id}/fork`, { count: 1, timeout: 120 });
+  expect(forked.status).toBe(201);
+  const fork = forked.body[0].sandbox;
+  sandboxIds.push(fork.sandboxID);
+  answers.fork = fork.domain;
+  const listed = [...(await api(target, 'GET', '/sandboxes')).body, ...(await api(target, 'GET', '/v2/sandboxes')).body].map((s: Record<string, unknown>) => s.domain);
+  return { answers, listed };
+}
 
 beforeAll(async () => {
   await ensureLocalhostNames();
   platform = await startTestPlatform({ sandboxNetwork: NETWORK, tls: true, httpsPort: 0 });
-  httpsPort = Number(platform.sandboxDomain?.split(':')[1]);
+  httpsPort = Number(platform.clientDomain?.split(':')[1]);
   ca = readFileSync(platform.caFile!, 'utf8');
 }, 600_000);
 
@@ -91,10 +104,12 @@ afterAll(async () => {
 });
 
 describe('the HTTPS listener and the local CA', () => {
-  it('listens on its own port, answers domain tidepool.localhost:<port>, and keeps the plain listener', async () => {
+  it('listens on its own port (clients set E2B_DOMAIN=tidepool.localhost:<port>), and keeps the plain listener', async () => {
     expect(platform.domain).toBe('tidepool.localhost');
     expect(httpsPort).toBeGreaterThan(0);
-    expect(platform.sandboxDomain).toBe(`tidepool.localhost:${httpsPort}`);
+    expect(platform.clientDomain).toBe(`tidepool.localhost:${httpsPort}`);
+    expect(platform.httpsUrl).toBe(`https://api.tidepool.localhost:${httpsPort}`);
+    expect(platform.sandboxDomain).toBeNull();
     expect(platform.caFile).toBe(join(platform.dataDir, 'tls', 'ca.crt'));
     expect((await api(platform, 'GET', '/health')).status).toBe(200);
   });
@@ -137,10 +152,30 @@ describe('the HTTPS listener and the local CA', () => {
   });
 });
 
+describe('TIDEPOOL_PUBLIC_DOMAIN', () => {
+  it('set explicitly, it is the domain every answer carries (behind the operator\'s own TLS proxy)', async () => {
+    const published = await startTestPlatform({ sandboxNetwork: NETWORK, publicDomain: 'tidepool.localhost:9443' });
+    try {
+      expect(published.sandboxDomain).toBe('tidepool.localhost:9443');
+      const { answers } = await domainsAnswered(published);
+      expect(new Set(Object.values(answers))).toEqual(new Set(['tidepool.localhost:9443']));
+    } finally {
+      await published.dispose();
+    }
+  });
+});
+
 describe('the SDK over the platform TLS, no E2B_SANDBOX_URL', () => {
-  it('envd traffic goes to https://49983-<id>.<domain> (domain from the API): commands, streams, files, signed URLs; getHost over Node fetch', async () => {
-    // No E2B_DOMAIN: the SDK's own default is e2b.app, so every sandbox URL comes from the `domain` the API answers.
-    const result = await sdk('envd', { E2B_API_URL: `https://127.0.0.1:${httpsPort}`, E2B_API_KEY: platform.apiKey, NODE_EXTRA_CA_CERTS: platform.caFile! });
+  it('domain is null in every answer with TLS on (create, GET, connect, resume, fork; list has none)', async () => {
+    const { answers, listed } = await domainsAnswered(platform);
+    expect(answers).toEqual({ create: null, get: null, connectRunning: null, connectPaused: null, resume: null, fork: null });
+    expect(listed.length).toBeGreaterThan(0);
+    expect(listed.every((d) => d === undefined)).toBe(true);
+  });
+
+  it('envd traffic goes to https://49983-<id>.<domain> (domain from E2B_DOMAIN): commands, streams, files, signed URLs; getHost over Node fetch', async () => {
+    // The API at its IP (E2B_API_URL) and the sandbox domain from the client's own setting, as the interface says.
+    const result = await sdk('envd', { E2B_API_URL: `https://127.0.0.1:${httpsPort}`, E2B_DOMAIN: platform.clientDomain!, E2B_API_KEY: platform.apiKey, NODE_EXTRA_CA_CERTS: platform.caFile! });
     expect(result.ok, result.error).toBe(true);
     const id = result.sandboxId as string;
     expect(result.envdApiUrl).toBe(`https://49983-${id}.tidepool.localhost:${httpsPort}`);
@@ -151,7 +186,7 @@ describe('the SDK over the platform TLS, no E2B_SANDBOX_URL', () => {
     expect(result.download).toEqual({ status: 200, body: 'written over tls' });
     expect(result.page).toEqual({ status: 200, body: `hello from ${id}` });
     const detail = await api(platform, 'GET', `/sandboxes/${id}`);
-    expect(detail.body.domain).toBe(`tidepool.localhost:${httpsPort}`);
+    expect(detail.body.domain).toBeNull();
     const curl = await exec('curl', ['-sS', '--cacert', platform.caFile!, `https://${result.host}/hello.txt`]);
     expect(curl.stdout).toBe(`hello from ${id}`);
     // The proxy's edge rules hold behind TLS: envd's control routes are not reachable through the sandbox URL.
@@ -162,6 +197,13 @@ describe('the SDK over the platform TLS, no E2B_SANDBOX_URL', () => {
   it('the README recipe: E2B_DOMAIN + key + NODE_EXTRA_CA_CERTS only (API at https://api.<domain>)', async () => {
     const result = await sdk('envd', userEnv());
     expect(result.ok, result.error).toBe(true);
+    expect(result.page).toEqual({ status: 200, body: `hello from ${result.sandboxId}` });
+  });
+
+  it('the same through connection options: the `domain` option alone, no environment but the CA', async () => {
+    const result = await sdk('envd', { NODE_EXTRA_CA_CERTS: platform.caFile! }, { domain: platform.clientDomain, apiKey: platform.apiKey });
+    expect(result.ok, result.error).toBe(true);
+    expect(result.envdApiUrl).toBe(`https://49983-${result.sandboxId}.tidepool.localhost:${httpsPort}`);
     expect(result.page).toEqual({ status: 200, body: `hello from ${result.sandboxId}` });
   });
 
@@ -230,8 +272,8 @@ describe('a browser', () => {
     sandboxIds.push(sbx.sandboxId);
     await sbx.files.write('/tmp/www/index.html', `<html><body><p id="x">browser ${sbx.sandboxId}</p></body></html>`);
     await sbx.commands.run('cd /tmp/www && python3 -m http.server 8000 --bind 0.0.0.0', { background: true });
-    // The SDK in this process has no CA; the URL is the one getHost gives with the domain the API answered.
-    const url = `https://8000-${sbx.sandboxId}.${platform.sandboxDomain}/`;
+    // The SDK in this process has no CA; the URL is the one getHost gives with E2B_DOMAIN=<clientDomain>.
+    const url = `https://8000-${sbx.sandboxId}.${platform.clientDomain}/`;
     const home = mkdtempSync(join(tmpdir(), 'tidepool-chromium-'));
     try {
       const nssdb = `sql:${home}/.pki/nssdb`;

@@ -34,8 +34,10 @@ const names = {
   child: `tp-child-${run}`,
   fromBase: `tp-frombase-${run}`,
   debian: `tp-debian-${run}`,
+  links: `tp-links-${run}`,
   cache: `tp-cache-${run}`,
   failing: `tp-failing-${run}`,
+  noUser: `tp-nouser-${run}`,
   neverReady: `tp-neverready-${run}`,
   tags: `tp-tags-${run}`,
 };
@@ -90,6 +92,15 @@ function makeContext(): string {
   file('single.txt', `single ${run}\n`, 0o644);
   file('a.cfg', 'a=1\n', 0o644);
   file('b.cfg', 'b=2\n', 0o644);
+  // The SDK's own symlink cases (template build.test.ts): relative, absolute (a host path: dangling in the
+  // sandbox, and one that exists there), dangling, and one climbing out of the context.
+  mkdirSync(join(dir, 'folder'));
+  file('folder/test.txt', 'This is a test file.', 0o644);
+  symlinkSync('test.txt', join(dir, 'folder', 'symlink.txt'));
+  symlinkSync(join(dir, 'folder', 'test.txt'), join(dir, 'folder', 'symlink2.txt'));
+  symlinkSync('/etc/hostname', join(dir, 'folder', 'absolute.txt'));
+  symlinkSync('12345test.txt', join(dir, 'folder', 'symlink3.txt'));
+  symlinkSync('../../outside', join(dir, 'folder', 'up'));
   return dir;
 }
 
@@ -155,6 +166,15 @@ function addFailingStep(template: TemplateBuilder): TemplateBuilder {
   return template.runCmd('echo about-to-fail && exit 7');
 }
 
+/** The SDK's 'build template with symlinks' and 'with resolveSymlinks' cases, on the platform base. */
+function linksTemplate(): TemplateClass {
+  return Template({ fileContextPath: ctx })
+    .fromTemplate('base')
+    .copy('folder/*', 'folder', { forceUpload: true })
+    .runCmd('cat folder/symlink.txt')
+    .copy('folder/symlink.txt', 'resolved/symlink.txt', { forceUpload: true, resolveSymlinks: true });
+}
+
 async function failingChain() {
   return failedBuild(addFailingStep(addFirstStep(Template().fromTemplate('base'))), names.failing);
 }
@@ -169,8 +189,10 @@ beforeAll(async () => {
   chains.full = background(fullChain());
   chains.fromBase = background(build(Template().fromBaseImage().setWorkdir('/home/user/newdir').runCmd('pwd > /home/user/where.txt && whoami >> /home/user/where.txt'), names.fromBase));
   chains.debian = background(build(Template().fromImage('tidepool/debian:bookworm').runCmd('echo from-debian > /marker.txt', { user: 'root' }), names.debian));
+  chains.links = background(build(linksTemplate(), names.links));
   chains.failing = background(failingChain());
   chains.neverReady = background(neverReadyChain());
+  chains.noUser = background(failedBuild(Template().fromTemplate('base').runCmd('echo before').runCmd('whoami', { user: 'root123' }), names.noUser));
   chains.tagsV1 = background(build(Template().fromTemplate('base').runCmd(`echo v1-${run} > /home/user/version.txt`), `${names.tags}:v1`));
 });
 
@@ -251,6 +273,25 @@ describe('Template.build with every step type', () => {
       },
       { envs: { TP_OVERRIDE: 'from-sandbox' } },
     );
+  });
+
+  it('COPY keeps symlinks as symlinks whatever they point to; resolveSymlinks copies the file', { timeout: 900_000 }, async () => {
+    const links = await chains.links;
+    expect(links.logs.join('\n')).toContain('This is a test file.');
+    await withSandbox(names.links, async (sbx) => {
+      const facts = await probe(sbx, {
+        kinds: 'cd /home/user/folder && stat -c "%n %F" test.txt symlink.txt symlink2.txt absolute.txt symlink3.txt up',
+        targets: 'cd /home/user/folder && readlink symlink.txt symlink2.txt absolute.txt symlink3.txt up',
+        through: 'cat /home/user/folder/symlink.txt',
+        resolved: 'test -f /home/user/resolved/symlink.txt && test ! -L /home/user/resolved/symlink.txt && cat /home/user/resolved/symlink.txt',
+      });
+      expect(facts).toEqual({
+        kinds: 'test.txt regular file|symlink.txt symbolic link|symlink2.txt symbolic link|absolute.txt symbolic link|symlink3.txt symbolic link|up symbolic link',
+        targets: `test.txt|${join(ctx, 'folder', 'test.txt')}|/etc/hostname|12345test.txt|../../outside`,
+        through: 'This is a test file.',
+        resolved: 'This is a test file.',
+      });
+    });
   });
 
   it('layers fromTemplate on a built template: its files, envs, user and workdir carry over', { timeout: 900_000 }, async () => {
@@ -341,6 +382,16 @@ describe('failing builds', () => {
     const create = await rejectionOf(Sandbox.create(names.failing, platform.sdk));
     expect(create).toBeInstanceOf(SandboxError);
     expect(create.statusCode).toBe(404);
+  });
+
+  it('RUN as a user the image lacks fails with the reference message (SDK "run command as user that does not exist")', { timeout: 900_000 }, async () => {
+    const r = await chains.noUser;
+    const expected = "failed to run command 'whoami': command failed: unauthenticated: invalid username: 'root123'";
+    expect(r.error).toBeInstanceOf(BuildError);
+    expect(r.error.message).toContain(expected);
+    const status = await Template.getBuildStatus(r, platform.sdk);
+    expect(status).toMatchObject({ status: 'error', reason: { step: '2', message: expected } });
+    expect(r.logs.join('\n')).toContain(expected);
   });
 
   it('a readyCmd that never succeeds fails the build in the finalize step', { timeout: 900_000 }, async () => {

@@ -1,13 +1,15 @@
 /**
  * The warm pool against real Docker and the published e2b SDK: creates are served from ready containers,
  * the pool refills, an empty pool falls back to a cold start, a claimed sandbox cannot be told from a cold
- * one from inside, pooled containers left by a previous run are removed (never leaked), and a template
- * rebuild or removal drains its containers.
+ * one from inside, pooled containers left by a previous run are removed (never leaked), a stop removes the
+ * pool's containers whatever happens to the sandboxes, a template rebuild or removal drains its containers,
+ * and the adaptive pool grows after a burst (the next burst is served from it) and shrinks back when idle.
  */
 import { Sandbox, Template } from 'e2b';
 import Docker from 'dockerode';
 import { afterAll, describe, expect, it } from 'vitest';
 import { PLATFORM_LABEL, POOL_LABEL, SANDBOX_LABEL } from '../src/runtime/docker/docker-labels.ts';
+import { parseExposition, sampleValue } from './support/prometheus-text.ts';
 import { api, startTestPlatform, type TestPlatform } from './support/start-platform.ts';
 
 const docker = new Docker();
@@ -76,15 +78,11 @@ describe('warm pool', () => {
     const waiting = await pooledIds(platform);
     expect(waiting).toHaveLength(2);
 
-    const begin = performance.now();
     const sbx = await Sandbox.create('base', { ...platform.sdk, envs: { FROM_CREATE: 'yes' }, metadata: { purpose: 'pool' } });
-    const created = performance.now() - begin;
     expect((await sbx.commands.run('echo $FROM_CREATE')).stdout.trim()).toBe('yes');
     // The id and the container are one of the ready ones; a claim does not start a container.
     expect(waiting).toContain(sbx.sandboxId);
     expect(platform.warmPool!.stats()).toMatchObject({ claimedTotal: 1, coldFallbacksTotal: 0 });
-    // A cold create takes most of a second on this machine; a claim is an /init away.
-    expect(created).toBeLessThan(500);
     const detail = (await api(platform, 'GET', `/sandboxes/${sbx.sandboxId}`)).body;
     expect(detail).toMatchObject({ sandboxID: sbx.sandboxId, templateID: 'base', metadata: { purpose: 'pool' }, state: 'running' });
 
@@ -148,10 +146,13 @@ describe('warm pool', () => {
     await until(() => ready(first) === 2, 60_000, 'two ready containers');
     const claimed = await Sandbox.create('base', { ...first.sdk, timeoutMs: 120_000 });
     await until(() => ready(first) === 2, 60_000, 'the pool to refill');
-    const leftReady = (await pooledIds(first)).filter((id) => id !== claimed.sandboxId);
-    expect(leftReady).toHaveLength(2);
+    const readyIds = (await pooledIds(first)).filter((id) => id !== claimed.sandboxId);
+    expect(readyIds).toHaveLength(2);
+    // A crash in the middle of a claim leaves its container behind: taken out of the pool as a claim would, never claimed.
+    const cutShort = first.warmPool!.take(first.warmPool!.keys()[0].key)!;
     await first.close({ keepSandboxes: true });
-    // Kept sandboxes keep the pool's containers too; nothing runs them now.
+    // Kept sandboxes keep running; the pool's ready containers do not (they are no sandboxes): only the cut-short one is left.
+    const leftReady = [cutShort.sandboxId];
     expect((await pooledIds(first)).sort()).toEqual([...leftReady, claimed.sandboxId].sort());
 
     // The key was generated on the first start (stored hashed): the second start has none of its own.
@@ -204,5 +205,48 @@ describe('warm pool', () => {
     await new Promise((r) => setTimeout(r, 2_000));
     expect(await containersOf(platform)).toEqual([]);
     expect(platform.warmPool!.stats().ready).toBe(0);
+  });
+
+  it('adapts to demand (defaults apart from short periods): a burst grows the pool, the next burst is served from it, idle shrinks it', { timeout: 360_000 }, async () => {
+    // The default pool (adaptive, floor base=2, ceiling 32, 4 refills at once), with a 3 s period and a 90 s idle
+    // window (long enough for the refill on a loaded machine: the second burst must come while the first still counts).
+    const platform = await startTestPlatform({ warmPoolAdaptive: true, warmPoolPeriodSeconds: 3, warmPoolIdleSeconds: 90 });
+    started.push(platform);
+    const pool = platform.warmPool!;
+    const metric = async (name: string, labels: Record<string, string> = {}): Promise<number> => sampleValue(parseExposition((await platform.metrics.exposition()).body), name, labels);
+    await until(() => ready(platform) === 2, 60_000, 'the floor of two ready containers');
+    expect(pool.keys()).toEqual([expect.objectContaining({ reference: 'base', size: 2, reason: 'floor' })]);
+
+    const BURST = 6;
+    const burstOf = async (): Promise<void> => {
+      const sandboxes = await Promise.all(Array.from({ length: BURST }, () => Sandbox.create('base', { ...platform.sdk, timeoutMs: 120_000 })));
+      for (const s of sandboxes) expect((await s.commands.run('echo ok')).stdout.trim()).toBe('ok');
+      await Promise.all(sandboxes.map((s) => s.kill()));
+    };
+    const firstBurstAt = Date.now();
+    await burstOf();
+    // Two from the floor, four cold.
+    expect(pool.stats()).toMatchObject({ claimedTotal: 2, coldFallbacksTotal: BURST - 2 });
+    await until(() => ready(platform) === BURST, 180_000, 'the pool to grow to the burst');
+    expect(pool.keys()[0]).toMatchObject({ size: BURST, reason: 'demand' });
+    expect(await metric('tidepool_pool_target_containers')).toBe(BURST);
+    expect(await metric('tidepool_pool_size_decisions_total', { direction: 'grow', reason: 'demand' })).toBeGreaterThanOrEqual(1);
+
+    // Some time (more than a period) later, the same burst again: every create is a claim.
+    await new Promise((r) => setTimeout(r, Math.max(0, firstBurstAt + 4_000 - Date.now())));
+    expect(ready(platform)).toBe(BURST);
+    await burstOf();
+    expect(pool.stats()).toMatchObject({ claimedTotal: 2 + BURST, coldFallbacksTotal: BURST - 2 });
+    expect(await metric('tidepool_pool_claims_total')).toBe(2 + BURST);
+    expect(await metric('tidepool_pool_cold_fallbacks_total')).toBe(BURST - 2);
+
+    // Idle for the window: back to the floor, the surplus removed.
+    await until(() => pool.keys()[0]?.size === 2 && ready(platform) === 2 && pool.stats().warming === 0, 180_000, 'the pool to shrink to its floor');
+    await until(async () => (await pooledIds(platform)).length === 2, 30_000, 'the surplus containers to be removed');
+    expect(await metric('tidepool_pool_size_decisions_total', { direction: 'shrink', reason: 'floor' })).toBeGreaterThanOrEqual(1);
+
+    // A stop that keeps sandboxes still removes the pool's containers: nothing of this platform is left running.
+    await platform.close({ keepSandboxes: true });
+    expect(await containersOf(platform)).toEqual([]);
   });
 });

@@ -132,3 +132,28 @@ describe('the firewall helper image name', () => {
     expect(decideCall('DELETE', '/images/tidepool/paused:s1', helper)).toMatchObject({ allowed: true });
   });
 });
+
+describe('every image of the stack', () => {
+  const stack = ['tidepool/base:latest', 'tidepool-compose/setup:latest', 'tidepool-compose/docker-gate:latest', 'tidepool-compose/api:latest'];
+
+  it('cannot be tagged, pulled, imported, committed onto, built, loaded, pushed or removed', () => {
+    for (const name of ['tidepool-compose/setup', 'tidepool-compose/docker-gate', 'tidepool-compose/api']) {
+      for (const [method, url] of [
+        ['POST', `/images/sha256:abc/tag?repo=${name}&tag=latest`],
+        ['POST', `/images/evil/tag?repo=docker.io/${name}`],
+        ['POST', `/images/evil/tag?repo=${name}:latest`],
+        ['POST', `/images/create?fromImage=${name}&tag=latest`],
+        ['POST', `/images/create?fromSrc=-&repo=${name}`],
+        ['POST', `/commit?container=c&repo=${name}&tag=latest`],
+        ['DELETE', `/images/${name}:latest`],
+        ['POST', `/build?t=${name}:latest`],
+        ['POST', '/images/load'],
+        ['POST', `/images/${name}/push`],
+      ]) {
+        expect(decideCall(method!, url!, stack), `${method} ${url}`).toMatchObject({ allowed: false, status: 403 });
+      }
+    }
+    expect(decideCall('POST', '/images/sha256:abc/tag?repo=tidepool-compose/setup&tag=latest', stack)).toMatchObject({ message: expect.stringMatching(/protected/) });
+    expect(decideCall('POST', '/images/sha256:abc/tag?repo=tidepool-compose/template&tag=x', stack)).toMatchObject({ allowed: true });
+  });
+});

@@ -112,7 +112,14 @@ describe('containerCreateProblem', () => {
       [{ CgroupParent: '/' }],
       [{ Runtime: 'weird' }],
       [{ LogConfig: { Type: 'syslog', Config: { 'syslog-address': 'tcp://10.0.0.1:514' } } }],
-      [{ MaskedPaths: [] as string[], ReadonlyPaths: [] as string[], Futurefield: 1 }],
+      // Go tells an empty list from none: MaskedPaths: [] unmasks /proc, ReadonlyPaths: [] makes /proc/sys writable.
+      [{ MaskedPaths: [] as string[] }],
+      [{ ReadonlyPaths: [] as string[] }],
+      [{ maskedpaths: [] as string[] }],
+      [{}, { HostConfig: undefined, MaskedPaths: [] as string[] }],
+      [{}, { ReadonlyPaths: [] as string[] }],
+      [{ Sysctls: {} }],
+      [{ Futurefield: 1 }],
       [{ Bindſ: ['/:/host'] }],
       [{}, { Privileged: true, HostConfig: undefined }],
       [{}, { Binds: ['/:/host'] }],
@@ -120,6 +127,14 @@ describe('containerCreateProblem', () => {
     ];
     for (const [host, top] of refused) {
       expect(containerCreateProblem(sandbox(host, top), settings), JSON.stringify([host, top])).toBeTypeOf('string');
+    }
+    // Each refusal above names what it refuses (not some other field of the body).
+    for (const [host, top] of [
+      [{ MaskedPaths: [] }, {}],
+      [{ ReadonlyPaths: [] }, {}],
+      [{}, { HostConfig: undefined, MaskedPaths: [] }],
+    ] as [Record<string, unknown>, Record<string, unknown>][]) {
+      expect(containerCreateProblem(sandbox(host, top), settings), JSON.stringify([host, top])).toMatch(/maskedpaths|readonlypaths/i);
     }
   });
 
@@ -147,7 +162,7 @@ describe('containerCreateProblem', () => {
 
     it('is allowed in exactly the shapes the platform makes', () => {
       expect(containerCreateProblem(helper(iptables(['-S', 'DOCKER-USER'])), settings)).toBeUndefined();
-      expect(containerCreateProblem(helper(iptables(['-I', 'DOCKER-USER', '-m', 'comment', '--comment', "it's tidepool"])), settings)).toBeUndefined();
+      expect(containerCreateProblem(helper(iptables(['-t', 'filter', '-I', 'DOCKER-USER', '1', '-i', 'br-0123456789ab', '-m', 'comment', '--comment', 'tidepool-isolation/tidepool', '-j', 'TP-FWD-0123456789ab'])), settings)).toBeUndefined();
       expect(containerCreateProblem(helper(`cat /host${quote('/etc/resolv.conf')} 2>/dev/null || true`), settings)).toBeUndefined();
       expect(containerCreateProblem(helper('printf "%s" "$RULES" | chroot /host iptables-restore -w --noflush', ['RULES=*filter\nCOMMIT\n']), settings)).toBeUndefined();
       expect(containerCreateProblem(helper(iptables(['-S']), [], { Binds: ['/:/host:ro'] }), settings)).toBeUndefined();
@@ -160,6 +175,7 @@ describe('containerCreateProblem', () => {
         helper(`exec chroot /host iptables -w '-S' $(reboot)`),
         helper(`exec chroot /host iptables -w '-S'\\''; reboot; '\\'`),
         helper(`cat /host${quote('/etc/shadow')} 2>/dev/null || true`),
+        helper(iptables(['-I', 'DOCKER-USER', '-m', 'comment', '--comment', "it's tidepool"])),
         helper(iptables(['-S']), ['LD_PRELOAD=/host/x.so']),
         helper('printf "%s" "$RULES" | chroot /host iptables-restore -w --noflush', ['RULES=x', 'PATH=/x']),
         helper(iptables(['-S']), [], { Privileged: true }),

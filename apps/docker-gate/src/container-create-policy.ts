@@ -1,6 +1,6 @@
 import { type PathResolver, insideRoots, lexicalOnly } from './bind-roots.ts';
 import { firewallHelperProblem, isFirewallHelperRequest } from './firewall-helper-shape.ts';
-import { BodyError, foldFields, isEmpty, isObject, optionalString, stringList } from './json-fields.ts';
+import { BodyError, foldFields, isEmpty, isObject, isUnset, optionalString, stringList } from './json-fields.ts';
 import { isPlatformContainer } from './platform-labels.ts';
 
 export interface CreatePolicySettings {
@@ -107,7 +107,7 @@ function checkNetworks(host: Map<string, unknown>, top: Map<string, unknown>): v
 
 function checkHostConfig(host: Map<string, unknown>, top: Map<string, unknown>, settings: CreatePolicySettings): void {
   for (const [key, value] of host) {
-    if (!PLAIN_HOST_FIELDS.has(key) && !CHECKED_HOST_FIELDS.has(key) && !isEmpty(value)) refuse(`HostConfig.${key} is not allowed`);
+    if (!PLAIN_HOST_FIELDS.has(key) && !CHECKED_HOST_FIELDS.has(key) && !isUnset(value)) refuse(`HostConfig.${key} is not allowed`);
   }
   checkNetworks(host, top);
   const added = stringList(host.get('capadd'), 'HostConfig.CapAdd').map((c) => c.toUpperCase().replace(/^CAP_/, ''));
@@ -140,7 +140,7 @@ export function containerCreateProblem(body: unknown, settings: CreatePolicySett
   try {
     if (!isObject(body)) refuse('the body must be a JSON object');
     const top = foldFields(body, 'body');
-    for (const [key, value] of top) if (!TOP_FIELDS.has(key) && !isEmpty(value)) refuse(`field ${key} is not allowed at the top level`);
+    for (const [key, value] of top) if (!TOP_FIELDS.has(key) && !isUnset(value)) refuse(`field ${key} is not allowed at the top level`);
     const labels = top.get('labels');
     if (labels !== undefined && labels !== null && !isObject(labels)) refuse('Labels must be an object');
     const labelMap = (labels ?? {}) as Record<string, unknown>;

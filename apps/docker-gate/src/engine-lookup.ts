@@ -1,10 +1,11 @@
 import http from 'node:http';
-import { isPlatformContainer, isPlatformNetwork } from './platform-labels.ts';
+import { FIREWALL_HELPER_LABEL, isPlatformContainer, isPlatformNetwork } from './platform-labels.ts';
 import type { TargetKind } from './call-policy.ts';
+import type { ContainerFacts } from './container-call-policy.ts';
 
-/** What the gate learned about the object a call acts on. */
+/** What the gate learned about the object a call acts on (a container's facts for the per-container policy). */
 export type TargetVerdict =
-  | { kind: 'ok'; id: string }
+  | { kind: 'ok'; id: string; container?: ContainerFacts }
   | { kind: 'refused'; message: string }
   | { kind: 'engine'; status: number; body: string };
 
@@ -47,12 +48,16 @@ export class EngineLookup {
     private readonly ttlMs = 2_000,
   ) {}
 
-  async check(kind: TargetKind, ref: string): Promise<TargetVerdict> {
+  /**
+   * `fresh`: inspect now, whatever is cached (a start is judged by the container's current mounts and state).
+   * Firewall helpers are never cached: whether one was started already must be read each time.
+   */
+  async check(kind: TargetKind, ref: string, fresh = false): Promise<TargetVerdict> {
     const key = `${kind}:${ref}`;
     const cached = this.cache.get(key);
-    if (cached && cached.until > Date.now()) return cached.verdict;
+    if (!fresh && cached && cached.until > Date.now()) return cached.verdict;
     const verdict = await this.inspect(kind, ref);
-    if (verdict.kind !== 'engine') {
+    if (verdict.kind !== 'engine' && (verdict.kind !== 'ok' || verdict.container?.role !== 'firewall-helper')) {
       if (this.cache.size > 2_000) this.cache.clear();
       this.cache.set(key, { until: Date.now() + this.ttlMs, verdict });
     }
@@ -67,7 +72,16 @@ export class EngineLookup {
   private async inspect(kind: TargetKind, ref: string): Promise<TargetVerdict> {
     const answer = await engineGet(this.socketPath, INSPECT_PATH[kind](ref));
     if (answer.status !== 200) return { kind: 'engine', status: answer.status, body: answer.body };
-    let info: { Id?: string; ID?: string; ContainerID?: string; Config?: { Labels?: Record<string, unknown> }; Labels?: Record<string, unknown> };
+    let info: {
+      Id?: string;
+      ID?: string;
+      ContainerID?: string;
+      Config?: { Labels?: Record<string, unknown> };
+      Labels?: Record<string, unknown>;
+      Created?: string;
+      State?: { Status?: string; StartedAt?: string };
+      Mounts?: { Type?: string; Source?: string }[];
+    };
     try {
       info = JSON.parse(answer.body) as typeof info;
     } catch {
@@ -75,13 +89,22 @@ export class EngineLookup {
     }
     if (kind === 'exec') {
       const container = typeof info.ContainerID === 'string' ? await this.check('container', info.ContainerID) : undefined;
-      if (!container || container.kind !== 'ok') return { kind: 'refused', message: `docker gate: exec ${ref} does not run in a platform container` };
+      if (!container || container.kind !== 'ok' || container.container?.role !== 'platform') return { kind: 'refused', message: `docker gate: exec ${ref} does not run in a platform container` };
       return { kind: 'ok', id: String(info.ID ?? ref) };
     }
     const id = String(info.Id ?? '');
     if (!/^[A-Za-z0-9]+$/.test(id)) return { kind: 'engine', status: 502, body: JSON.stringify({ message: 'docker gate: the engine answered an inspection without an id' }) };
     if (kind === 'container') {
-      return isPlatformContainer(info.Config?.Labels) ? { kind: 'ok', id } : { kind: 'refused', message: `docker gate: container ${ref} is not a Tidepool platform container` };
+      const labels = info.Config?.Labels;
+      if (!isPlatformContainer(labels)) return { kind: 'refused', message: `docker gate: container ${ref} is not a Tidepool platform container` };
+      const container: ContainerFacts = {
+        role: labels && FIREWALL_HELPER_LABEL in labels ? 'firewall-helper' : 'platform',
+        created: String(info.Created ?? ''),
+        startedAt: String(info.State?.StartedAt ?? ''),
+        status: String(info.State?.Status ?? ''),
+        bindSources: (Array.isArray(info.Mounts) ? info.Mounts : []).filter((m) => m?.Type === 'bind').map((m) => String(m.Source ?? '')),
+      };
+      return { kind: 'ok', id, container };
     }
     return isPlatformNetwork(info.Labels) ? { kind: 'ok', id } : { kind: 'refused', message: `docker gate: network ${ref} is not a Tidepool platform network` };
   }

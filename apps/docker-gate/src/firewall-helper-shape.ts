@@ -1,4 +1,5 @@
-import { BodyError, foldFields, isEmpty, isObject, optionalString, stringList } from './json-fields.ts';
+import { iptablesArgsProblem, restorePayloadProblem } from './iptables-commands.ts';
+import { BodyError, foldFields, isEmpty, isObject, isUnset, optionalString, stringList } from './json-fields.ts';
 import { FIREWALL_HELPER_LABEL } from './platform-labels.ts';
 
 /**
@@ -7,10 +8,10 @@ import { FIREWALL_HELPER_LABEL } from './platform-labels.ts';
  * in the host's network namespace with NET_ADMIN and the host's root filesystem at /host. Such a container
  * is root on the host, so the gate lets through exactly that shape and only the three scripts the platform
  * runs in it: the host's iptables with single-quoted arguments, iptables-restore fed from $RULES, and reading
- * the host's resolver files.
+ * the host's resolver files. The iptables arguments and the restore payload are parsed and must be ones the
+ * platform's firewall writes (iptables-commands.ts).
  */
-const QUOTED_WORD = String.raw`'(?:[^']|'\\'')*'`;
-const IPTABLES_SCRIPT = new RegExp(`^exec chroot /host iptables -w(?: ${QUOTED_WORD})*$`);
+const IPTABLES_PREFIX = 'exec chroot /host iptables -w ';
 const RESTORE_SCRIPT = 'printf "%s" "$RULES" | chroot /host iptables-restore -w --noflush';
 const HOST_FILE_SCRIPT = /^cat \/host'(?:\/etc\/resolv\.conf|\/run\/systemd\/resolve\/resolv\.conf)' 2>\/dev\/null \|\| true$/;
 
@@ -18,6 +19,23 @@ const TOP_FIELDS = new Set(['image', 'entrypoint', 'cmd', 'env', 'user', 'labels
 const HOST_FIELDS = new Set(['networkmode', 'capadd', 'binds', 'autoremove']);
 const HELPER_CAPS = new Set(['NET_ADMIN', 'NET_RAW']);
 const HELPER_BINDS = new Set(['/:/host', '/:/host:ro']);
+
+/** Single-quotes a word the way firewall-commands.ts does (`'` becomes `'\\''`). */
+function shellQuote(word: string): string {
+  return `'${word.replace(/'/g, `'\\''`)}'`;
+}
+
+/**
+ * The arguments of `exec chroot /host iptables -w '<a>' '<b>' …`, or undefined when the script is not
+ * exactly that: the words are read back and must quote again to the very same text, so no other shell
+ * syntax (unquoted words, doubled spaces, `$…`, joined quotes) gets through.
+ */
+export function iptablesScriptArgs(script: string): string[] | undefined {
+  if (!script.startsWith(IPTABLES_PREFIX)) return undefined;
+  const quoted = script.slice(IPTABLES_PREFIX.length);
+  const words = [...quoted.matchAll(/'((?:[^']|'\\'')*)'(?: |$)/g)].map((m) => m[1]!.replaceAll(`'\\''`, `'`));
+  return words.map(shellQuote).join(' ') === quoted ? words : undefined;
+}
 
 export function isFirewallHelperRequest(labels: Record<string, unknown>): boolean {
   return FIREWALL_HELPER_LABEL in labels;
@@ -27,7 +45,7 @@ export function isFirewallHelperRequest(labels: Record<string, unknown>): boolea
 export function firewallHelperProblem(body: unknown, helperImage: string): string | undefined {
   try {
     const top = foldFields(body, 'body');
-    for (const [key, value] of top) if (!TOP_FIELDS.has(key) && !isEmpty(value)) return `the firewall helper container sets no field ${key}`;
+    for (const [key, value] of top) if (!TOP_FIELDS.has(key) && !isUnset(value)) return `the firewall helper container sets no field ${key}`;
     const labels = top.get('labels');
     if (!isObject(labels) || labels[FIREWALL_HELPER_LABEL] !== 'true') return `${FIREWALL_HELPER_LABEL} must be "true"`;
     if (optionalString(top.get('image'), 'Image') !== helperImage) return `the firewall helper container runs only the helper image ${helperImage}`;
@@ -37,15 +55,20 @@ export function firewallHelperProblem(body: unknown, helperImage: string): strin
     if (entrypoint.length !== 3 || entrypoint[0] !== '/bin/sh' || entrypoint[1] !== '-c') return 'the firewall helper container runs /bin/sh -c <script>';
     const script = entrypoint[2]!;
     const env = stringList(top.get('env'), 'Env');
+    const iptablesArgs = iptablesScriptArgs(script);
     if (script === RESTORE_SCRIPT) {
       if (env.length !== 1 || !env[0]!.startsWith('RULES=')) return 'iptables-restore in the firewall helper takes exactly one variable, RULES';
-    } else if (IPTABLES_SCRIPT.test(script) || HOST_FILE_SCRIPT.test(script)) {
+      const problem = restorePayloadProblem(env[0]!.slice('RULES='.length));
+      if (problem) return `iptables-restore: ${problem}`;
+    } else if (iptablesArgs !== undefined || HOST_FILE_SCRIPT.test(script)) {
       if (env.length > 0) return 'this firewall helper script takes no environment';
+      const problem = iptablesArgs && iptablesArgsProblem(iptablesArgs);
+      if (problem) return `iptables: ${problem}`;
     } else {
       return 'the firewall helper container runs only iptables, iptables-restore or reads the host resolver files';
     }
     const host = foldFields(top.get('hostconfig'), 'HostConfig');
-    for (const [key, value] of host) if (!HOST_FIELDS.has(key) && !isEmpty(value)) return `the firewall helper container sets no HostConfig.${key}`;
+    for (const [key, value] of host) if (!HOST_FIELDS.has(key) && !isUnset(value)) return `the firewall helper container sets no HostConfig.${key}`;
     if (host.get('networkmode') !== 'host') return 'the firewall helper container uses the host network';
     if (!isEmpty(host.get('autoremove'))) return 'the firewall helper container is removed by the platform (no AutoRemove)';
     const caps = stringList(host.get('capadd'), 'HostConfig.CapAdd').map((c) => c.toUpperCase().replace(/^CAP_/, ''));

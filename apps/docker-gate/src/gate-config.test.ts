@@ -24,6 +24,14 @@ describe('loadGateConfig', () => {
     expect(loadGateConfig({ DOCKER_GATE_LISTEN: 'tcp://0.0.0.0:2375' }).listen).toEqual({ host: '0.0.0.0', port: 2375 });
   });
 
+  it('reads the stack images no call may write to', () => {
+    expect(loadGateConfig({}).protectedImages).toEqual([]);
+    const config = loadGateConfig({ DOCKER_GATE_PROTECTED_IMAGES: 'tidepool-compose/setup:latest, tidepool-compose/docker-gate:latest,,tidepool-compose/api' });
+    expect(config.protectedImages).toEqual(['tidepool-compose/setup:latest', 'tidepool-compose/docker-gate:latest', 'tidepool-compose/api']);
+    expect(() => loadGateConfig({ DOCKER_GATE_PROTECTED_IMAGES: 'tidepool/setup latest' })).toThrow(/DOCKER_GATE_PROTECTED_IMAGES/);
+    expect(() => loadGateConfig({ DOCKER_GATE_PROTECTED_IMAGES: 'Tidepool/Setup' })).toThrow(/DOCKER_GATE_PROTECTED_IMAGES/);
+  });
+
   it('names the variable of a bad value', () => {
     expect(() => loadGateConfig({ DOCKER_GATE_LISTEN: 'http://x' })).toThrow(/DOCKER_GATE_LISTEN/);
     expect(() => loadGateConfig({ DOCKER_GATE_LISTEN: 'tcp://x:99999' })).toThrow(GateConfigError);

@@ -9,6 +9,12 @@ export interface GateConfig {
   /** Host directories bind mounts may come from (as given and with their links resolved). */
   bindRoots: string[];
   helperImage: string;
+  /**
+   * The other images of the stack (compose: api, docker-gate, setup, envd-runtime): like the helper image,
+   * no call may tag, pull, import or commit onto, or remove these names; `setup` and `docker-gate` run with
+   * the engine socket at the next `up`.
+   */
+  protectedImages: string[];
   runtimes: string[];
   logLevel: string;
 }
@@ -43,6 +49,16 @@ function parseRoots(raw: string): string[] {
   return [...roots];
 }
 
+/** Image references as `docker tag` accepts them (lower-case repository, optional registry, tag or digest). */
+const IMAGE_REFERENCE = /^[a-z0-9][a-z0-9._\/-]*(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(?:@sha256:[0-9a-f]{64})?$/;
+
+function parseImages(raw: string): string[] {
+  const images = raw.split(',').map((r) => r.trim()).filter(Boolean);
+  const bad = images.find((image) => !IMAGE_REFERENCE.test(image.replace(/^[a-z0-9.-]+:\d+\//, '')));
+  if (bad !== undefined) throw new GateConfigError(`DOCKER_GATE_PROTECTED_IMAGES: comma list of image names such as tidepool-compose/setup:latest (got ${JSON.stringify(bad)})`);
+  return images;
+}
+
 /** Reads and validates the gate's settings once (a bad value names its variable). */
 export function loadGateConfig(env: NodeJS.ProcessEnv = process.env): GateConfig {
   const engine = env.DOCKER_GATE_ENGINE || 'unix:///var/run/docker.sock';
@@ -57,6 +73,7 @@ export function loadGateConfig(env: NodeJS.ProcessEnv = process.env): GateConfig
     engineSocket,
     bindRoots: parseRoots(env.DOCKER_GATE_ALLOWED_BIND_ROOTS ?? ''),
     helperImage: env.DOCKER_GATE_HELPER_IMAGE || 'tidepool/base:latest',
+    protectedImages: parseImages(env.DOCKER_GATE_PROTECTED_IMAGES ?? ''),
     runtimes,
     logLevel,
   };

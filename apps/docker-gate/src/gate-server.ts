@@ -2,12 +2,13 @@ import { chmodSync, rmSync } from 'node:fs';
 import http, { type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
 import type { Logger } from 'pino';
-import { type AllowedCall, type BodyCheck, decideCall, withTargetId } from './call-policy.ts';
-import { containerCreateProblem } from './container-create-policy.ts';
-import { EngineLookup } from './engine-lookup.ts';
+import { type AllowedCall, decideCall, withTargetId } from './call-policy.ts';
+import { BodyRefused, checkedBody } from './checked-body.ts';
+import { MOUNTING_CALLS, containerCallProblem } from './container-call-policy.ts';
+import { EngineLookup, engineGet } from './engine-lookup.ts';
+import { type InspectedImage, imageRemoval } from './protected-images.ts';
 import type { GateConfig } from './gate-config.ts';
 import { followLinks } from './bind-roots.ts';
-import { execCreateProblem, networkCreateProblem } from './small-body-policy.ts';
 
 /** Largest body the gate reads to check it (create, exec and network bodies; the firewall helper's rules). */
 const MAX_CHECKED_BODY = 16 * 1024 * 1024;
@@ -42,6 +43,15 @@ function errorText(error: unknown): string {
   return error instanceof Error ? error.message : String(error);
 }
 
+/** The message of an engine error answer (JSON `{message}` or plain text). */
+function engineMessage(body: string): string {
+  try {
+    return String((JSON.parse(body) as { message?: unknown }).message ?? body);
+  } catch {
+    return body;
+  }
+}
+
 function readBody(request: IncomingMessage, limit: number): Promise<Buffer> {
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
@@ -61,58 +71,64 @@ function readBody(request: IncomingMessage, limit: number): Promise<Buffer> {
 /** The Docker gate: an HTTP server in front of the engine socket that forwards only the platform's calls. */
 export class DockerGate {
   private readonly lookup: EngineLookup;
+  private readonly startedAt = Date.now();
+  /** Image names no call may write to: the firewall helper's and the rest of the stack's. */
+  private readonly protectedImages: string[];
 
   constructor(
     private readonly config: GateConfig,
     private readonly logger: Logger,
   ) {
     this.lookup = new EngineLookup(config.engineSocket);
-  }
-
-  /** Why a body the gate checks is refused (undefined: fine). */
-  private bodyProblem(check: BodyCheck, raw: Buffer): string | undefined {
-    const text = raw.toString('utf8').trim();
-    if (check === 'empty') return text === '' || text === '{}' || text === 'null' ? undefined : 'this call takes no body (no HostConfig at start)';
-    let body: unknown;
-    try {
-      body = JSON.parse(text);
-    } catch {
-      throw new Refusal(400, 'docker gate: the body is not valid JSON');
-    }
-    if (check === 'exec-create') return execCreateProblem(body);
-    if (check === 'network-create') return networkCreateProblem(body);
-    return containerCreateProblem(body, {
-      bindRoots: this.config.bindRoots,
-      helperImage: this.config.helperImage,
-      runtimes: this.config.runtimes,
-      resolvePath: followLinks,
-    });
+    this.protectedImages = [config.helperImage, ...config.protectedImages];
   }
 
   /** Decides a request completely (method, path, body, target); returns the URL to forward. */
-  private async admit(request: IncomingMessage, body: Buffer | undefined): Promise<{ decision: AllowedCall; url: string }> {
-    const decision = decideCall(request.method ?? '', request.url ?? '/', [this.config.helperImage]);
+  private async admit(request: IncomingMessage, raw: Buffer | undefined): Promise<{ decision: AllowedCall; url: string; body: Buffer | undefined }> {
+    const decision = decideCall(request.method ?? '', request.url ?? '/', this.protectedImages);
     if (!decision.allowed) throw new Refusal(decision.status, decision.message);
-    if (decision.body && body !== undefined) {
-      const problem = this.bodyProblem(decision.body, body);
-      if (problem) throw new Refusal(403, `docker gate: ${decision.call} refused: ${problem}`);
+    let body = raw;
+    if (decision.body && raw !== undefined) {
+      try {
+        body = checkedBody(decision.body, raw, { bindRoots: this.config.bindRoots, helperImage: this.config.helperImage, runtimes: this.config.runtimes, resolvePath: followLinks });
+      } catch (error) {
+        if (error instanceof BodyRefused) throw new Refusal(error.status, `docker gate: ${decision.call} refused: ${error.message}`);
+        throw error;
+      }
     }
     let url = request.url ?? '/';
     if (decision.target) {
-      const verdict = await this.lookup.check(decision.target.kind, decision.target.ref);
+      const verdict = await this.lookup.check(decision.target.kind, decision.target.ref, MOUNTING_CALLS.has(decision.call));
       if (verdict.kind === 'refused') throw new Refusal(403, verdict.message);
-      if (verdict.kind === 'engine') {
-        let message = verdict.body;
-        try {
-          message = String((JSON.parse(verdict.body) as { message?: unknown }).message ?? verdict.body);
-        } catch {
-          // plain text from the engine
-        }
-        throw new Refusal(verdict.status, message);
+      if (verdict.kind === 'engine') throw new Refusal(verdict.status, engineMessage(verdict.body));
+      if (verdict.container) {
+        const context = { now: Date.now(), gateStartedAt: this.startedAt, bindRoots: this.config.bindRoots, resolvePath: followLinks };
+        const problem = containerCallProblem(decision.call, verdict.container, context);
+        if (problem) throw new Refusal(403, `docker gate: ${problem}`);
       }
       url = withTargetId(url, decision, verdict.id);
     }
-    return { decision, url };
+    if (decision.call === 'image remove') url = await this.imageRemovalUrl(url);
+    return { decision, url, body };
+  }
+
+  /** `DELETE /images/<ref>` judged by the image it names now, forwarded with the matching tag or the full id. */
+  private async imageRemovalUrl(url: string): Promise<string> {
+    const queryAt = url.indexOf('?');
+    const path = queryAt < 0 ? url : url.slice(0, queryAt);
+    const at = path.indexOf('/images/');
+    const reference = path.slice(at + '/images/'.length);
+    const answer = await engineGet(this.config.engineSocket, `/images/${encodeURIComponent(reference)}/json`);
+    if (answer.status !== 200) throw new Refusal(answer.status, engineMessage(answer.body));
+    let image: InspectedImage;
+    try {
+      image = JSON.parse(answer.body) as InspectedImage;
+    } catch {
+      throw new Refusal(502, 'docker gate: the engine answered an image inspection with malformed JSON');
+    }
+    const removal = imageRemoval(reference, image, this.protectedImages);
+    if (!removal.allowed) throw new Refusal(403, `docker gate: ${removal.message}`);
+    return `${path.slice(0, at)}/images/${removal.reference}${queryAt < 0 ? '' : url.slice(queryAt)}`;
   }
 
   private refuse(request: IncomingMessage, response: ServerResponse, error: unknown): void {
@@ -134,9 +150,9 @@ export class DockerGate {
   /** Ordinary calls, streamed both ways (pulls, imports, archives, events, logs, hijacked attach without Upgrade). */
   async handle(request: IncomingMessage, response: ServerResponse): Promise<void> {
     try {
-      const early = decideCall(request.method ?? '', request.url ?? '/', [this.config.helperImage]);
-      const body = early.allowed && early.body ? await readBody(request, MAX_CHECKED_BODY) : undefined;
-      const { decision, url } = await this.admit(request, body);
+      const early = decideCall(request.method ?? '', request.url ?? '/', this.protectedImages);
+      const raw = early.allowed && early.body ? await readBody(request, MAX_CHECKED_BODY) : undefined;
+      const { decision, url, body } = await this.admit(request, raw);
       this.forward(request, response, decision, url, body);
     } catch (error) {
       this.refuse(request, response, error);
@@ -284,7 +300,7 @@ export async function startGate(config: GateConfig, logger: Logger): Promise<Run
     const address = server.address() as AddressInfo;
     dockerHost = `tcp://${address.family === 'IPv6' ? `[${address.address}]` : address.address}:${address.port}`;
   }
-  logger.info({ listen: dockerHost, engine: config.engineSocket, bindRoots: config.bindRoots, helperImage: config.helperImage }, 'docker gate listening');
+  logger.info({ listen: dockerHost, engine: config.engineSocket, bindRoots: config.bindRoots, helperImage: config.helperImage, protectedImages: config.protectedImages }, 'docker gate listening');
   return {
     server,
     dockerHost,

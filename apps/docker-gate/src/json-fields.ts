@@ -24,6 +24,15 @@ export function foldFields(value: unknown, where: string): Map<string, unknown> 
   return fields;
 }
 
+/**
+ * A field the gate does not know is acceptable only unset: absent, null, or a scalar zero value ('', 0, false).
+ * An empty list or object is not "nothing asked" for Go: a non-nil empty slice is a value (`MaskedPaths: []`
+ * unmasks /proc, `ReadonlyPaths: []` leaves /proc/sys writable), so it counts as set.
+ */
+export function isUnset(value: unknown): boolean {
+  return value === undefined || value === null || value === '' || value === 0 || value === false;
+}
+
 /** null, undefined, '', 0, false, [] and {} are what Go leaves as the zero value: nothing asked for. */
 export function isEmpty(value: unknown): boolean {
   if (value === undefined || value === null || value === '' || value === 0 || value === false) return true;

@@ -1,4 +1,4 @@
-import { BodyError, foldFields, isEmpty, isObject, optionalString } from './json-fields.ts';
+import { BodyError, foldFields, isEmpty, isObject, isUnset, optionalString } from './json-fields.ts';
 import { MANAGED_NETWORK_LABEL } from './platform-labels.ts';
 
 /** `POST /containers/{id}/exec`: never privileged (the platform itself never execs; tools may, into its containers). */
@@ -25,7 +25,7 @@ export function networkCreateProblem(body: unknown): string | undefined {
   try {
     if (!isObject(body)) return 'the body must be a JSON object';
     const fields = foldFields(body, 'body');
-    for (const [key, value] of fields) if (!NETWORK_FIELDS.has(key) && !isEmpty(value)) return `network field ${key} is not allowed`;
+    for (const [key, value] of fields) if (!NETWORK_FIELDS.has(key) && !isUnset(value)) return `network field ${key} is not allowed`;
     const driver = optionalString(fields.get('driver'), 'Driver');
     if (driver !== '' && driver !== 'bridge') return `network driver '${driver}' is not allowed (bridge only)`;
     const labels = fields.get('labels');

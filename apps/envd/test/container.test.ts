@@ -176,6 +176,53 @@ describe('files in /home/user', () => {
   });
 });
 
+describe('issue 19 compatibility, inside a sandbox', () => {
+  it("downloads the container's procfs and sysfs files whole", async () => {
+    const bootId = await sbx.files.read('/proc/sys/kernel/random/boot_id');
+    expect(bootId).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\n$/);
+    expect(bootId).toBe((await sbx.commands.run('cat /proc/sys/kernel/random/boot_id')).stdout);
+    const cpus = (await sbx.commands.run('cat /sys/devices/system/cpu/online')).stdout;
+    expect(await sbx.files.read('/sys/devices/system/cpu/online')).toBe(cpus);
+  });
+
+  it('reports a symlink as the type of its target', async () => {
+    await sbx.commands.run('mkdir -p /home/user/links/d && echo abc > /home/user/links/f && ln -s f /home/user/links/to-file && ln -s d /home/user/links/to-dir && ln -s gone /home/user/links/dangling');
+    expect(await sbx.files.getInfo('/home/user/links/to-file')).toMatchObject({ type: 'file', size: 4, symlinkTarget: '/home/user/links/f' });
+    expect(await sbx.files.getInfo('/home/user/links/to-dir')).toMatchObject({ type: 'dir', symlinkTarget: '/home/user/links/d' });
+    expect((await sbx.files.list('/home/user/links')).map((e) => `${e.name}:${e.type}`)).toEqual(['d:dir', 'f:file', 'to-dir:dir', 'to-file:file']);
+  });
+
+  it('answers compose with the composed file result', async () => {
+    await sbx.files.write('/home/user/c1', 'one;');
+    await sbx.files.write('/home/user/c2', 'two');
+    const composed = await fetch(`${envd!.url}/files/compose`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ source_paths: ['c1', 'c2'], destination: 'joined/c' }) });
+    expect(composed.status).toBe(200);
+    expect(await composed.json()).toEqual({ path: '/home/user/joined/c', name: 'c', type: 'file' });
+    expect(await sbx.files.read('/home/user/joined/c')).toBe('one;two');
+    expect(await sbx.files.getInfo('/home/user/joined/c')).toMatchObject({ owner: 'user' });
+  });
+
+  it('lets a polling watcher (raw Connect JSON, as the Python SDK) see an upload as CREATE, CHMOD, WRITE with entries', async () => {
+    const call = async (method: string, body: unknown): Promise<Record<string, unknown>> => {
+      const response = await fetch(`${envd!.url}/filesystem.Filesystem/${method}`, { method: 'POST', headers: { 'content-type': 'application/json', 'connect-protocol-version': '1' }, body: JSON.stringify(body) });
+      expect(response.status).toBe(200);
+      return (await response.json()) as Record<string, unknown>;
+    };
+    await sbx.files.makeDir('/home/user/polled');
+    const { watcherId } = await call('CreateWatcher', { path: '/home/user/polled', includeEntry: true });
+    await sbx.files.write('/home/user/polled/new.txt', 'fresh');
+    const events = await until('three events', async () => {
+      const drained = (await call('GetWatcherEvents', { watcherId })).events as Array<{ name: string; type: string; entry?: { type: string; owner: string; size: string } }> | undefined;
+      return drained && drained.length > 0 ? drained : undefined;
+    });
+    await new Promise((r) => setTimeout(r, 200));
+    events.push(...(((await call('GetWatcherEvents', { watcherId })).events ?? []) as typeof events));
+    expect(events.map((e) => `${e.type} ${e.name}`)).toEqual(['EVENT_TYPE_CREATE new.txt', 'EVENT_TYPE_CHMOD new.txt', 'EVENT_TYPE_WRITE new.txt']);
+    for (const event of events) expect(event.entry).toMatchObject({ type: 'FILE_TYPE_FILE', owner: 'user', size: '5' });
+    await call('RemoveWatcher', { watcherId });
+  });
+});
+
 describe('pty', () => {
   it('runs an interactive shell as `user` with a terminal', async () => {
     let output = '';

@@ -73,6 +73,34 @@ describe('downloads', () => {
     }
   });
 
+  it('reads procfs and sysfs files to their end (their size reads 0 or 4096), chunked, whole even when a range is asked', async () => {
+    const bootId = readFileSync('/proc/sys/kernel/random/boot_id', 'utf8');
+    expect(bootId).toMatch(/^[0-9a-f-]{36}\n$/);
+    for (const encoding of ['identity', 'gzip']) {
+      const proc = await fetch(filesUrl({ path: '/proc/sys/kernel/random/boot_id' }), { headers: { 'accept-encoding': encoding } });
+      expect(proc.status).toBe(200);
+      expect(proc.headers.get('content-length')).toBeNull();
+      expect(await proc.text()).toBe(bootId);
+    }
+    // sysfs says 4096 bytes for a 4-byte answer: announcing that length would cut the response.
+    expect(statSync('/sys/devices/system/cpu/online').size).toBe(4096);
+    const sys = await fetch(filesUrl({ path: '/sys/devices/system/cpu/online' }));
+    expect(sys.status).toBe(200);
+    expect(await sys.text()).toBe(readFileSync('/sys/devices/system/cpu/online', 'utf8'));
+    // Bigger than one read chunk of the kernel's, so the whole file takes several reads.
+    const maps = await fetch(filesUrl({ path: '/proc/self/maps' }));
+    expect((await maps.text()).split('\n').length).toBeGreaterThan(50);
+    // Neither the length nor a range of such a file is known before reading it: ranges are ignored (200, all of it).
+    const ranged = await fetch(filesUrl({ path: '/proc/sys/kernel/random/boot_id' }), { headers: { range: 'bytes=0-3' } });
+    expect(ranged.status).toBe(200);
+    expect(ranged.headers.get('content-range')).toBeNull();
+    expect(await ranged.text()).toBe(bootId);
+    const head = await fetch(filesUrl({ path: '/proc/sys/kernel/random/boot_id' }), { method: 'HEAD' });
+    expect(head.status).toBe(200);
+    expect(head.headers.get('content-length')).toBeNull();
+    expect(await head.text()).toBe('');
+  });
+
   it('answers 404 with the reference message and resolves ~ and relative paths', async () => {
     const missing = await fetch(filesUrl({ path: join(dir, 'nope') }));
     expect(missing.status).toBe(404);

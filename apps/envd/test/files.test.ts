@@ -32,6 +32,14 @@ describe('files through the e2b SDK', () => {
     expect(await sbx.files.read(path, { gzip: true })).toBe('hello world');
   });
 
+  it('reads procfs files, whose size reads 0, to their end', async () => {
+    const bootId = await sbx.files.read('/proc/sys/kernel/random/boot_id');
+    expect(bootId).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\n$/);
+    expect(bootId).toBe(readFileSync('/proc/sys/kernel/random/boot_id', 'utf8'));
+    expect(await sbx.files.read('/proc/sys/kernel/random/boot_id', { gzip: true })).toBe(bootId);
+    expect(Buffer.from(await sbx.files.read('/proc/self/status', { format: 'bytes' })).toString()).toMatch(/^Name:\t/);
+  });
+
   it('writes empty files, overwrites, and uploads octet-stream and gzip bodies', async () => {
     const empty = join(dir, 'empty');
     await sbx.files.write(empty, '');
@@ -152,8 +160,8 @@ describe('compose', () => {
     });
     const response = await fetch(`${envd.url}/files/compose`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ source_paths: parts, destination: join(dir, 'composed/out.txt') }) });
     expect(response.status).toBe(200);
-    const entry = await response.json();
-    expect(entry).toMatchObject({ name: 'out.txt', type: 'FILE_TYPE_FILE', path: join(dir, 'composed/out.txt') });
+    // The interface's "Composed file result": exactly path, name and type (`file` or `directory`).
+    expect(await response.json()).toEqual({ path: join(dir, 'composed/out.txt'), name: 'out.txt', type: 'file' });
     expect(readFileSync(join(dir, 'composed/out.txt'), 'utf8')).toBe('part0;part1;part2;');
     expect(parts.some((p) => existsSync(p))).toBe(false);
     const keep = join(dir, 'keep');

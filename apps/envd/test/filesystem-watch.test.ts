@@ -1,8 +1,12 @@
 import { ConnectError, createClient } from '@connectrpc/connect';
 import { createConnectTransport } from '@connectrpc/connect-node';
-import { appendFileSync, chmodSync, mkdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { appendFileSync, chmodSync, mkdirSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { EventType, Filesystem } from '@tidepool/protocol/filesystem';
+import { fromBinary, fromJson, type JsonValue, toBinary, toJson } from '@bufbuild/protobuf';
+import {
+  CreateWatcherRequestSchema, CreateWatcherResponseSchema, EventType, Filesystem, GetWatcherEventsRequestSchema,
+  GetWatcherEventsResponseSchema, RemoveWatcherRequestSchema, RemoveWatcherResponseSchema,
+} from '@tidepool/protocol/filesystem';
 import { type FilesystemEvent, Sandbox } from 'e2b';
 import { describe, expect, it } from 'vitest';
 import { useSdkSession } from './support/sdk-session.ts';
@@ -154,28 +158,30 @@ describe('WatchDir through the e2b SDK', () => {
 const STAGING = /\.(upload|compose)-[0-9a-f]{12}$/;
 
 describe('uploads as watchers see them: the write of the target, never the staging file', () => {
-  it('reports WRITE for an overwrite and CREATE then WRITE for a new file, with entries (SDK watchDir)', async () => {
+  // As the reference's upload does it: chown (CHMOD) before writing; a new file is created first, an old one truncated.
+  it('reports CHMOD then WRITE for an overwrite and CREATE, CHMOD, WRITE for a new file, with entries (SDK watchDir)', async () => {
     const root = join(dir, 'sdk-writes');
     mkdirSync(root);
     await sbx.files.write(join(root, 'existing.txt'), 'first');
     const w = await collect(root, { includeEntry: true });
     await sbx.files.write(join(root, 'existing.txt'), 'second');
-    await w.waitFor(['write existing.txt']);
+    await w.waitFor(['chmod existing.txt', 'write existing.txt']);
     await sbx.files.write(join(root, 'new.txt'), 'new content');
-    await w.waitFor(['create new.txt', 'write new.txt']);
+    await w.waitFor(['create new.txt', 'chmod new.txt', 'write new.txt']);
     await sbx.files.write(join(root, 'empty.txt'), '');
-    await w.waitFor(['create empty.txt']);
+    await w.waitFor(['create empty.txt', 'chmod empty.txt']);
     await sbx.files.writeFiles([{ path: join(root, 'new.txt'), data: 'again' }, { path: join(root, 'multi.txt'), data: 'm' }]);
-    await w.waitFor(['write new.txt', 'create multi.txt', 'write multi.txt']);
+    await w.waitFor(['chmod new.txt', 'write new.txt', 'create multi.txt', 'chmod multi.txt', 'write multi.txt']);
     await sleep(150);
     await w.stop();
     expect(w.lines()).toEqual([
-      'write existing.txt',
-      'create new.txt', 'write new.txt',
-      'create empty.txt',
-      'write new.txt', 'create multi.txt', 'write multi.txt',
+      'chmod existing.txt', 'write existing.txt',
+      'create new.txt', 'chmod new.txt', 'write new.txt',
+      'create empty.txt', 'chmod empty.txt',
+      'chmod new.txt', 'write new.txt', 'create multi.txt', 'chmod multi.txt', 'write multi.txt',
     ]);
-    expect(w.events[0].entry).toEqual({ type: 'file', size: 6, path: join(root, 'existing.txt') });
+    for (const event of w.events.slice(0, 2)) expect(event.entry).toEqual({ type: 'file', size: 6, path: join(root, 'existing.txt') });
+    for (const event of w.events.slice(2, 5)) expect(event.entry).toEqual({ type: 'file', size: 11, path: join(root, 'new.txt') });
   });
 
   it('reports writes in nested and freshly made directories of a recursive watch (SDK watchDir)', async () => {
@@ -188,19 +194,23 @@ describe('uploads as watchers see them: the write of the target, never the stagi
     await sbx.files.makeDir(join(root, 'added'));
     await w.waitFor(['create added']);
     await sbx.files.write(join(root, 'added/watched.txt'), 'content');
-    await w.waitFor(['create added/watched.txt', 'write added/watched.txt']);
+    await w.waitFor(['create added/watched.txt', 'chmod added/watched.txt', 'write added/watched.txt']);
     // Parents made by the upload itself: the new directories' walks must skip the staging file too.
     await sbx.files.write(join(root, 'made/by/upload.txt'), 'u');
     await w.waitFor(['create made', 'create made/by', 'create made/by/upload.txt']);
     await sleep(150);
     await w.stop();
     expect(w.lines().filter((line) => STAGING.test(line))).toEqual([]);
-    // Directories envd makes are chowned to the user (CHMOD), as in the reference; files only written.
-    expect(w.lines().filter((line) => /^(rename|remove) /.test(line) || /^chmod .*\.txt$/.test(line))).toEqual([]);
+    // Directories envd makes are chowned to the user (CHMOD), as in the reference, and so are uploaded files.
+    expect(w.lines().filter((line) => /^(rename|remove) /.test(line))).toEqual([]);
     const files = w.lines().filter((line) => line.endsWith('.txt'));
-    expect(files.slice(0, 4)).toEqual(['write nested/watched.txt', 'create added/watched.txt', 'write added/watched.txt', 'create made/by/upload.txt']);
-    // Its WRITE is seen only when the new directory's watch was set before the rename (so in the reference).
-    expect(files.slice(4)).toEqual(files.length > 4 ? ['write made/by/upload.txt'] : []);
+    expect(files.slice(0, 6)).toEqual([
+      'chmod nested/watched.txt', 'write nested/watched.txt',
+      'create added/watched.txt', 'chmod added/watched.txt', 'write added/watched.txt',
+      'create made/by/upload.txt',
+    ]);
+    // Its CHMOD and WRITE are seen only when the new directory's watch was set before the rename (so in the reference).
+    expect(files.slice(6)).toEqual(files.length > 6 ? ['chmod made/by/upload.txt', 'write made/by/upload.txt'] : []);
   });
 
   for (const useBinaryFormat of [false, true]) {
@@ -231,13 +241,71 @@ describe('uploads as watchers see them: the write of the target, never the stagi
 
       const { events } = await client.getWatcherEvents({ watcherId });
       expect(events.map((e) => `${EventType[e.type]} ${e.name}`)).toEqual([
-        'WRITE existing.txt',
-        'CREATE new.txt', 'WRITE new.txt',
+        'CHMOD existing.txt', 'WRITE existing.txt',
+        'CREATE new.txt', 'CHMOD new.txt', 'WRITE new.txt',
         'CREATE joined', 'WRITE joined', 'REMOVE part-a', 'REMOVE part-b',
       ]);
-      expect(events[0].entry).toMatchObject({ name: 'existing.txt', size: 11n });
-      expect(events[2].entry).toMatchObject({ name: 'new.txt', size: 13n });
+      expect(events[1].entry).toMatchObject({ name: 'existing.txt', size: 11n });
+      expect(events[4].entry).toMatchObject({ name: 'new.txt', size: 13n });
       await client.removeWatcher({ watcherId });
+    });
+  }
+});
+
+/** A unary Connect call as the Python SDK makes it: a plain HTTP POST, Connect JSON or binary proto. */
+async function unary(method: string, body: Record<string, unknown>, proto: boolean): Promise<Record<string, unknown>> {
+  const schemas = { CreateWatcher: [CreateWatcherRequestSchema, CreateWatcherResponseSchema], GetWatcherEvents: [GetWatcherEventsRequestSchema, GetWatcherEventsResponseSchema], RemoveWatcher: [RemoveWatcherRequestSchema, RemoveWatcherResponseSchema] } as const;
+  const [requestSchema, responseSchema] = schemas[method as keyof typeof schemas];
+  const response = await fetch(`${envd.url}/filesystem.Filesystem/${method}`, {
+    method: 'POST',
+    headers: { 'content-type': proto ? 'application/proto' : 'application/json', 'connect-protocol-version': '1' },
+    body: proto ? toBinary(requestSchema, fromJson(requestSchema, body as JsonValue)) : JSON.stringify(body),
+  });
+  expect(response.status).toBe(200);
+  if (!proto) return (await response.json()) as Record<string, unknown>;
+  return toJson(responseSchema, fromBinary(responseSchema, new Uint8Array(await response.arrayBuffer()))) as Record<string, unknown>;
+}
+
+interface WireEvent {
+  name: string;
+  type: string;
+  entry?: { name: string; type?: string; size: string; owner: string; symlinkTarget?: string };
+}
+
+describe('polling watchers as the Python SDK drives them (raw Connect, JSON and proto)', () => {
+  for (const proto of [false, true]) {
+    const format = proto ? 'proto' : 'json';
+
+    it(`sees a new file uploaded through /files as CREATE, CHMOD, WRITE, as the streaming watch does, entries when asked (${format})`, async () => {
+      const root = join(dir, `python-${format}`);
+      mkdirSync(root);
+      // The Python client spells the field in camelCase (proto JSON); snake_case is valid proto JSON too.
+      const withEntry = (await unary('CreateWatcher', { path: root, includeEntry: true }, proto)).watcherId as string;
+      const snake = (await unary('CreateWatcher', { path: root, include_entry: true }, proto)).watcherId as string;
+      const bare = (await unary('CreateWatcher', { path: root }, proto)).watcherId as string;
+      const stream = await collect(root, { includeEntry: true });
+      const upload = await fetch(`${envd.url}/files?${new URLSearchParams({ path: join(root, 'up.txt') })}`, { method: 'POST', headers: { 'content-type': 'application/octet-stream' }, body: 'uploaded' });
+      expect(upload.status).toBe(200);
+      symlinkSync(join(root, 'up.txt'), join(root, 'link'));
+      await stream.waitFor(['create up.txt', 'chmod up.txt', 'write up.txt', 'create link']);
+      await sleep(150);
+      await stream.stop();
+      const expected = ['EVENT_TYPE_CREATE up.txt', 'EVENT_TYPE_CHMOD up.txt', 'EVENT_TYPE_WRITE up.txt', 'EVENT_TYPE_CREATE link'];
+      expect(stream.lines()).toEqual(['create up.txt', 'chmod up.txt', 'write up.txt', 'create link']);
+      for (const id of [withEntry, snake, bare]) {
+        const events = (await unary('GetWatcherEvents', { watcherId: id }, proto)).events as WireEvent[];
+        expect(events.map((e) => `${e.type} ${e.name}`)).toEqual(expected);
+        if (id === bare) {
+          for (const event of events) expect(event.entry).toBeUndefined();
+        } else {
+          for (const event of events.slice(0, 3)) expect(event.entry).toMatchObject({ name: 'up.txt', type: 'FILE_TYPE_FILE', size: '8', owner: 'root' });
+          // A link's entry has its target's type (never FILE_TYPE_SYMLINK) and says where it points.
+          expect(events[3].entry).toMatchObject({ name: 'link', type: 'FILE_TYPE_FILE', size: '8', symlinkTarget: join(root, 'up.txt') });
+        }
+        expect((await unary('RemoveWatcher', { watcherId: id }, proto))).toEqual({});
+      }
+      for (const event of stream.events.slice(0, 3)) expect(event.entry).toEqual({ type: 'file', size: 8, path: join(root, 'up.txt') });
+      expect(stream.events[3].entry).toEqual({ type: 'file', size: 8, path: join(root, 'link') });
     });
   }
 });

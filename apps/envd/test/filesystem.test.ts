@@ -35,8 +35,9 @@ describe('filesystem via the e2b SDK', () => {
     expect(shallow.map((e) => e.name).sort()).toEqual(['a', 'link', 'top.txt']);
     const top = shallow.find((e) => e.name === 'top.txt')!;
     expect(top).toMatchObject({ type: 'file', size: 5, path: join(root, 'top.txt'), owner: 'root', group: 'root', permissions: '-rw-r--r--' });
+    // A symlink reports its target's type (as the reference does), the link itself in symlinkTarget.
     const link = shallow.find((e) => e.name === 'link')!;
-    expect(link.type).toBe('symlink');
+    expect(link.type).toBe('file');
     expect(link.symlinkTarget).toBe(join(root, 'top.txt'));
     const deep = await sbx.files.list(root, { depth: 3 });
     expect(deep.map((e) => e.path)).toContain(join(root, 'a/b/deep.txt'));
@@ -139,9 +140,13 @@ describe('filesystem semantics', () => {
     expect(byName.get('f.txt')?.metadata).toEqual({ kind: 'report' });
     expect(byName.get('d')).toMatchObject({ type: 'dir', permissions: 'drwxr-xr-x', mode: 0o755 });
     expect(byName.get('d')?.metadata).toBeUndefined();
-    expect(byName.get('rel-link')).toMatchObject({ type: 'symlink', size: 12, mode: 0o640, permissions: 'Lrwxrwxrwx', symlinkTarget: join(root, 'f.txt') });
+    expect(byName.get('rel-link')).toMatchObject({ type: 'file', size: 12, mode: 0o640, permissions: 'Lrwxrwxrwx', symlinkTarget: join(root, 'f.txt') });
+    expect(await sbx.files.getInfo(join(root, 'rel-link'))).toMatchObject({ type: 'file', size: 12, symlinkTarget: join(root, 'f.txt') });
+    // A dangling link has no target type (UNSPECIFIED): the SDK's list skips it, getInfo gives no type.
+    expect(byName.has('broken')).toBe(false);
     const broken = await sbx.files.getInfo(join(root, 'broken'));
-    expect(broken).toMatchObject({ type: 'symlink', symlinkTarget: join(root, 'nowhere') });
+    expect(broken.type).toBeUndefined();
+    expect(broken).toMatchObject({ name: 'broken', permissions: 'Lrwxrwxrwx', symlinkTarget: join(root, 'nowhere') });
     expect((await sbx.files.getInfo(join(root, 'f.txt'))).permissions).toBe('-rw-r-----');
   });
 
@@ -154,8 +159,11 @@ describe('filesystem semantics', () => {
     writeFileSync(join(outside, 'secret'), 's');
     symlinkSync(outside, join(real, 'to-outside'));
     symlinkSync(real, join(dir, 'root-link'));
-    const paths = (await sbx.files.list(join(dir, 'root-link'), { depth: 5 })).map((e) => e.path).sort();
-    expect(paths).toEqual([join(dir, 'root-link/inner'), join(dir, 'root-link/inner/file'), join(dir, 'root-link/to-outside')]);
+    const listed = await sbx.files.list(join(dir, 'root-link'), { depth: 5 });
+    expect(listed.map((e) => e.path).sort()).toEqual([join(dir, 'root-link/inner'), join(dir, 'root-link/inner/file'), join(dir, 'root-link/to-outside')]);
+    // The nested link reads as the directory it points at, and still is not walked into.
+    expect(listed.find((e) => e.name === 'to-outside')).toMatchObject({ type: 'dir', symlinkTarget: outside });
+    expect(await sbx.files.getInfo(join(real, 'to-outside'))).toMatchObject({ type: 'dir', symlinkTarget: outside });
   });
 
   it('makes directories owned by the request user and refuses a file in the way', async () => {
@@ -167,6 +175,46 @@ describe('filesystem semantics', () => {
     expect((await sbx.files.getInfo(join(base, 'a'))).owner).toBe('nobody');
     writeFileSync(join(dir, 'a-file'), '');
     await expect(sbx.files.makeDir(join(dir, 'a-file'))).rejects.toBeInstanceOf(InvalidArgumentError);
+  });
+
+  it('never sends FILE_TYPE_SYMLINK over Connect JSON (clients without that enum value fail to parse it)', async () => {
+    const root = join(dir, 'json-links');
+    mkdirSync(join(root, 'd'), { recursive: true });
+    writeFileSync(join(root, 'f'), 'abc');
+    symlinkSync(join(root, 'f'), join(root, 'to-file'));
+    symlinkSync(join(root, 'd'), join(root, 'to-dir'));
+    symlinkSync(join(root, 'gone'), join(root, 'dangling'));
+    symlinkSync(join(root, 'loop'), join(root, 'loop'));
+    const call = async (method: string, body: unknown): Promise<{ status: number; text: string }> => {
+      const response = await fetch(`${envd.url}/filesystem.Filesystem/${method}`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'connect-protocol-version': '1' },
+        body: JSON.stringify(body),
+      });
+      return { status: response.status, text: await response.text() };
+    };
+    const listed = await call('ListDir', { path: root, depth: 2 });
+    expect(listed.status).toBe(200);
+    expect(listed.text).not.toContain('FILE_TYPE_SYMLINK');
+    const entries = (JSON.parse(listed.text) as { entries: Array<{ name: string; type?: string; symlinkTarget?: string; size: string }> }).entries;
+    const typeOf = new Map(entries.map((e) => [e.name, [e.type ?? 'FILE_TYPE_UNSPECIFIED', e.symlinkTarget]]));
+    expect(Object.fromEntries(typeOf)).toEqual({
+      d: ['FILE_TYPE_DIRECTORY', undefined],
+      f: ['FILE_TYPE_FILE', undefined],
+      'to-file': ['FILE_TYPE_FILE', join(root, 'f')],
+      'to-dir': ['FILE_TYPE_DIRECTORY', join(root, 'd')],
+      dangling: ['FILE_TYPE_UNSPECIFIED', join(root, 'gone')],
+      loop: ['FILE_TYPE_UNSPECIFIED', join(root, 'loop')],
+    });
+    expect(entries.find((e) => e.name === 'to-file')?.size).toBe('3');
+    for (const [name, type] of [['to-file', 'FILE_TYPE_FILE'], ['to-dir', 'FILE_TYPE_DIRECTORY']]) {
+      const stat = await call('Stat', { path: join(root, name) });
+      expect(stat.status).toBe(200);
+      expect(JSON.parse(stat.text).entry).toMatchObject({ name, type, permissions: 'Lrwxrwxrwx' });
+    }
+    const dangling = JSON.parse((await call('Stat', { path: join(root, 'dangling') })).text).entry;
+    expect(dangling.type).toBeUndefined();
+    expect(dangling.symlinkTarget).toBe(join(root, 'gone'));
   });
 
   it('maps listing, moving and path errors to Connect codes', async () => {

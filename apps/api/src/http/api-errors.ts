@@ -10,8 +10,25 @@ const STATUS: Record<FailureKind, number> = {
   not_found: 404,
   conflict: 409,
   limit: 429,
+  busy: 503,
   internal: 500,
 };
+
+/**
+ * `Retry-After` (whole seconds) of capacity refusals. The SDK retries a 429 by itself when this header is
+ * an integer (up to its `retries`, within its request timeout), and surfaces `RateLimitError` after;
+ * a 503 becomes `ServiceBusyError` (nothing changed, retry).
+ */
+const DEFAULT_RETRY_AFTER_SECONDS: Partial<Record<FailureKind, number>> = { limit: 1, busy: 5 };
+
+/** The `Retry-After` value of an error, when it is a capacity refusal. */
+export function retryAfterOf(error: Error): number | undefined {
+  if (!(error instanceof PlatformError)) return undefined;
+  const fallback = DEFAULT_RETRY_AFTER_SECONDS[error.kind];
+  if (fallback === undefined) return undefined;
+  const seconds = error.retryAfterSeconds ?? fallback;
+  return Number.isFinite(seconds) ? Math.max(0, Math.ceil(seconds)) : fallback;
+}
 
 /** HTTP status of any error thrown while serving a platform route. */
 export function statusOf(error: Error & { statusCode?: number; validation?: unknown }): number {
@@ -57,7 +74,11 @@ export function installApiErrorHandler(app: FastifyInstance): void {
       : isUniqueViolation(error)
         ? 'a concurrent request created the same thing meanwhile; try again'
         : error.message;
-    if (status >= 500) request.log.error({ err: error }, 'request failed');
+    const retryAfter = retryAfterOf(error);
+    if (retryAfter !== undefined) {
+      void reply.header('retry-after', String(retryAfter));
+      request.log.info({ status, retryAfter, route: request.routeOptions.url, reason: error.message }, 'refused for capacity');
+    } else if (status >= 500) request.log.error({ err: error }, 'request failed');
     void reply.code(status).header('content-type', 'application/json; charset=utf-8').send({ code: status, message });
   });
   app.setNotFoundHandler((request, reply) => {

@@ -1,7 +1,9 @@
 import type { FastifyInstance } from 'fastify';
 import { isDashboardRequest } from '../dashboard/dashboard-assets.ts';
-import { METRICS_PATH, metricsApiKey } from '../observability/metrics-route.ts';
+import { METRICS_PATH } from '../observability/metrics-route.ts';
+import { TEAMS_PATH } from '../teams/team-routes.ts';
 import type { KeyStore } from '../store/key-store.ts';
+import { apiKeyOrBearer } from './presented-key.ts';
 import { VOLUME_CONTENT_PREFIX } from '../volumes/content/volume-content-routes.ts';
 
 /**
@@ -15,15 +17,22 @@ function isOpenRoute(method: string, path: string): boolean {
   return method === 'PUT' && /^\/templates\/[^/]+\/files\/[0-9a-f]{64}\/upload$/.test(path);
 }
 
+/**
+ * Routes where `Authorization: Bearer <key>` counts as well as `X-API-Key`: Prometheus scrapes of /metrics, and the
+ * CLI's /teams (its access-token route in the reference; here an access token is one of the platform's API keys).
+ */
+const BEARER_PATHS = new Set([METRICS_PATH, TEAMS_PATH]);
+
 /** `X-API-Key` on every platform route but the open ones. */
 export function installApiKeyAuth(app: FastifyInstance, keys: KeyStore): void {
   app.addHook('onRequest', async (request, reply) => {
     const path = request.url.split('?')[0];
     if (isOpenRoute(request.method, path)) return;
-    // Prometheus scrapes with `Authorization: Bearer <key>`: accepted on /metrics only.
-    const key = path === METRICS_PATH ? metricsApiKey(request.headers) : request.headers['x-api-key'];
+    const bearerAllowed = BEARER_PATHS.has(path);
+    const key = bearerAllowed ? apiKeyOrBearer(request.headers) : request.headers['x-api-key'];
     if (typeof key === 'string' && key !== '' && (await keys.isValid(key))) return;
-    const message = typeof key === 'string' && key !== '' ? 'Invalid API key' : 'Missing API key: send it in the X-API-Key header';
+    const missing = bearerAllowed ? 'Missing API key: send it in the X-API-Key header or as Authorization: Bearer <key>' : 'Missing API key: send it in the X-API-Key header';
+    const message = typeof key === 'string' && key !== '' ? 'Invalid API key' : missing;
     await reply.code(401).send({ code: 401, message });
     return reply;
   });

@@ -14,6 +14,8 @@ import type { TimeoutRules } from '../sandboxes/routes/timeout-rules.ts';
 import type { SandboxLifecycle } from '../sandboxes/sandbox-lifecycle.ts';
 import type { SandboxStore } from '../sandboxes/sandbox-store.ts';
 import type { KeyStore } from '../store/key-store.ts';
+import { registerSecretRoutes } from '../secrets/secret-routes.ts';
+import type { SecretStore } from '../secrets/secret-store.ts';
 import type { SandboxRuntime } from '../runtime/sandbox-runtime.ts';
 import type { VolumeCatalog } from '../volumes/volume-catalog.ts';
 import { registerVolumeRoutes } from '../volumes/routes/volume-routes.ts';
@@ -22,6 +24,8 @@ import { registerTemplateBuildRoutes } from '../templates/routes/template-build-
 import type { TemplateRouteDeps } from '../templates/routes/template-route-deps.ts';
 import { registerTemplateRoutes } from '../templates/routes/template-routes.ts';
 import { registerTemplateTagRoutes } from '../templates/routes/template-tag-routes.ts';
+import type { TeamDirectory } from '../teams/team-directory.ts';
+import { registerTeamRoutes } from '../teams/team-routes.ts';
 import { answerClientError, answerFrameworkError, installApiErrorHandler } from './api-errors.ts';
 import { installApiKeyAuth } from './api-key-auth.ts';
 import { installLenientJsonBody } from './json-body.ts';
@@ -29,9 +33,13 @@ import { installLenientJsonBody } from './json-body.ts';
 export interface ApiServerDeps {
   lifecycle: SandboxLifecycle;
   keys: KeyStore;
+  /** The caller's teams (`GET /teams`). */
+  teams: TeamDirectory;
   sandboxes: SandboxStore;
   /** Volumes: their rows, tokens and content directories. */
   volumes: VolumeCatalog;
+  /** Secrets: metadata routes; values are write-only. */
+  secrets: SecretStore;
   domain: string;
   /** The `domain` create/connect/GET answer, so the SDK builds sandbox URLs that reach this platform; null: none. */
   sandboxDomain?: () => string | null;
@@ -68,14 +76,16 @@ export function buildApiServer(deps: ApiServerDeps): FastifyInstance {
   registerDashboardRoutes(app, deps.logger, deps.dashboardDir);
   if (deps.metrics) registerMetricsRoute(app, deps.metrics);
   const sandboxDomain = deps.sandboxDomain ?? (() => null);
-  registerSandboxRoutes(app, deps.lifecycle, deps.timeouts, sandboxDomain);
+  registerSandboxRoutes(app, deps.lifecycle, deps.timeouts, sandboxDomain, () => deps.secrets.names());
   registerSandboxLifecycleRoutes(app, deps.lifecycle, deps.timeouts, sandboxDomain);
   registerSandboxObservabilityRoutes(app, deps.lifecycle, (id) => deps.sandboxes.events(id));
   registerSandboxSnapshotRoutes(app, { lifecycle: deps.lifecycle, runtime: deps.runtime, catalog: deps.templates.catalog, logger: deps.logger, platformMetrics: deps.metrics }, deps.timeouts, sandboxDomain);
   registerTemplateRoutes(app, deps.templates);
   registerTemplateBuildRoutes(app, deps.templates);
   registerTemplateTagRoutes(app, deps.templates);
+  registerTeamRoutes(app, deps.teams);
   registerVolumeRoutes(app, deps.volumes);
+  registerSecretRoutes(app, deps.secrets, deps.logger);
   registerVolumeContentRoutes(app, { volumes: deps.volumes, logger: deps.logger });
   return app;
 }

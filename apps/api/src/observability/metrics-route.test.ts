@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { ConfigError, loadConfig } from '../config.ts';
-import { LISTEN_ADDRESS_PATTERN, metricsApiKey, parseListenAddress } from './metrics-route.ts';
+import { apiKeyOrBearer as metricsApiKey } from '../http/presented-key.ts';
+import { LISTEN_ADDRESS_PATTERN, parseListenAddress } from './metrics-route.ts';
 
 describe('metrics listen address', () => {
   const valid = (address: string): boolean => new RegExp(LISTEN_ADDRESS_PATTERN).test(address);

@@ -1,4 +1,4 @@
-import http, { type IncomingHttpHeaders } from 'node:http';
+import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
@@ -14,17 +14,6 @@ export function parseListenAddress(address: string): { host: string; port: numbe
   const colon = address.lastIndexOf(':');
   const host = address.slice(0, colon);
   return { host: host.startsWith('[') ? host.slice(1, -1) : host, port: Number(address.slice(colon + 1)) };
-}
-
-/**
- * The API key a scrape presents on /metrics: `X-API-Key`, or `Authorization: Bearer <key>` (Prometheus'
- * `authorization`/`bearer_token_file` settings send only the latter). Undefined when neither is there.
- */
-export function metricsApiKey(headers: IncomingHttpHeaders): string | undefined {
-  const key = headers['x-api-key'];
-  if (typeof key === 'string' && key !== '') return key;
-  const match = /^Bearer[ \t]+(\S+)[ \t]*$/i.exec(headers.authorization ?? '');
-  return match?.[1];
 }
 
 export interface MetricsExposition {

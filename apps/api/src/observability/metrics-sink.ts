@@ -50,6 +50,12 @@ export interface PoolStats {
   coldFallbacksTotal: number;
   /** Claimed containers whose sandbox still holds them (when the pool is given `holds`). */
   inUse?: number;
+  /** Containers the pool decided to keep (ready + warming), over every key. */
+  target?: number;
+  /** What demand or pins asked for before the sandbox limit and memory caps. */
+  wanted?: number;
+  /** Size decisions that changed a key's size or reason, by `direction:reason` (`grow:demand`, `shrink:floor`, `grow:memory` …). */
+  sizeChanges?: Record<string, number>;
 }
 
 export interface PoolStatsSource {

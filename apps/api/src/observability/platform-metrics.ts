@@ -153,6 +153,35 @@ export class PlatformMetrics implements MetricsSink {
         this.inc(self.pool?.stats().coldFallbacksTotal ?? 0);
       },
     });
+    new Gauge({
+      name: `${METRIC_PREFIX}pool_target_containers`,
+      help: 'Containers the warm pool decided to keep ready (ready + warming), over every template: pinned sizes and demand, after the caps.',
+      registers,
+      collect() {
+        this.set(self.pool?.stats().target ?? 0);
+      },
+    });
+    new Gauge({
+      name: `${METRIC_PREFIX}pool_wanted_containers`,
+      help: 'Containers pinned sizes and recent demand ask the warm pool for, before the sandbox limit and memory caps.',
+      registers,
+      collect() {
+        this.set(self.pool?.stats().wanted ?? 0);
+      },
+    });
+    new Counter({
+      name: `${METRIC_PREFIX}pool_size_decisions_total`,
+      help: 'Warm pool size decisions that changed a template size or its reason: direction grow/shrink/hold, reason pinned/floor/demand/ceiling/sandbox_limit/memory.',
+      labelNames: ['direction', 'reason'],
+      registers,
+      collect() {
+        this.reset();
+        for (const [change, count] of Object.entries(self.pool?.stats().sizeChanges ?? {})) {
+          const [direction, reason] = change.split(':');
+          this.inc({ direction, reason }, count);
+        }
+      },
+    });
     this.claimWaitSeconds = new Histogram({
       name: `${METRIC_PREFIX}pool_claim_wait_seconds`,
       help: 'How long a create waited to claim a warm pool container.',

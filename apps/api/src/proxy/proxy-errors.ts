@@ -11,6 +11,14 @@ export interface ProxyErrorReply {
   reason?: string;
 }
 
+/** Capacity refusals (429) carry an integer `Retry-After`: the SDK retries those by itself. */
+const PROXY_RETRY_AFTER_SECONDS = 1;
+
+/** The `Retry-After` header value of a reply, if it is a capacity refusal. */
+export function proxyRetryAfter(reply: ProxyErrorReply): string | undefined {
+  return reply.status === 429 || reply.status === 503 ? String(PROXY_RETRY_AFTER_SECONDS) : undefined;
+}
+
 /** The reason of the error reply written on a response or socket, if the proxy wrote one (read by metrics when it closes). */
 const answeredReasons = new WeakMap<object, string>();
 
@@ -194,7 +202,8 @@ export function sendProxyError(res: ServerResponse, headers: IncomingHttpHeaders
   const { type, payload } = renderProxyError(reply, headers);
   // An unread request body (refused upload, slow client) is not drained: the connection ends with the answer.
   if (res.req && !res.req.complete) res.setHeader('connection', 'close');
-  res.writeHead(reply.status, { 'content-type': type, 'content-length': payload.length });
+  const retryAfter = proxyRetryAfter(reply);
+  res.writeHead(reply.status, { 'content-type': type, 'content-length': payload.length, ...(retryAfter ? { 'retry-after': retryAfter } : {}) });
   res.end(payload);
 }
 
@@ -208,6 +217,6 @@ export function writeProxyErrorToSocket(socket: Duplex, headers: IncomingHttpHea
   const { type, payload } = renderProxyError(reply, headers);
   const head =
     `HTTP/1.1 ${reply.status} ${STATUS_CODES[reply.status] ?? ''}\r\n` +
-    `content-type: ${type}\r\ncontent-length: ${payload.length}\r\nconnection: close\r\n\r\n`;
+    `content-type: ${type}\r\ncontent-length: ${payload.length}\r\n${proxyRetryAfter(reply) ? `retry-after: ${proxyRetryAfter(reply)}\r\n` : ''}connection: close\r\n\r\n`;
   socket.end(Buffer.concat([Buffer.from(head, 'latin1'), payload]));
 }

@@ -4,6 +4,7 @@ import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
+import { statusOf } from '../http/api-errors.ts';
 import { type MetricsSink, noMetrics, statusClass } from '../observability/metrics-sink.ts';
 import { checkTrafficToken, mayAutoResume } from './access-checks.ts';
 import { cleanRequestPath, isEnvdControlRoute } from './control-routes.ts';
@@ -40,16 +41,8 @@ function isReply(value: Admission): value is ProxyErrorReply {
   return 'status' in value;
 }
 
-/** Status carried by an error thrown from `resumeForTraffic` (`statusCode`, `status` or numeric `code`). */
 function upstreamTarget(sandbox: RoutableSandbox & { address: string }, port: number): UpstreamTarget {
   return { sandboxId: sandbox.sandboxId, address: sandbox.address, port, tls: port !== ENVD_PORT && sandbox.httpsPorts.includes(port) };
-}
-
-function errorStatus(err: unknown): number | undefined {
-  if (typeof err !== 'object' || err === null) return undefined;
-  const e = err as { statusCode?: unknown; status?: unknown; code?: unknown };
-  for (const value of [e.statusCode, e.status, e.code]) if (typeof value === 'number') return value;
-  return undefined;
 }
 
 const POOL_OPTIONS: http.AgentOptions = {
@@ -265,11 +258,19 @@ export class SandboxProxy {
     return pending;
   }
 
+  /**
+   * A refused resume, answered as the reference edge does. The status comes from the REST layer's one classifier
+   * (a platform error's kind), so the proxy and `POST /connect` agree; anything else (gone, engine failure) reads
+   * as a sandbox that cannot be reached: 502 not found.
+   */
   private resumeFailure(sandboxId: string, err: unknown): ProxyErrorReply {
-    const status = errorStatus(err);
-    this.options.logger.info({ sandboxId, status, err: (err as Error)?.message }, 'auto-resume refused');
+    const error = err instanceof Error ? err : new Error(String(err));
+    const status = statusOf(error);
+    const log = this.options.logger.child({ sandboxId });
+    if (status >= 500) log.error({ err: error, status }, 'auto-resume failed');
+    else log.info({ status, reason: error.message }, 'auto-resume refused');
     if (status === 409) return proxyErrors.stillTransitioning(sandboxId);
-    if (status === 429) return proxyErrors.resumeLimited(sandboxId, (err as Error)?.message || 'Too many sandboxes');
+    if (status === 429) return proxyErrors.resumeLimited(sandboxId, error.message || 'Too many sandboxes');
     if (status === 403 || status === 401) return proxyErrors.resumeForbidden(sandboxId);
     return proxyErrors.sandboxNotFound(sandboxId);
   }

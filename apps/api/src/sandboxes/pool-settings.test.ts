@@ -1,9 +1,13 @@
 import { describe, expect, it } from 'vitest';
-import { buildOfPoolKey, parseWarmPool, poolKey } from './pool-settings.ts';
+import { DEFAULT_WARM_POOL_MIN, buildOfPoolKey, isPoolOff, parseWarmPool, poolKey } from './pool-settings.ts';
 
 describe('warm pool settings', () => {
-  it('defaults to two containers of base', () => {
-    expect(parseWarmPool(undefined)).toEqual({ base: 2 });
+  it('pins nothing by default; adaptive floors default to two containers of base', () => {
+    expect(parseWarmPool(undefined)).toEqual({});
+    expect(parseWarmPool(undefined, DEFAULT_WARM_POOL_MIN)).toEqual({ base: 2 });
+    expect(isPoolOff(undefined)).toBe(false);
+    for (const off of ['0', 'off', ' OFF ', '']) expect(isPoolOff(off)).toBe(true);
+    expect(isPoolOff('base=2')).toBe(false);
   });
 
   it('reads template=count lists; 0, off or empty disable', () => {

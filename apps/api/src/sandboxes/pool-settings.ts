@@ -1,11 +1,18 @@
 /**
- * Which templates the warm pool keeps ready containers for, and how many: `TIDEPOOL_WARM_POOL`, a comma
- * list of `template=count` (`base=2,my-app:v1=1`); `0` or `off` (or an empty value) turns the pool off.
+ * Container counts per template reference, a comma list of `template=count` (`base=2,my-app:v1=1`):
+ * `TIDEPOOL_WARM_POOL` pins sizes, `TIDEPOOL_WARM_POOL_MIN` gives adaptive templates their floors.
+ * `0` or `off` (or an empty value) is an empty list.
  */
 export type WarmPoolTargets = Record<string, number>;
 
-/** The pool when nothing is set: two ready containers of the built-in template. */
-export const DEFAULT_WARM_POOL = 'base=2';
+/** Floors of the adaptive pool when nothing is set: never fewer than two ready containers of the built-in template. */
+export const DEFAULT_WARM_POOL_MIN = 'base=2';
+
+/** True for the values that turn the pool off (`TIDEPOOL_WARM_POOL=off`). */
+export function isPoolOff(raw: string | undefined): boolean {
+  const text = (raw ?? '').trim().toLowerCase();
+  return raw !== undefined && (text === '' || text === '0' || text === 'off');
+}
 
 /** Most containers one template may keep warm (a typo must not start thousands). */
 export const MAX_POOL_SIZE = 1000;
@@ -14,8 +21,8 @@ export const MAX_POOL_SIZE = 1000;
  * `base=2,my-app=1` → `{ base: 2, 'my-app': 1 }`. Returns the offending entry (a string) when one is
  * malformed, so the configuration check can name it. A count of 0 leaves the template out.
  */
-export function parseWarmPool(raw: string | undefined): WarmPoolTargets | string {
-  const text = (raw ?? DEFAULT_WARM_POOL).trim();
+export function parseWarmPool(raw: string | undefined, fallback = ''): WarmPoolTargets | string {
+  const text = (raw ?? fallback).trim();
   if (text === '' || text === '0' || text.toLowerCase() === 'off') return {};
   const targets: WarmPoolTargets = {};
   for (const entry of text.split(',').map((e) => e.trim()).filter(Boolean)) {

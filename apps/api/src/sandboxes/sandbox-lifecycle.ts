@@ -203,7 +203,7 @@ export class SandboxLifecycle implements SandboxDirectory {
   private async createNow(input: CreateSandboxInput): Promise<SandboxRecord> {
     const { template, build } = await this.deps.templates.resolve(input.templateRef);
     const volumeMounts = await this.resolveMounts(input.volumeMounts);
-    const record = await this.launchPooledOrCold({
+    const record = await this.launchPooledOrCold(input.templateRef, {
       image: build.image!,
       from: {
         templateId: template.templateId,
@@ -225,13 +225,16 @@ export class SandboxLifecycle implements SandboxDirectory {
   /**
    * A ready container of the same build, cpu and memory is claimed when the pool has one; otherwise, or
    * when the claim fails (the container is removed), the sandbox starts cold. Volume binds are fixed when a
-   * container is created, so a create with volumes always starts cold.
+   * container is created, so a create with volumes always starts cold (and is no demand for the pool).
+   * `reference` is the template as the create named it: an adaptive pool keeps that reference's build warm.
    */
-  private async launchPooledOrCold(plan: LaunchPlan): Promise<SandboxRecord> {
+  private async launchPooledOrCold(reference: string, plan: LaunchPlan): Promise<SandboxRecord> {
     const pool = this.deps.pool;
     if (!pool || plan.settings.volumeMounts.length > 0) return this.launch(plan);
     const began = performance.now();
-    const pooled = pool.take(poolKey(plan.from));
+    const key = poolKey(plan.from);
+    const { templateId, cpuCount, memoryMB, defaults } = plan.from;
+    const pooled = pool.take(key, { key, reference, templateId, image: plan.image, cpuCount, memoryMB, defaults });
     if (!pooled) return this.launch(plan);
     try {
       const record = await this.launch({ ...plan, sandboxId: pooled.sandboxId, pooled }, pooled.release);

@@ -87,6 +87,13 @@ export class SandboxRegistry {
     await this.store.delete(id);
   }
 
+  /** Slots not held by a sandbox, a creation in flight or a pooled container. */
+  freeSlots(): number {
+    let holding = this.reserved;
+    for (const record of this.records.values()) if (record.containerId) holding += 1;
+    return Math.max(0, this.maxSandboxes - holding);
+  }
+
   /**
    * Takes `count` slots. Sandboxes that hold a container (running, or paused with memory) count
    * against the limit, and so do creations and filesystem resumes in flight; one paused to an image holds nothing.

@@ -3,7 +3,7 @@ import { afterEach, describe, expect, it, vi } from 'vitest';
 import { PlatformError } from '../errors.ts';
 import type { ContainerSpec, SandboxRuntime } from '../runtime/sandbox-runtime.ts';
 import type { ResolvedTemplate } from '../templates/template-model.ts';
-import { WarmPool } from './warm-pool.ts';
+import { type AdaptiveSettings, type PoolTemplate, WarmPool } from './warm-pool.ts';
 
 // No envd behind the fake containers: health, the priming command and /init succeed at once.
 const inits = vi.hoisted(() => [] as Array<{ address: string; init: unknown }>);
@@ -18,22 +18,28 @@ vi.mock('./pool-prime.ts', () => ({ primeEnvd: async () => undefined }));
 
 const logger = pino({ level: 'silent' });
 
-function fakeRuntime() {
+function fakeRuntime(startDelayMs = 0) {
   let next = 0;
   const started: ContainerSpec[] = [];
   const removed: string[] = [];
+  const starting = { now: 0, most: 0 };
   const runtime = {
     startContainer: async (spec: ContainerSpec) => {
       started.push(spec);
       next += 1;
-      return { containerId: `c${next}`, address: `10.0.0.${next}` };
+      const id = next;
+      starting.now += 1;
+      starting.most = Math.max(starting.most, starting.now);
+      await new Promise((r) => setTimeout(r, startDelayMs));
+      starting.now -= 1;
+      return { containerId: `c${id}`, address: `10.0.0.${id}` };
     },
     inspect: async () => ({ status: 'running' as const, address: undefined }),
     remove: async (containerId: string) => {
       removed.push(containerId);
     },
   };
-  return { runtime: runtime as unknown as SandboxRuntime, started, removed };
+  return { runtime: runtime as unknown as SandboxRuntime, started, removed, starting };
 }
 
 /** Templates by reference → current build id; a missing reference resolves to not found. */
@@ -70,13 +76,32 @@ afterEach(async () => {
   for (const pool of pools.splice(0)) await pool.stop();
 });
 
-function poolWith(options: { builds: Record<string, string>; targets: Record<string, number>; max?: number; busy?: () => boolean; holds?: (sandboxId: string, containerId: string) => boolean }) {
-  const engine = fakeRuntime();
+interface PoolOptions {
+  builds: Record<string, string>;
+  targets: Record<string, number>;
+  max?: number;
+  busy?: () => boolean;
+  holds?: (sandboxId: string, containerId: string) => boolean;
+  adaptive?: AdaptiveSettings;
+  parallel?: number;
+  startDelayMs?: number;
+  memoryAvailableMB?: () => number | undefined;
+  now?: () => number;
+}
+
+function poolWith(options: PoolOptions) {
+  const engine = fakeRuntime(options.startDelayMs);
   const limit = slots(options.max ?? 100);
   const pool = new WarmPool({
     runtime: engine.runtime,
     templates: templates(options.builds),
     targets: options.targets,
+    adaptive: options.adaptive,
+    parallel: options.parallel,
+    memoryAvailableMB: options.memoryAvailableMB,
+    memoryReserveMB: 1000,
+    freeSlots: () => (options.max ?? 100) - limit.held(),
+    now: options.now,
     tokenSeed: 'seed',
     reserveSlot: limit.reserve,
     busy: options.busy ?? (() => false),
@@ -107,7 +132,7 @@ describe('WarmPool', () => {
     expect(engine.started[0].envdAccessToken).not.toBe(engine.started[1].envdAccessToken);
     expect(engine.started[0].egress).toEqual({ allow: [], deny: [] });
     expect(limit.held()).toBe(2);
-    expect(pool.keys()).toEqual([{ key: 'b1/2/512', reference: 'base', size: 2 }]);
+    expect(pool.keys()).toEqual([{ key: 'b1/2/512', reference: 'base', size: 2, reason: 'pinned' }]);
   });
 
   it('hands out ready containers once, initialised, counts claims and empty-pool fallbacks, and refills', async () => {
@@ -218,5 +243,126 @@ describe('WarmPool', () => {
     expect(pool.stats().ready).toBe(0);
     expect(limit.held()).toBe(0);
     expect(new Set(engine.removed)).toEqual(new Set(['c1', 'c2', 'c3', 'c4']));
+  });
+});
+
+/** What a create of `reference` at build `buildId` tells the pool (the lifecycle passes the same). */
+function wantedOf(reference: string, buildId: string): PoolTemplate {
+  return { key: `${buildId}/2/512`, reference, templateId: `t-${reference}`, image: `img-${buildId}`, cpuCount: 2, memoryMB: 512, defaults: { user: 'user', workdir: null, envs: {}, startCmd: null, readyCmd: null } };
+}
+
+/** `count` creates at once, as the lifecycle makes them: each takes a ready container when there is one. */
+function burst(pool: WarmPool, wanted: PoolTemplate, count: number): number {
+  let claimed = 0;
+  for (let i = 0; i < count; i += 1) {
+    const pooled = pool.take(wanted.key, wanted);
+    if (pooled) {
+      claimed += 1;
+      pool.claimed(pooled, 0);
+      pooled.release();
+    }
+  }
+  return claimed;
+}
+
+describe('WarmPool, adaptive', () => {
+  const MINUTE = 60_000;
+  const adaptive = (floors: Record<string, number>, ceiling = 32): AdaptiveSettings => ({ floors, ceiling, periodMs: 10_000, idleMs: 5 * MINUTE });
+  const clock = () => {
+    let now = 1_700_000_000_000;
+    return { now: () => now, advance: (ms: number) => void (now += ms) };
+  };
+
+  it('grows to a burst with bounded parallelism, serves the next burst from the pool, and shrinks to the floor when idle', async () => {
+    const time = clock();
+    const { pool, engine } = poolWith({ builds: { base: 'b1' }, targets: {}, adaptive: adaptive({ base: 2 }), parallel: 3, startDelayMs: 20, now: time.now });
+    pool.start();
+    await until(() => pool.stats().ready === 2);
+    expect(pool.keys()).toEqual([{ key: 'b1/2/512', reference: 'base', size: 2, reason: 'floor' }]);
+    const base = wantedOf('base', 'b1');
+    expect(burst(pool, base, 10)).toBe(2);
+    expect(pool.stats()).toMatchObject({ claimedTotal: 2, coldFallbacksTotal: 8 });
+    await until(() => pool.stats().ready === 10);
+    expect(pool.keys()[0]).toMatchObject({ size: 10, reason: 'demand' });
+    expect(engine.starting.most).toBe(3);
+    expect(pool.stats()).toMatchObject({ target: 10, wanted: 10, sizeChanges: { 'grow:floor': 1, 'grow:demand': 1 } });
+
+    // A second burst of the same size, a minute later: all ten from the pool.
+    time.advance(MINUTE);
+    expect(burst(pool, base, 10)).toBe(10);
+    expect(pool.stats()).toMatchObject({ claimedTotal: 12, coldFallbacksTotal: 8 });
+    await until(() => pool.stats().ready === 10);
+
+    // Idle for the window: back to the floor; the surplus ready containers are removed, their slots freed.
+    const removedBefore = engine.removed.length;
+    time.advance(5 * MINUTE + 10_000);
+    await until(() => pool.stats().ready === 2);
+    expect(engine.removed.length - removedBefore).toBe(8);
+    expect(pool.keys()[0]).toMatchObject({ size: 2, reason: 'floor' });
+    expect(pool.stats().sizeChanges).toMatchObject({ 'shrink:floor': 1 });
+  });
+
+  it('keeps templates demand brought until they idle, then none of theirs', async () => {
+    const time = clock();
+    const { pool, engine, limit } = poolWith({ builds: { base: 'b1', app: 'a1' }, targets: {}, adaptive: adaptive({}), now: time.now });
+    pool.start();
+    await new Promise((r) => setTimeout(r, 50));
+    expect(pool.keys()).toEqual([]);
+    expect(burst(pool, wantedOf('app', 'a1'), 3)).toBe(0);
+    await until(() => pool.stats().ready === 3);
+    expect(engine.started.every((s) => s.templateId === 't-app' && s.image === 'img-a1')).toBe(true);
+    time.advance(5 * MINUTE + 10_000);
+    await until(() => pool.keys().length === 0 && pool.stats().ready === 0);
+    expect(limit.held()).toBe(0);
+  });
+
+  it('does not adapt a pinned template, and a create naming a stale build brings nothing', async () => {
+    const time = clock();
+    const { pool, engine } = poolWith({ builds: { base: 'b1', app: 'a2' }, targets: { base: 1 }, adaptive: adaptive({ base: 5 }), now: time.now });
+    pool.start();
+    await until(() => pool.stats().ready === 1);
+    burst(pool, wantedOf('base', 'b1'), 8);
+    // `app` was rebuilt (a2) since this create resolved it (a1): its key is not kept.
+    burst(pool, wantedOf('app', 'a1'), 4);
+    await until(() => pool.stats().ready === 1);
+    await new Promise((r) => setTimeout(r, 100));
+    expect(pool.keys()).toEqual([{ key: 'b1/2/512', reference: 'base', size: 1, reason: 'pinned' }]);
+    expect(engine.started.filter((s) => s.image === 'img-a1')).toHaveLength(0);
+  });
+
+  it('grows only into free sandbox slots and memory above the reserve', async () => {
+    const time = clock();
+    const bySlots = poolWith({ builds: { base: 'b1' }, targets: {}, adaptive: adaptive({ base: 1 }), max: 4, now: time.now });
+    bySlots.pool.start();
+    await until(() => bySlots.pool.stats().ready === 1);
+    burst(bySlots.pool, wantedOf('base', 'b1'), 20);
+    await until(() => bySlots.pool.stats().ready === 4);
+    expect(bySlots.pool.keys()[0]).toMatchObject({ size: 4, reason: 'sandbox_limit' });
+    expect(bySlots.limit.held()).toBe(4);
+
+    // A machine with the 1000 MiB reserve and room for 4 containers of 64 MiB; each container (pooled or claimed) takes its share.
+    let engine: ReturnType<typeof fakeRuntime> | undefined;
+    const alive = () => (engine ? engine.started.length - engine.removed.length : 0);
+    const byMemory = poolWith({ builds: { base: 'b1' }, targets: {}, adaptive: adaptive({ base: 1 }), memoryAvailableMB: () => 1000 + 4 * 64 + 10 - 64 * alive(), startDelayMs: 10, now: time.now });
+    engine = byMemory.engine;
+    byMemory.pool.start();
+    await until(() => byMemory.pool.stats().ready === 1);
+    // The claimed one keeps its memory; the pool grows to the three the machine has room for, not to 20.
+    burst(byMemory.pool, wantedOf('base', 'b1'), 20);
+    await until(() => byMemory.pool.stats().ready === 3);
+    await new Promise((r) => setTimeout(r, 150));
+    expect(engine.started).toHaveLength(4);
+    expect(byMemory.pool.stats()).toMatchObject({ ready: 3, warming: 0, wanted: 20, target: 3 });
+    expect(byMemory.pool.keys()[0].reason).toBe('memory');
+  });
+
+  it('drains every container on stop, including ones still starting', async () => {
+    const { pool, engine, limit } = poolWith({ builds: { base: 'b1' }, targets: {}, adaptive: adaptive({ base: 4 }), parallel: 4, startDelayMs: 100 });
+    pool.start();
+    await until(() => engine.started.length === 4);
+    await pool.stop({ drain: true });
+    expect(pool.stats()).toMatchObject({ ready: 0, warming: 0 });
+    expect(new Set(engine.removed)).toEqual(new Set(['c1', 'c2', 'c3', 'c4']));
+    expect(limit.held()).toBe(0);
   });
 });

@@ -1,40 +1,41 @@
 import type { Logger } from 'pino';
-import { type InitialisedEnvd, initEnvd, waitForEnvd } from '../envd/envd-client.ts';
 import type { PoolStats } from '../observability/metrics-sink.ts';
 import type { SandboxRuntime } from '../runtime/sandbox-runtime.ts';
-import type { ResolvedTemplate, SandboxDefaults } from '../templates/template-model.ts';
-import { type WarmPoolTargets, poolKey } from './pool-settings.ts';
-import { primeEnvd } from './pool-prime.ts';
-import { ENVD_READY_TIMEOUT_MS, envdInitOf } from './sandbox-boot.ts';
-import { envdAccessToken, newSandboxId } from './sandbox-identity.ts';
+import type { ResolvedTemplate } from '../templates/template-model.ts';
+import { type PoolTemplate, type PooledContainer, startPooledContainer } from './pool-container.ts';
+import type { WarmPoolTargets } from './pool-settings.ts';
+import { PoolRefill } from './pool-refill.ts';
+import { PoolSizes, type SizeReason } from './pool-sizes.ts';
+import type { SizingSettings } from './pool-sizing.ts';
+import { type PoolTarget, resolveTargets } from './pool-targets.ts';
+import { newSandboxId } from './sandbox-identity.ts';
 
-/**
- * A container started ahead of demand, envd answering, not yet anyone's sandbox. It was created exactly
- * as a cold sandbox with this id would be (name, hostname, labels, environment, hardening, network), so
- * claiming it only has to tell envd who it now serves. Its envd was born with this id's own access token:
- * only the platform (which derives it) can `/init` it, and the isolation rules keep neighbours from even
- * reaching it; the proxy does not route to it (no sandbox record names it).
- */
-export interface PooledContainer {
-  sandboxId: string;
-  containerId: string;
-  address: string;
-  key: string;
-  templateId: string;
-  /** envd was told the `/init` of a sandbox of the template without env vars of its own while it warmed. */
-  initialised: InitialisedEnvd;
-  /** Gives back the slot the container holds under the sandbox limit (once its sandbox record holds it, or it is gone). */
-  release(): void;
+export type { PooledContainer, PoolTemplate } from './pool-container.ts';
+
+/** Sizing the pool from demand (`TIDEPOOL_WARM_POOL_ADAPTIVE`). */
+export interface AdaptiveSettings extends SizingSettings {
+  /** Floors by template reference (`TIDEPOOL_WARM_POOL_MIN`). */
+  floors: WarmPoolTargets;
 }
 
 export interface WarmPoolDeps {
   runtime: SandboxRuntime;
   templates: { resolve(reference: string): Promise<ResolvedTemplate> };
-  /** Ready containers wanted per template reference. */
+  /** Pinned sizes per template reference (`TIDEPOOL_WARM_POOL`): not adapted to demand. */
   targets: WarmPoolTargets;
+  /** Set: templates without a pin are sized from recent demand. */
+  adaptive?: AdaptiveSettings;
   tokenSeed: string;
   /** Takes one slot under the sandbox limit; throws (PlatformError 'limit') when none is free. */
   reserveSlot(): (howMany?: number) => void;
+  /** Slots free under the sandbox limit now (sizing cap); unbounded when not given. */
+  freeSlots?(): number;
+  /** The machine's MemAvailable (MiB) now (sizing cap); no memory cap when not given or undefined. */
+  memoryAvailableMB?(): number | undefined;
+  /** MemAvailable that must stay free: the pool does not grow into it (MiB). */
+  memoryReserveMB?: number;
+  /** Containers started at once while refilling. */
+  parallel?: number;
   /** True while sandbox creations are in flight: refills wait for live traffic. */
   busy(): boolean;
   /** True while a sandbox record still holds this container (claimed, not killed, not moved to another container). */
@@ -42,29 +43,19 @@ export interface WarmPoolDeps {
   logger: Logger;
   /** Refills start this long after the last claim (ms). */
   quietMs?: number;
-  /** How often targets are checked against the templates (rebuilds, deletions) when nothing else wakes the pool (ms). */
+  /** How often sizes are decided and targets checked against the templates (rebuilds, deletions) when nothing else wakes the pool (ms). */
   checkEveryMs?: number;
+  /** The clock demand is bucketed by (tests). */
+  now?: () => number;
 }
-
-interface Target {
-  reference: string;
-  size: number;
-  key: string;
-  templateId: string;
-  image: string;
-  cpuCount: number;
-  memoryMB: number;
-  /** The build's defaults (user, workdir, environment): what envd is initialised with while it warms. */
-  defaults: SandboxDefaults;
-}
-
-const MAX_BACKOFF_MS = 30_000;
 
 /**
- * Ready containers per (template build, cpu, memory), refilled in the background one at a time and only
- * when no creation is in flight and no claim happened for a moment, so live traffic keeps the machine.
- * Every container holds a slot under the sandbox limit. Containers of a build that is no longer the one
- * its reference resolves to (rebuilt, deleted) are removed at the next check.
+ * Ready containers per (template build, cpu, memory). Each key's size is pinned or follows recent demand
+ * (pool-sizing.ts), capped by free sandbox slots and memory; refills start up to `parallel` containers at once,
+ * only when no creation is in flight and no claim happened for a moment, so live traffic keeps the machine.
+ * A key whose size drops (idle) gives its surplus ready containers back. Every container holds a slot under
+ * the sandbox limit. Containers of a build that is no longer the one its reference resolves to (rebuilt,
+ * deleted) are removed at the next check.
  */
 export class WarmPool {
   /** Called after each successful claim with the seconds the create spent claiming (metrics). */
@@ -75,44 +66,63 @@ export class WarmPool {
   private readonly counters = new Map<string, { claimed: number; fallbacks: number }>();
   /** Claimed containers by sandbox id, until their sandbox no longer holds them (checked when stats are read). */
   private readonly claimedContainers = new Map<string, PooledContainer>();
-  private targets = new Map<string, Target>();
+  private targets = new Map<string, PoolTarget>();
+  private readonly sizes: PoolSizes;
   /** Templates being removed: nothing of theirs is warmed meanwhile. */
   private readonly blocked = new Set<string>();
+  private readonly refill: PoolRefill;
   private loop: Promise<void> | undefined;
-  private current: Promise<void> | undefined;
   private stopped = false;
   private wake: (() => void) | undefined;
   private lastClaimAt = 0;
-  /** Set when templates changed under the pool (a removal ended): targets are resolved again at once. */
+  /** Set when templates or demand changed under the pool: targets are resolved again at once. */
   private targetsStale = false;
-  private failures = 0;
   private readonly quietMs: number;
   private readonly checkEveryMs: number;
 
   constructor(private readonly deps: WarmPoolDeps) {
     this.quietMs = deps.quietMs ?? 1_000;
     this.checkEveryMs = deps.checkEveryMs ?? 1_000;
+    this.refill = new PoolRefill({
+      parallel: deps.parallel ?? 1,
+      reserveSlot: deps.reserveSlot,
+      warm: (target, release) => this.warmOne(target, release),
+      settled: () => this.wake?.(),
+      logger: deps.logger,
+    });
+    this.sizes = new PoolSizes(deps);
   }
 
   start(): void {
     if (this.loop) return;
-    this.loop = this.run(); // resolves the targets first
+    this.loop = this.run(); // decides the targets first
   }
 
-  /** Stops refilling (waits for a container being started). `drain` also removes the ready ones. */
+  /** Stops refilling (waits for containers being started). `drain` also removes the ready ones. */
   async stop(options: { drain?: boolean } = {}): Promise<void> {
     this.stopped = true;
     this.wake?.();
     await this.loop;
+    await this.refill.settle();
     if (options.drain) await this.removeWhere(() => true, 'platform shutting down');
   }
 
-  /** A ready container for this key, or undefined (the caller starts a cold sandbox). Taken out of the pool at once. */
-  take(key: string): PooledContainer | undefined {
+  /**
+   * A ready container for this key, or undefined (the caller starts a cold sandbox). Taken out of the pool
+   * at once. `wanted` describes the template the create asked for: with an adaptive pool the create counts
+   * as demand for its key (a template the pool did not keep yet becomes one it keeps).
+   */
+  take(key: string, wanted?: PoolTemplate): PooledContainer | undefined {
+    if (this.sizes.adaptive && wanted?.key === key && !this.stopped) {
+      this.sizes.recordCreate(wanted);
+      // A key the pool does not keep yet is resolved at once; a kept one's size follows at the next check.
+      if (!this.targets.has(key)) this.targetsStale = true;
+    }
     const list = this.ready.get(key);
     const pooled = list?.shift();
     if (!pooled) {
       if (this.targets.has(key)) this.count(key).fallbacks += 1;
+      this.wake?.();
       return undefined;
     }
     this.lastClaimAt = Date.now();
@@ -162,8 +172,8 @@ export class WarmPool {
 
   /** Counters of one key, or of the whole pool. */
   stats(key?: string): PoolStats {
-    const keys = key === undefined ? new Set([...this.ready.keys(), ...this.warming.values(), ...this.counters.keys()]) : new Set([key]);
-    const total: PoolStats = { ready: 0, warming: 0, claimedTotal: 0, coldFallbacksTotal: 0 };
+    const keys = key === undefined ? new Set([...this.ready.keys(), ...this.warming.values(), ...this.counters.keys(), ...this.targets.keys()]) : new Set([key]);
+    const total: PoolStats = { ready: 0, warming: 0, claimedTotal: 0, coldFallbacksTotal: 0, target: 0, wanted: 0, sizeChanges: { ...this.sizes.changes } };
     const holds = this.deps.holds;
     if (holds) {
       for (const [sandboxId, pooled] of this.claimedContainers) if (!holds(sandboxId, pooled.containerId)) this.claimedContainers.delete(sandboxId);
@@ -171,26 +181,30 @@ export class WarmPool {
     }
     for (const k of keys) {
       total.ready += this.ready.get(k)?.length ?? 0;
-      total.warming += [...this.warming.values()].filter((w) => w === k).length;
+      total.warming += this.warmingOf(k);
       total.claimedTotal += this.counters.get(k)?.claimed ?? 0;
       total.coldFallbacksTotal += this.counters.get(k)?.fallbacks ?? 0;
+      if (this.targets.has(k)) {
+        total.target! += this.sizes.size(k);
+        total.wanted! += this.sizes.decision(k)?.wanted ?? 0;
+      }
     }
     return total;
   }
 
-  /** Keys the pool currently fills, with the template reference each serves. */
-  keys(): Array<{ key: string; reference: string; size: number }> {
-    return [...this.targets.values()].map(({ key, reference, size }) => ({ key, reference, size }));
+  /** Keys the pool currently fills, with the template reference each serves, its size and what decided it. */
+  keys(): Array<{ key: string; reference: string; size: number; reason: SizeReason }> {
+    return [...this.targets.values()].map(({ key, reference }) => ({ key, reference, size: this.sizes.size(key), reason: this.sizes.decision(key)?.reason ?? 'floor' }));
   }
 
   /**
    * Runs a template removal with none of the template's containers in the pool: the ready ones go first,
-   * one being started is waited for (and removed), and none is started until `work` ends.
+   * ones being started are waited for (and removed), and none is started until `work` ends.
    */
   async whileRemoving<T>(templateId: string, work: () => Promise<T>): Promise<T> {
     this.blocked.add(templateId);
     try {
-      await this.current?.catch(() => undefined);
+      await this.refill.settle();
       await this.removeWhere((p) => p.templateId === templateId, 'its template is being removed');
       return await work();
     } finally {
@@ -206,21 +220,28 @@ export class WarmPool {
     return counter;
   }
 
-  /** Resolves every reference to its current build; ready containers of anything else are removed. */
-  private async refresh(): Promise<void> {
-    const targets = new Map<string, Target>();
-    for (const [reference, size] of Object.entries(this.deps.targets)) {
-      try {
-        const { template, build } = await this.deps.templates.resolve(reference);
-        if (!build.image) continue;
-        const key = poolKey(build);
-        targets.set(key, { reference, size, key, templateId: template.templateId, image: build.image, cpuCount: build.cpuCount, memoryMB: build.memoryMB, defaults: build.defaults });
-      } catch {
-        // Not built (yet) or deleted: nothing to keep warm for it.
-      }
-    }
+  private warmingOf(key: string): number {
+    let n = 0;
+    for (const k of this.warming.values()) if (k === key) n += 1;
+    return n;
+  }
+
+  private have(key: string): number {
+    return (this.ready.get(key)?.length ?? 0) + this.warmingOf(key);
+  }
+
+  /** Resolves every target to its current build (others' ready containers go), then decides each key's size. */
+  private async update(): Promise<void> {
+    const demanded = this.sizes.demanded();
+    const targets = await resolveTargets({ templates: this.deps.templates, pinned: this.deps.targets, floors: this.deps.adaptive?.floors, demanded });
+    for (const key of [...demanded.keys()]) if (!targets.has(key)) this.sizes.forget(key);
     this.targets = targets;
     void this.removeWhere((p) => !targets.has(p.key) || this.blocked.has(p.templateId), 'its template build is no longer current (rebuilt or removed)');
+    for (const [key, surplus] of this.sizes.decide(targets.values(), (k) => this.have(k), this.warming.size)) {
+      const list = this.ready.get(key) ?? [];
+      const going = list.splice(Math.max(0, list.length - surplus));
+      for (const pooled of going) void this.discard(pooled, `the pool of its template shrank to ${this.sizes.size(key)} (${this.sizes.decision(key)?.reason})`);
+    }
   }
 
   private async removeWhere(stale: (pooled: PooledContainer) => boolean, reason: string): Promise<void> {
@@ -242,26 +263,30 @@ export class WarmPool {
     await this.deps.runtime.remove(pooled.containerId).catch((error: unknown) => log.error({ err: error, containerId: pooled.containerId }, 'could not remove a warm-pool container'));
   }
 
-  private next(): Target | undefined {
+  /** A key with fewer containers than its size, if any. */
+  private next(): PoolTarget | undefined {
     for (const target of this.targets.values()) {
       if (this.blocked.has(target.templateId)) continue;
-      const have = (this.ready.get(target.key)?.length ?? 0) + [...this.warming.values()].filter((k) => k === target.key).length;
-      if (have < target.size) return target;
+      if (this.have(target.key) < this.sizes.size(target.key)) return target;
     }
     return undefined;
   }
 
   private async run(): Promise<void> {
-    let refreshedAt = 0;
+    let decidedAt = 0;
     while (!this.stopped) {
       // Claims wake the loop too: a burst of them must not resolve every template each time.
-      if (this.targetsStale || Date.now() - refreshedAt >= this.checkEveryMs) {
+      if (this.targetsStale || Date.now() - decidedAt >= this.checkEveryMs) {
         this.targetsStale = false;
-        await this.refresh().catch((error: unknown) => this.deps.logger.warn({ err: error }, 'warm pool: could not resolve its templates; retrying'));
-        refreshedAt = Date.now();
+        await this.update().catch((error: unknown) => this.deps.logger.warn({ err: error }, 'warm pool: could not resolve its templates; retrying'));
+        decidedAt = Date.now();
       }
-      const target = this.next();
-      if (!target) {
+      const backoff = this.refill.backoffMs();
+      if (backoff > 0) {
+        await this.sleep(backoff);
+        continue;
+      }
+      if (!this.next()) {
         await this.sleep(this.checkEveryMs);
         continue;
       }
@@ -270,74 +295,28 @@ export class WarmPool {
         await this.sleep(Math.max(quietFor, 50));
         continue;
       }
-      let release: () => void;
-      try {
-        const giveBack = this.deps.reserveSlot();
-        release = () => giveBack();
-      } catch {
-        // The sandbox limit is reached: sandboxes come first; try again later.
-        await this.sleep(this.checkEveryMs);
-        continue;
-      }
-      this.current = this.warmOne(target, release);
-      try {
-        await this.current;
-        this.failures = 0;
-      } catch (error) {
-        this.failures += 1;
-        const delay = Math.min(MAX_BACKOFF_MS, 1_000 * 2 ** (this.failures - 1));
-        this.deps.logger.warn({ err: error, key: target.key, templateRef: target.reference, attempt: this.failures, retryInMs: delay }, 'could not start a warm-pool container; retrying later');
-        await this.sleep(delay);
-      } finally {
-        this.current = undefined;
-      }
+      this.refill.fill(() => this.next());
+      await this.sleep(this.checkEveryMs);
     }
   }
 
-  /** Starts one container for `target` exactly as a cold sandbox would be, and waits for its envd. */
-  private async warmOne(target: Target, giveBack: () => void): Promise<void> {
-    const { runtime, logger } = this.deps;
-    const release = once(giveBack);
+  /** Starts one container for `target` and puts it in the pool (or removes it when its template changed meanwhile). */
+  private async warmOne(target: PoolTarget, release: () => void): Promise<void> {
     const sandboxId = newSandboxId();
-    const log = logger.child({ sandboxId });
+    const log = this.deps.logger.child({ sandboxId });
     const began = Date.now();
-    const token = envdAccessToken(this.deps.tokenSeed, sandboxId);
     this.warming.set(sandboxId, target.key);
     try {
-      const started = await runtime.startContainer({
-        sandboxId,
-        templateId: target.templateId,
-        image: target.image,
-        cpuCount: target.cpuCount,
-        memoryMB: target.memoryMB,
-        egress: { allow: [], deny: [] },
-        envdAccessToken: token,
-        pool: target.key,
-      });
-      let initialised: InitialisedEnvd;
-      try {
-        await Promise.all([
-          waitForEnvd(started.address, ENVD_READY_TIMEOUT_MS, async () => (await runtime.inspect(started.containerId)).status === 'running'),
-          started.egressApplied,
-        ]);
-        await primeEnvd(started.address, token, target.defaults.user, log);
-        // What a create without env vars of its own would send: such a claim skips its /init.
-        const init = envdInitOf(target.defaults, {}, token);
-        initialised = { init, envdVersion: await initEnvd(started.address, init) };
-      } catch (error) {
-        await runtime.remove(started.containerId).catch(() => undefined);
-        throw error;
-      }
-      const pooled: PooledContainer = { sandboxId, containerId: started.containerId, address: started.address, key: target.key, templateId: target.templateId, initialised, release };
+      const pooled = await startPooledContainer(this.deps, target, sandboxId, release, log);
       this.warming.delete(sandboxId);
-      if (!this.targets.has(target.key) || this.blocked.has(target.templateId)) {
-        await this.discard(pooled, 'its template build changed while it started');
+      if (!this.targets.has(target.key) || this.blocked.has(target.templateId) || this.stopped) {
+        await this.discard(pooled, this.stopped ? 'platform shutting down' : 'its template build changed while it started');
         return;
       }
       const list = this.ready.get(target.key) ?? [];
       list.push(pooled);
       this.ready.set(target.key, list);
-      log.info({ containerId: started.containerId, key: target.key, templateRef: target.reference, ms: Date.now() - began, ready: list.length }, 'warm-pool container ready');
+      log.info({ containerId: pooled.containerId, key: target.key, templateRef: target.reference, ms: Date.now() - began, ready: list.length }, 'warm-pool container ready');
     } catch (error) {
       release();
       throw error;
@@ -357,14 +336,4 @@ export class WarmPool {
       this.wake = done;
     });
   }
-}
-
-/** A release that gives the slot back only the first time. */
-function once(release: () => void): () => void {
-  let done = false;
-  return () => {
-    if (done) return;
-    done = true;
-    release();
-  };
 }

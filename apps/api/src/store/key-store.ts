@@ -1,4 +1,5 @@
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
+import { settingOrCreate } from './settings.ts';
 import type { Sql } from './sql.ts';
 
 const hashKey = (key: string): string => createHash('sha256').update(key).digest('hex');
@@ -17,14 +18,8 @@ export class KeyStore {
     return this.setting('platform_id', () => randomBytes(8).toString('hex'));
   }
 
-  /** The stored value, or `create()`'s stored now; when replicas race, every one gets the first value written. */
-  private async setting(key: string, create: () => string): Promise<string> {
-    const row = await this.sql.get<{ value: string }>('SELECT value FROM settings WHERE key = ?', [key]);
-    if (row) return row.value;
-    await this.sql.run('INSERT INTO settings (key, value) VALUES (?, ?) ON CONFLICT (key) DO NOTHING', [key, create()]);
-    const stored = await this.sql.get<{ value: string }>('SELECT value FROM settings WHERE key = ?', [key]);
-    if (!stored) throw new Error(`store: setting ${key} vanished right after it was written`);
-    return stored.value;
+  private setting(key: string, create: () => string): Promise<string> {
+    return settingOrCreate(this.sql, key, create);
   }
 
   async addKey(key: string): Promise<void> {

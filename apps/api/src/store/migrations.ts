@@ -66,6 +66,11 @@ const SQLITE: string[] = [
   // Volumes: named directories under <dataDir>/volumes/<volume_id>; sandboxes remember what they mount.
   `CREATE TABLE volumes (volume_id TEXT PRIMARY KEY, name TEXT NOT NULL UNIQUE, token TEXT NOT NULL, created_at TEXT NOT NULL);
    ALTER TABLE sandboxes ADD COLUMN volume_mounts TEXT NOT NULL DEFAULT '[]';`,
+  // Secrets (secrets/secret-store.ts): metadata in the clear, the value sealed (AES-256-GCM); one key check row.
+  `CREATE TABLE secrets (
+     secret_id TEXT PRIMARY KEY, name TEXT NOT NULL UNIQUE, version INTEGER NOT NULL, sealed BLOB NOT NULL,
+     metadata TEXT NOT NULL, created_at TEXT NOT NULL, updated_at TEXT NOT NULL);
+   CREATE TABLE secret_key_check (id INTEGER PRIMARY KEY CHECK (id = 1), sealed BLOB NOT NULL);`,
   // Leases: which replica acts on a sandbox's timeout (row lease), and named leases for singleton duties.
   `ALTER TABLE sandboxes ADD COLUMN lease_owner TEXT;
    ALTER TABLE sandboxes ADD COLUMN lease_until INTEGER;
@@ -128,6 +133,10 @@ const POSTGRES: string[] = [
    ALTER TABLE sandboxes ADD COLUMN defaults TEXT NOT NULL DEFAULT '{"user":"user","workdir":"/home/user","envs":{},"startCmd":null,"readyCmd":null}';`,
   `CREATE TABLE volumes (volume_id TEXT PRIMARY KEY, name TEXT NOT NULL UNIQUE, token TEXT NOT NULL, created_at TEXT NOT NULL);
    ALTER TABLE sandboxes ADD COLUMN volume_mounts TEXT NOT NULL DEFAULT '[]';`,
+  `CREATE TABLE secrets (
+     secret_id TEXT PRIMARY KEY, name TEXT NOT NULL UNIQUE, version INTEGER NOT NULL, sealed BYTEA NOT NULL,
+     metadata TEXT NOT NULL, created_at TEXT NOT NULL, updated_at TEXT NOT NULL);
+   CREATE TABLE secret_key_check (id INTEGER PRIMARY KEY CHECK (id = 1), sealed BYTEA NOT NULL);`,
   `ALTER TABLE sandboxes ADD COLUMN lease_owner TEXT;
    ALTER TABLE sandboxes ADD COLUMN lease_until BIGINT;
    CREATE TABLE leases (name TEXT PRIMARY KEY, owner TEXT NOT NULL, until_ms BIGINT NOT NULL);`,

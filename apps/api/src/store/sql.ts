@@ -1,5 +1,8 @@
-/** A value bound to a `?` placeholder: both dialects store these as is (booleans are 0/1 integers, objects JSON text). */
-export type SqlValue = string | number | null;
+/**
+ * A value bound to a `?` placeholder: both dialects store these as is (booleans are 0/1 integers, objects JSON text,
+ * bytes a Buffer: BLOB in SQLite, BYTEA in PostgreSQL, read back as a Buffer from either).
+ */
+export type SqlValue = string | number | null | Buffer;
 
 /**
  * The query layer every store speaks: SQL with `?` placeholders in the common subset of SQLite and

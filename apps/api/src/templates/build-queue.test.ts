@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pino from 'pino';
 import { describe, expect, it } from 'vitest';
+import { PlatformError } from '../errors.ts';
 import { LeaseStore } from '../store/lease-store.ts';
 import { SqliteDatabase } from '../store/sqlite-database.ts';
 import { boundedReporter, BuildQueue, MAX_LOG_ENTRIES } from './build-queue.ts';
@@ -50,7 +51,8 @@ describe('build queue', () => {
       removeAllBuildContainers: async () => (calls.push('containers'), 0),
       removeBuildImages: async () => undefined,
     };
-    const queue = (maxConcurrent = 1) => new BuildQueue({ catalog, store, builder, contextFiles: new ContextFiles(dir, 1024), maxConcurrent, logger: pino({ level: 'silent' }) });
+    const queue = (maxConcurrent = 1, maxQueued?: number) =>
+      new BuildQueue({ catalog, store, builder, contextFiles: new ContextFiles(dir, 1024), maxConcurrent, maxQueued, logger: pino({ level: 'silent' }) });
     return { store, catalog, queue, calls, db };
   }
 
@@ -120,6 +122,37 @@ describe('build queue', () => {
     expect(await store.build(first.buildId)).toMatchObject({ status: 'error', reason: { message: expect.stringMatching(/cancelled/) } });
     await queue.stop();
     expect(await store.build(second.buildId)).toMatchObject({ status: 'error', reason: { message: expect.stringMatching(/shutting down/) } });
+    await db.close();
+  });
+
+  it('refuses a start past the waiting line as busy, changing nothing; a cancelled waiting build frees its place at once', async () => {
+    const { store, catalog, queue: makeQueue, db } = setup();
+    const queue = makeQueue(1, 1);
+    const [running, waiting, refused] = await Promise.all(['a', 'b', 'c'].map(async (name) => (await catalog.registerBuild({ name, cpuCount: 1, memoryMB: 128 })).build));
+    await queue.start(running.templateId, running.buildId, spec);
+    queue.ensureRoom();
+    await queue.start(waiting.templateId, waiting.buildId, spec);
+    expect(queue.queuedCount()).toBe(1);
+    let thrown: unknown;
+    try {
+      await queue.start(refused.templateId, refused.buildId, spec);
+    } catch (error) {
+      thrown = error;
+    }
+    expect(thrown).toBeInstanceOf(PlatformError);
+    expect(thrown).toMatchObject({ kind: 'busy', retryAfterSeconds: 10, message: expect.stringMatching(/build queue is full/) });
+    expect(() => queue.ensureRoom()).toThrow(/build queue is full/);
+    expect((await store.build(refused.buildId))!.status).toBe('waiting');
+
+    // Deleting the waiting build's template must not wait for the running build to finish.
+    const started = Date.now();
+    await queue.abortTemplate(waiting.templateId);
+    expect(Date.now() - started).toBeLessThan(1_000);
+    expect(queue.queuedCount()).toBe(0);
+    expect(await store.build(waiting.buildId)).toMatchObject({ status: 'error', reason: { message: expect.stringMatching(/template was deleted/) } });
+    await queue.start(refused.templateId, refused.buildId, spec);
+    expect((await store.build(refused.buildId))!.status).toBe('building');
+    await queue.stop();
     await db.close();
   });
 });

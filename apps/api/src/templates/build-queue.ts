@@ -27,6 +27,8 @@ export interface BuildQueueDeps {
   contextFiles: ContextFiles;
   /** How many builds run at once; later ones wait (status `building`). */
   maxConcurrent: number;
+  /** How many builds may wait for a slot; past it new builds are refused (503, nothing changed). Unbounded when absent. */
+  maxQueued?: number;
   logger: Logger;
   /** Prometheus: build durations and build containers removed at start-up (none: not reported). */
   metrics?: MetricsSink;
@@ -156,6 +158,25 @@ export class BuildQueue {
     }
   }
 
+  /** Builds waiting for a slot now. */
+  queuedCount(): number {
+    return this.waiters.length;
+  }
+
+  /**
+   * Throws 'busy' when every slot runs and the waiting line is full: called before anything is made (a new
+   * template build is registered, a build is started), so a refused call changes nothing and can be retried.
+   */
+  ensureRoom(): void {
+    const max = this.deps.maxQueued;
+    if (max === undefined || this.slots > 0 || this.waiters.length < max) return;
+    throw new PlatformError(
+      'busy',
+      `the build queue is full (${this.deps.maxConcurrent} running, ${this.waiters.length} waiting; TIDEPOOL_MAX_QUEUED_BUILDS=${max}); nothing was started, retry later`,
+      { retryAfterSeconds: 10 },
+    );
+  }
+
   /** `POST /v2/templates/{id}/builds/{buildID}`: validates what the build needs, then runs it in the background. */
   async start(templateId: string, buildId: string, spec: BuildSpec): Promise<void> {
     const build = await this.deps.catalog.requireBuild(templateId, buildId);
@@ -174,6 +195,7 @@ export class BuildQueue {
       if (resolved.template.templateId === templateId && resolved.build.buildId === buildId) throw invalid('a build cannot start from itself');
       baseTemplate = { image: resolved.build.image!, defaults: resolved.build.defaults };
     }
+    this.ensureRoom();
     const building: BuildRecord = { ...build, status: 'building', spec, updatedAt: new Date().toISOString() };
     // The lease first: from the moment the build is `building`, no replica may take it for interrupted.
     const leases = this.deps.leases;
@@ -199,10 +221,16 @@ export class BuildQueue {
     const log = this.deps.logger.child({ buildId: build.buildId, templateId: build.templateId });
     const reporter = boundedReporter(this.deps.store, build.buildId, log);
     if (this.slots === 0) reporter.log('info', 'waiting for a free build slot');
-    await this.acquire();
-    const slotAt = performance.now();
-    const measure = (outcome: 'success' | 'error'): void => this.deps.metrics?.templateBuild(outcome, (performance.now() - slotAt) / 1000);
+    let acquired = false;
+    let slotAt = performance.now();
+    const measure = (outcome: 'success' | 'error'): void => {
+      if (acquired) this.deps.metrics?.templateBuild(outcome, (performance.now() - slotAt) / 1000);
+    };
     try {
+      // A build cancelled while it waits leaves the line at once (its place is free for another).
+      await this.acquire(signal);
+      acquired = true;
+      slotAt = performance.now();
       if (signal.aborted) throw signal.reason;
       const started = Date.now();
       log.info({ steps: job.spec.steps.length }, 'build started');
@@ -222,7 +250,7 @@ export class BuildQueue {
       log.warn({ err: error, step }, 'build failed');
       measure('error');
     } finally {
-      this.release();
+      if (acquired) this.release();
     }
   }
 
@@ -254,12 +282,25 @@ export class BuildQueue {
     await Promise.allSettled(all.map((r) => r.done));
   }
 
-  private acquire(): Promise<void> {
+  private acquire(signal: AbortSignal): Promise<void> {
+    if (signal.aborted) return Promise.reject(signal.reason);
     if (this.slots > 0) {
       this.slots -= 1;
       return Promise.resolve();
     }
-    return new Promise((resolve) => this.waiters.push(resolve));
+    return new Promise((resolve, reject) => {
+      const onAbort = (): void => {
+        const index = this.waiters.indexOf(waiter);
+        if (index >= 0) this.waiters.splice(index, 1);
+        reject(signal.reason);
+      };
+      const waiter = (): void => {
+        signal.removeEventListener('abort', onAbort);
+        resolve();
+      };
+      signal.addEventListener('abort', onAbort, { once: true });
+      this.waiters.push(waiter);
+    });
   }
 
   private release(): void {

@@ -39,6 +39,13 @@ describe('build requests (TemplateBuildStartV2)', () => {
     expect(filesHashesOf(spec)).toEqual([HASH]);
   });
 
+  it('accepts a COPY owner as user or user:group, by name or id (Dockerfile COPY --chown=user:group)', () => {
+    for (const owner of ['user', 'user:user', '1000:1000', 'user:0', 'root:staff']) {
+      const spec = parseBuildRequest({ steps: [{ type: 'COPY', args: ['a', '/b/', owner], filesHash: HASH }] });
+      expect(spec.steps[0].args[2]).toBe(owner);
+    }
+  });
+
   it('treats empty start and ready commands as none', () => {
     const spec = parseBuildRequest({ startCmd: '', readyCmd: '' });
     expect(spec.startCmd).toBeNull();
@@ -57,6 +64,9 @@ describe('build requests (TemplateBuildStartV2)', () => {
     rejects({ steps: [{ type: 'COPY', args: ['a', '/b', '', '0999'], filesHash: HASH }] }, /invalid mode '0999'/);
     rejects({ steps: [{ type: 'COPY', args: ['a', '/b', '', 'rw-r--r--'], filesHash: HASH }] }, /invalid mode/);
     rejects({ steps: [{ type: 'COPY', args: ['a', '/b'] }] }, /needs the filesHash/);
+    rejects({ steps: [{ type: 'COPY', args: ['a', '/b', 'user:'], filesHash: HASH }] }, /invalid owner 'user:'/);
+    rejects({ steps: [{ type: 'COPY', args: ['a', '/b', 'user:group:x'], filesHash: HASH }] }, /invalid owner/);
+    rejects({ steps: [{ type: 'COPY', args: ['a', '/b', 'Bad User'], filesHash: HASH }] }, /invalid owner/);
     rejects({ steps: [{ type: 'COPY', args: ['a', '/b'], filesHash: 'ABC' }] }, /invalid files hash/);
     rejects({ steps: [{ type: 'COPY', args: ['../secret', '/b'], filesHash: HASH }] }, /inside the build context/);
     rejects({ steps: [{ type: 'COPY', args: ['/etc/passwd', '/b'], filesHash: HASH }] }, /inside the build context/);

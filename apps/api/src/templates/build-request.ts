@@ -5,6 +5,8 @@ import type { BuildSpec, BuildStep, RegistryCredentials, StepType } from './temp
 const STEP_TYPES = new Set<StepType>(['COPY', 'RUN', 'ENV', 'WORKDIR', 'USER']);
 const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
 const USER_NAME = /^([a-z_][a-z0-9_.-]{0,31}\$?|\d{1,10})$/;
+/** A COPY owner: `user` or `user:group` (names or ids), as Dockerfile `COPY --chown=user:group` sends it. */
+const OWNER = /^([a-z_][a-z0-9_.-]{0,31}\$?|\d{1,10})(:([a-z_][a-z0-9_.-]{0,31}\$?|\d{1,10}))?$/;
 const IMAGE_REF = /^[a-zA-Z0-9][a-zA-Z0-9._\/:@-]{0,255}$/;
 const OCTAL_MODE = /^[0-7]{3,4}$/;
 const MAX_STEPS = 1000;
@@ -48,7 +50,7 @@ function checkStep(raw: NonNullable<BuildStartBody['steps']>[number], index: num
       if (args.length < 2 || args.length > 4) throw invalid(`${where}: COPY takes [src, dest, user?, mode?], got ${args.length} arguments`);
       contextPath(args[0], where);
       if (args[1] === '') throw invalid(`${where}: COPY needs a destination`);
-      if (args[2] && !USER_NAME.test(args[2])) throw invalid(`${where}: invalid user '${args[2]}'`);
+      if (args[2] && !OWNER.test(args[2])) throw invalid(`${where}: invalid owner '${args[2]}' (expected user or user:group)`);
       if (args[3] && !OCTAL_MODE.test(args[3])) throw invalid(`${where}: invalid mode '${args[3]}' (expected an octal mode such as 0644)`);
       if (raw.filesHash === undefined) throw invalid(`${where}: COPY needs the filesHash of its uploaded files`);
       step.filesHash = checkFilesHash(raw.filesHash);

@@ -11,6 +11,23 @@ import { newBuildId, newTemplateId, parseReference, requestedTags, taggedName } 
 import type { TemplateStore } from './template-store.ts';
 
 export const BASE_TEMPLATE_ID = 'base';
+/** The code-interpreter template: id `code-interpreter`, name `code-interpreter-v1` (the SDK's default). */
+export const CODE_INTERPRETER_TEMPLATE_ID = 'code-interpreter';
+export const CODE_INTERPRETER_TEMPLATE_NAME = 'code-interpreter-v1';
+/** Names (ids and aliases) of the platform's own templates: not buildable, snapshottable or deletable by users. */
+export const BUILTIN_TEMPLATE_NAMES: readonly string[] = [BASE_TEMPLATE_ID, CODE_INTERPRETER_TEMPLATE_ID, CODE_INTERPRETER_TEMPLATE_NAME];
+
+/** A template the platform ships (base, code-interpreter): one build, always ready, refreshed at every start. */
+export interface BuiltinTemplateInput {
+  templateId: string;
+  alias: string;
+  image: string;
+  envdVersion: string;
+  defaults: SandboxDefaults;
+  /** Resources for a first registration; a template registered before keeps its own. */
+  cpuCount: number;
+  memoryMB: number;
+}
 
 export interface RegisterBuildInput {
   /** `name[:tag]`; a name that exists adds a build to that template. */
@@ -77,12 +94,18 @@ export class TemplateCatalog {
     }
     const template = (await this.store.template(parsed.name)) ?? (await this.store.templateByAlias(parsed.name));
     if (!template) {
+      if (parsed.name === CODE_INTERPRETER_TEMPLATE_ID || parsed.name === CODE_INTERPRETER_TEMPLATE_NAME) {
+        throw notFound(`template '${reference}' is not available on this platform: its image was not found at start; build it with 'bash scripts/build-images.sh' (or set TIDEPOOL_CODE_INTERPRETER_IMAGE) and restart the platform`);
+      }
       throw notFound(`template '${reference}' not found: the templates available are the base template ('base') and the ones built or snapshotted on this platform`);
     }
     const tag = parsed.tag ?? DEFAULT_TAG;
     const buildId = (await this.store.taggedBuild(template.templateId, tag)) ?? (parsed.tag === undefined ? (await this.latestReady(template.templateId))?.buildId : undefined);
     if (!buildId) throw notFound(`template '${parsed.name}' has no build tagged '${tag}'`);
     const build = await this.store.build(buildId);
+    if (build?.status === 'error' && build.reason && BUILTIN_TEMPLATE_NAMES.includes(template.templateId)) {
+      throw notFound(`template '${parsed.name}' is not available: ${build.reason.message}`);
+    }
     if (!build || build.status !== 'ready' || !build.image) throw notFound(`template '${parsed.name}:${tag}' has no finished build yet`);
     return { template, build, tag };
   }
@@ -97,16 +120,24 @@ export class TemplateCatalog {
 
   /** Registers (or refreshes) the built-in `base` template on the platform's base image. */
   async registerBase(image: string, envdVersion: string): Promise<void> {
+    await this.registerBuiltin({ templateId: BASE_TEMPLATE_ID, alias: BASE_TEMPLATE_ID, image, envdVersion, defaults: BASE_DEFAULTS, cpuCount: 2, memoryMB: 1024 });
+  }
+
+  /** Registers (or refreshes) a built-in template: its only build (id = template id) points at `image`. */
+  async registerBuiltin(input: BuiltinTemplateInput): Promise<void> {
     const now = nowIso();
+    const { templateId } = input;
     await this.store.atomically(async (store) => {
-      const existing = await store.template(BASE_TEMPLATE_ID);
+      const existing = await store.template(templateId);
+      const cpuCount = existing?.cpuCount ?? input.cpuCount;
+      const memoryMB = existing?.memoryMB ?? input.memoryMB;
       await store.saveTemplate({
-        templateId: BASE_TEMPLATE_ID,
-        alias: BASE_TEMPLATE_ID,
+        templateId,
+        alias: input.alias,
         kind: 'template',
         public: true,
-        cpuCount: existing?.cpuCount ?? 2,
-        memoryMB: existing?.memoryMB ?? 1024,
+        cpuCount,
+        memoryMB,
         diskSizeMB: 0,
         createdAt: existing?.createdAt ?? now,
         updatedAt: now,
@@ -114,17 +145,17 @@ export class TemplateCatalog {
         lastSpawnedAt: existing?.lastSpawnedAt ?? null,
         sourceSandboxId: null,
       });
-      const build = await store.build(BASE_TEMPLATE_ID);
+      const build = await store.build(templateId);
       await store.saveBuild({
-        buildId: BASE_TEMPLATE_ID,
-        templateId: BASE_TEMPLATE_ID,
+        buildId: templateId,
+        templateId,
         status: 'ready',
-        image,
-        cpuCount: existing?.cpuCount ?? 2,
-        memoryMB: existing?.memoryMB ?? 1024,
+        image: input.image,
+        cpuCount,
+        memoryMB,
         diskSizeMB: 0,
-        envdVersion,
-        defaults: BASE_DEFAULTS,
+        envdVersion: input.envdVersion,
+        defaults: input.defaults,
         spec: null,
         reason: null,
         requestedTags: [DEFAULT_TAG],
@@ -132,15 +163,25 @@ export class TemplateCatalog {
         updatedAt: now,
         finishedAt: build?.finishedAt ?? now,
       });
-      await store.setTag(BASE_TEMPLATE_ID, DEFAULT_TAG, BASE_TEMPLATE_ID);
+      await store.setTag(templateId, DEFAULT_TAG, templateId);
     });
+  }
+
+  /**
+   * A built-in template whose image is gone (registered by an earlier start): its build is marked failed with
+   * `why`, so creating a sandbox from it answers 404 with that instead of failing in the engine.
+   */
+  async withdrawBuiltin(templateId: string, why: string): Promise<void> {
+    const build = await this.store.build(templateId);
+    if (!build || !BUILTIN_TEMPLATE_NAMES.includes(templateId)) return;
+    await this.store.saveBuild({ ...build, status: 'error', reason: { message: why }, updatedAt: nowIso() });
   }
 
   /** `POST /v3/templates`, `POST /v2/templates`: a template (new, or the one of that name) with a build waiting for its steps. */
   async registerBuild(input: RegisterBuildInput): Promise<RegisteredBuild> {
     const { name, tag } = parseReference(input.name);
     const tags = requestedTags(tag, input.tags);
-    if (name === BASE_TEMPLATE_ID) throw invalid(`'${BASE_TEMPLATE_ID}' is the built-in template; choose another name`);
+    if (BUILTIN_TEMPLATE_NAMES.includes(name)) throw invalid(`'${name}' is a built-in template; choose another name`);
     return this.store.atomically(async (store) => {
       const now = nowIso();
       const existing = (await store.templateByAlias(name)) ?? (await store.template(name));
@@ -249,7 +290,7 @@ export class TemplateCatalog {
     return this.store.atomically(async (store) => {
       const now = nowIso();
       const existing = parsed ? ((await store.templateByAlias(parsed.name)) ?? (await store.template(parsed.name))) : undefined;
-      if (parsed?.name === BASE_TEMPLATE_ID) throw invalid(`'${BASE_TEMPLATE_ID}' is the built-in template; choose another snapshot name`);
+      if (parsed && BUILTIN_TEMPLATE_NAMES.includes(parsed.name)) throw invalid(`'${parsed.name}' is a built-in template; choose another snapshot name`);
       const template: TemplateRecord = existing
         ? { ...existing, updatedAt: now }
         : {
@@ -317,7 +358,7 @@ export class TemplateCatalog {
    */
   async deletionScope(reference: string): Promise<{ template: TemplateRecord; builds: BuildRecord[]; wholeTemplate: boolean; tag: string | undefined }> {
     const template = await this.require(reference);
-    if (template.templateId === BASE_TEMPLATE_ID) throw invalid(`the built-in '${BASE_TEMPLATE_ID}' template cannot be deleted`);
+    if (BUILTIN_TEMPLATE_NAMES.includes(template.templateId)) throw invalid(`the built-in '${template.alias ?? template.templateId}' template cannot be deleted`);
     const { tag } = parseReference(reference);
     const tags = await this.store.tags(template.templateId);
     if (tag !== undefined && tags.length > 1) {

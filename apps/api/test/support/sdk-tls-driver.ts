@@ -3,7 +3,9 @@
  * is read only when Node starts, and the SDK's undici agent takes no CA option, so this is how a user's
  * program runs too (sdk-hosts-tls.test.ts starts it with the local CA in NODE_EXTRA_CA_CERTS and
  * --experimental-websocket). The connection comes from the environment (E2B_DOMAIN and/or E2B_API_URL,
- * E2B_API_KEY; never E2B_SANDBOX_URL). Prints one JSON line: the scenario's observations.
+ * E2B_API_KEY; never E2B_SANDBOX_URL), or for `envd` from the `domain`/`apiKey` args as connection options.
+ * The platform answers `domain: null`, so the sandbox domain is always the client's own setting. Prints one
+ * JSON line: the scenario's observations.
  *
  * Usage: node --experimental-websocket --import tsx sdk-tls-driver.ts <scenario> [json args]
  */
@@ -93,10 +95,18 @@ async function startHttpServer(sbx: Sandbox): Promise<void> {
   await sbx.commands.run(`cd /tmp/www && python3 -m http.server ${HTTP_PORT} --bind 0.0.0.0`, { background: true });
 }
 
+/** Connection options passed to the SDK as options rather than environment (`domain`, `apiKey`), when given. */
+function connectionOptions(args: Record<string, unknown>): { domain?: string; apiKey?: string } {
+  return {
+    ...(typeof args.domain === 'string' ? { domain: args.domain } : {}),
+    ...(typeof args.apiKey === 'string' ? { apiKey: args.apiKey } : {}),
+  };
+}
+
 const scenarios: Record<string, (args: Record<string, unknown>) => Promise<Observations>> = {
   /** envd over https://49983-<id>.<domain> (commands, files, signed download URL) and getHost over Node fetch. */
-  async envd() {
-    const sbx = await Sandbox.create('base', { timeoutMs: 300_000 });
+  async envd(args) {
+    const sbx = await Sandbox.create('base', { ...connectionOptions(args), timeoutMs: 300_000 });
     try {
       const lines: string[] = [];
       const run = await sbx.commands.run('echo hello-$((6*7)); id -un', { onStdout: (line) => void lines.push(line) });

@@ -22,7 +22,7 @@ export async function startTestPlatform(
   options: PlatformOptions = {},
 ): Promise<TestPlatform> {
   await ensureBaseImage();
-  const platform = await startPlatform({ host: '127.0.0.1', port: 0, dataDir, logLevel: 'silent', sandboxNetwork: 'tidepool-test', warmPool: {}, ...overrides }, options);
+  const platform = await startPlatform({ host: '127.0.0.1', port: 0, dataDir, logLevel: 'silent', sandboxNetwork: 'tidepool-test', warmPool: {}, warmPoolAdaptive: false, ...overrides }, options);
   return Object.assign(platform, {
     dataDir,
     sdk: { apiKey: platform.apiKey, apiUrl: platform.url, sandboxUrl: platform.url },

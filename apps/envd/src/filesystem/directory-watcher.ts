@@ -1,8 +1,9 @@
 import { type BigIntStats, type FSWatcher, promises as fs, watch } from 'node:fs';
 import { basename, join, relative } from 'node:path';
 import { EventType } from '@tidepool/protocol/filesystem';
+import { stagedWriteEvents } from './staged-write-events.ts';
 import { StagedWriteTracker } from './staged-write-tracker.ts';
-import { isStagingPath } from './staging-names.ts';
+import { isStagingPath, type StagingPurpose } from './staging-names.ts';
 
 export interface WatchEvent {
   /** Path relative to the watched directory. */
@@ -50,8 +51,8 @@ const WALK_GRACE_MS = 50;
  *   (same inode) is its IN_ATTRIB, hence CHMOD.
  * - Events a directory's own watch reports about itself are dropped (the parent reports them).
  * - envd's own staging files (uploads, compose) are never reported. One renamed onto its target is
- *   reported as the direct write it stands for: CREATE (then WRITE if it has content) for a new
- *   file, WRITE for an existing one, under the target's name.
+ *   reported, under the target's name, as the reference's direct write of it (staged-write-events.ts):
+ *   an upload of a new file as CREATE, CHMOD (its chown), WRITE.
  */
 export class DirectoryWatcher {
   private readonly watchers = new Map<string, FSWatcher>();
@@ -181,8 +182,9 @@ export class DirectoryWatcher {
       }
       if (this.stagedWrites.awaitingCommit) {
         const stats = await statOf(event.path);
-        if (this.stagedWrites.takeCommit(event.dir, event.kind, stats) && stats) {
-          previous = this.reportStagedWrite(event.path, stats);
+        const purpose = this.stagedWrites.takeCommit(event.dir, event.kind, stats);
+        if (purpose && stats) {
+          previous = this.reportStagedWrite(event.path, stats, purpose);
           continue;
         }
       }
@@ -201,21 +203,17 @@ export class DirectoryWatcher {
   }
 
   /**
-   * A staging file renamed onto `path`: reported as a direct write (open with O_TRUNC, write) would be.
-   * A name a recent walk found is known already (and was announced by that walk when it was new).
+   * A staging file renamed onto `path`: reported as the reference's direct write would be (see
+   * staged-write-events.ts). A name a recent walk found is known already (and was announced by that
+   * walk when it was new).
    */
-  private reportStagedWrite(path: string, stats: BigIntStats): EventType {
+  private reportStagedWrite(path: string, stats: BigIntStats, purpose: StagingPurpose): EventType {
     for (const walk of this.recentWalks) walk.paths.delete(path);
     const existed = this.known.has(path);
     this.known.set(path, stats.ino);
-    if (existed) {
-      this.emit(path, EventType.WRITE);
-      return EventType.WRITE;
-    }
-    this.emit(path, EventType.CREATE);
-    if (stats.size === 0n) return EventType.CREATE;
-    this.emit(path, EventType.WRITE);
-    return EventType.WRITE;
+    const events = stagedWriteEvents(purpose, existed, stats.size > 0n);
+    for (const type of events) this.emit(path, type);
+    return events[events.length - 1];
   }
 
   /** A directory's own watch reports its deletion/move/chmod with its own name; the parent reports those. */

@@ -28,26 +28,34 @@ export function permissionString(stats: Stats): string {
   return (prefix || '-') + bits;
 }
 
-function fileType(stats: Stats): FileType {
-  if (stats.isSymbolicLink()) return FileType.SYMLINK;
-  if (stats.isDirectory()) return FileType.DIRECTORY;
-  if (stats.isFile()) return FileType.FILE;
+/**
+ * The type an entry reports: that of what it resolves to. FILE_TYPE_SYMLINK is never sent (as in the
+ * reference): clients built before that enum value fail to parse any answer that carries it. A link
+ * shows as a link through `symlinkTarget` and its `L` permissions.
+ */
+function fileType(stats: Stats | undefined): FileType {
+  if (stats?.isDirectory()) return FileType.DIRECTORY;
+  if (stats?.isFile()) return FileType.FILE;
   return FileType.UNSPECIFIED;
 }
 
-/** Builds the EntryInfo of a path (lstat; a symlink reports its own type and its target's size and mode). */
+/**
+ * Builds the EntryInfo of a path (lstat). A symlink reports its target's type, size and mode
+ * (UNSPECIFIED and its own when dangling or looping), with `symlinkTarget` set.
+ */
 export async function buildEntryInfo(absolutePath: string, users: SystemUsers, displayPath?: string): Promise<EntryInfo> {
   const stats = await fs.lstat(absolutePath);
-  let effective = stats;
+  let target: Stats | undefined = stats;
   let symlinkTarget: string | undefined;
   if (stats.isSymbolicLink()) {
     const link = await fs.readlink(absolutePath);
     symlinkTarget = resolve(dirname(absolutePath), link);
-    effective = await fs.stat(absolutePath).catch(() => stats);
+    target = await fs.stat(absolutePath).catch(() => undefined);
   }
+  const effective = target ?? stats;
   return create(EntryInfoSchema, {
     name: basename(absolutePath),
-    type: fileType(stats),
+    type: fileType(target),
     path: displayPath ?? absolutePath,
     size: BigInt(effective.size),
     mode: effective.mode & 0o7777,

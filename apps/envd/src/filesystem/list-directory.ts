@@ -1,7 +1,7 @@
 import { Code, ConnectError } from '@connectrpc/connect';
 import { promises as fs } from 'node:fs';
 import { join } from 'node:path';
-import type { EntryInfo } from '@tidepool/protocol/filesystem';
+import { type EntryInfo, FileType } from '@tidepool/protocol/filesystem';
 import type { SystemUsers } from '../identity/system-users.ts';
 import { buildEntryInfo } from './entry-info.ts';
 
@@ -32,7 +32,8 @@ export async function listDirectory(root: string, depth: number, users: SystemUs
         throw error;
       }
       entries.push(entry);
-      if (level < depth && entry.type === 2 /* directory, never a symlink */) await walk(path, level + 1);
+      // A link to a directory reads as a directory too; only real directories are walked into.
+      if (level < depth && entry.type === FileType.DIRECTORY && entry.symlinkTarget === undefined) await walk(path, level + 1);
     }
   };
   await walk(root, 1);

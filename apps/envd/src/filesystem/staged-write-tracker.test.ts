@@ -13,14 +13,20 @@ describe('StagedWriteTracker', () => {
     expect(tracker.awaitingCommit).toBe(false);
     tracker.noteStagingRename('/w', STAGING, undefined);
     expect(tracker.awaitingCommit).toBe(true);
-    expect(tracker.takeCommit('/w', 'rename', file(7n))).toBe(true);
+    expect(tracker.takeCommit('/w', 'rename', file(7n))).toBe('upload');
     expect(tracker.awaitingCommit).toBe(false);
   });
 
   it('accepts any regular file when the staging inode was never seen', () => {
     const tracker = new StagedWriteTracker();
     tracker.noteStagingRename('/w', STAGING, undefined);
-    expect(tracker.takeCommit('/w', 'rename', file(99n))).toBe(true);
+    expect(tracker.takeCommit('/w', 'rename', file(99n))).toBe('upload');
+  });
+
+  it('tells an upload from a compose by the staging name', () => {
+    const tracker = new StagedWriteTracker();
+    tracker.noteStagingRename('/w', '/w/.joined.compose-0123456789ab', undefined);
+    expect(tracker.takeCommit('/w', 'rename', file(5n))).toBe('compose');
   });
 
   it('refuses another inode, directory, kind or directory entry, and any later event', () => {
@@ -35,9 +41,9 @@ describe('StagedWriteTracker', () => {
       const tracker = new StagedWriteTracker();
       tracker.noteStagingRename('/w', STAGING, file(7n));
       tracker.noteStagingRename('/w', STAGING, undefined);
-      expect(tracker.takeCommit(dir, kind, stats)).toBe(false);
+      expect(tracker.takeCommit(dir, kind, stats)).toBeUndefined();
       // The wait ended with that event: the right file appearing afterwards is an ordinary creation.
-      expect(tracker.takeCommit('/w', 'rename', file(7n))).toBe(false);
+      expect(tracker.takeCommit('/w', 'rename', file(7n))).toBeUndefined();
     }
   });
 

@@ -1,6 +1,6 @@
 import { basename, dirname } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { isStagingPath, stagingPathFor } from './staging-names.ts';
+import { isStagingPath, stagingPathFor, stagingPurposeOf } from './staging-names.ts';
 
 describe('staging names', () => {
   it('are hidden siblings of the target that the watchers recognise', () => {
@@ -10,6 +10,9 @@ describe('staging names', () => {
     expect(isStagingPath(upload)).toBe(true);
     expect(isStagingPath(stagingPathFor('/tmp/out.txt', 'compose'))).toBe(true);
     expect(stagingPathFor('/a/b', 'upload')).not.toBe(stagingPathFor('/a/b', 'upload'));
+    expect(stagingPurposeOf(upload)).toBe('upload');
+    expect(stagingPurposeOf(stagingPathFor('/tmp/x.compose-0123456789ab', 'compose'))).toBe('compose');
+    expect(stagingPurposeOf('/home/user/report.pdf')).toBeUndefined();
   });
 
   it('do not match ordinary names', () => {

@@ -10,7 +10,7 @@ export type StagingPurpose = 'upload' | 'compose';
 
 const NAME_MAX_BYTES = 255;
 const SUFFIX_DIGITS = 12;
-const STAGING_NAME = /^\..+\.(?:upload|compose)-[0-9a-f]{12}$/s;
+const STAGING_NAME = /^\..+\.(upload|compose)-[0-9a-f]{12}$/s;
 
 /** A fresh staging path beside `target`; a long target name is shortened so the name fits NAME_MAX. */
 export function stagingPathFor(target: string, purpose: StagingPurpose): string {
@@ -25,4 +25,9 @@ export function stagingPathFor(target: string, purpose: StagingPurpose): string 
 /** Whether the last component of `path` is an envd staging name. */
 export function isStagingPath(path: string): boolean {
   return STAGING_NAME.test(basename(path));
+}
+
+/** What the staging file at `path` is for; undefined when it is no staging name. */
+export function stagingPurposeOf(path: string): StagingPurpose | undefined {
+  return STAGING_NAME.exec(basename(path))?.[1] as StagingPurpose | undefined;
 }

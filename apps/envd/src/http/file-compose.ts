@@ -1,16 +1,14 @@
-import { toJson } from '@bufbuild/protobuf';
 import { constants, createReadStream, createWriteStream, promises as fs } from 'node:fs';
 import { dirname } from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { EntryInfoSchema } from '@tidepool/protocol/filesystem';
 import type { EnvdContext } from '../context.ts';
-import { buildEntryInfo } from '../filesystem/entry-info.ts';
 import { chownToUser, makeDirsOwnedBy } from '../filesystem/ownership.ts';
 import { stagingPathFor } from '../filesystem/staging-names.ts';
 import { resolvePath } from '../identity/resolve-path.ts';
 import { fileHttpError, resolveFileUser } from './file-access.ts';
 import { EnvdHttpError } from './http-error.ts';
+import { restFileEntry } from './rest-entry.ts';
 
 interface ComposeBody {
   source_paths?: unknown;
@@ -66,5 +64,7 @@ export async function composeFiles(ctx: EnvdContext, request: FastifyRequest, re
     throw fileHttpError(error, destination);
   }
   for (const source of new Set(sources)) await fs.rm(source, { force: true });
-  return reply.send(toJson(EntryInfoSchema, await buildEntryInfo(destination, ctx.users)));
+  // The interface's "Composed file result" ({path, name, type}), shaped like the entries of POST /files;
+  // built from what was just renamed into place, not from a second look a sandbox process could race.
+  return reply.send(restFileEntry(destination));
 }

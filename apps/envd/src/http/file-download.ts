@@ -1,13 +1,14 @@
 import { promises as fs, type Stats } from 'node:fs';
 import type { FileHandle } from 'node:fs/promises';
 import { basename } from 'node:path';
-import { pipeline } from 'node:stream';
+import { pipeline, type Readable } from 'node:stream';
 import { createGzip, gzipSync } from 'node:zlib';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { EnvdContext } from '../context.ts';
 import { resolvePath } from '../identity/resolve-path.ts';
 import { parseByteRange } from './byte-range.ts';
 import { authorizeFileRequest, type FileQuery, fileHttpError, resolveFileUser } from './file-access.ts';
+import { announceableLength } from './file-length.ts';
 import { EnvdHttpError } from './http-error.ts';
 
 const CHUNK_BYTES = 1024 * 1024;
@@ -72,7 +73,8 @@ async function compressesWell(handle: FileHandle, size: number): Promise<boolean
 
 /**
  * `GET`/`HEAD /files`: streams a file, gzip-compressed when the client accepts it (and the file is
- * not empty), a single byte range when asked for one. Never buffers the file.
+ * not empty), a single byte range when asked for one. Never buffers the file. Files of procfs, sysfs
+ * and the like are read to their end whatever size they report.
  */
 export async function downloadFile(ctx: EnvdContext, request: FastifyRequest, reply: FastifyReply): Promise<FastifyReply> {
   authorizeFileRequest(ctx, request, 'read');
@@ -87,31 +89,72 @@ export async function downloadFile(ctx: EnvdContext, request: FastifyRequest, re
     .header('last-modified', stats.mtime.toUTCString());
   if (notModified(request, stats)) return reply.code(304).send();
 
-  const range = parseByteRange(rangeHeader(request, stats), stats.size);
-  if (range === 'unsatisfiable') {
-    return reply.code(416).header('content-range', `bytes */${stats.size}`).header('content-type', 'application/json; charset=utf-8')
-      .send({ code: 416, message: `range '${request.headers.range}' is outside of the file (${stats.size} bytes)` });
-  }
-  const handle = stats.size === 0 ? undefined : await fs.open(path, 'r').catch((error: unknown) => {
+  const handle = await fs.open(path, 'r').catch((error: unknown) => {
     throw fileHttpError(error, path);
   });
+  try {
+    return await sendOpenFile(ctx, request, reply, { handle, path, stats, accepted });
+  } catch (error) {
+    // Failed before a stream took the file over (a read error while sampling it, say): nothing else closes it.
+    await handle.close().catch(() => undefined);
+    throw fileHttpError(error, path);
+  }
+}
+
+interface OpenFile {
+  handle: FileHandle;
+  path: string;
+  stats: Stats;
+  accepted: 'gzip' | 'identity';
+}
+
+async function sendOpenFile(ctx: EnvdContext, request: FastifyRequest, reply: FastifyReply, { handle, path, stats, accepted }: OpenFile): Promise<FastifyReply> {
+  const size = await announceableLength(path, stats, handle);
+  if (size === undefined) return sendToEnd(ctx, request, reply, handle, path);
+
+  const range = parseByteRange(rangeHeader(request, stats), size);
+  if (range === 'unsatisfiable') {
+    await handle.close();
+    return reply.code(416).header('content-range', `bytes */${size}`).header('content-type', 'application/json; charset=utf-8')
+      .send({ code: 416, message: `range '${request.headers.range}' is outside of the file (${size} bytes)` });
+  }
   // Ranges address the file's own bytes, so they are always served without compression; so is
   // content that does not compress (media, archives, random data), where gzip only costs throughput.
-  const gzip = accepted === 'gzip' && !range && stats.size > 0 && (handle === undefined || (await compressesWell(handle, stats.size)));
-  if (range) reply.code(206).header('content-range', `bytes ${range.start}-${range.end}/${stats.size}`);
+  const gzip = accepted === 'gzip' && !range && size > 0 && (await compressesWell(handle, size));
+  if (range) reply.code(206).header('content-range', `bytes ${range.start}-${range.end}/${size}`);
   if (gzip) reply.header('content-encoding', 'gzip');
-  else reply.header('content-length', String(range ? range.end - range.start + 1 : stats.size));
-  if (!handle || request.method === 'HEAD') {
-    await handle?.close();
+  else reply.header('content-length', String(range ? range.end - range.start + 1 : size));
+  if (size === 0 || request.method === 'HEAD') {
+    await handle.close();
     return reply.send();
   }
 
   const file = handle.createReadStream({ highWaterMark: CHUNK_BYTES, ...(range ?? {}) });
   if (!gzip) return reply.send(file);
-  // pipeline ties the stages together: a client that goes away destroys the file stream (and closes the fd).
+  return reply.send(gzipped(ctx, file, path));
+}
+
+/** Compresses a file stream; pipeline ties the stages together, so a client that goes away closes the fd. */
+function gzipped(ctx: EnvdContext, file: Readable, path: string): Readable {
   const body = createGzip({ level: 1, chunkSize: 64 * 1024 });
   pipeline(file, body, (error) => {
     if (error && (error as NodeJS.ErrnoException).code !== 'ERR_STREAM_PREMATURE_CLOSE') ctx.logger.warn({ err: error, path }, 'file download failed');
   });
-  return reply.send(body);
+  return body;
+}
+
+/**
+ * A file whose length is known only once read (procfs, sysfs): sent whole, read to its end, chunked and
+ * without a length. A `Range` is ignored (HTTP allows it), as its end could not be checked beforehand;
+ * gzip as the client asks, these files being mostly text.
+ */
+async function sendToEnd(ctx: EnvdContext, request: FastifyRequest, reply: FastifyReply, handle: FileHandle, path: string): Promise<FastifyReply> {
+  if (request.method === 'HEAD') {
+    await handle.close();
+    return reply.send();
+  }
+  const file = handle.createReadStream({ highWaterMark: CHUNK_BYTES });
+  if (chooseEncoding(request.headers['accept-encoding']) !== 'gzip') return reply.send(file);
+  reply.header('content-encoding', 'gzip');
+  return reply.send(gzipped(ctx, file, path));
 }

@@ -1,6 +1,6 @@
 import { createWriteStream, promises as fs, type WriteStream } from 'node:fs';
 import { once } from 'node:events';
-import { basename, dirname } from 'node:path';
+import { dirname } from 'node:path';
 import type { Readable } from 'node:stream';
 import { createGunzip } from 'node:zlib';
 import type { FastifyReply, FastifyRequest } from 'fastify';
@@ -14,14 +14,8 @@ import { pumpInto } from './body-sink.ts';
 import { authorizeFileRequest, type FileQuery, fileHttpError, resolveFileUser } from './file-access.ts';
 import { metadataFromHeaders } from './file-metadata-headers.ts';
 import { EnvdHttpError } from './http-error.ts';
+import { type RestEntry, restFileEntry } from './rest-entry.ts';
 import { boundaryOf, MultipartFormatError, type MultipartPart, MultipartReader } from './multipart-reader.ts';
-
-interface WrittenFile {
-  path: string;
-  name: string;
-  type: 'file';
-  metadata?: Record<string, string>;
-}
 
 /**
  * A file being received into a temporary sibling, renamed over the target only when complete, so a
@@ -59,12 +53,12 @@ class StagedFile {
     await fs.chmod(this.temp, this.mode);
   }
 
-  async commit(metadata: Record<string, string> | undefined): Promise<WrittenFile> {
+  async commit(metadata: Record<string, string> | undefined): Promise<RestEntry> {
     if (!this.temp) throw new Error(`upload to '${this.target}' was never received`);
     await replaceMetadata(this.temp, metadata ?? {});
     await fs.rename(this.temp, this.destination);
     this.temp = undefined;
-    return { path: this.target, name: basename(this.target), type: 'file', ...(metadata ? { metadata } : {}) };
+    return restFileEntry(this.target, metadata);
   }
 
   async discard(): Promise<void> {
@@ -179,7 +173,7 @@ export async function uploadFiles(ctx: EnvdContext, request: FastifyRequest, rep
     } else {
       throw new EnvdHttpError(400, `unsupported content type '${contentType}' (use multipart/form-data or application/octet-stream)`);
     }
-    const written: WrittenFile[] = [];
+    const written: RestEntry[] = [];
     for (const file of staged) written.push(await file.commit(metadata));
     return reply.send(written);
   } catch (error) {

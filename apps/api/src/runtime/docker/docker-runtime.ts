@@ -11,6 +11,8 @@ import { PAUSED_IMAGE_REPOSITORY, pausedImageRef, sandboxOfImage } from './pause
 import { EgressProxy } from './egress-proxy.ts';
 import type { SandboxFirewall } from './sandbox-firewall.ts';
 import { type IsolationMode, isolateSandboxNetwork, networkSpec, recreateIfOpen } from './sandbox-network.ts';
+import type { ProcFileMount } from '../lxcfs/lxcfs-files.ts';
+import { CpuSets } from './cpu-sets.ts';
 
 /** Every sandbox runs envd under tini, whatever the image's own entrypoint and command are. */
 export const ENVD_ENTRYPOINT = ['/opt/tidepool/bin/tini', '--', '/opt/tidepool/bin/envd'];
@@ -28,6 +30,13 @@ export interface DockerRuntimeOptions {
   helperImage?: string;
   /** Limits, capabilities and runtime of every sandbox container (default: DEFAULT_HARDENING). */
   hardening?: ContainerHardening;
+  /**
+   * The sandbox's own /proc files (lxcfs), bound read-only into every sandbox container under the default
+   * runtime; `refuse` is told when the engine (the docker gate) will not take the binds.
+   */
+  procFiles?: { procMounts(): ProcFileMount[]; refuse(reason: string): void };
+  /** Pins each sandbox to as many host cpus as it has (round-robin), so `nproc` and affinity match its limit. */
+  cpuset?: boolean;
 }
 
 function statusCode(error: unknown): number | undefined {
@@ -52,6 +61,7 @@ export class DockerRuntime implements SandboxRuntime {
   /** Decides TCP 80/443 of sandboxes that allow domains (host installs only). */
   private egressProxy: EgressProxy | undefined;
   private readonly hardening: ContainerHardening;
+  private cpuSets: CpuSets | undefined;
 
   constructor(options: DockerRuntimeOptions) {
     this.options = options;
@@ -72,6 +82,10 @@ export class DockerRuntime implements SandboxRuntime {
       );
     }
     await this.hardening.prepare(this.docker, this.logger, this.options.helperImage);
+    if (this.options.cpuset) {
+      const hostCpus = Number((await this.docker.info()).NCPU);
+      if (Number.isInteger(hostCpus) && hostCpus > 0) this.cpuSets = new CpuSets(hostCpus);
+    }
     try {
       await this.docker.getNetwork(this.network).inspect();
     } catch (error) {
@@ -150,7 +164,26 @@ export class DockerRuntime implements SandboxRuntime {
     return info.Config?.Labels?.[ENVD_VERSION_LABEL];
   }
 
+  /**
+   * Starts a sandbox container, with the lxcfs binds when there are any. When it cannot start with them (lxcfs
+   * died and is being restarted, or the engine refuses them), it starts without: the sandbox then sees the
+   * host's /proc figures, never fails for it. A refusal (403: the docker gate's bind roots) stops the binds for good.
+   */
   async startContainer(spec: ContainerSpec): Promise<StartedContainer> {
+    const procMounts = this.hardening.settings.runtime === '' ? (this.options.procFiles?.procMounts() ?? []) : [];
+    const cpuset = this.cpuSets?.take(spec.cpuCount);
+    if (procMounts.length === 0) return this.startWith(spec, [], cpuset);
+    try {
+      return await this.startWith(spec, procMounts, cpuset);
+    } catch (error) {
+      const message = error instanceof Error ? error.message : String(error);
+      if (statusCode(error) === 403) this.options.procFiles?.refuse(`the engine refused the lxcfs binds (${message.slice(0, 300)})`);
+      else this.logger.warn({ sandboxId: spec.sandboxId, err: error }, 'sandbox container did not start with the lxcfs binds; starting it without them');
+      return this.startWith(spec, [], cpuset);
+    }
+  }
+
+  private async startWith(spec: ContainerSpec, procMounts: ProcFileMount[], cpuset: string | undefined): Promise<StartedContainer> {
     const phases = new PhaseClock();
     // Under the default runtime, an envd that waits for its token gets it after the start, while it boots (the
     // engine handles one call at a time per container, so it is asked after the start and the inspect), at a
@@ -177,9 +210,16 @@ export class DockerRuntime implements SandboxRuntime {
         NanoCpus: Math.round(spec.cpuCount * 1e9),
         ...this.hardening.hostConfig(spec.memoryMB * 1024 * 1024),
         RestartPolicy: { Name: 'no' },
+        ...(cpuset ? { CpusetCpus: cpuset } : {}),
         // Only the volume's own directory is bound; private propagation, so nothing mounted later on the host shows up inside.
-        ...(spec.directories?.length
-          ? { Mounts: spec.directories.map((d) => ({ Type: 'bind' as const, Source: d.source, Target: d.target, ReadOnly: false, BindOptions: { Propagation: 'rprivate' as const } })) }
+        // The lxcfs files are bound read-only over the container's /proc ones.
+        ...(spec.directories?.length || procMounts.length
+          ? {
+              Mounts: [
+                ...(spec.directories ?? []).map((d) => ({ Type: 'bind' as const, Source: d.source, Target: d.target, ReadOnly: false, BindOptions: { Propagation: 'rprivate' as const } })),
+                ...procMounts.map((m) => ({ Type: 'bind' as const, Source: m.source, Target: m.target, ReadOnly: true, BindOptions: { Propagation: 'rprivate' as const } })),
+              ],
+            }
           : {}),
       },
     });

@@ -1,7 +1,8 @@
 import net from 'node:net';
 import tls from 'node:tls';
-import { describe, expect, it } from 'vitest';
-import { domainAllowed, httpHost, tlsServerName } from './egress-proxy.ts';
+import pino from 'pino';
+import { afterEach, describe, expect, it } from 'vitest';
+import { EgressProxy, deniedDestination, domainAllowed, egressNameResolver, httpHost, tlsServerName } from './egress-proxy.ts';
 
 /** The first bytes a TLS client sends (its ClientHello), captured on a local socket. */
 async function clientHello(servername: string | undefined): Promise<Buffer> {
@@ -41,5 +42,37 @@ describe('egress proxy decisions', () => {
     expect(tlsServerName(hello.subarray(0, 40))).toBeNull();
     expect(tlsServerName(await clientHello(undefined))).toBeUndefined();
     expect(tlsServerName(Buffer.from('GET / HTTP/1.1\r\n\r\n'))).toBeUndefined();
+  });
+});
+
+describe('egress proxy destinations', () => {
+  it('never dials the unspecified address, loopback, private ranges or their IPv6 spellings', () => {
+    for (const address of ['0.0.0.0', '0.1.2.3', '127.0.0.1', '10.1.2.3', '169.254.169.254', '192.168.0.1', '::', '::1', '::ffff:127.0.0.1', '::ffff:0.0.0.0', '::ffff:10.0.0.1', '::ffff:7f00:1', '0:0:0:0:0:ffff:7f00:1', 'fe80::1', 'fc00::1', '64:ff9b::7f00:1', 'localhost', '']) {
+      expect(deniedDestination(address), address).toBe(true);
+    }
+    for (const address of ['93.184.216.34', '1.1.1.1', '198.18.0.7', '2606:4700:4700::1111']) expect(deniedDestination(address), address).toBe(false);
+  });
+
+  const realResolve = egressNameResolver.resolve;
+  afterEach(() => {
+    egressNameResolver.resolve = realResolve;
+  });
+
+  it('refuses a name that resolves to 0.0.0.0 (it would reach the host itself)', async () => {
+    const lines: { msg: string; addresses?: string[] }[] = [];
+    const proxy = new EgressProxy(pino({ level: 'debug' }, { write: (line: string) => void lines.push(JSON.parse(line)) }));
+    try {
+      const { http } = await proxy.listen('127.0.0.1');
+      proxy.setDomains('127.0.0.1', ['zero.test']);
+      egressNameResolver.resolve = async () => ['0.0.0.0'];
+      const client = net.connect(http, '127.0.0.1');
+      const closed = new Promise<void>((resolve) => client.on('close', () => resolve()));
+      client.on('error', () => undefined);
+      client.write('GET / HTTP/1.1\r\nHost: zero.test\r\n\r\n');
+      await closed;
+      expect(lines.find((l) => l.msg.startsWith('egress connection refused'))).toMatchObject({ msg: 'egress connection refused: name resolves into a denied range', addresses: ['0.0.0.0'] });
+    } finally {
+      proxy.close();
+    }
   });
 });

@@ -12,10 +12,24 @@ export const egressNameResolver = {
 const MAX_PEEK = 16 * 1024;
 const PEEK_TIMEOUT_MS = 10_000;
 
+/**
+ * Where the proxy never dials: the always-denied ranges and 0.0.0.0/8 ("this host": a connection to 0.0.0.0
+ * reaches the host's own listeners).
+ */
 const denied = new net.BlockList();
-for (const cidr of ALWAYS_DENIED) {
+for (const cidr of ['0.0.0.0/8', ...ALWAYS_DENIED]) {
   const [address, bits] = cidr.split('/');
   denied.addSubnet(address!, Number(bits), 'ipv4');
+}
+/** IPv6 global unicast: what is not in it (`::`, `::1`, v4-mapped `::ffff:…`, NAT64, link-local, ULA) is refused. */
+const ipv6Global = new net.BlockList();
+ipv6Global.addSubnet('2000::', 3, 'ipv6');
+
+/** True when the proxy must not connect to `address` (not an IP address at all included). */
+export function deniedDestination(address: string): boolean {
+  if (net.isIPv4(address)) return denied.check(address, 'ipv4');
+  if (net.isIPv6(address)) return !ipv6Global.check(address, 'ipv6');
+  return true;
 }
 
 /** `example.com` matches itself only; `*.example.com` any name below it (not itself); `*` anything. */
@@ -143,7 +157,7 @@ export class EgressProxy {
       socket.destroy();
       return;
     }
-    if (addresses.length === 0 || addresses.some((a) => denied.check(a, 'ipv4'))) {
+    if (addresses.length === 0 || addresses.some(deniedDestination)) {
       log.debug({ addresses }, 'egress connection refused: name resolves into a denied range');
       socket.destroy();
       return;

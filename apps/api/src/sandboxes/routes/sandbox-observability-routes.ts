@@ -36,6 +36,14 @@ function metricView(sample: EnvdMetricSample) {
   };
 }
 
+/**
+ * A v1 `SandboxLog.line` is one structured record serialised as JSON, as the reference's log store keeps them: the
+ * CLI's `e2b sandbox logs` parses every line and reads `level` and `logger` from it (plain text made it throw).
+ */
+export function legacyLogLine(sandboxID: string, entry: { level: string; message: string }): string {
+  return JSON.stringify({ level: entry.level, logger: 'tidepool', message: entry.message, sandboxID });
+}
+
 /** Metrics and lifecycle logs. */
 export function registerSandboxObservabilityRoutes(app: FastifyInstance, lifecycle: SandboxLifecycle, events: (id: string) => Promise<Array<{ timestamp: string; level: string; message: string }>>): void {
   app.get('/sandboxes/metrics', { schema: { querystring: ManyMetricsQuery } }, async (request) => {
@@ -75,6 +83,6 @@ export function registerSandboxObservabilityRoutes(app: FastifyInstance, lifecyc
   app.get('/sandboxes/:sandboxID/logs', { schema: { params: SandboxParams, querystring: LogsQuery } }, async (request) => {
     const id = normalizeSandboxId((request.params as Static<typeof SandboxParams>).sandboxID);
     const entries = await selectLogs(id, { ...(request.query as Static<typeof LogsQuery>), direction: 'forward' });
-    return { logs: entries.map((e) => ({ timestamp: e.timestamp, line: e.message })), logEntries: entries.map((e) => ({ ...e, fields: {} })) };
+    return { logs: entries.map((e) => ({ timestamp: e.timestamp, line: legacyLogLine(id, e) })), logEntries: entries.map((e) => ({ ...e, fields: {} })) };
   });
 }

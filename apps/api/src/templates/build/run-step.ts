@@ -29,6 +29,15 @@ export async function envdUserName(workspace: BuildWorkspace, spec: string, chec
   return resolveUser(await readAccounts(workspace), name).name;
 }
 
+/**
+ * A command envd refused to start, in the reference's words (`failed to run command '<cmd>': command failed:
+ * <connect code>: <message>`): clients match on them, e.g. the SDK's
+ * `… unauthenticated: invalid username: 'root123'` for a RUN as a user the image lacks.
+ */
+export function commandRefused(command: string, code: string, message: string): string {
+  return `failed to run command '${shortCommand(command)}': command failed: ${code}: ${message}`;
+}
+
 export async function runStep(ctx: StepContext): Promise<void> {
   const [command = '', asUser = ''] = ctx.step.args;
   if (!command.trim()) throw new BuildFailure('RUN needs a command', ctx.stepId);
@@ -38,7 +47,11 @@ export async function runStep(ctx: StepContext): Promise<void> {
   try {
     user = await envdUserName(workspace, asUser || state.user, asUser !== '');
   } catch (error) {
-    if (error instanceof UnknownAccountError) throw new BuildFailure(`RUN: ${error.message}`, ctx.stepId);
+    if (error instanceof UnknownAccountError) {
+      // Checked here rather than left to envd, but worded as envd's refusal of an unknown user.
+      const name = (asUser || state.user).split(':', 1)[0];
+      throw new BuildFailure(commandRefused(command, 'unauthenticated', `invalid username: '${name}'`), ctx.stepId);
+    }
     throw error;
   }
   const shell = await pickShell(workspace);

@@ -18,6 +18,7 @@ export function registerTemplateRoutes(app: FastifyInstance, deps: TemplateRoute
     const body = request.body as Static<typeof RegisterV3Body>;
     const name = body.name ?? body.alias;
     if (name === undefined) throw invalid('name is required');
+    deps.queue.ensureRoom();
     const { template, build } = await catalog.registerBuild({ name, tags: body.tags, cpuCount: body.cpuCount ?? DEFAULT_CPU, memoryMB: body.memoryMB ?? DEFAULT_MEMORY_MB });
     return reply.code(202).send({
       templateID: template.templateId,
@@ -31,6 +32,7 @@ export function registerTemplateRoutes(app: FastifyInstance, deps: TemplateRoute
 
   app.post('/v2/templates', { schema: { body: RegisterV2Body } }, async (request, reply) => {
     const body = request.body as Static<typeof RegisterV2Body>;
+    deps.queue.ensureRoom();
     const { template } = await catalog.registerBuild({ name: body.alias, cpuCount: body.cpuCount ?? DEFAULT_CPU, memoryMB: body.memoryMB ?? DEFAULT_MEMORY_MB });
     return reply.code(202).send(templateView(template, await store.builds(template.templateId)));
   });

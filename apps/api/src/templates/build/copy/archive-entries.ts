@@ -124,9 +124,10 @@ export function symlinkDestination(entry: ArchiveEntry): string | undefined {
 }
 
 /**
- * Refuses archives that could write outside their destination: symlinks pointing outside the
- * uploaded files (absolute or climbing above the context), entries placed under a symlink,
- * and hard links to anything but a file listed before them.
+ * Refuses archives that could write outside their destination: entries placed under a symlink
+ * (written *through* it, wherever it points) and hard links to anything but a file listed before
+ * them. A symlink itself may point anywhere (absolute, dangling, above the context): like Docker,
+ * COPY lands it as a symlink, and nothing is ever written or read through it.
  */
 export function checkArchiveSafety(entries: ArchiveEntry[]): void {
   const symlinks = new Set<string>();
@@ -137,9 +138,6 @@ export function checkArchiveSafety(entries: ArchiveEntry[]): void {
       if (symlinks.has(parent)) throw new UnsafeArchiveError(`the archive entry '${entry.path}' lies under the symlink '${parent}'`);
     }
     if (entry.kind === 'symlink') {
-      if (symlinkDestination(entry) === undefined) {
-        throw new UnsafeArchiveError(`the symlink '${entry.path}' points outside the uploaded files ('${entry.linkTarget}')`);
-      }
       symlinks.add(entry.path);
     } else if (entry.kind === 'hardlink') {
       if (!seenFiles.has(entry.linkTarget ?? '')) {

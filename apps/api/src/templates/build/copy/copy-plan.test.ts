@@ -74,6 +74,19 @@ describe('planCopy', () => {
     expect(() => plan({ src: 'p', dest: '/x', resolveSymlinks: true }, [dir('p'), symlink('p/loop', '..')])).toThrow(/own parent/);
   });
 
+  it('keeps symlinks that leave the uploaded files or dangle as they are, with or without resolveSymlinks', () => {
+    const entries = [dir('f'), file('f/test.txt'), symlink('f/abs', '/etc/hostname'), symlink('f/up', '../../outside'), symlink('f/dangling', '12345test.txt'), symlink('f/via', 'up')];
+    const kept = ['f:/x/test.txt', 's:/x/abs', 's:/x/up', 's:/x/dangling', 's:/x/via'];
+    for (const resolveSymlinks of [false, true]) {
+      const p = plan({ src: 'f', dest: '/x', resolveSymlinks }, entries);
+      expect(paths(p)).toEqual(kept);
+      expect(p.entries.filter((e) => e.kind === 'symlink').map((e) => e.linkTarget)).toEqual(['/etc/hostname', '../../outside', '12345test.txt', 'up']);
+      // A glob and a literal source naming the link itself: the link, never what it points to.
+      expect(paths(plan({ src: 'f/*', dest: '/g/', resolveSymlinks }, entries))).toEqual(kept.map((k) => k.replace('/x/', '/g/')));
+      expect(plan({ src: 'f/abs', dest: '/l', resolveSymlinks }, entries).entries).toMatchObject([{ path: '/l', kind: 'symlink', linkTarget: '/etc/hostname' }]);
+    }
+  });
+
   it('maps hard links to the destination of their target', () => {
     const entries: ArchiveEntry[] = [file('h/a'), { path: 'h/b', kind: 'hardlink', mode: 0o644, size: 0, mtime: undefined, linkTarget: 'h/a' }];
     const p = plan({ src: 'h', dest: '/y' }, entries);
@@ -92,10 +105,12 @@ describe('archive safety', () => {
     expect(normalizeEntryPath('./')).toBeUndefined();
   });
 
-  it('refuses symlinks that point out and entries written through a symlink', () => {
-    expect(() => checkArchiveSafety([symlink('l', '/etc')])).toThrow(/points outside/);
-    expect(() => checkArchiveSafety([symlink('a/l', '../../etc')])).toThrow(/points outside/);
+  it('accepts symlinks pointing anywhere, but refuses entries written through a symlink', () => {
+    expect(() => checkArchiveSafety([symlink('l', '/etc'), symlink('a/l', '../../etc'), symlink('d', 'missing')])).not.toThrow();
     expect(() => checkArchiveSafety([symlink('l', 'sub'), file('l/x')])).toThrow(/under the symlink/);
+    expect(() => checkArchiveSafety([symlink('l', '/etc'), file('l/passwd')])).toThrow(/'l\/passwd' lies under the symlink 'l'/);
+    expect(() => checkArchiveSafety([dir('a'), symlink('a/up', '../..'), dir('a/up/b'), file('a/up/b/x')])).toThrow(/under the symlink 'a\/up'/);
+    expect(() => checkArchiveSafety([dir('l'), symlink('l', '/etc'), file('l/x')])).toThrow(/under the symlink/);
     expect(() => checkArchiveSafety([{ path: 'h', kind: 'hardlink', mode: 0, size: 0, mtime: undefined, linkTarget: 'nothing' }])).toThrow(/hard link/);
     expect(() => checkArchiveSafety([dir('a'), symlink('a/l', '../b'), file('b')])).not.toThrow();
   });

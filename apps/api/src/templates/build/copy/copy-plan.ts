@@ -5,7 +5,9 @@
  * - a directory's contents merge into `dest` (the directory itself is not copied);
  * - a file goes to `dest/<name>` when `dest` ends with `/` or is an existing directory, else to `dest`;
  * - a glob copies each match like that, into `dest` as a directory (unless it matched a single file);
- * - symlinks are kept, or replaced by what they point to with `resolveSymlinks`.
+ * - symlinks are kept whatever they point to; `resolveSymlinks` replaces one by what it points to when
+ *   that is among the uploaded files (a link leaving them, or dangling, stays a link: nothing outside
+ *   the uploaded files is ever read).
  *
  * Pure: the archive is described by its entries, the container by whether `dest` is a directory.
  */
@@ -52,6 +54,8 @@ export interface CopyPlan {
 export class CopySourceError extends Error {}
 
 const GLOB_CHARS = /[*?[\]{}]/;
+/** A symlink chain that leaves the uploaded files or ends at nothing among them. */
+const OUTSIDE = Symbol('outside the uploaded files');
 const MAX_LINK_DEPTH = 32;
 const MAX_PLANNED = 1_000_000;
 
@@ -108,14 +112,7 @@ class Planner {
 
   private literalItem(source: string): Item {
     const entry = this.byPath.get(source);
-    if (entry && entry.kind !== 'directory') {
-      if (entry.kind === 'symlink' && this.request.resolveSymlinks) {
-        const target = this.resolveLink(entry, 0);
-        const isDirectory = target === undefined || target.kind === 'directory';
-        return { entry: target, path: isDirectory ? (target?.path ?? '') : source, isDirectory };
-      }
-      return { entry, path: source, isDirectory: false };
-    }
+    if (entry && entry.kind !== 'directory') return this.sourceItem(entry);
     if (entry || this.entries.some((e) => isUnder(e.path, source))) return { entry, path: source, isDirectory: true };
     throw new CopySourceError(`COPY source '${this.request.src}' is not among the uploaded files`);
   }
@@ -125,28 +122,36 @@ class Planner {
     const matchedDirs = matched.filter((e) => e.kind === 'directory').map((e) => e.path);
     const top = matched.filter((e) => !matchedDirs.some((dir) => dir !== e.path && isUnder(e.path, dir)));
     if (top.length === 0) throw new CopySourceError(`COPY source '${this.request.src}' matches none of the uploaded files`);
-    return top.map((entry) => {
-      if (entry.kind === 'symlink' && this.request.resolveSymlinks) {
-        const target = this.resolveLink(entry, 0);
-        const isDirectory = target === undefined || target.kind === 'directory';
-        return { entry: target, path: isDirectory ? (target?.path ?? '') : entry.path, isDirectory };
-      }
-      return { entry, path: entry.path, isDirectory: entry.kind === 'directory' };
-    });
+    return top.map((entry) => this.sourceItem(entry));
   }
 
-  /** Follows a symlink through the archive to a file or directory entry. */
-  private resolveLink(link: ArchiveEntry, depth: number): ArchiveEntry | undefined {
+  /** A named source entry; with `resolveSymlinks`, a link to something among the uploaded files stands for it. */
+  private sourceItem(entry: ArchiveEntry): Item {
+    const target = entry.kind === 'symlink' && this.request.resolveSymlinks ? this.resolveLink(entry, 0) : OUTSIDE;
+    if (target === OUTSIDE) return { entry, path: entry.path, isDirectory: entry.kind === 'directory' };
+    const isDirectory = target === undefined || target.kind === 'directory';
+    return { entry: target, path: isDirectory ? (target?.path ?? '') : entry.path, isDirectory };
+  }
+
+  /**
+   * Follows a symlink through the archive to a file or directory entry (undefined: the context root, a
+   * directory without an entry), or OUTSIDE when some link of the chain leaves the uploaded files or dangles.
+   */
+  private resolveLink(link: ArchiveEntry, depth: number): ArchiveEntry | undefined | typeof OUTSIDE {
     if (depth > MAX_LINK_DEPTH) throw new UnsafeArchiveError(`too many levels of symlinks at '${link.path}'`);
     const destination = symlinkDestination(link);
-    if (destination === undefined) throw new UnsafeArchiveError(`the symlink '${link.path}' points outside the uploaded files ('${link.linkTarget}')`);
-    if (destination === '') return undefined; // the context root: a directory without an entry
+    if (destination === undefined) return OUTSIDE;
+    if (destination === '') return undefined;
     const target = this.byPath.get(destination);
     if (!target) {
       if (this.entries.some((e) => isUnder(e.path, destination))) return { path: destination, kind: 'directory', mode: 0o755, size: 0, mtime: undefined };
-      throw new CopySourceError(`cannot resolve the symlink '${link.path}': '${link.linkTarget}' is not among the uploaded files`);
+      return OUTSIDE;
     }
     return target.kind === 'symlink' ? this.resolveLink(target, depth + 1) : target;
+  }
+
+  private keepLink(entry: ArchiveEntry, dest: string): void {
+    this.planned.push({ path: dest, kind: 'symlink', mode: 0o777, mtime: entry.mtime, emitAt: entry.path, linkTarget: entry.linkTarget, size: 0 });
   }
 
   private addDirectoryContents(dir: string, destDir: string, depth: number): void {
@@ -177,17 +182,19 @@ class Planner {
         return;
       }
       case 'symlink':
-        if (!this.request.resolveSymlinks) {
-          this.planned.push({ path: dest, kind: 'symlink', mode: 0o777, mtime: entry.mtime, emitAt: entry.path, linkTarget: entry.linkTarget, size: 0 });
-          return;
-        }
-        this.addResolved(entry, dest, depth);
+        if (this.request.resolveSymlinks) this.addResolved(entry, dest, depth);
+        else this.keepLink(entry, dest);
     }
   }
 
+  /** What a symlink points to, copied in its place; the link itself when that is not among the uploaded files. */
   private addResolved(link: ArchiveEntry, dest: string, depth: number): void {
     if (depth > MAX_LINK_DEPTH) throw new UnsafeArchiveError(`too many levels of symlinks at '${link.path}'`);
     const target = this.resolveLink(link, 0);
+    if (target === OUTSIDE) {
+      this.keepLink(link, dest);
+      return;
+    }
     if (target === undefined || target.kind === 'directory') {
       const dir = target?.path ?? '';
       if (isUnder(link.path, dir)) throw new UnsafeArchiveError(`the symlink '${link.path}' points to its own parent directory ('${link.linkTarget}'), which cannot be copied with resolveSymlinks`);

@@ -1,0 +1,100 @@
+/**
+ * Capacity refusals as the published e2b SDK understands them, against a real platform and real Docker:
+ * TIDEPOOL_MAX_SANDBOXES reached → 429 with an integer Retry-After (the SDK retries by itself, then raises
+ * RateLimitError; nothing half-made); a full build queue → 503 with Retry-After (ServiceBusyError; no
+ * template or build registered).
+ */
+import { randomBytes } from 'node:crypto';
+import Docker from 'dockerode';
+import { RateLimitError, Sandbox, ServiceBusyError, Template } from 'e2b';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { PLATFORM_LABEL } from '../src/runtime/docker/docker-labels.ts';
+import { api, startTestPlatform, type TestPlatform } from './support/start-platform.ts';
+import { rejectionOf, until } from './support/template-testing.ts';
+
+const run = randomBytes(4).toString('hex');
+const docker = new Docker();
+let platform: TestPlatform;
+
+const containersOfPlatform = async (): Promise<number> =>
+  (await docker.listContainers({ all: true, filters: { label: [`${PLATFORM_LABEL}=${platform.platformId}`] } })).length;
+
+beforeAll(async () => {
+  platform = await startTestPlatform({ maxSandboxes: 1, maxConcurrentBuilds: 1, maxQueuedBuilds: 1 });
+}, 600_000);
+
+afterAll(async () => {
+  await platform?.dispose();
+});
+
+describe('sandbox limit', () => {
+  it('answers 429 with Retry-After; the SDK raises RateLimitError after its retries and nothing is left half-made', async () => {
+    const first = await Sandbox.create('base', { ...platform.sdk, timeoutMs: 120_000 });
+    try {
+      const containers = await containersOfPlatform();
+      const raw = await api(platform, 'POST', '/sandboxes', { templateID: 'base', timeout: 60 });
+      expect(raw.status).toBe(429);
+      expect(raw.headers.get('retry-after')).toBe('1');
+      expect(raw.body).toEqual({ code: 429, message: expect.stringMatching(/maximum number of concurrent sandboxes \(1\)/) });
+
+      const refused = await rejectionOf(Sandbox.create('base', { ...platform.sdk, timeoutMs: 60_000, retries: 0 }));
+      expect(refused).toBeInstanceOf(RateLimitError);
+      expect(refused.message).toMatch(/maximum number of concurrent sandboxes/);
+
+      // The SDK waits Retry-After between attempts: three retries take about three seconds, then it gives up.
+      const started = performance.now();
+      expect(await rejectionOf(Sandbox.create('base', { ...platform.sdk, timeoutMs: 60_000 }))).toBeInstanceOf(RateLimitError);
+      expect(performance.now() - started).toBeGreaterThanOrEqual(2_900);
+
+      expect(await containersOfPlatform()).toBe(containers);
+      expect((await api(platform, 'GET', '/v2/sandboxes?state=running,paused')).body).toHaveLength(1);
+    } finally {
+      await first.kill();
+    }
+  });
+
+  it('a retry the SDK makes after Retry-After succeeds once a slot is free', async () => {
+    const first = await Sandbox.create('base', { ...platform.sdk, timeoutMs: 120_000 });
+    const freeing = new Promise<void>((resolve) => setTimeout(() => void first.kill().then(() => resolve()), 1_500));
+    const second = await Sandbox.create('base', { ...platform.sdk, timeoutMs: 120_000 });
+    await freeing;
+    try {
+      expect(second.sandboxId).not.toBe(first.sandboxId);
+      expect((await second.commands.run('echo ok')).stdout.trim()).toBe('ok');
+    } finally {
+      await second.kill();
+    }
+  });
+});
+
+describe('build queue', () => {
+  it('refuses a build past TIDEPOOL_MAX_QUEUED_BUILDS with 503 + Retry-After (ServiceBusyError), registering nothing', { timeout: 240_000 }, async () => {
+    // One build runs (a long RUN step), one waits for the slot: the queue is full.
+    const slow = (what: string) => Template().fromTemplate('base').runCmd(`sleep 90 # ${run}-${what}`);
+    const running = await Template.buildInBackground(slow('running'), `tp-shed-${run}-running`, platform.sdk);
+    await until(() => api(platform, 'GET', `/templates/${running.templateId}/builds/${running.buildId}/status`), (r) => r.body?.status === 'building', 60_000);
+    const queued = await Template.buildInBackground(slow('queued'), `tp-shed-${run}-queued`, platform.sdk);
+    try {
+      const before = (await api(platform, 'GET', '/templates')).body.length;
+      const refused = await rejectionOf(Template.build(slow('refused'), `tp-shed-${run}-refused`, platform.sdk));
+      expect(refused).toBeInstanceOf(ServiceBusyError);
+      expect(refused.message).toMatch(/build queue is full/);
+
+      const raw = await api(platform, 'POST', '/v3/templates', { name: `tp-shed-${run}-raw`, cpuCount: 1, memoryMB: 512 });
+      expect(raw.status).toBe(503);
+      expect(raw.headers.get('retry-after')).toBe('10');
+      expect(raw.body).toEqual({ code: 503, message: expect.stringMatching(/TIDEPOOL_MAX_QUEUED_BUILDS=1/) });
+
+      const templates = (await api(platform, 'GET', '/templates')).body as Array<{ names?: string[] }>;
+      expect(templates.length).toBe(before);
+      expect(JSON.stringify(templates)).not.toMatch(/refused|-raw/);
+      expect((await api(platform, 'GET', `/templates/${queued.templateId}/builds/${queued.buildId}/status`)).body.status).toBe('building');
+    } finally {
+      for (const info of [queued, running]) await api(platform, 'DELETE', `/templates/${info.templateId}`);
+    }
+    // With the queue drained, a build may be registered again.
+    const again = await api(platform, 'POST', '/v3/templates', { name: `tp-shed-${run}-after`, cpuCount: 1, memoryMB: 512 });
+    expect(again.status).toBe(202);
+    await api(platform, 'DELETE', `/templates/${again.body.templateID}`);
+  });
+});

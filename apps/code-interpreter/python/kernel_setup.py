@@ -1,0 +1,87 @@
+# Runs once, silently, in every new Python kernel of the code-interpreter (kernel_bridge.py --setup).
+# Defines the `_tidepool_ci` module (per-execution environment variables) and the display formatters that
+# give pandas DataFrames a `data` format and matplotlib figures a `chart` format (_tidepool_charts.py).
+# The bridge defines _TIDEPOOL_ASSETS (the directory of these files) before running it.
+def _tidepool_ci_setup():
+    import os
+    import sys
+    import types
+
+    module = types.ModuleType("_tidepool_ci")
+    module.saved = []
+
+    def env_set(values):
+        os.environ.update({str(k): str(v) for k, v in values.items()})
+
+    def env_push(values):
+        module.saved.append({k: os.environ.get(k) for k in values})
+        env_set(values)
+
+    def env_pop():
+        if not module.saved:
+            return
+        for key, value in module.saved.pop().items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+    module.env_set = env_set
+    module.env_push = env_push
+    module.env_pop = env_pop
+    sys.modules["_tidepool_ci"] = module
+
+    from IPython import get_ipython
+    from IPython.core.formatters import BaseFormatter
+    from traitlets import ObjectName, Unicode
+
+    shell = get_ipython()
+    if shell is None:
+        return
+
+    class TableFormatter(BaseFormatter):
+        format_type = Unicode("application/vnd.tidepool.data+json")
+        print_method = ObjectName("_repr_tidepool_data_")
+        _return_type = (dict,)
+
+    class ChartFormatter(BaseFormatter):
+        format_type = Unicode("application/vnd.tidepool.chart+json")
+        print_method = ObjectName("_repr_tidepool_chart_")
+        _return_type = (dict,)
+
+    def table(frame):
+        # Column name -> values, as JSON sees them (NaN -> null, timestamps -> ISO text, numpy -> numbers).
+        import json
+
+        return {str(column): json.loads(frame[column].to_json(orient="values", date_format="iso")) for column in frame.columns}
+
+    charts_file = os.path.join(_TIDEPOOL_ASSETS, "_tidepool_charts.py")
+    charts = {}
+
+    def chart(figure):
+        try:
+            if "module" not in charts:
+                import importlib.util
+
+                spec = importlib.util.spec_from_file_location("_tidepool_charts", charts_file)
+                charts["module"] = importlib.util.module_from_spec(spec)
+                spec.loader.exec_module(charts["module"])
+            return charts["module"].figure_to_chart(figure)
+        except Exception:  # a figure we cannot read still shows as an image
+            return None
+
+    display = shell.display_formatter
+    for formatter, type_module, type_name, function in (
+        (TableFormatter(parent=display), "pandas.core.frame", "DataFrame", table),
+        # FigureBase, not Figure: IPython's matplotlib setup (select_figure_formats) pops every formatter's
+        # Figure printer when pyplot is first configured; the lookup walks the MRO and finds this one.
+        (ChartFormatter(parent=display), "matplotlib.figure", "FigureBase", chart),
+    ):
+        formatter.for_type_by_name(type_module, type_name, function)
+        display.formatters[formatter.format_type] = formatter
+        if formatter.format_type not in display.active_types:
+            display.active_types.append(formatter.format_type)
+
+
+_tidepool_ci_setup()
+del _tidepool_ci_setup, _TIDEPOOL_ASSETS

@@ -1,0 +1,32 @@
+import type { ChildProcess } from 'node:child_process';
+
+/** Kills a child started with `detached: true` and everything in its process group. */
+export function killGroup(child: ChildProcess, signal: NodeJS.Signals = 'SIGKILL'): void {
+  if (child.pid === undefined) return;
+  try {
+    process.kill(-child.pid, signal);
+  } catch {
+    // already gone
+  }
+}
+
+/** Kills a process group by its leader's pid (a kernel in a session of its own). */
+export function killGroupOf(pid: number | undefined, signal: NodeJS.Signals = 'SIGKILL'): void {
+  if (!pid) return;
+  try {
+    process.kill(-pid, signal);
+  } catch {
+    // already gone
+  }
+}
+
+/** Resolves when the child has exited (at once when it already has). */
+export function exited(child: ChildProcess): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve();
+  return new Promise((resolve) => child.once('exit', () => resolve()));
+}
+
+/** How a child ended, in words. */
+export function describeExit(code: number | null, signal: NodeJS.Signals | null): string {
+  return signal ? `killed by ${signal}` : `exited with status ${code}`;
+}

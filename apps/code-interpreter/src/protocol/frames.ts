@@ -1,0 +1,68 @@
+/** The `/execute` stream's frames (one JSON object per line), as code-interpreter-wire.md defines them. */
+
+/** A result's formats, named as the wire names them (absent formats are omitted). */
+export interface ResultBundle {
+  text?: string;
+  html?: string;
+  markdown?: string;
+  svg?: string;
+  png?: string;
+  jpeg?: string;
+  pdf?: string;
+  latex?: string;
+  json?: string;
+  javascript?: string;
+  data?: unknown;
+  chart?: unknown;
+  extra?: Record<string, unknown>;
+}
+
+export type Frame =
+  | { type: 'stdout' | 'stderr'; text: string; timestamp: string }
+  | ({ type: 'result'; is_main_result: boolean } & ResultBundle)
+  | { type: 'error'; name: string; value: string; traceback: string }
+  | { type: 'number_of_executions'; execution_count: number }
+  | { type: 'keepalive' }
+  | { type: 'end_of_execution' };
+
+/** MIME types of a Jupyter display bundle and the wire field each one fills. */
+const MIME_FIELDS = new Map<string, keyof ResultBundle>(Object.entries({
+  'text/plain': 'text',
+  'text/html': 'html',
+  'text/markdown': 'markdown',
+  'image/svg+xml': 'svg',
+  'image/png': 'png',
+  'image/jpeg': 'jpeg',
+  'application/pdf': 'pdf',
+  'text/latex': 'latex',
+  'application/json': 'json',
+  'application/javascript': 'javascript',
+} satisfies Record<string, keyof ResultBundle>));
+
+/** MIME types the kernel-side formatters (python/kernel_setup.py) use for tables and charts. */
+export const DATA_MIME = 'application/vnd.tidepool.data+json';
+export const CHART_MIME = 'application/vnd.tidepool.chart+json';
+
+/** A Jupyter MIME bundle as a wire result: known types by name, tables and charts structured, the rest in `extra`. */
+export function bundleFromMime(mime: Record<string, unknown>): ResultBundle {
+  const bundle: ResultBundle = {};
+  for (const [type, value] of Object.entries(mime)) {
+    if (value === null || value === undefined) continue;
+    const field = MIME_FIELDS.get(type);
+    if (type === DATA_MIME) {
+      bundle.data = value;
+    } else if (type === CHART_MIME) {
+      if (value && typeof value === 'object' && Object.keys(value).length > 0) bundle.chart = value;
+    } else if (field) {
+      (bundle as Record<string, unknown>)[field] = typeof value === 'string' ? value : JSON.stringify(value);
+    } else {
+      bundle.extra = { ...(bundle.extra ?? {}), [type]: value };
+    }
+  }
+  return bundle;
+}
+
+/** Python-style ISO timestamp the reference sends with output frames. */
+export function frameTimestamp(date = new Date()): string {
+  return date.toISOString();
+}

@@ -1,0 +1,159 @@
+/**
+ * `pnpm cluster:local <command>`: a multi-node Tidepool cluster on this machine (see README, "Cluster mode").
+ *
+ *   up [--nodes N] [--no-tls] [--storage-driver auto|overlay2|vfs] [--load IMAGE]... [--no-load]
+ *   status [--json]
+ *   env
+ *   stop-node <id>
+ *   start-node <id>
+ *   load <image> [--node <id>]      (docker save on the host | docker load on every node, or one)
+ *   down
+ *
+ * Common options: --dir DIR (default <repo>/.cluster-local), --name NAME (default cluster), --slot N (default 0:
+ * the cluster's subnet is 198.19.<slot>.0/24). Needs root.
+ */
+import { parseArgs } from 'node:util';
+import { join } from 'node:path';
+import {
+  BASE_IMAGE,
+  ClusterError,
+  clusterEnv,
+  clusterStatus,
+  downCluster,
+  loadImageIntoNode,
+  parseNodeId,
+  readClusterState,
+  repoRoot,
+  run,
+  startClusterNode,
+  stopClusterNode,
+  upCluster,
+} from '../src/index.ts';
+
+const USAGE = `usage: pnpm cluster:local <up|status|env|stop-node <id>|start-node <id>|load <image>|down> [options]
+  up          [--nodes N] [--no-tls] [--storage-driver auto|overlay2|vfs] [--load IMAGE]... [--no-load]
+  status      [--json]
+  load IMAGE  [--node ID]
+  common      [--dir DIR] [--name NAME] [--slot N]`;
+
+class UsageError extends Error {}
+
+function integer(value: string | undefined, flag: string, fallback: number): number {
+  if (value === undefined) return fallback;
+  if (!/^\d+$/.test(value)) throw new UsageError(`${flag} must be a whole number, got '${value}'`);
+  return Number(value);
+}
+
+async function main(argv: string[]): Promise<void> {
+  const { values, positionals } = parseArgs({
+    args: argv,
+    allowPositionals: true,
+    options: {
+      dir: { type: 'string' },
+      name: { type: 'string' },
+      slot: { type: 'string' },
+      nodes: { type: 'string' },
+      'no-tls': { type: 'boolean' },
+      'storage-driver': { type: 'string' },
+      load: { type: 'string', multiple: true },
+      'no-load': { type: 'boolean' },
+      json: { type: 'boolean' },
+      node: { type: 'string' },
+      help: { type: 'boolean', short: 'h' },
+    },
+  });
+  const [command, arg] = positionals;
+  if (values.help || command === undefined) {
+    process.stdout.write(`${USAGE}\n`);
+    return;
+  }
+  const dir = values.dir ?? join(repoRoot(), '.cluster-local');
+  const say = (line: string): void => void process.stderr.write(`[cluster-local] ${line}\n`);
+  switch (command) {
+    case 'up': {
+      const driver = values['storage-driver'] ?? 'auto';
+      if (!['auto', 'overlay2', 'vfs'].includes(driver)) throw new UsageError(`--storage-driver must be auto, overlay2 or vfs, got '${driver}'`);
+      let images = values.load ?? [];
+      if (values['no-load']) images = [];
+      else if (images.length === 0 && (await run('docker', ['image', 'inspect', BASE_IMAGE])).exitCode === 0) images = [BASE_IMAGE];
+      const state = await upCluster({
+        dir,
+        name: values.name,
+        slot: integer(values.slot, '--slot', 0),
+        nodes: integer(values.nodes, '--nodes', 2),
+        tls: !values['no-tls'],
+        storageDriver: driver as 'auto' | 'overlay2' | 'vfs',
+        images,
+        onProgress: say,
+      });
+      say(`up: ${state.nodes.length} node(s); state in ${join(dir, 'state.json')}`);
+      process.stdout.write(`${clusterEnv(state).join('\n')}\n`);
+      return;
+    }
+    case 'status': {
+      const status = await clusterStatus(dir);
+      if (values.json) {
+        process.stdout.write(`${JSON.stringify(status, null, 2)}\n`);
+        return;
+      }
+      const { state } = status;
+      process.stdout.write(`cluster ${state.name}  bridge ${state.bridge} ${state.subnet}  created ${state.createdAt}\n`);
+      process.stdout.write(`registry ${state.registry.host}  ${status.registryUp ? 'up' : 'DOWN'}\n`);
+      process.stdout.write(`postgres (not part of the local cluster yet)\n`);
+      for (const n of status.nodes) process.stdout.write(`${n.id}  ${n.address}  ${n.running ? `running (pid ${n.pid})` : 'stopped'}\n`);
+      return;
+    }
+    case 'env': {
+      process.stdout.write(`${clusterEnv(readClusterState(dir)).join('\n')}\n`);
+      process.stdout.write('# API URLs: not yet (the cluster-mode API lands later)\n');
+      return;
+    }
+    case 'stop-node': {
+      if (!arg) throw new UsageError('stop-node needs a node id (e.g. node1)');
+      const result = await stopClusterNode(dir, arg);
+      say(`${arg} stopped${result.graceful ? '' : ' (killed: did not stop on SIGTERM in time)'}`);
+      return;
+    }
+    case 'start-node': {
+      if (!arg) throw new UsageError('start-node needs a node id (e.g. node1)');
+      const node = await startClusterNode(dir, arg);
+      say(`${node.id} ${node.address} engine up in ${node.startMs} ms`);
+      return;
+    }
+    case 'load': {
+      if (!arg) throw new UsageError('load needs an image from the host engine (e.g. tidepool/base:latest)');
+      const state = readClusterState(dir);
+      const targets = values.node === undefined ? state.nodes : state.nodes.filter((n) => n.index === parseNodeId(values.node!));
+      if (targets.length === 0) throw new ClusterError('invalid', `cluster '${state.name}' has no ${values.node}`);
+      for (const node of targets) {
+        const before = Date.now();
+        await loadImageIntoNode(arg, node);
+        say(`${node.id} loaded ${arg} in ${Date.now() - before} ms`);
+      }
+      return;
+    }
+    case 'down': {
+      const report = await downCluster({ dir, name: values.name, slot: values.slot === undefined ? undefined : integer(values.slot, '--slot', 0) });
+      const left = report.leftovers;
+      const remaining = left.namespaces.length + left.links.length + left.mounts.length + left.rules + left.processes.length;
+      say(`down: stopped ${report.nodesStopped.join(', ') || 'no nodes'}; ${remaining === 0 ? 'nothing left behind' : `LEFT BEHIND ${JSON.stringify(left)}`}`);
+      if (remaining > 0) process.exitCode = 1;
+      return;
+    }
+    default:
+      throw new UsageError(`unknown command '${command}'`);
+  }
+}
+
+main(process.argv.slice(2)).catch((error: unknown) => {
+  if (error instanceof UsageError || (error instanceof TypeError && 'code' in error && String(error.code).startsWith('ERR_PARSE_ARGS'))) {
+    process.stderr.write(`cluster-local: ${error.message}\n${USAGE}\n`);
+    process.exitCode = 2;
+  } else if (error instanceof ClusterError) {
+    process.stderr.write(`cluster-local: ${error.message}\n`);
+    process.exitCode = 1;
+  } else {
+    process.stderr.write(`cluster-local: unexpected error: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`);
+    process.exitCode = 1;
+  }
+});

@@ -1,0 +1,58 @@
+/**
+ * TLS material for the nodes' TCP listeners (dockerd --tlsverify): a CA made for this cluster only, a server
+ * certificate per node (its bridge address as the only subject alternative name) and one client certificate the
+ * host (and later the API) presents. dockerd with --tlsverify refuses any client without a certificate from this
+ * CA, so nothing unauthenticated listens on a node's address. Keys never leave the cluster directory (mode 0600).
+ */
+import { chmodSync, existsSync, mkdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { ClusterError } from './cluster-error.ts';
+import { run } from './docker.ts';
+
+export interface ClientTls {
+  ca: string;
+  cert: string;
+  key: string;
+}
+
+export interface ServerTls extends ClientTls {}
+
+const DAYS = '30';
+
+async function openssl(args: string[], cwd: string): Promise<void> {
+  const res = await run('openssl', args, { cwd, timeoutMs: 60_000 });
+  if (res.exitCode !== 0) throw new ClusterError('command', `openssl ${args[0]} failed: ${res.stderr.trim()}`);
+}
+
+async function newKey(dir: string, file: string): Promise<void> {
+  await openssl(['genpkey', '-algorithm', 'EC', '-pkeyopt', 'ec_paramgen_curve:P-256', '-out', file], dir);
+  chmodSync(join(dir, file), 0o600);
+}
+
+/** Signs `<name>.csr` with the CA into `<name>.pem` with the given extensions. */
+async function sign(dir: string, name: string, subject: string, extensions: string): Promise<void> {
+  await newKey(dir, `${name}-key.pem`);
+  await openssl(['req', '-new', '-key', `${name}-key.pem`, '-subj', subject, '-out', `${name}.csr`], dir);
+  writeFileSync(join(dir, `${name}.ext`), extensions);
+  await openssl(['x509', '-req', '-in', `${name}.csr`, '-CA', 'ca.pem', '-CAkey', 'ca-key.pem', '-CAcreateserial', '-days', DAYS, '-extfile', `${name}.ext`, '-out', `${name}.pem`], dir);
+}
+
+/** The cluster's CA and client certificate, made once per cluster directory. */
+export async function ensureClusterTls(dir: string): Promise<ClientTls> {
+  mkdirSync(dir, { recursive: true, mode: 0o700 });
+  const client = { ca: join(dir, 'ca.pem'), cert: join(dir, 'client.pem'), key: join(dir, 'client-key.pem') };
+  if (existsSync(client.ca) && existsSync(client.cert) && existsSync(client.key)) return client;
+  await newKey(dir, 'ca-key.pem');
+  await openssl(['req', '-x509', '-new', '-key', 'ca-key.pem', '-subj', '/CN=tidepool local cluster CA', '-days', DAYS, '-out', 'ca.pem'], dir);
+  await sign(dir, 'client', '/CN=tidepool-cluster-client', 'extendedKeyUsage = clientAuth\n');
+  return client;
+}
+
+/** A server certificate for one node's address, signed by the cluster CA (made once). */
+export async function ensureNodeServerTls(dir: string, nodeId: string, address: string): Promise<ServerTls> {
+  const name = `${nodeId}-server`;
+  const server = { ca: join(dir, 'ca.pem'), cert: join(dir, `${name}.pem`), key: join(dir, `${name}-key.pem`) };
+  if (existsSync(server.cert) && existsSync(server.key)) return server;
+  await sign(dir, name, `/CN=${nodeId}`, `subjectAltName = IP:${address}\nextendedKeyUsage = serverAuth\n`);
+  return server;
+}
