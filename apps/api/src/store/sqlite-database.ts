@@ -104,22 +104,23 @@ export class SqliteDatabase implements Database {
   }
 
   async all<T>(sql: string, params: readonly SqlValue[] = []): Promise<T[]> {
-    if (this.gate) await this.idle();
+    // Re-checked after each wait: several callers woken by one commit must not all go ahead (one may begin a transaction).
+    while (this.gate) await this.idle();
     return this.statements.prepare(sql).all(...params) as T[];
   }
 
   async get<T>(sql: string, params: readonly SqlValue[] = []): Promise<T | undefined> {
-    if (this.gate) await this.idle();
+    while (this.gate) await this.idle();
     return this.statements.prepare(sql).get(...params) as T | undefined;
   }
 
   async run(sql: string, params: readonly SqlValue[] = []): Promise<number> {
-    if (this.gate) await this.idle();
+    while (this.gate) await this.idle();
     return this.statements.prepare(sql).run(...params).changes;
   }
 
   async transaction<T>(work: (sql: Sql) => Promise<T>): Promise<T> {
-    if (this.gate) await this.idle();
+    while (this.gate) await this.idle();
     let open!: () => void;
     this.gate = new Promise<void>((resolve) => {
       open = resolve;
@@ -143,7 +144,7 @@ export class SqliteDatabase implements Database {
   }
 
   async close(): Promise<void> {
-    if (this.gate) await this.idle();
+    while (this.gate) await this.idle();
     if (this.connection.open) this.connection.close();
   }
 }
