@@ -1,6 +1,7 @@
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { randomBytes } from 'node:crypto';
 import pino from 'pino';
 import { afterAll, describe, expect, it } from 'vitest';
 import type { SandboxRecord } from '../src/sandboxes/sandbox-record.ts';
@@ -14,6 +15,9 @@ import { SqliteDatabase } from '../src/store/sqlite-database.ts';
 import { BASE_DEFAULTS, type BuildRecord, type TemplateRecord } from '../src/templates/template-model.ts';
 import { TemplateStore } from '../src/templates/template-store.ts';
 import { VolumeStore } from '../src/volumes/volume-store.ts';
+import { SecretCipher } from '../src/secrets/secret-crypto.ts';
+import { SecretStore } from '../src/secrets/secret-store.ts';
+import { TeamDirectory } from '../src/teams/team-directory.ts';
 import { BACKENDS, StoreBackend } from './support/store-backends.ts';
 
 // The same store tests, once on SQLite (a temp data dir) and once on a throwaway PostgreSQL.
@@ -132,6 +136,26 @@ describe.each(BACKENDS)('stores on %s', (kind) => {
       await expect(failing).rejects.toThrow('rolled back');
       expect(await outside).toBe(true);
       expect((await volumes.list()).map((v) => v.name)).toEqual(['b']);
+    });
+
+    it('transactions started together run one after another (read-modify-write loses no update), statements beside them wait', async () => {
+      const db = await fresh();
+      await db.run("INSERT INTO settings (key, value) VALUES ('counter', '0')");
+      const bump = () =>
+        db.transaction(async (tx) => {
+          const row = await tx.get<{ value: string }>("SELECT value FROM settings WHERE key = 'counter'");
+          await new Promise((resolve) => setTimeout(resolve, 5));
+          await tx.run("UPDATE settings SET value = ? WHERE key = 'counter'", [String(Number(row!.value) + 1)]);
+        });
+      const reads = Array.from({ length: 4 }, () => db.get<{ value: string }>("SELECT value FROM settings WHERE key = 'counter'"));
+      if (kind === 'sqlite') {
+        await Promise.all([...Array.from({ length: 6 }, bump), ...reads]);
+        expect((await db.get<{ value: string }>("SELECT value FROM settings WHERE key = 'counter'"))!.value).toBe('6');
+      } else {
+        // PostgreSQL runs them on separate connections (READ COMMITTED): each still commits whole, none fails.
+        await Promise.all([...Array.from({ length: 6 }, bump), ...reads]);
+        expect(Number((await db.get<{ value: string }>("SELECT value FROM settings WHERE key = 'counter'"))!.value)).toBeGreaterThanOrEqual(1);
+      }
     });
 
     it('a statement sent past the transaction from inside it fails instead of waiting forever (SQLite) or runs beside it (PostgreSQL)', async () => {
@@ -353,6 +377,42 @@ describe.each(BACKENDS)('stores on %s', (kind) => {
       await loser.release('build-queue', loserName);
       expect(await leasesA.holder('build-queue', t + 20_000)).toBeUndefined();
       expect(await leasesA.acquire('other-duty', 'a', 10_000, t)).toBe(true);
+    });
+  });
+
+  describe('secrets and the team id', () => {
+    it('sealed values round-trip as bytes, names are unique, a concurrent update is a conflict, another key is told apart', async () => {
+      const [first, second] = await backend.open(2);
+      const key = randomBytes(32);
+      const silent = pino({ level: 'silent' });
+      const a = await SecretStore.open(first!, () => new SecretCipher(key), silent);
+      const b = await SecretStore.open(second!, () => new SecretCipher(key), silent);
+      const created = await a.create('Api-Token', 'v1 \u00e9\u{1F30A}', { team: 'x' });
+      expect(await b.resolveSecret('api-token')).toBe('v1 \u00e9\u{1F30A}');
+      expect(await b.has('API-TOKEN')).toBe(true);
+      expect([...(await b.names())]).toEqual(['api-token']);
+      await expect(b.create('api-token', 'again')).rejects.toMatchObject({ kind: 'conflict' });
+      const raw = await first!.get<{ sealed: unknown }>('SELECT sealed FROM secrets WHERE secret_id = ?', [created.secretID]);
+      expect(Buffer.isBuffer(raw!.sealed)).toBe(true);
+      expect((raw!.sealed as Buffer).includes(Buffer.from('v1'))).toBe(false);
+      // Racing updates (two replicas): each one either lands as its own version or is a 409, never a lost write.
+      const results = await Promise.allSettled(['v2', 'v3', 'v4'].map((value, i) => (i % 2 === 0 ? a : b).update(created.secretID, value)));
+      const landed = results.filter((r) => r.status === 'fulfilled').length;
+      expect(landed).toBeGreaterThanOrEqual(1);
+      for (const r of results) if (r.status === 'rejected') expect(r.reason).toMatchObject({ kind: 'conflict' });
+      expect((await a.require(created.secretID)).currentVersion).toBe(1 + landed);
+      const other = await SecretStore.open(second!, () => new SecretCipher(randomBytes(32)), silent);
+      expect(await other.keyMatches()).toBe(false);
+      await expect(other.resolveSecret('api-token')).rejects.toThrow(/another key/);
+      await other.remove('api-token');
+      expect(await a.list()).toEqual([]);
+    });
+
+    it('the default team id is made once: replicas opening together all get the first one', async () => {
+      const dbs = await backend.open(3);
+      const ids = (await Promise.all(dbs.map((db) => TeamDirectory.open(db)))).map((teams) => teams.teamsOfCaller()[0]!.teamID);
+      expect(new Set(ids).size).toBe(1);
+      expect(ids[0]).toMatch(/^[0-9a-f-]{36}$/);
     });
   });
 
