@@ -7,7 +7,7 @@
 # Builds whatever image is missing or stale first, publishes envd on 127.0.0.1:$ENVD_PORT, sends
 # /init (default user `user`, workdir /home/user), then follows envd's log. Ctrl-C removes the
 # container. ENVD_IMAGE runs another image; ENVD_LOG_LEVEL sets envd's log level (default info).
-# envd runs in debug mode (ENVD_DEBUG=true): there is no platform to give it an access token at birth,
+# envd runs in debug mode (-debug): there is no platform to give it an access token at birth,
 # so it starts without one and the first /init may set it. Never use debug mode for real sandboxes.
 set -euo pipefail
 
@@ -34,8 +34,8 @@ if docker container inspect "$NAME" >/dev/null 2>&1; then
 fi
 
 CID="$(docker run -d --name "$NAME" --label dev.tidepool.envd-container=1 \
-  --env "ENVD_LOG_LEVEL=${ENVD_LOG_LEVEL:-info}" --env ENVD_DEBUG=true \
-  --publish "127.0.0.1:$PORT:49983" "$IMAGE")" \
+  --env "ENVD_LOG_LEVEL=${ENVD_LOG_LEVEL:-info}" --entrypoint /opt/tidepool/bin/tini \
+  --publish "127.0.0.1:$PORT:49983" "$IMAGE" -- /opt/tidepool/bin/envd -debug)" \
   || die "could not start $IMAGE on 127.0.0.1:$PORT (is the port taken? try ENVD_PORT=<other>)"
 
 cleanup() {

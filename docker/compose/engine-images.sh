@@ -84,7 +84,7 @@ else
 fi
 
 if [[ -n "${VOLUMES_DIR:-}" ]]; then
-  chown 1000:1000 "$VOLUMES_DIR" && chmod 0711 "$VOLUMES_DIR" || die "cannot prepare $VOLUMES_DIR"
-  log "volumes directory ready (uid 1000, 0711)"
+  chown 1000:0 "$VOLUMES_DIR" && chmod 0710 "$VOLUMES_DIR" || die "cannot prepare $VOLUMES_DIR"
+  log "volumes directory ready (uid 1000, group root, 0710: no other host user reaches setuid files a sandbox made)"
 fi
 log "done: $TIDEPOOL_BASE_IMAGE (envd $ENVD_VERSION, runtime $RUNTIME_HASH)"

@@ -51,9 +51,9 @@ export async function dockerRunBaseline(image: string, network: string | undefin
   for (let i = 0; i < count; i += 1) {
     const start = now();
     // envd refuses to start without the token the platform places at birth; debug mode lets a bare `docker run` start it.
-    const args = ['run', '-d', '--label', 'dev.tidepool.bench=1', '-e', 'ENVD_DEBUG=true'];
+    const args = ['run', '-d', '--label', 'dev.tidepool.bench=1', '--entrypoint', '/opt/tidepool/bin/tini'];
     if (network) args.push('--network', network);
-    const id = await docker([...args, image]);
+    const id = await docker([...args, image, '--', '/opt/tidepool/bin/envd', '-debug']);
     const runMs = now() - start;
     try {
       const ip = await docker(['inspect', '--format', '{{range .NetworkSettings.Networks}}{{.IPAddress}} {{end}}', id]);
@@ -97,9 +97,9 @@ export async function dockerRunConcurrent(image: string, network: string | undef
     return await Promise.all(
       Array.from({ length: count }, async () => {
         const start = now();
-        const args = ['run', '-d', '--label', 'dev.tidepool.bench=1', '-e', 'ENVD_DEBUG=true'];
+        const args = ['run', '-d', '--label', 'dev.tidepool.bench=1', '--entrypoint', '/opt/tidepool/bin/tini'];
         if (network) args.push('--network', network);
-        const id = await docker([...args, image]);
+        const id = await docker([...args, image, '--', '/opt/tidepool/bin/envd', '-debug']);
         ids.push(id);
         const ip = await docker(['inspect', '--format', '{{range .NetworkSettings.Networks}}{{.IPAddress}} {{end}}', id]);
         await waitForHealth(`http://${ip.split(' ')[0]}:49983`, 120_000);

@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
+import { existsSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { ConfigError, loadConfig } from './config.ts';
+import { ConfigError, defaultIsolationMode, loadConfig } from './config.ts';
 
 describe('loadConfig', () => {
   it('applies defaults and reads TIDEPOOL_* variables', () => {
@@ -104,5 +105,18 @@ describe('loadConfig', () => {
     expect(loadConfig({ TIDEPOOL_DOMAIN: 'sbx.example.com', TIDEPOOL_PUBLIC_DOMAIN: 'sbx.example.com' }).publicDomain).toBe('sbx.example.com');
     expect(() => loadConfig({ TIDEPOOL_PUBLIC_DOMAIN: 'other.localhost:8443' })).toThrow(/must be TIDEPOOL_DOMAIN/);
     expect(() => loadConfig({ TIDEPOOL_PUBLIC_DOMAIN: 'https://tidepool.localhost' })).toThrow(/TIDEPOOL_PUBLIC_DOMAIN/);
+  });
+
+  it('TIDEPOOL_SANDBOX_ISOLATION: require by default where rules can be installed (root, iptables), warn elsewhere, either when set', () => {
+    expect(defaultIsolationMode({ uid: 0, iptables: true })).toBe('require');
+    expect(defaultIsolationMode({ uid: 1000, iptables: true })).toBe('warn');
+    expect(defaultIsolationMode({ uid: 0, iptables: false })).toBe('warn');
+    expect(defaultIsolationMode({ uid: undefined, iptables: true })).toBe('warn');
+    // This machine runs the suites as root with iptables: the default there fails closed.
+    const here = process.getuid?.() === 0 && existsSync('/usr/sbin/iptables') ? 'require' : 'warn';
+    expect(loadConfig({}).sandboxIsolation).toBe(here);
+    expect(loadConfig({ TIDEPOOL_SANDBOX_ISOLATION: 'warn' }).sandboxIsolation).toBe('warn');
+    expect(loadConfig({ TIDEPOOL_SANDBOX_ISOLATION: ' Require ' }).sandboxIsolation).toBe('require');
+    expect(() => loadConfig({ TIDEPOOL_SANDBOX_ISOLATION: 'off' })).toThrow(/TIDEPOOL_SANDBOX_ISOLATION: .*\(got "off"\)/);
   });
 });

@@ -1,4 +1,5 @@
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
+import { delimiter, join } from 'node:path';
 import { type Static, Type } from '@sinclair/typebox';
 import { Value } from '@sinclair/typebox/value';
 import { DOCKER_HOST_PATTERN } from './runtime/docker/docker-host.ts';
@@ -35,7 +36,10 @@ export const ConfigSchema = Type.Object({
   /** MemAvailable (MiB) the pool never grows into. */
   warmPoolMemoryReserveMB: Type.Integer({ minimum: 0 }),
   sandboxNetwork: Type.String({ minLength: 1 }),
-  /** `warn`: start without sandbox isolation (logged loudly) where its firewall rules cannot be installed; `require`: refuse. */
+  /**
+   * `warn`: start without sandbox isolation (logged loudly) where its firewall rules cannot be installed; `require`:
+   * refuse. Unset: `require` where rules can be installed (root, iptables on PATH), so isolation fails closed there.
+   */
   sandboxIsolation: Type.Union([Type.Literal('warn'), Type.Literal('require')]),
   baseImage: Type.String({ minLength: 1 }),
   logLevel: Type.Union(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].map((l) => Type.Literal(l))),
@@ -230,6 +234,22 @@ export function databaseUrlProblem(url: string): string | undefined {
   return undefined;
 }
 
+/** What decides the isolation default: the process's uid and whether `iptables` is on PATH. */
+export interface IsolationProbe {
+  uid: number | undefined;
+  iptables: boolean;
+}
+
+/** Fails closed where the platform can install its rules itself; elsewhere (compose, rootless dev) it warns. */
+export function defaultIsolationMode(probe: IsolationProbe): 'warn' | 'require' {
+  return probe.uid === 0 && probe.iptables ? 'require' : 'warn';
+}
+
+function probeIsolation(env: NodeJS.ProcessEnv): IsolationProbe {
+  const path = `${env.PATH ?? process.env.PATH ?? ''}${delimiter}/usr/sbin${delimiter}/sbin`;
+  return { uid: process.getuid?.(), iptables: path.split(delimiter).some((dir) => dir !== '' && existsSync(join(dir, 'iptables'))) };
+}
+
 /** Reads the whole configuration once from the environment (plus programmatic overrides) and validates it. */
 export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Partial<Config> = {}): Config {
   const candidate = {
@@ -253,7 +273,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     warmPoolParallel: integer(env.TIDEPOOL_WARM_POOL_PARALLEL, 4),
     warmPoolMemoryReserveMB: integer(env.TIDEPOOL_WARM_POOL_MEMORY_RESERVE_MB, 2048),
     sandboxNetwork: env.TIDEPOOL_SANDBOX_NETWORK || env.TIDEPOOL_DOCKER_NETWORK || 'tidepool',
-    sandboxIsolation: env.TIDEPOOL_SANDBOX_ISOLATION || 'warn',
+    sandboxIsolation: (env.TIDEPOOL_SANDBOX_ISOLATION ?? '').trim().toLowerCase() || defaultIsolationMode(probeIsolation(env)),
     baseImage: env.TIDEPOOL_BASE_IMAGE || 'tidepool/base:latest',
     logLevel: env.TIDEPOOL_LOG_LEVEL || 'info',
     maxTimeoutSeconds: integer(env.TIDEPOOL_MAX_TIMEOUT_SECONDS, 24 * 3600),

@@ -44,7 +44,7 @@ function cliEnv(connection: Connection = 'tls'): NodeJS.ProcessEnv {
   delete env.NODE_EXTRA_CA_CERTS;
   const target =
     connection === 'tls'
-      ? { E2B_DOMAIN: platform.sandboxDomain!, NODE_EXTRA_CA_CERTS: platform.caFile! }
+      ? { E2B_DOMAIN: platform.clientDomain!, NODE_EXTRA_CA_CERTS: platform.caFile! }
       : { E2B_API_URL: platform.url, E2B_SANDBOX_URL: platform.url };
   return { ...env, ...target, HOME: home, E2B_API_KEY: platform.apiKey, NO_UPDATE_NOTIFIER: '1', NO_COLOR: '1', FORCE_COLOR: '0' };
 }

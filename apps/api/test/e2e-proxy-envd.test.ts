@@ -86,4 +86,48 @@ describe('e2e: SDK → proxy → envd container', () => {
     expect(res.status).toBe(200);
     expect(await res.text()).toBe('served\n');
   });
+
+  it("keeps the owner's envd calls going while anonymous clients hold every app-port connection slot", async () => {
+    // A public sandbox (no traffic token) behind a proxy capped at 3 exchanges per sandbox; a service on 8002
+    // that accepts requests and never answers, as a slow client's target would.
+    const publicEntry: RoutableSandbox = {
+      sandboxId: DEBUG_ID, state: 'running', address: (await exec('docker', ['inspect', '--format', '{{range .NetworkSettings.Networks}}{{.IPAddress}} {{end}}', envd.containerId])).stdout.trim().split(' ')[0]!,
+      envdAccessToken: '', trafficAccessToken: null, maskRequestHost: undefined, httpsPorts: [], autoResume: false,
+    };
+    const capped = Fastify({ logger: false });
+    installSandboxProxy(capped, {
+      directory: { find: (id) => (id === DEBUG_ID ? publicEntry : undefined), running: () => [publicEntry], resumeForTraffic: async () => publicEntry },
+      domain: 'tidepool.test',
+      logger: pino({ level: 'silent' }),
+      limits: { maxConnectionsPerSandbox: 3 },
+    });
+    await capped.listen({ host: '127.0.0.1', port: 0 });
+    const port = (capped.server.address() as net.AddressInfo).port;
+    const held: net.Socket[] = [];
+    try {
+      await sbx.commands.run(`python3 -c 'import socket,time
+s=socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(("0.0.0.0", 8002)); s.listen(64)
+c=[]
+while True: c.append(s.accept()[0])' >/dev/null 2>&1`, { background: true });
+      await sbx.commands.run('for i in $(seq 50); do (echo > /dev/tcp/127.0.0.1/8002) 2>/dev/null && exit 0; sleep 0.1; done; exit 1');
+      const request = `GET /slow HTTP/1.1\r\nHost: h\r\nE2b-Sandbox-Id: ${DEBUG_ID}\r\nE2b-Sandbox-Port: 8002\r\n\r\n`;
+      for (let i = 0; i < 3; i++) {
+        const socket = net.connect(port, '127.0.0.1');
+        socket.on('error', () => undefined);
+        socket.write(request);
+        held.push(socket);
+      }
+      await new Promise((r) => setTimeout(r, 300));
+      const refused = await fetch(`http://127.0.0.1:${port}/more`, { headers: { 'E2b-Sandbox-Id': DEBUG_ID, 'E2b-Sandbox-Port': '8002' } });
+      expect(refused.status).toBe(429);
+      expect(await refused.json()).toMatchObject({ connectionLimit: 3, code: 429 });
+      // The owner, through the same proxy, still runs commands and reads files (envd, port 49983).
+      const owner = await Sandbox.create({ debug: true, sandboxUrl: `http://127.0.0.1:${port}` });
+      expect((await owner.commands.run('echo still-mine')).stdout).toBe('still-mine\n');
+      expect(await owner.files.read('/etc/hostname')).toBeTruthy();
+    } finally {
+      for (const socket of held) socket.destroy();
+      await capped.close();
+    }
+  });
 });

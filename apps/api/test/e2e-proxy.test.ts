@@ -99,6 +99,29 @@ describe('e2e: SDK through the platform proxy', () => {
     expect(forged.status).toBeGreaterThanOrEqual(400);
   });
 
+  it('serves signed downloads on the API origin inert (attachment, nosniff, CSP sandbox, no service worker), and signed uploads work', async () => {
+    const page = '<html><script>navigator.serviceWorker.register("/sw.js")</script></html>';
+    await sbx.files.write('/tmp/evil.html', page);
+    const url = await sbx.downloadUrl('/tmp/evil.html', { useSignatureExpiration: 60 });
+    expect(new URL(url).origin).toBe(platform.url);
+    const res = await fetch(url);
+    expect(res.status).toBe(200);
+    expect(await res.text()).toBe(page);
+    expect(res.headers.get('content-disposition')).toMatch(/^attachment/);
+    expect(res.headers.get('x-content-type-options')).toBe('nosniff');
+    expect(res.headers.get('content-security-policy')).toMatch(/^sandbox/);
+    expect(res.headers.get('service-worker-allowed')).toBeNull();
+    expect(res.headers.get('content-type') ?? '').not.toMatch(/html|javascript|xml|svg/i);
+    // The SDK's upload URL still takes a multipart upload on the API origin.
+    const upload = await sbx.uploadUrl('/tmp/uploaded.txt', { useSignatureExpiration: 60 });
+    const form = new FormData();
+    form.append('file', new Blob(['uploaded through a signed URL']), 'uploaded.txt');
+    const posted = await fetch(upload, { method: 'POST', body: form });
+    expect(posted.status).toBe(200);
+    expect(posted.headers.get('x-content-type-options')).toBe('nosniff');
+    expect(await sbx.files.read('/tmp/uploaded.txt')).toBe('uploaded through a signed URL');
+  });
+
   it('enforces the traffic token of a private sandbox on non-envd ports', async () => {
     const priv = await Sandbox.create({ ...opts, network: { allowPublicTraffic: false } });
     try {

@@ -93,6 +93,20 @@ describe('sandbox network isolation', () => {
     expectClosed(await tcpProbe(b, addressOf(a), 49983));
   });
 
+  it("cannot resolve a neighbour's ID through Docker's embedded DNS; its own hostname and outside names resolve", async () => {
+    const getent = async (sbx: Sandbox, name: string): Promise<number> =>
+      (await sbx.commands.run(`getent hosts '${name}'`).catch((error: { exitCode?: number }) => error)).exitCode ?? -1;
+    for (const name of [b.sandboxId, `tidepool-${b.sandboxId}`, `${b.sandboxId}.${NETWORK}`]) expect(await getent(a, name)).not.toBe(0);
+    // The container's names on the network (name, hostname, aliases) are all DNS names there: none may carry the ID.
+    const b2 = platform.lifecycle.get(b.sandboxId)!;
+    const info = await docker.getContainer(b2.containerId!).inspect();
+    const dnsNames = [info.Name.replace(/^\//, ''), info.Config.Hostname, ...(info.NetworkSettings.Networks[NETWORK]?.Aliases ?? [])];
+    for (const name of dnsNames) expect(name.toLowerCase()).not.toContain(b.sandboxId.toLowerCase());
+    const own = await a.commands.run('getent hosts "$(hostname)"');
+    expect(own.stdout).toContain(addressOf(a));
+    expect((await a.commands.run('getent hosts registry.npmjs.org')).stdout).toMatch(/^\S+\s+registry\.npmjs\.org/m);
+  });
+
   it('refuses connections to the host and the platform (bridge gateway, the API port)', async () => {
     // The host itself reaches the server the sandbox may not.
     const fromHost = await new Promise<boolean>((resolve) => net.connect(hostPort, gateway, () => resolve(true)).on('error', () => resolve(false)));

@@ -20,7 +20,7 @@ const DRIVER = join(here, 'support', 'code-interpreter-tls-driver.ts');
 let platform: TestPlatform;
 
 async function scenario(args: Record<string, unknown>): Promise<Record<string, any>> {
-  const env: NodeJS.ProcessEnv = { ...process.env, E2B_DOMAIN: platform.sandboxDomain!, E2B_API_KEY: platform.apiKey, NODE_EXTRA_CA_CERTS: platform.caFile! };
+  const env: NodeJS.ProcessEnv = { ...process.env, E2B_DOMAIN: platform.clientDomain!, E2B_API_KEY: platform.apiKey, NODE_EXTRA_CA_CERTS: platform.caFile! };
   for (const name of ['E2B_SANDBOX_URL', 'E2B_DEBUG', 'E2B_API_URL']) delete env[name];
   const { stdout } = await exec(process.execPath, ['--no-warnings', '--import', 'tsx', DRIVER, JSON.stringify(args)], { cwd: repoRoot, env, timeout: 240_000 }).catch(
     (error: { stdout?: string; stderr?: string; message: string }) => {

@@ -23,7 +23,7 @@ const sandboxIds: string[] = [];
 function runDriver(specifier: string): Promise<Record<string, any>> {
   const env: NodeJS.ProcessEnv = { ...process.env };
   for (const name of Object.keys(env)) if (name.startsWith('E2B_')) delete env[name];
-  Object.assign(env, { E2B_DOMAIN: platform.sandboxDomain!, E2B_API_KEY: platform.apiKey, NODE_EXTRA_CA_CERTS: platform.caFile! });
+  Object.assign(env, { E2B_DOMAIN: platform.clientDomain!, E2B_API_KEY: platform.apiKey, NODE_EXTRA_CA_CERTS: platform.caFile! });
   return new Promise((resolve, reject) => {
     execFile(process.execPath, ['--no-warnings', '--import', 'tsx', DRIVER, specifier], { cwd: repoRoot, env, timeout: 280_000 }, (error, stdout, stderr) => {
       const last = stdout.trim().split('\n').pop() ?? '';

@@ -54,14 +54,18 @@ async function sharedPlatform(): Promise<TestPlatform> {
 
 const ready = (platform: TestPlatform): number => platform.warmPool!.stats().ready;
 
-/** What a process in the sandbox sees of itself, with the sandbox's own id written as SANDBOX. */
+/** What a process in the sandbox sees of itself, with its own id written as SANDBOX and its random hostname as HOST. */
 async function lookInside(sbx: Sandbox): Promise<Record<string, string>> {
-  const run = async (cmd: string, user?: 'root' | 'user'): Promise<string> => (await sbx.commands.run(cmd, user ? { user } : {})).stdout.replaceAll(sbx.sandboxId, 'SANDBOX');
+  const host = (await sbx.commands.run('hostname')).stdout.trim();
+  // Random, and unrelated to the id (neighbours resolve hostnames through Docker's embedded DNS).
+  expect(host).toMatch(/^sbx-[0-9a-f]{20}$/);
+  const run = async (cmd: string, user?: 'root' | 'user'): Promise<string> =>
+    (await sbx.commands.run(cmd, user ? { user } : {})).stdout.replaceAll(sbx.sandboxId, 'SANDBOX').replaceAll(host, 'HOST');
   return {
     hostname: await run('hostname'),
     etcHostname: await run('cat /etc/hostname'),
     // The address differs between any two sandboxes.
-    hosts: (await run('cat /etc/hosts')).replace(/^[0-9.]+(\s+SANDBOX)$/m, 'ADDRESS$1'),
+    hosts: (await run('cat /etc/hosts')).replace(/^[0-9.]+(\s+HOST)$/m, 'ADDRESS$1'),
     env: await run('env | grep -v -E "^(_|SHLVL|PWD|OLDPWD)=" | sort'),
     user: await run('id; whoami'),
     cwd: await run('pwd'),
@@ -117,7 +121,7 @@ describe('warm pool', () => {
     expect(coldOne).toBeDefined();
     const inPooled = await lookInside(pooled);
     const inCold = await lookInside(coldOne);
-    expect(inPooled.hostname.trim()).toBe('SANDBOX');
+    expect(inPooled.hostname.trim()).toBe('HOST');
     expect(inPooled.env).toContain('E2B_SANDBOX=true');
     expect(inPooled).toEqual(inCold);
     for (const s of [a, b, cold]) await s.kill();

@@ -82,11 +82,11 @@ async function startEnvdChild(workDir: string): Promise<EnvdChild> {
   const { bundle, helper } = buildBundle(workDir);
   const port = await getFreePort();
   // Debug mode: there is no platform to place an access token at birth (envd refuses to start without one).
-  const env: NodeJS.ProcessEnv = { ...process.env, ENVD_FORWARD_LOCAL_PORTS: 'false', ENVD_DEBUG: 'true' };
+  const env: NodeJS.ProcessEnv = { ...process.env, ENVD_FORWARD_LOCAL_PORTS: 'false' };
   if (helper) env.ENVD_EXEC_HELPER = helper;
   const nodeFlags = benchNodeFlags();
   if (nodeFlags.length > 0) log(`node flags: ${nodeFlags.join(' ')}`);
-  const child: ChildProcess = spawn(process.execPath, [...nodeFlags, bundle, '-port', String(port), '-host', '127.0.0.1', '-log-level', 'warn'], {
+  const child: ChildProcess = spawn(process.execPath, [...nodeFlags, bundle, '-debug', '-port', String(port), '-host', '127.0.0.1', '-log-level', 'warn'], {
     env,
     stdio: ['ignore', 'inherit', 'inherit'],
   });

@@ -40,8 +40,8 @@ function cpuMs(pid: number): number {
 
 async function start(name: string, bundle: string, helper: string, env: Record<string, string>): Promise<Side> {
   const port = await getFreePort();
-  const child = spawn(process.execPath, [bundle, '-port', String(port), '-host', '127.0.0.1', '-log-level', 'error'], {
-    env: { ...process.env, ENVD_FORWARD_LOCAL_PORTS: 'false', ENVD_DEBUG: 'true', ENVD_EXEC_HELPER: helper, ...env },
+  const child = spawn(process.execPath, [bundle, '-debug', '-port', String(port), '-host', '127.0.0.1', '-log-level', 'error'], {
+    env: { ...process.env, ENVD_FORWARD_LOCAL_PORTS: 'false', ENVD_EXEC_HELPER: helper, ...env },
     stdio: ['ignore', 'inherit', 'inherit'],
   });
   const url = `http://127.0.0.1:${port}`;

@@ -12,10 +12,13 @@ export interface EnvdConfig {
   /** Forward services bound to localhost onto the container's external addresses. */
   forwardLocalPorts: boolean;
   /**
-   * Local debugging without a platform (`-debug` / `ENVD_DEBUG=true`): envd may start without an
-   * access token and the first `/init` may set one. Containers the platform creates never set it.
+   * Local debugging without a platform (`-debug`): envd may start without an access token and the first
+   * `/init` may set one. Containers the platform creates never pass it. Only a flag: a sandbox's environment
+   * includes its image's ENV, which the image's author chooses, so it cannot switch envd's security off.
    */
   debug: boolean;
+  /** Security switches found in the environment and ignored (logged at startup). */
+  ignoredEnv: string[];
   /** File holding the access token from birth (`-access-token-file` / `ENVD_ACCESS_TOKEN_FILE`). */
   accessTokenFile: string;
   /** Pipe commands start from the exec-as-user spawn server (`ENVD_SPAWN_SERVER`, default true). */
@@ -46,8 +49,8 @@ export function loadEnvdConfig(env: NodeJS.ProcessEnv = process.env, argv: strin
   if (!['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].includes(logLevel)) fail(`log level '${logLevel}' is not one of fatal,error,warn,info,debug,trace,silent`);
   const forward = flags.get('forward-local-ports') ?? env.ENVD_FORWARD_LOCAL_PORTS ?? 'true';
   if (!['true', 'false'].includes(forward)) fail(`ENVD_FORWARD_LOCAL_PORTS must be true or false, got '${forward}'`);
-  const debug = flags.get('debug') ?? env.ENVD_DEBUG ?? 'false';
-  if (!['true', 'false'].includes(debug)) fail(`ENVD_DEBUG must be true or false, got '${debug}'`);
+  const debug = flags.get('debug') ?? 'false';
+  if (!['true', 'false'].includes(debug)) fail(`-debug must be true or false, got '${debug}'`);
   const spawnServer = env.ENVD_SPAWN_SERVER ?? 'true';
   if (!['true', 'false'].includes(spawnServer)) fail(`ENVD_SPAWN_SERVER must be true or false, got '${spawnServer}'`);
   const startFastPath = env.ENVD_START_FAST_PATH ?? 'true';
@@ -58,6 +61,7 @@ export function loadEnvdConfig(env: NodeJS.ProcessEnv = process.env, argv: strin
     logLevel,
     forwardLocalPorts: forward === 'true',
     debug: debug === 'true',
+    ignoredEnv: env.ENVD_DEBUG !== undefined ? ['ENVD_DEBUG'] : [],
     accessTokenFile: flags.get('access-token-file') ?? env.ENVD_ACCESS_TOKEN_FILE ?? DEFAULT_ACCESS_TOKEN_FILE,
     spawnServer: spawnServer === 'true',
     startFastPath: startFastPath === 'true',

@@ -22,6 +22,7 @@ async function main(): Promise<void> {
   }
   const config = loadEnvdConfig(process.env, argv);
   const logger = createLogger(config.logLevel);
+  if (config.ignoredEnv.length > 0) logger.warn({ ignored: config.ignoredEnv }, 'ignored: debug mode is only the -debug flag, never the environment (an image could set it)');
   const state = new EnvdState();
   const ctx = { config, state, users: new SystemUsers(), logger };
   // The server is built before the token is read: the platform writes the token while envd starts.
@@ -29,7 +30,7 @@ async function main(): Promise<void> {
   state.accessToken = config.debug ? takeBirthToken(config.accessTokenFile) : await awaitBirthToken(config.accessTokenFile, BIRTH_TOKEN_WAIT_MS);
   if (!state.accessToken && !config.debug) {
     throw new Error(
-      `no access token in ${config.accessTokenFile}: the platform places one there when it creates the sandbox. For local debugging without a platform, start envd with -debug (or ENVD_DEBUG=true); then the first /init may set the token`,
+      `no access token in ${config.accessTokenFile}: the platform places one there when it creates the sandbox. For local debugging without a platform, start envd with -debug; then the first /init may set the token`,
     );
   }
   state.initMaySetToken = !state.accessToken;

@@ -120,11 +120,14 @@ describe('the token from birth', () => {
     expect(takeBirthToken(file)).toBeUndefined();
   });
 
-  it('debug mode is explicit: -debug or ENVD_DEBUG=true, off by default', () => {
+  it('debug mode is explicit: only the -debug flag, never the environment (an image ENV could set it); off by default', () => {
     expect(loadEnvdConfig({}, []).debug).toBe(false);
-    expect(loadEnvdConfig({ ENVD_DEBUG: 'true' }, []).debug).toBe(true);
     expect(loadEnvdConfig({}, ['-debug']).debug).toBe(true);
-    expect(() => loadEnvdConfig({ ENVD_DEBUG: 'yes' }, [])).toThrow(/ENVD_DEBUG/);
+    expect(loadEnvdConfig({}, ['-debug=true']).debug).toBe(true);
+    // The platform passes the environment, but a template image's ENV comes along with it: not a switch.
+    expect(loadEnvdConfig({ ENVD_DEBUG: 'true' }, []).debug).toBe(false);
+    expect(loadEnvdConfig({ ENVD_DEBUG: 'true' }, []).ignoredEnv).toEqual(['ENVD_DEBUG']);
+    expect(() => loadEnvdConfig({}, ['-debug=yes'])).toThrow(/-debug must be true or false/);
   });
 
   it('the spawn server and the Start fast path are on unless switched off, and only true/false is accepted', () => {

@@ -87,9 +87,10 @@ export async function startEnvdContainer(opts: StartEnvdContainerOptions = {}): 
   if (opts.image === undefined && image !== BASE_IMAGE) throw new Error(`unexpected base image ${image}`);
   const args = ['run', '-d', '--label', 'dev.tidepool.testkit=1', '--publish', `127.0.0.1:${opts.hostPort ?? ''}:${ENVD_PORT}`];
   if (opts.name) args.push('--name', opts.name);
-  // No platform here to give envd a token at birth: debug mode lets the first /init set one.
-  for (const [key, value] of Object.entries({ ENVD_DEBUG: 'true', ...opts.env })) args.push('--env', `${key}=${value}`);
-  args.push(...(opts.dockerArgs ?? []), image);
+  for (const [key, value] of Object.entries(opts.env ?? {})) args.push('--env', `${key}=${value}`);
+  // No platform here to give envd a token at birth: debug mode (the -debug flag, never the environment) lets
+  // the first /init set one. The platform's own entrypoint, whatever the image declares.
+  args.push('--entrypoint', '/opt/tidepool/bin/tini', ...(opts.dockerArgs ?? []), image, '--', '/opt/tidepool/bin/envd', '-debug');
   const containerId = await docker(args);
   trackContainer(containerId);
 

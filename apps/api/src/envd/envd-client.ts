@@ -5,6 +5,35 @@ import { connect } from 'node:net';
 
 export const ENVD_PORT = 49983;
 
+/**
+ * Whatever answers on a sandbox's envd port is the sandbox's to choose (root inside can replace envd): an
+ * answer to `/init`, `/health` or `/metrics` longer than this is cut off and treated as a failure.
+ */
+export const MAX_ENVD_REPLY_BYTES = 64 * 1024;
+
+function replyTooLong(path: string): EnvdUnavailableError {
+  return new EnvdUnavailableError(`envd's answer to ${path} exceeded ${MAX_ENVD_REPLY_BYTES} bytes`);
+}
+
+/** The body of a fetch response, read up to MAX_ENVD_REPLY_BYTES; beyond that the stream is cancelled and this throws. */
+async function boundedText(response: Response, path: string): Promise<string> {
+  if (!response.body) return '';
+  const reader = response.body.getReader();
+  const parts: Uint8Array[] = [];
+  let length = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    length += value.length;
+    if (length > MAX_ENVD_REPLY_BYTES) {
+      await reader.cancel().catch(() => undefined);
+      throw replyTooLong(path);
+    }
+    parts.push(value);
+  }
+  return Buffer.concat(parts).toString('utf8');
+}
+
 /** What envd receives on `POST /init` when a sandbox starts or resumes. */
 export interface EnvdInit {
   envVars: Record<string, string>;
@@ -83,7 +112,7 @@ export async function waitForEnvd(address: string, timeoutMs: number, isAlive: (
     if (await envdPortOpen(address, 1_000)) {
       try {
         const response = await fetch(envdUrl(address, '/health'), { signal: AbortSignal.timeout(1_000) });
-        await response.arrayBuffer();
+        await boundedText(response, '/health');
         if (response.ok) return;
       } catch {
         // accepted but not answering yet
@@ -112,7 +141,18 @@ function postJson(url: string, headers: Record<string, string>, body: string, ti
   return new Promise((resolve, reject) => {
     const req = httpRequest(url, { method: 'POST', agent: false, headers: { ...headers, 'content-length': String(Buffer.byteLength(body)) } }, (res) => {
       const parts: Buffer[] = [];
-      res.on('data', (chunk: Buffer) => parts.push(chunk));
+      let length = 0;
+      res.on('data', (chunk: Buffer) => {
+        length += chunk.length;
+        if (length > MAX_ENVD_REPLY_BYTES) {
+          clearTimeout(timer);
+          res.destroy();
+          req.destroy();
+          reject(replyTooLong(new URL(url).pathname));
+          return;
+        }
+        parts.push(chunk);
+      });
       res.once('end', () => {
         clearTimeout(timer);
         const version = res.headers['x-envd-version'];
@@ -144,6 +184,8 @@ export async function initEnvd(address: string, init: EnvdInit): Promise<string>
       if (answer.status >= 400 && answer.status < 500) break;
     } catch (error) {
       lastError = error instanceof Error ? error.message : String(error);
+      // A sandbox that answers without end will do so again: no retry.
+      if (error instanceof EnvdUnavailableError) break;
     }
     await sleep(10);
   }
@@ -167,7 +209,13 @@ export async function readEnvdMetrics(address: string, accessToken: string): Pro
     signal: AbortSignal.timeout(5_000),
   });
   if (!response.ok) throw new EnvdUnavailableError(`envd /metrics answered ${response.status}`);
-  const body = (await response.json()) as EnvdMetricsBody;
+  let body: EnvdMetricsBody;
+  try {
+    body = JSON.parse(await boundedText(response, '/metrics')) as EnvdMetricsBody;
+  } catch (error) {
+    if (error instanceof EnvdUnavailableError) throw error;
+    throw new EnvdUnavailableError(`envd /metrics answered with invalid JSON: ${(error as Error).message}`);
+  }
   return {
     timestamp: body.ts ? new Date(body.ts > 1e12 ? body.ts : body.ts * 1000) : new Date(),
     cpuCount: body.cpu_count ?? 0,

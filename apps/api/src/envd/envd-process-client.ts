@@ -69,6 +69,9 @@ export interface EnvdProcessClientOptions {
 
 const KEEPALIVE_SECONDS = 30;
 
+/** Largest single Connect message accepted from envd; larger ones fail with ResourceExhausted. */
+export const MAX_ENVD_MESSAGE_BYTES = 4 * 1024 * 1024;
+
 function basicAuth(user: string): string {
   return `Basic ${Buffer.from(`${user}:`).toString('base64')}`;
 }
@@ -130,6 +133,8 @@ export class EnvdProcessClient {
       httpVersion: '1.1',
       useBinaryFormat: !options.json,
       acceptCompression: [],
+      // One message of the sandbox's answer (process output comes in small chunks) is never buffered beyond this.
+      readMaxBytes: MAX_ENVD_MESSAGE_BYTES,
     });
     this.client = createClient(Process, transport);
   }

@@ -2,7 +2,10 @@ import { proxyErrors, type ProxyErrorReply } from './proxy-errors.ts';
 
 /** Caps and idle timeouts of proxied traffic (configurable; see config.ts). */
 export interface ProxyLimits {
-  /** Proxied exchanges (requests in flight and open tunnels) one sandbox may have at once. */
+  /**
+   * Proxied exchanges (requests in flight and open tunnels) one sandbox may have at once, counted apart for envd
+   * (port 49983, the owner's SDK calls) and for its other ports (public when traffic is open): each has this cap.
+   */
   maxConnectionsPerSandbox: number;
   /** Proxied exchanges one client address may have at once, over every sandbox. */
   maxConnectionsPerClient: number;
@@ -23,33 +26,43 @@ function bump(counts: Map<string, number>, key: string, by: number): void {
   else counts.set(key, next);
 }
 
-/** Counts proxied exchanges per sandbox and per client address; `acquire` refuses beyond the caps. */
+/**
+ * Which of a sandbox's two caps an exchange counts against: envd's port, or any other (app) port. Apart so that
+ * an anonymous client holding slow connections on a public app port never locks the owner out of envd.
+ */
+export type ConnectionKind = 'envd' | 'app';
+
+/** Counts proxied exchanges per sandbox (envd and app ports apart) and per client address; `acquire` refuses beyond the caps. */
 export class ConnectionLimiter {
   private readonly perSandbox = new Map<string, number>();
+  private readonly perSandboxKind = new Map<string, number>();
   private readonly perClient = new Map<string, number>();
 
   constructor(private readonly limits: Pick<ProxyLimits, 'maxConnectionsPerSandbox' | 'maxConnectionsPerClient'>) {}
 
   /** A release function (call it exactly once when the exchange ends), or the refusal to send. */
-  acquire(sandboxId: string, clientAddress: string): (() => void) | ProxyErrorReply {
-    if ((this.perSandbox.get(sandboxId) ?? 0) >= this.limits.maxConnectionsPerSandbox) {
+  acquire(sandboxId: string, clientAddress: string, kind: ConnectionKind): (() => void) | ProxyErrorReply {
+    const slot = `${kind}:${sandboxId}`;
+    if ((this.perSandboxKind.get(slot) ?? 0) >= this.limits.maxConnectionsPerSandbox) {
       return proxyErrors.tooManySandboxConnections(sandboxId, this.limits.maxConnectionsPerSandbox);
     }
     if ((this.perClient.get(clientAddress) ?? 0) >= this.limits.maxConnectionsPerClient) {
       return proxyErrors.tooManyClientConnections(sandboxId, this.limits.maxConnectionsPerClient);
     }
     bump(this.perSandbox, sandboxId, 1);
+    bump(this.perSandboxKind, slot, 1);
     bump(this.perClient, clientAddress, 1);
     let released = false;
     return () => {
       if (released) return;
       released = true;
       bump(this.perSandbox, sandboxId, -1);
+      bump(this.perSandboxKind, slot, -1);
       bump(this.perClient, clientAddress, -1);
     };
   }
 
-  /** Exchanges in flight for a sandbox (tests, metrics). */
+  /** Exchanges in flight for a sandbox, envd and app ports together (tests, metrics). */
   activeFor(sandboxId: string): number {
     return this.perSandbox.get(sandboxId) ?? 0;
   }

@@ -38,6 +38,8 @@ export interface HttpForwardOptions {
   retryDelaysMs?: readonly number[];
   /** Either socket of the exchange idle for this long ends it (0: never). */
   idleTimeoutMs?: number;
+  /** Rewrites the upstream's response headers (hop-by-hop already dropped) before they are sent. */
+  responseHeaders?: (raw: string[]) => string[];
 }
 
 /**
@@ -148,7 +150,8 @@ export function forwardHttp(
 
   /** The head to send for a valid upstream answer (not sent yet: see `start`); throws for an invalid one. */
   const headFor = (upstreamRes: IncomingMessage): (() => void) => {
-    const raw = stripHopByHop(upstreamRes.rawHeaders);
+    const stripped = stripHopByHop(upstreamRes.rawHeaders);
+    const raw = options.responseHeaders ? options.responseHeaders(stripped) : stripped;
     const problem = upstreamHeadProblem(upstreamRes.statusCode, upstreamRes.statusMessage, upstreamRes.rawHeaders);
     if (problem) throw new InvalidUpstreamResponse(problem);
     return () => res.writeHead(upstreamRes.statusCode!, upstreamRes.statusMessage || undefined, raw);

@@ -15,6 +15,7 @@ import { proxyErrorReasonOf, proxyErrors, sendProxyError, writeProxyErrorToSocke
 import { resolveRouteTarget } from './route-target.ts';
 import { ENVD_PORT, type RoutableSandbox, type SandboxDirectory } from './sandbox-directory.ts';
 import { findSignedUrlOwner, parseSignedFilesQuery } from './signed-url-owner.ts';
+import { inertResponseHeaders } from './inert-response.ts';
 import { applyHostMask, stripHopByHop } from './upstream-headers.ts';
 import { forwardUpgrade } from './websocket-forwarder.ts';
 
@@ -79,13 +80,14 @@ export class SandboxProxy {
     const admission = this.route(req);
     if (admission === undefined) return false;
     this.measure(res);
+    const servedOnApiOrigin = resolveRouteTarget(req.method, req.url ?? '/', req.headers, this.options.domain).kind === 'signed-files';
     const go = (result: Admission): void => {
       if (isReply(result)) {
         sendProxyError(res, req.headers, result);
         return;
       }
       const { sandbox, port } = result;
-      const release = this.acquireConnection(sandbox.sandboxId, req);
+      const release = this.acquireConnection(sandbox.sandboxId, port, req);
       if (typeof release !== 'function') {
         sendProxyError(res, req.headers, release);
         return;
@@ -98,6 +100,8 @@ export class SandboxProxy {
         stillRoutable: () => this.stillRoutable(sandbox),
         logger: this.options.logger,
         idleTimeoutMs: this.limits.idleTimeoutMs,
+        // A signed /files URL is served on the API's own origin: its answer is made inert there.
+        ...(servedOnApiOrigin ? { responseHeaders: inertResponseHeaders } : {}),
       });
     };
     const guarded = (result: Admission): void => {
@@ -113,9 +117,10 @@ export class SandboxProxy {
   }
 
   /** A connection slot for this sandbox and client address (released by the caller), or the 429 reply when full. */
-  private acquireConnection(sandboxId: string, req: IncomingMessage): (() => void) | ProxyErrorReply {
-    const release = this.connections.acquire(sandboxId, req.socket.remoteAddress ?? '');
-    if (typeof release !== 'function') this.options.logger.warn({ sandboxId, client: req.socket.remoteAddress }, 'proxy connection limit reached');
+  private acquireConnection(sandboxId: string, port: number, req: IncomingMessage): (() => void) | ProxyErrorReply {
+    const kind = port === ENVD_PORT ? 'envd' : 'app';
+    const release = this.connections.acquire(sandboxId, req.socket.remoteAddress ?? '', kind);
+    if (typeof release !== 'function') this.options.logger.warn({ sandboxId, port, kind, client: req.socket.remoteAddress }, 'proxy connection limit reached');
     return release;
   }
 
@@ -130,7 +135,7 @@ export class SandboxProxy {
         return;
       }
       const { sandbox, port } = result;
-      const release = this.acquireConnection(sandbox.sandboxId, req);
+      const release = this.acquireConnection(sandbox.sandboxId, port, req);
       if (typeof release !== 'function') {
         writeProxyErrorToSocket(socket, req.headers, release);
         return;

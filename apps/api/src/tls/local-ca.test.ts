@@ -1,6 +1,6 @@
 import { execFile } from 'node:child_process';
 import { X509Certificate } from 'node:crypto';
-import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -127,6 +127,13 @@ describe('local CA', () => {
     const material = await localCertificate({ dataDir: dir, domain: 'sandboxes.internal.test', logger });
     await handshake(material, readFileSync(material.caFile!, 'utf8'), '8000-x.sandboxes.internal.test');
     await handshake(material, readFileSync(material.caFile!, 'utf8'), 'localhost');
+  });
+  it('refuses a bare top-level domain: the CA would be allowed to sign for every name under it', async () => {
+    const dir = dataDir();
+    for (const domain of ['com', 'internal', 'TEST']) {
+      await expect(localCertificate({ dataDir: dir, domain, logger })).rejects.toThrow(/TIDEPOOL_DOMAIN .* is a bare top-level domain/);
+    }
+    expect(existsSync(localCaFiles(dir).caCert)).toBe(false);
   });
 });
 

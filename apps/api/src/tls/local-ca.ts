@@ -227,11 +227,24 @@ async function signServerCertificate(files: LocalCaFiles, domain: string): Promi
 }
 
 /**
+ * A CA made for a single-label domain other than `localhost` would be name-constrained to a whole top-level
+ * domain: trusted once, it could sign for every site under it.
+ */
+function refuseBareTld(domain: string): void {
+  const name = domain.toLowerCase();
+  if (name === 'localhost' || name.includes('.')) return;
+  throw new TlsSetupError(
+    `TIDEPOOL_DOMAIN "${domain}" is a bare top-level domain: the local CA would be trusted for every name under it. Use a name under it, like tidepool.${name}, or set TIDEPOOL_TLS_CERT and TIDEPOOL_TLS_KEY`,
+  );
+}
+
+/**
  * The local CA's server certificate for `domain`: the CA is made on first use, the certificate signed again
  * when it no longer fits (see renewalReason). Returns the PEMs to serve and where the CA to trust is.
  */
 export async function localCertificate(options: { dataDir: string; domain: string; logger: Logger; now?: Date }): Promise<TlsMaterial> {
   const { domain, logger } = options;
+  refuseBareTld(domain);
   const now = options.now ?? new Date();
   const files = localCaFiles(options.dataDir);
   mkdirSync(files.dir, { recursive: true, mode: 0o700 });

@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { chownSync, existsSync, mkdirSync, readdirSync, renameSync, rmSync, statfsSync } from 'node:fs';
+import { chmodSync, chownSync, existsSync, mkdirSync, readdirSync, renameSync, rmSync, statfsSync, statSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import type { Logger } from 'pino';
 
@@ -39,9 +39,19 @@ export class VolumeStorage {
     return join(this.hostRoot, volumeID);
   }
 
+  /**
+   * Root in a sandbox can leave setuid-root binaries in a volume, and volume directories are on the host (in
+   * compose, outside the 0700 data directory): the root grants others nothing, so no host user but its owner
+   * (and its group: the compose setup gives it group root for the capability-less docker gate) reaches them.
+   * A root an older version made 0711 is tightened.
+   */
   prepareRoot(): void {
-    // The data directory above is 0700; this one only holds volume directories.
-    mkdirSync(this.root, { recursive: true, mode: 0o711 });
+    mkdirSync(this.root, { recursive: true, mode: 0o710 });
+    const mode = statSync(this.root).mode & 0o7777;
+    if ((mode & 0o007) !== 0) {
+      chmodSync(this.root, mode & ~0o007);
+      this.logger.info({ root: this.root, from: mode.toString(8), to: (mode & ~0o007).toString(8) }, 'volumes root: removed access for other host users (setuid files a sandbox made)');
+    }
     const { bavail, bsize } = statfsSync(this.root);
     this.logger.info(
       { root: this.root, hostRoot: this.hostRoot, freeMB: Math.floor((bavail * bsize) / 2 ** 20) },

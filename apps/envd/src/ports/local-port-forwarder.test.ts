@@ -11,7 +11,7 @@ const external = externalIpv4Addresses()[0];
 
 function context(): EnvdContext {
   return {
-    config: { port: 49983, host: '0.0.0.0', logLevel: 'silent', forwardLocalPorts: true, debug: true, accessTokenFile: '/nonexistent', spawnServer: true, startFastPath: true },
+    config: { port: 49983, host: '0.0.0.0', logLevel: 'silent', forwardLocalPorts: true, debug: true, ignoredEnv: [], accessTokenFile: '/nonexistent', spawnServer: true, startFastPath: true },
     state: new EnvdState(),
     users: new SystemUsers(),
     logger: createLogger('silent'),

@@ -41,6 +41,7 @@ export async function startEnvd(opts: StartEnvdOptions = {}): Promise<RunningEnv
       logLevel,
       forwardLocalPorts: false,
       debug,
+      ignoredEnv: [],
       accessTokenFile: '/nonexistent',
       spawnServer: true,
       startFastPath: opts.startFastPath ?? true,

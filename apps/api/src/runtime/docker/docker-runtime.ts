@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import Docker from 'dockerode';
 import type { Logger } from 'pino';
 import { envdTokenArchive, envdWaitsForToken, unguessableTokenFile } from '../../envd/envd-birth-token.ts';
@@ -50,6 +51,12 @@ function toStatus(state: string | undefined): ContainerStatus {
 }
 
 /** Sandboxes as Docker containers on one bridge network, reached by container IP. */
+/** A name and hostname no neighbour can guess: random, unrelated to the sandbox ID. */
+export function containerNames(): { name: string; Hostname: string } {
+  const hostname = `sbx-${randomBytes(10).toString('hex')}`;
+  return { name: `tidepool-${hostname}`, Hostname: hostname };
+}
+
 export class DockerRuntime implements SandboxRuntime {
   private readonly docker: Docker;
   private readonly network: string;
@@ -194,8 +201,10 @@ export class DockerRuntime implements SandboxRuntime {
     const tokenFile = unguessableTokenFile();
     const container = await this.docker.createContainer({
       Image: spec.image,
-      name: `tidepool-${spec.sandboxId}`,
-      Hostname: spec.sandboxId,
+      // Every name a container has on a user-defined network (name, hostname, aliases) answers in Docker's
+      // embedded DNS to every other container there: none may carry the sandbox ID, the only secret of a public
+      // port URL. The sandbox still knows its own ID from E2B_SANDBOX_ID.
+      ...containerNames(),
       Labels: {
         [SANDBOX_LABEL]: spec.sandboxId,
         [TEMPLATE_LABEL]: spec.templateId,
