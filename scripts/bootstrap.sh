@@ -59,6 +59,17 @@ if ! getent hosts probe.tidepool.localhost >/dev/null 2>&1; then
   fi
 fi
 
+# PostgreSQL for the store suites' throwaway clusters (packages/testkit/src/postgres-server.ts; TIDEPOOL_DATABASE_URL).
+if ! compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null && ! command -v initdb >/dev/null; then
+  if [[ $EUID -eq 0 ]] && command -v apt-get >/dev/null; then
+    log "installing postgresql (the store suites run against a throwaway cluster)"
+    { apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null; } \
+      || log "could not install postgresql: the PostgreSQL store suites will fail"
+  else
+    log "no PostgreSQL: the PostgreSQL store suites will fail (sudo apt-get install -y postgresql)"
+  fi
+fi
+
 # lxcfs: sandboxes see their own memory, cpus and uptime in /proc (the platform starts one lxcfs at
 # TIDEPOOL_LXCFS_DIR and binds its files into each sandbox); without it they see the host's figures.
 if ! command -v lxcfs >/dev/null; then

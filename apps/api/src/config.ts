@@ -13,6 +13,8 @@ export const ConfigSchema = Type.Object({
   host: Type.String({ minLength: 1 }),
   port: Port,
   dataDir: Type.String({ minLength: 1 }),
+  /** `postgres://user:password@host:port/database`: the shared database (cluster mode); '' = SQLite in the data directory. */
+  databaseUrl: Type.String(),
   apiKeys: Type.Array(Type.String({ pattern: '^e2b_[0-9a-zA-Z]+$' })),
   /** Sandbox hosts are `<port>-<sandboxID>.<domain>`: a bare DNS name (no scheme, no port). */
   domain: Type.String({ minLength: 1, maxLength: 200, pattern: '^[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?(\\.[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?)*$' }),
@@ -124,6 +126,7 @@ const ENV_NAMES: Record<keyof Config, string> = {
   host: 'TIDEPOOL_HOST',
   port: 'TIDEPOOL_PORT',
   dataDir: 'TIDEPOOL_DATA_DIR',
+  databaseUrl: 'TIDEPOOL_DATABASE_URL',
   apiKeys: 'TIDEPOOL_API_KEYS',
   domain: 'TIDEPOOL_DOMAIN',
   maxSandboxes: 'TIDEPOOL_MAX_SANDBOXES',
@@ -212,6 +215,25 @@ function imageAliases(raw: string | undefined, baseImage: string): Record<string
   return aliases;
 }
 
+/** What is wrong with a TIDEPOOL_DATABASE_URL ('' is fine: SQLite), or undefined. Never echoes a password. */
+export function databaseUrlProblem(url: string): string | undefined {
+  if (url === '') return undefined;
+  const example = 'postgres://user:password@host:5432/database';
+  let parsed: URL;
+  try {
+    parsed = new URL(url);
+  } catch {
+    return `not a URL; expected ${example} (unset it to use SQLite in TIDEPOOL_DATA_DIR)`;
+  }
+  if (parsed.protocol !== 'postgres:' && parsed.protocol !== 'postgresql:') {
+    return `only PostgreSQL is supported (postgres:// or postgresql://), got '${parsed.protocol}//'; expected ${example}, or unset it to use SQLite in TIDEPOOL_DATA_DIR`;
+  }
+  if (!parsed.hostname) return `names no host; expected ${example}`;
+  if (parsed.pathname.length <= 1) return `names no database (the path after the host); expected ${example}`;
+  if (parsed.pathname.slice(1).includes('/')) return `the database name may not contain '/'; expected ${example}`;
+  return undefined;
+}
+
 /** What decides the isolation default: the process's uid and whether `iptables` is on PATH. */
 export interface IsolationProbe {
   uid: number | undefined;
@@ -235,6 +257,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     host: env.TIDEPOOL_HOST || '127.0.0.1',
     port: integer(env.TIDEPOOL_PORT, 3000),
     dataDir: env.TIDEPOOL_DATA_DIR || '.data',
+    databaseUrl: (env.TIDEPOOL_DATABASE_URL ?? '').trim(),
     apiKeys: (env.TIDEPOOL_API_KEYS ?? '').split(',').map((k) => k.trim()).filter(Boolean),
     // A name under .localhost resolves to loopback with no DNS (browsers; Node with nss-myhostname), and, unlike
     // `localhost` itself, has room for a wildcard certificate (`*.tidepool.localhost`).
@@ -314,6 +337,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
   if (config.publicDomain && config.publicDomain.split(':')[0] !== config.domain.toLowerCase()) {
     throw new ConfigError(`invalid configuration:\n  TIDEPOOL_PUBLIC_DOMAIN (${config.publicDomain}) must be TIDEPOOL_DOMAIN (${config.domain}) with an optional :port: sandbox hosts are routed by TIDEPOOL_DOMAIN`);
   }
+  const databaseProblem = databaseUrlProblem(config.databaseUrl);
+  if (databaseProblem) throw new ConfigError(`invalid configuration:\n  TIDEPOOL_DATABASE_URL: ${databaseProblem}`);
   if (config.tls && config.httpsPort !== 0 && config.httpsPort === config.port) {
     throw new ConfigError(`invalid configuration:\n  TIDEPOOL_HTTPS_PORT (${config.httpsPort}) must differ from TIDEPOOL_PORT: the plain HTTP listener stays`);
   }

@@ -20,10 +20,11 @@ import { PlatformMetrics } from './observability/platform-metrics.ts';
 import { createPlatformLogger } from './observability/platform-logger.ts';
 import { loadSecretsKey, SecretCipher } from './secrets/secret-crypto.ts';
 import { SecretStore } from './secrets/secret-store.ts';
-import { openDatabase } from './store/database.ts';
+import { type Database, openDatabase } from './store/database.ts';
 import { lockDataDir, secureDatabaseFiles } from './store/data-dir.ts';
 import { TeamDirectory } from './teams/team-directory.ts';
 import { KeyStore } from './store/key-store.ts';
+import { LeaseStore } from './store/lease-store.ts';
 import { SandboxStore } from './sandboxes/sandbox-store.ts';
 import { type BuildRunner, BuildQueue } from './templates/build-queue.ts';
 import { ContextFiles } from './templates/context-files.ts';
@@ -109,10 +110,11 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
   const config = loadConfig(env, overrides);
   const logger = loggerOverride ?? createPlatformLogger(config.logLevel);
   const dataLock = lockDataDir(config.dataDir, logger);
-  let db: ReturnType<typeof openDatabase>;
+  let db: Database;
   try {
-    db = openDatabase(config.dataDir);
-    secureDatabaseFiles(config.dataDir, logger);
+    db = await openDatabase({ dataDir: config.dataDir, databaseUrl: config.databaseUrl, logger });
+    if (db.dialect === 'sqlite') secureDatabaseFiles(config.dataDir, logger);
+    logger.info({ database: db.description }, 'database ready');
   } catch (error) {
     dataLock.release();
     throw error;
@@ -124,19 +126,20 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
   let lxcfs: LxcfsSupervisor | undefined;
   try {
     const keys = new KeyStore(db);
-    for (const key of config.apiKeys) keys.addKey(key);
+    for (const key of config.apiKeys) await keys.addKey(key);
     let apiKey = config.apiKeys[0];
     let apiKeyGenerated = false;
-    if (!apiKey && !keys.hasKeys()) {
-      apiKey = keys.generateKey();
+    if (!apiKey && !(await keys.hasKeys())) {
+      apiKey = await keys.generateKey();
       apiKeyGenerated = true;
       logger.warn(
         { apiKey },
         `=== FIRST START: generated API key ${apiKey} — it is stored only as a hash and will not be shown again; send it as X-API-Key (E2B_API_KEY) ===`,
       );
     }
-    const platformId = keys.platformId();
-    const secrets = new SecretStore(db, () => new SecretCipher(loadSecretsKey(config.dataDir, config.secretsKey, logger)), logger);
+    const platformId = await keys.platformId();
+    const tokenSeed = await keys.tokenSeed();
+    const secrets = await SecretStore.open(db, () => new SecretCipher(loadSecretsKey(config.dataDir, config.secretsKey, logger)), logger);
     const metrics = new PlatformMetrics();
     const hardening = containerHardening(config);
     const docker = dockerClient(config.dockerHost);
@@ -161,7 +164,7 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
       storage: new VolumeStorage(volumesRoot, config.volumesHostDir || volumesRoot, logger),
       logger,
     });
-    volumes.start();
+    await volumes.start();
     const sandboxes = new SandboxStore(db);
     let poolUser: SandboxLifecycle | undefined;
     if (Object.keys(config.warmPool).length > 0 || config.warmPoolAdaptive) {
@@ -175,7 +178,7 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
         parallel: config.warmPoolParallel,
         memoryAvailableMB: readMemAvailableMB,
         memoryReserveMB: config.warmPoolMemoryReserveMB,
-        tokenSeed: keys.tokenSeed(),
+        tokenSeed,
         // Pooled containers count against TIDEPOOL_MAX_SANDBOXES; refills wait while creations are in flight.
         reserveSlot: () => poolUser!.registry.reserveSlots(1),
         freeSlots: () => poolUser?.registry.freeSlots() ?? 0,
@@ -188,7 +191,7 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
       store: sandboxes,
       templates,
       runtime,
-      tokenSeed: keys.tokenSeed(),
+      tokenSeed,
       maxSandboxes: config.maxSandboxes,
       defaultTimeoutSeconds: config.defaultTimeoutSeconds,
       logger,
@@ -231,7 +234,19 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
         readyTimeoutMs: config.buildReadyTimeoutSeconds * 1000,
         logger,
       });
-    queue = new BuildQueue({ catalog: templates, store: templateStore, builder, contextFiles, maxConcurrent: config.maxConcurrentBuilds, maxQueued: config.maxQueuedBuilds, logger, metrics });
+    // On PostgreSQL other replicas may be running builds: leases tell their builds from interrupted ones.
+    const leases = db.dialect === 'postgres' ? { store: new LeaseStore(db), owner: lifecycle.registry.replicaId } : undefined;
+    queue = new BuildQueue({
+      catalog: templates,
+      store: templateStore,
+      builder,
+      contextFiles,
+      maxConcurrent: config.maxConcurrentBuilds,
+      maxQueued: config.maxQueuedBuilds,
+      logger,
+      metrics,
+      leases,
+    });
     await queue.recoverAfterRestart();
     const running = lifecycle;
     const buildQueue = queue;
@@ -241,8 +256,8 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
       store: templateStore,
       queue: buildQueue,
       contextFiles,
-      signingSeed: keys.tokenSeed(),
-      remove: (reference: string) => {
+      signingSeed: tokenSeed,
+      remove: async (reference: string) => {
         const removal = (): Promise<void> =>
           removeTemplate(reference, {
             catalog: templates,
@@ -254,7 +269,7 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
             logger,
           });
         // Images in use by pooled containers cannot be removed: the template's pool is emptied first.
-        const templateId = templates.find(reference)?.templateId;
+        const templateId = (await templates.find(reference))?.templateId;
         return warmPool && templateId ? warmPool.whileRemoving(templateId, removal) : removal();
       },
     };
@@ -265,7 +280,7 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
       templates: templateDeps,
       runtime,
       keys,
-      teams: new TeamDirectory(db),
+      teams: await TeamDirectory.open(db),
       sandboxes,
       volumes,
       secrets,
@@ -341,7 +356,7 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
         await app.close();
         await metricsListener?.close();
         lxcfs?.stop();
-        db.close();
+        await db.close();
         dataLock.release();
       },
     };
@@ -351,7 +366,7 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
     await engineWatch?.stop();
     lifecycle?.stop();
     lxcfs?.stop();
-    db.close();
+    await db.close().catch((closeError: unknown) => logger.warn({ err: closeError }, 'closing the database failed'));
     dataLock.release();
     throw error;
   }

@@ -77,13 +77,13 @@ describe('Secret API through the SDK', () => {
     expect(updated.updatedAt.getTime()).toBeGreaterThanOrEqual(created.updatedAt.getTime());
     const replaced = await Secret.update(created.secretId, secretValue('crud-3'), { ...platform.sdk, metadata: { owner: 'other' } });
     expect(replaced).toMatchObject({ version: 3, metadata: { owner: 'other' } });
-    expect(platform.secrets.resolveSecret(`crud-${run}`)).toBe(values.at(-1));
+    expect(await platform.secrets.resolveSecret(`crud-${run}`)).toBe(values.at(-1));
 
     expect(await Secret.destroy(created.secretId, platform.sdk)).toBe(true);
     expect(await Secret.destroy(created.secretId, platform.sdk)).toBe(false);
     await expect(Secret.getInfo(created.secretId, platform.sdk)).rejects.toBeInstanceOf(SecretNotFoundError);
     await expect(Secret.update(`crud-${run}`, 'x', platform.sdk)).rejects.toBeInstanceOf(SecretNotFoundError);
-    expect(platform.secrets.resolveSecret(`crud-${run}`)).toBeUndefined();
+    expect(await platform.secrets.resolveSecret(`crud-${run}`)).toBeUndefined();
   });
 
   it('lists page by page in name order, every secret exactly once, metadata only', async () => {
@@ -212,23 +212,23 @@ describe('the secrets key across restarts', () => {
     await Secret.create(`restart-${run}`, value, platform.sdk);
     await platform.close({ keepSandboxes: false });
     platform = await start();
-    expect(platform.secrets.keyMatches()).toBe(true);
-    expect(platform.secrets.resolveSecret(`restart-${run}`)).toBe(value);
+    expect(await platform.secrets.keyMatches()).toBe(true);
+    expect(await platform.secrets.resolveSecret(`restart-${run}`)).toBe(value);
     expect((await Secret.update(`restart-${run}`, secretValue('restart-2'), platform.sdk)).version).toBe(2);
-    expect(platform.secrets.resolveSecret(`restart-${run}`)).toBe(values.at(-1));
+    expect(await platform.secrets.resolveSecret(`restart-${run}`)).toBe(values.at(-1));
   });
 
   it('another key is a clear error on writes and reads of values, not a crash; metadata stays usable', async () => {
     await platform.close({ keepSandboxes: false });
     const lines = logLines.length;
     platform = await start({ secretsKey: randomBytes(32).toString('base64') });
-    expect(platform.secrets.keyMatches()).toBe(false);
+    expect(await platform.secrets.keyMatches()).toBe(false);
     expect(logLines.slice(lines).some((line) => line.includes('sealed with another key'))).toBe(true);
     expect((await Secret.getInfo(`restart-${run}`, platform.sdk)).version).toBe(2);
     const refused = await call('POST', '/secrets', { name: `new-${run}`, value: 'v' });
     expect(refused.status).toBe(500);
     expect(refused.body.message).toMatch(/restore the original key/);
-    expect(() => platform.secrets.resolveSecret(`restart-${run}`)).toThrow(/another key/);
+    await expect(platform.secrets.resolveSecret(`restart-${run}`)).rejects.toThrow(/another key/);
     expect(await Secret.exists(`new-${run}`, platform.sdk)).toBe(false);
     expect((await call('GET', '/health')).status).toBe(200);
   });
@@ -241,6 +241,6 @@ describe('the secrets key across restarts', () => {
       expect.objectContaining({ message: expect.not.stringContaining('not-base64!') }),
     );
     platform = await start();
-    expect(platform.secrets.resolveSecret(`restart-${run}`)).toBe(values.at(-1));
+    expect(await platform.secrets.resolveSecret(`restart-${run}`)).toBe(values.at(-1));
   });
 });

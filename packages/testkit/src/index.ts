@@ -32,6 +32,7 @@ export { fetchDebianPackage, extractDebianPackage } from './debian-packages.ts';
 export { imageLabel } from './image-labels.ts';
 export { buildSandboxImage, sandboxDockerfile, sandboxImageName, type SandboxImage } from './sandbox-image.ts';
 export { Prng } from './seeded-random.ts';
+export { startPostgres, type PostgresServer, type StartPostgresOptions } from './postgres-server.ts';
 export { startLocalRegistry, stopRegistryIn, type LocalRegistry, type LocalRegistryOptions } from './local-registry.ts';
 export { ClusterError, type ClusterErrorKind } from './cluster-error.ts';
 export { clusterLayout, inBenchmarkRange, nodeLayout, parseNodeId, MAX_NODES, NODE_TLS_PORT, type ClusterLayout, type NodeLayout } from './cluster-layout.ts';

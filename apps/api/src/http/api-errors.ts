@@ -2,6 +2,7 @@ import { STATUS_CODES } from 'node:http';
 import type { Socket } from 'node:net';
 import type { FastifyInstance, FastifyReply } from 'fastify';
 import { type FailureKind, PlatformError } from '../errors.ts';
+import { isUniqueViolation } from '../store/sql.ts';
 
 const STATUS: Record<FailureKind, number> = {
   invalid: 400,
@@ -32,6 +33,8 @@ export function retryAfterOf(error: Error): number | undefined {
 /** HTTP status of any error thrown while serving a platform route. */
 export function statusOf(error: Error & { statusCode?: number; validation?: unknown }): number {
   if (error instanceof PlatformError) return STATUS[error.kind];
+  // Two requests (or replicas) creating the same unique name at once: the database refused the second.
+  if (isUniqueViolation(error)) return 409;
   if (error.validation) return 400;
   if (error.statusCode && error.statusCode >= 400 && error.statusCode < 500) return error.statusCode;
   return 500;
@@ -66,7 +69,11 @@ export function answerClientError(error: Error & { code?: string }, socket: Sock
 export function installApiErrorHandler(app: FastifyInstance): void {
   app.setErrorHandler((error: Error & { statusCode?: number; validation?: unknown }, request, reply) => {
     const status = statusOf(error);
-    const message = error.validation ? `invalid request: ${error.message}` : error.message;
+    const message = error.validation
+      ? `invalid request: ${error.message}`
+      : isUniqueViolation(error)
+        ? 'a concurrent request created the same thing meanwhile; try again'
+        : error.message;
     const retryAfter = retryAfterOf(error);
     if (retryAfter !== undefined) {
       void reply.header('retry-after', String(retryAfter));

@@ -30,7 +30,7 @@ export function installApiKeyAuth(app: FastifyInstance, keys: KeyStore): void {
     if (isOpenRoute(request.method, path)) return;
     const bearerAllowed = BEARER_PATHS.has(path);
     const key = bearerAllowed ? apiKeyOrBearer(request.headers) : request.headers['x-api-key'];
-    if (typeof key === 'string' && key !== '' && keys.isValid(key)) return;
+    if (typeof key === 'string' && key !== '' && (await keys.isValid(key))) return;
     const missing = bearerAllowed ? 'Missing API key: send it in the X-API-Key header or as Authorization: Bearer <key>' : 'Missing API key: send it in the X-API-Key header';
     const message = typeof key === 'string' && key !== '' ? 'Invalid API key' : missing;
     await reply.code(401).send({ code: 401, message });

@@ -76,7 +76,7 @@ export function buildApiServer(deps: ApiServerDeps): FastifyInstance {
   registerDashboardRoutes(app, deps.logger, deps.dashboardDir);
   if (deps.metrics) registerMetricsRoute(app, deps.metrics);
   const sandboxDomain = deps.sandboxDomain ?? (() => null);
-  registerSandboxRoutes(app, deps.lifecycle, deps.timeouts, sandboxDomain, (name) => deps.secrets.has(name));
+  registerSandboxRoutes(app, deps.lifecycle, deps.timeouts, sandboxDomain, () => deps.secrets.names());
   registerSandboxLifecycleRoutes(app, deps.lifecycle, deps.timeouts, sandboxDomain);
   registerSandboxObservabilityRoutes(app, deps.lifecycle, (id) => deps.sandboxes.events(id));
   registerSandboxSnapshotRoutes(app, { lifecycle: deps.lifecycle, runtime: deps.runtime, catalog: deps.templates.catalog, logger: deps.logger, platformMetrics: deps.metrics }, deps.timeouts, sandboxDomain);

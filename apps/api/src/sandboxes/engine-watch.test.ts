@@ -6,7 +6,7 @@ import pino from 'pino';
 import { afterAll, describe, expect, it, vi } from 'vitest';
 import type { EngineEvent, EngineEventStream } from '../runtime/engine-events.ts';
 import type { ContainerStatus, SandboxRuntime } from '../runtime/sandbox-runtime.ts';
-import { openDatabase } from '../store/database.ts';
+import { SqliteDatabase } from '../store/sqlite-database.ts';
 import { EngineWatch } from './engine-watch.ts';
 import { type LaunchPlan, SandboxLifecycle } from './sandbox-lifecycle.ts';
 import { SandboxStore } from './sandbox-store.ts';
@@ -25,9 +25,9 @@ const plan: LaunchPlan = {
 };
 
 const dir = mkdtempSync(join(tmpdir(), 'tidepool-watch-'));
-const db = openDatabase(dir);
-afterAll(() => {
-  db.close();
+const db = SqliteDatabase.open(dir);
+afterAll(async () => {
+  await db.close();
   rmSync(dir, { recursive: true, force: true });
 });
 
@@ -64,7 +64,7 @@ function setup(failures = 0) {
   const lines: Array<Record<string, unknown>> = [];
   const logger = pino({ level: 'debug' }, new Writable({ write(chunk, _e, done) { for (const l of String(chunk).split('\n')) if (l.trim()) lines.push(JSON.parse(l)); done(); } }));
   const engine = fakeEngine(failures);
-  const templates = { resolve: () => { throw new Error('unused'); }, recordSpawn: () => undefined };
+  const templates = { resolve: () => { throw new Error('unused'); }, recordSpawn: async () => undefined };
   const lifecycle = new SandboxLifecycle({ store: new SandboxStore(db), templates, runtime: engine.runtime, tokenSeed: 's', maxSandboxes: 10, defaultTimeoutSeconds: 15, logger });
   const watch = new EngineWatch({ runtime: engine.runtime, lifecycle, logger, since: 1000, firstBackoffMs: 10, maxBackoffMs: 40 });
   return { lines, engine, lifecycle, watch };

@@ -125,7 +125,7 @@ export class EngineWatch {
       this.oomAt.set(event.containerId, event.time);
       if (!record || record.containerId !== event.containerId) return;
       const message = `out of memory: the kernel killed a process in the sandbox (memory limit ${record.memoryMB} MiB)`;
-      lifecycle.registry.recordEvent(event.sandboxId, message, 'warn');
+      await lifecycle.registry.recordEvent(event.sandboxId, message, 'warn').catch((error: unknown) => log.warn({ err: error }, 'could not store the sandbox event'));
       log.warn({ containerId: event.containerId, memoryMB: record.memoryMB }, 'sandbox ran out of memory; a process was OOM-killed');
       return;
     }

@@ -5,7 +5,7 @@ import { Writable } from 'node:stream';
 import pino from 'pino';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import type { SandboxRuntime } from '../runtime/sandbox-runtime.ts';
-import { openDatabase, type Db } from '../store/database.ts';
+import { SqliteDatabase } from '../store/sqlite-database.ts';
 import { type LaunchPlan, SandboxLifecycle } from './sandbox-lifecycle.ts';
 import type { SandboxRecord } from './sandbox-record.ts';
 import { SandboxStore } from './sandbox-store.ts';
@@ -51,7 +51,7 @@ function fakeRuntime(overrides: Partial<SandboxRuntime> = {}): SandboxRuntime & 
 }
 
 let dir: string;
-let db: Db;
+let db: SqliteDatabase;
 let store: SandboxStore;
 const lines: Array<Record<string, unknown>> = [];
 const logger = pino(
@@ -66,19 +66,19 @@ const logger = pino(
 
 beforeEach(() => {
   dir = mkdtempSync(join(tmpdir(), 'tidepool-lifecycle-'));
-  db = openDatabase(dir);
+  db = SqliteDatabase.open(dir);
   store = new SandboxStore(db);
   lines.length = 0;
   boot.next = undefined;
 });
-afterEach(() => {
+afterEach(async () => {
   vi.useRealTimers();
-  db.close();
+  await db.close();
   rmSync(dir, { recursive: true, force: true });
 });
 
 function lifecycleWith(runtime: SandboxRuntime, maxSandboxes = 10): SandboxLifecycle {
-  const templates = { resolve: () => { throw new Error('unused'); }, recordSpawn: () => undefined };
+  const templates = { resolve: () => { throw new Error('unused'); }, recordSpawn: async () => undefined };
   return new SandboxLifecycle({ store, templates, runtime, tokenSeed: 'seed', maxSandboxes, defaultTimeoutSeconds: 15, logger });
 }
 
@@ -92,7 +92,7 @@ describe('create rollback', () => {
     await expect(lifecycle.launch(plan)).rejects.toThrow('disk full');
     expect(runtime.removed).toEqual(['c-new']);
     expect(lifecycle.list()).toEqual([]);
-    expect(store.all()).toEqual([]);
+    expect(await store.all()).toEqual([]);
     // The one slot is free again.
     save.mockRestore();
     const record = await lifecycle.launch(plan);
@@ -114,7 +114,7 @@ describe('drain', () => {
     expect(await lifecycle.drain(5_000)).toBe(true);
     const record = await launching;
     expect(lifecycle.isCreating(record.sandboxId)).toBe(false);
-    expect(store.all().map((r) => r.sandboxId)).toEqual([record.sandboxId]);
+    expect((await store.all()).map((r) => r.sandboxId)).toEqual([record.sandboxId]);
     lifecycle.stop();
   });
 });

@@ -1,3 +1,4 @@
+import { PlatformError } from '../errors.ts';
 import type { ResolvedTemplate } from '../templates/template-model.ts';
 import type { PoolTemplate } from './pool-container.ts';
 import { type WarmPoolTargets, poolKey } from './pool-settings.ts';
@@ -11,7 +12,7 @@ export interface PoolTarget extends PoolTemplate {
 }
 
 export interface TargetSources {
-  templates: { resolve(reference: string): ResolvedTemplate };
+  templates: { resolve(reference: string): Promise<ResolvedTemplate> };
   /** Pinned sizes by template reference. */
   pinned: WarmPoolTargets;
   /** Floors of adaptive templates by reference; undefined when the pool does not adapt. */
@@ -20,14 +21,18 @@ export interface TargetSources {
   demanded: ReadonlyMap<string, PoolTemplate>;
 }
 
-/** The current build of a reference as a pool template, or undefined (not built yet, deleted, no image). */
-export function currentTemplate(templates: TargetSources['templates'], reference: string): PoolTemplate | undefined {
+/**
+ * The current build of a reference as a pool template, or undefined (not built yet, deleted, no image). A failure
+ * to read the store is thrown, not taken for "no template": the pool keeps what it has and retries.
+ */
+export async function currentTemplate(templates: TargetSources['templates'], reference: string): Promise<PoolTemplate | undefined> {
   try {
-    const { template, build } = templates.resolve(reference);
+    const { template, build } = await templates.resolve(reference);
     if (!build.image) return undefined;
     return { key: poolKey(build), reference, templateId: template.templateId, image: build.image, cpuCount: build.cpuCount, memoryMB: build.memoryMB, defaults: build.defaults };
-  } catch {
-    return undefined;
+  } catch (error) {
+    if (error instanceof PlatformError) return undefined;
+    throw error;
   }
 }
 
@@ -36,21 +41,21 @@ export function currentTemplate(templates: TargetSources['templates'], reference
  * (a pin wins over a floor or demand for the same key), then floors, then keys only demand brought. A
  * demanded key whose reference now resolves to another build (rebuilt, removed) is left out: its containers go.
  */
-export function resolveTargets(sources: TargetSources): Map<string, PoolTarget> {
+export async function resolveTargets(sources: TargetSources): Promise<Map<string, PoolTarget>> {
   const targets = new Map<string, PoolTarget>();
   for (const [reference, size] of Object.entries(sources.pinned)) {
-    const current = currentTemplate(sources.templates, reference);
+    const current = await currentTemplate(sources.templates, reference);
     if (current && !targets.has(current.key)) targets.set(current.key, { ...current, pinned: size, floor: 0 });
   }
   if (!sources.floors) return targets;
   for (const [reference, floor] of Object.entries(sources.floors)) {
     if (reference in sources.pinned) continue;
-    const current = currentTemplate(sources.templates, reference);
+    const current = await currentTemplate(sources.templates, reference);
     if (current && !targets.has(current.key)) targets.set(current.key, { ...current, floor });
   }
   for (const [key, demanded] of sources.demanded) {
     if (targets.has(key)) continue;
-    const current = currentTemplate(sources.templates, demanded.reference);
+    const current = await currentTemplate(sources.templates, demanded.reference);
     if (current?.key === key) targets.set(key, { ...current, floor: 0 });
   }
   return targets;

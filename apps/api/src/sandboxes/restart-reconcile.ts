@@ -18,7 +18,7 @@ export interface ReconcileDeps {
 export async function reconcileAfterRestart({ registry, runtime, logger, adopted, metrics }: ReconcileDeps): Promise<void> {
   const containers = new Map((await runtime.listManaged()).map((c) => [c.sandboxId, c]));
   const sandboxImages = await runtime.listSandboxImages();
-  for (const record of registry.stored()) {
+  for (const record of await registry.stored()) {
     const log = logger.child({ sandboxId: record.sandboxId });
     const container = containers.get(record.sandboxId);
     containers.delete(record.sandboxId);
@@ -26,20 +26,20 @@ export async function reconcileAfterRestart({ registry, runtime, logger, adopted
       // Paused to the filesystem: the image is the sandbox; a container left over from the pause is not.
       if (container) await runtime.remove(container.containerId);
       if (!(await runtime.imageExists(record.pausedImage))) {
-        registry.forget(record.sandboxId);
+        await registry.forget(record.sandboxId);
         log.warn({ image: record.pausedImage }, 'paused sandbox image is gone; dropping its record');
         continue;
       }
       record.containerId = null;
       record.address = null;
-      registry.persist(record);
+      await registry.persist(record);
       log.info({ state: record.state }, 'paused sandbox adopted after restart');
       continue;
     }
     if (!container || container.status === 'missing' || container.status === 'stopped') {
       if (container) await runtime.remove(container.containerId);
       await runtime.removeSandboxImage(record.sandboxId);
-      registry.forget(record.sandboxId);
+      await registry.forget(record.sandboxId);
       log.warn({ containerStatus: container?.status ?? 'missing' }, 'sandbox container is gone or stopped; dropping its record');
       continue;
     }
@@ -51,7 +51,7 @@ export async function reconcileAfterRestart({ registry, runtime, logger, adopted
       record.state = 'paused';
       record.pausedAt = new Date().toISOString();
     }
-    registry.persist(record);
+    await registry.persist(record);
     adopted(record);
     log.info({ state: record.state, endAt: record.endAt }, 'sandbox adopted after restart');
   }

@@ -40,17 +40,17 @@ export interface CreateSandboxInput extends Omit<SandboxSettings, 'volumeMounts'
 
 /** Where the lifecycle finds volumes (by name on create, by id whenever a container is made). */
 export interface VolumeSource {
-  resolveNames(names: string[]): Array<{ volumeID: string; name: string }>;
+  resolveNames(names: string[]): Promise<Array<{ volumeID: string; name: string }>>;
   /** Keeps the volumes from being deleted until `release`; refuses volumes that no longer exist. */
-  hold(volumeIDs: string[]): { release(): void };
+  hold(volumeIDs: string[]): Promise<{ release(): void }>;
   /** The volume's directory as the container engine sees it. */
   hostDir(volumeID: string): string;
 }
 
 /** Where the lifecycle finds templates: resolution and spawn counting. */
 export interface TemplateSource {
-  resolve(reference: string): ResolvedTemplate;
-  recordSpawn(templateId: string): void;
+  resolve(reference: string): Promise<ResolvedTemplate>;
+  recordSpawn(templateId: string): Promise<void>;
 }
 
 export interface LifecycleDeps {
@@ -135,7 +135,7 @@ export class SandboxLifecycle implements SandboxDirectory {
       if (record.address && record.containerId) await this.deps.runtime.applyEgress?.(record.sandboxId, record.address, egressPolicy(network));
       record.network = network;
       record.allowInternetAccess = update.allow_internet_access ?? null;
-      this.registry.persist(record, 'sandbox network updated');
+      await this.registry.persist(record, 'sandbox network updated');
       this.log(id).info({ allowOut: network.allowOut, denyOut: network.denyOut }, 'sandbox egress rules updated');
     });
   }
@@ -173,12 +173,12 @@ export class SandboxLifecycle implements SandboxDirectory {
   }
 
   /** Checks and resolves a create request's `volumeMounts` (no container exists yet). */
-  private resolveMounts(requested: CreateSandboxInput['volumeMounts']): SandboxVolumeMount[] {
+  private async resolveMounts(requested: CreateSandboxInput['volumeMounts']): Promise<SandboxVolumeMount[]> {
     if (requested.length === 0) return [];
     const problem = volumeMountsProblem(requested);
     if (problem) throw invalid(problem);
     if (!this.deps.volumes) throw invalid('volumes are not available on this platform');
-    const volumes = this.deps.volumes.resolveNames(requested.map((m) => m.name));
+    const volumes = await this.deps.volumes.resolveNames(requested.map((m) => m.name));
     return requested.map((m, i) => ({ name: volumes[i].name, volumeID: volumes[i].volumeID, path: m.path }));
   }
 
@@ -201,8 +201,8 @@ export class SandboxLifecycle implements SandboxDirectory {
   }
 
   private async createNow(input: CreateSandboxInput): Promise<SandboxRecord> {
-    const { template, build } = this.deps.templates.resolve(input.templateRef);
-    const volumeMounts = this.resolveMounts(input.volumeMounts);
+    const { template, build } = await this.deps.templates.resolve(input.templateRef);
+    const volumeMounts = await this.resolveMounts(input.volumeMounts);
     const record = await this.launchPooledOrCold(input.templateRef, {
       image: build.image!,
       from: {
@@ -218,7 +218,7 @@ export class SandboxLifecycle implements SandboxDirectory {
       settings: { ...input, volumeMounts },
       event: `sandbox created from template ${template.templateId} (build ${build.buildId})`,
     });
-    this.deps.templates.recordSpawn(template.templateId);
+    await this.deps.templates.recordSpawn(template.templateId);
     return record;
   }
 
@@ -267,7 +267,7 @@ export class SandboxLifecycle implements SandboxDirectory {
     let held: { release(): void } | undefined;
     try {
       // Held from before the container exists until the record does, so a delete cannot race the creation.
-      if (plan.settings.volumeMounts.length > 0) held = this.requireVolumes().hold(plan.settings.volumeMounts.map((m) => m.volumeID));
+      if (plan.settings.volumeMounts.length > 0) held = await this.requireVolumes().hold(plan.settings.volumeMounts.map((m) => m.volumeID));
     } catch (error) {
       release(1);
       throw error;
@@ -349,7 +349,7 @@ export class SandboxLifecycle implements SandboxDirectory {
       record.startedAt = nowIso();
       record.endAt = inSeconds(settings.timeoutSeconds);
       try {
-        this.registry.persist(record, plan.event);
+        await this.registry.persist(record, plan.event);
       } catch (error) {
         await this.deps.runtime.remove(booted.containerId);
         throw error;
@@ -385,7 +385,7 @@ export class SandboxLifecycle implements SandboxDirectory {
       if (!record || record.containerId !== containerId) return false;
       const { status } = await this.deps.runtime.inspect(containerId);
       if (status === 'running' || status === 'paused') return false;
-      this.registry.recordEvent(id, reason, 'error');
+      await this.registry.recordEvent(id, reason, 'error');
       this.log(id).warn({ containerId, reason, state: record.state }, 'sandbox container is gone; removing the sandbox');
       await this.destroy(record);
       return true;
@@ -396,7 +396,7 @@ export class SandboxLifecycle implements SandboxDirectory {
     this.timers.clear(record.sandboxId);
     if (record.containerId) await this.deps.runtime.remove(record.containerId);
     await this.deps.runtime.removeSandboxImage(record.sandboxId);
-    this.registry.forget(record.sandboxId);
+    await this.registry.forget(record.sandboxId);
     this.metrics.forget(record.sandboxId);
     this.timers.forget(record.sandboxId);
   }
@@ -407,7 +407,7 @@ export class SandboxLifecycle implements SandboxDirectory {
       if (record.state !== 'running') throw conflict(`Sandbox "${id}" is not running`);
       record.endAt = inSeconds(Math.max(0, seconds));
       record.timeoutSeconds = Math.max(0, seconds);
-      this.registry.persist(record);
+      await this.registry.persist(record);
       this.timers.arm(record);
     });
   }
@@ -416,16 +416,16 @@ export class SandboxLifecycle implements SandboxDirectory {
   extend(id: string, seconds: number): Promise<SandboxRecord> {
     return this.withSandbox(id, async (record) => {
       if (record.state !== 'running') throw conflict(`Sandbox "${id}" is not running`);
-      this.extendTo(record, seconds);
+      await this.extendTo(record, seconds);
       return record;
     });
   }
 
-  private extendTo(record: SandboxRecord, seconds: number): void {
+  private async extendTo(record: SandboxRecord, seconds: number): Promise<void> {
     const candidate = inSeconds(seconds);
     if (candidate <= record.endAt) return;
     record.endAt = candidate;
-    this.registry.persist(record);
+    await this.registry.persist(record);
     this.timers.arm(record);
   }
 
@@ -443,17 +443,17 @@ export class SandboxLifecycle implements SandboxDirectory {
       await this.deps.runtime.pause(containerId);
       record.state = 'paused';
       record.pausedAt = nowIso();
-      this.registry.persist(record, 'sandbox paused');
+      await this.registry.persist(record, 'sandbox paused');
     } else {
       // Record the image before the container goes, so a crash in between leaves a resumable sandbox.
       record.pausedImage = await this.deps.runtime.commitSandbox(containerId, record.sandboxId);
       record.state = 'paused';
       record.pausedAt = nowIso();
-      this.registry.persist(record);
+      await this.registry.persist(record);
       await this.deps.runtime.remove(containerId);
       record.containerId = null;
       record.address = null;
-      this.registry.persist(record, 'sandbox paused (filesystem only)');
+      await this.registry.persist(record, 'sandbox paused (filesystem only)');
     }
     this.log(record.sandboxId).info({ keepMemory }, 'sandbox paused');
   }
@@ -471,7 +471,7 @@ export class SandboxLifecycle implements SandboxDirectory {
     return this.withSandbox(id, async (record) => {
       if (record.state === 'paused') return { record: await this.timed('resume', () => this.resumeNow(record, timeoutSeconds)), resumed: true };
       // Without a timeout (the SDK sends none unless asked) a running sandbox keeps the one it has.
-      if (timeoutSeconds !== undefined) this.extendTo(record, timeoutSeconds);
+      if (timeoutSeconds !== undefined) await this.extendTo(record, timeoutSeconds);
       return { record, resumed: false };
     });
   }
@@ -506,7 +506,7 @@ export class SandboxLifecycle implements SandboxDirectory {
     record.startedAt = nowIso();
     record.timeoutSeconds = timeoutSeconds;
     record.endAt = inSeconds(timeoutSeconds);
-    this.registry.persist(record, 'sandbox resumed');
+    await this.registry.persist(record, 'sandbox resumed');
     this.timers.arm(record);
     this.log(record.sandboxId).info('sandbox resumed');
     return record;
@@ -523,7 +523,12 @@ export class SandboxLifecycle implements SandboxDirectory {
           return;
         }
         if (!this.timers.due(id)) return;
-        this.registry.recordEvent(id, 'sandbox timeout reached');
+        // With several replicas on one database, exactly one acts on a timeout.
+        if (!(await this.registry.claimTimeout(id))) {
+          this.log(id).debug('another replica is acting on this timeout');
+          return;
+        }
+        await this.registry.recordEvent(id, 'sandbox timeout reached');
         try {
           if (record.autoPause) await this.timed('pause', () => this.pauseNow(record, record.autoPauseMemory));
           else await this.destroy(record);
@@ -534,6 +539,7 @@ export class SandboxLifecycle implements SandboxDirectory {
           return;
         }
         this.timers.forget(id);
+        if (record.autoPause) await this.registry.releaseTimeout(id);
         this.log(id).info({ action: record.autoPause ? 'pause' : 'kill' }, 'sandbox timed out');
       })
       .catch((error: unknown) => this.log(id).error({ err: error }, 'timeout action failed'));

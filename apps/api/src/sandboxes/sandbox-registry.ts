@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import { PlatformError, sandboxNotFound } from '../errors.ts';
 import type { SandboxRecord } from './sandbox-record.ts';
 import type { SandboxStore } from './sandbox-store.ts';
@@ -6,7 +7,12 @@ import type { SandboxStore } from './sandbox-store.ts';
  * The sandboxes the platform holds: an in-memory map mirroring the store (it serves the proxy),
  * one operation at a time per sandbox, and the concurrency limit.
  */
+/** How long a replica may take to act on a sandbox's timeout before another may try. */
+const TIMEOUT_LEASE_MS = 60_000;
+
 export class SandboxRegistry {
+  /** This process among the replicas sharing the database (lease owner). */
+  readonly replicaId = randomBytes(8).toString('hex');
   private readonly records = new Map<string, SandboxRecord>();
   private readonly queues = new Map<string, Promise<unknown>>();
   /** Creations in flight: they count against the concurrency limit before they exist. */
@@ -33,7 +39,7 @@ export class SandboxRegistry {
   }
 
   /** Records as stored, for restart recovery (the map is empty until they are persisted again). */
-  stored(): SandboxRecord[] {
+  stored(): Promise<SandboxRecord[]> {
     return this.store.all();
   }
 
@@ -55,19 +61,30 @@ export class SandboxRegistry {
     return [...this.queues.values()];
   }
 
-  persist(record: SandboxRecord, event?: string): void {
-    this.store.save(record);
+  /** Stores the record (the map holds it once stored), then its event line. */
+  async persist(record: SandboxRecord, event?: string): Promise<void> {
+    await this.store.save(record);
     this.records.set(record.sandboxId, record);
-    if (event) this.store.recordEvent(record.sandboxId, 'info', event);
+    if (event) await this.store.recordEvent(record.sandboxId, 'info', event);
   }
 
-  recordEvent(id: string, message: string, level: 'info' | 'warn' | 'error' = 'info'): void {
-    this.store.recordEvent(id, level, message);
+  /** True when this replica may act on the sandbox's expired timeout (no other replica holds that duty). */
+  claimTimeout(id: string): Promise<boolean> {
+    return this.store.claimTimeout(id, this.replicaId, new Date(), TIMEOUT_LEASE_MS);
   }
 
-  forget(id: string): void {
-    this.store.delete(id);
+  releaseTimeout(id: string): Promise<void> {
+    return this.store.releaseTimeout(id, this.replicaId);
+  }
+
+  recordEvent(id: string, message: string, level: 'info' | 'warn' | 'error' = 'info'): Promise<void> {
+    return this.store.recordEvent(id, level, message);
+  }
+
+  /** Forgets the sandbox: out of the map at once (nothing routes to it any more), then out of the store. */
+  async forget(id: string): Promise<void> {
     this.records.delete(id);
+    await this.store.delete(id);
   }
 
   /** Slots not held by a sandbox, a creation in flight or a pooled container. */

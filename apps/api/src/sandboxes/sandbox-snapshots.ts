@@ -43,7 +43,7 @@ function snapshotNow(deps: SnapshotDeps, sandboxId: string, name: string | undef
     const image = `${SNAPSHOT_REPOSITORY}:${randomBytes(10).toString('hex')}`;
     await captureFilesystem(deps.runtime, record, image);
     try {
-      const info = deps.catalog.registerSnapshot({
+      const info = await deps.catalog.registerSnapshot({
         sourceSandboxId: record.sandboxId,
         name,
         image,
@@ -53,7 +53,7 @@ function snapshotNow(deps: SnapshotDeps, sandboxId: string, name: string | undef
         memoryMB: record.memoryMB,
         diskSizeMB: record.diskSizeMB,
       });
-      deps.lifecycle.registry.recordEvent(record.sandboxId, `snapshot ${info.snapshotID} taken`);
+      await deps.lifecycle.registry.recordEvent(record.sandboxId, `snapshot ${info.snapshotID} taken`);
       deps.logger.info({ sandboxId: record.sandboxId, snapshotId: info.snapshotID, image, ms: Date.now() - started }, 'snapshot taken');
       return info;
     } catch (error) {

@@ -1,5 +1,5 @@
 import type { SandboxRecord } from './sandbox-record.ts';
-import type { Db } from '../store/database.ts';
+import type { Sql } from '../store/sql.ts';
 
 interface Row {
   sandbox_id: string;
@@ -97,39 +97,59 @@ function toRow(record: SandboxRecord): Row {
 
 const COLUMNS = Object.keys(toRow({} as SandboxRecord & { metadata: object; envVars: object; network: object; volumeMounts: object }));
 
+const UPSERT = `INSERT INTO sandboxes (${COLUMNS.join(', ')}) VALUES (${COLUMNS.map(() => '?').join(', ')})
+  ON CONFLICT (sandbox_id) DO UPDATE SET ${COLUMNS.filter((c) => c !== 'sandbox_id').map((c) => `${c} = excluded.${c}`).join(', ')}`;
+
 /** Persistence of sandbox records and their lifecycle events. */
 export class SandboxStore {
-  private readonly upsertStatement;
-  private readonly eventStatement;
+  constructor(private readonly sql: Sql) {}
 
-  constructor(private readonly db: Db) {
-    this.upsertStatement = db.prepare(
-      `INSERT OR REPLACE INTO sandboxes (${COLUMNS.join(', ')}) VALUES (${COLUMNS.map((c) => `@${c}`).join(', ')})`,
-    );
-    this.eventStatement = db.prepare('INSERT INTO sandbox_events (sandbox_id, timestamp, level, message) VALUES (?, ?, ?, ?)');
-  }
-
-  save(record: SandboxRecord): void {
-    this.upsertStatement.run(toRow(record));
+  async save(record: SandboxRecord): Promise<void> {
+    const row = toRow(record) as unknown as Record<string, string | number | null>;
+    await this.sql.run(UPSERT, COLUMNS.map((c) => row[c] ?? null));
   }
 
   /** Forgets a sandbox and its log lines (a killed sandbox answers 404 everywhere, its logs included). */
-  delete(sandboxId: string): void {
-    this.db.transaction(() => {
-      this.db.prepare('DELETE FROM sandboxes WHERE sandbox_id = ?').run(sandboxId);
-      this.db.prepare('DELETE FROM sandbox_events WHERE sandbox_id = ?').run(sandboxId);
-    })();
+  async delete(sandboxId: string): Promise<void> {
+    await this.sql.transaction(async (sql) => {
+      await sql.run('DELETE FROM sandboxes WHERE sandbox_id = ?', [sandboxId]);
+      await sql.run('DELETE FROM sandbox_events WHERE sandbox_id = ?', [sandboxId]);
+    });
   }
 
-  all(): SandboxRecord[] {
-    return (this.db.prepare('SELECT * FROM sandboxes').all() as Row[]).map(fromRow);
+  async get(sandboxId: string): Promise<SandboxRecord | undefined> {
+    const row = await this.sql.get<Row>('SELECT * FROM sandboxes WHERE sandbox_id = ?', [sandboxId]);
+    return row && fromRow(row);
   }
 
-  recordEvent(sandboxId: string, level: 'debug' | 'info' | 'warn' | 'error', message: string): void {
-    this.eventStatement.run(sandboxId, new Date().toISOString(), level, message);
+  async all(): Promise<SandboxRecord[]> {
+    return (await this.sql.all<Row>('SELECT * FROM sandboxes ORDER BY started_at, sandbox_id')).map(fromRow);
   }
 
-  events(sandboxId: string): Array<{ timestamp: string; level: string; message: string }> {
-    return this.db.prepare('SELECT timestamp, level, message FROM sandbox_events WHERE sandbox_id = ? ORDER BY id').all(sandboxId) as Array<{ timestamp: string; level: string; message: string }>;
+  /**
+   * Takes the right to act on a running sandbox's expired timeout for `leaseMs`: exactly one caller (of all
+   * replicas on the database) gets true while the lease runs; the holder may take it again (a retry).
+   */
+  async claimTimeout(sandboxId: string, owner: string, now: Date, leaseMs: number): Promise<boolean> {
+    const nowMs = now.getTime();
+    const changed = await this.sql.run(
+      `UPDATE sandboxes SET lease_owner = ?, lease_until = ?
+       WHERE sandbox_id = ? AND state = 'running' AND end_at <= ? AND (lease_owner IS NULL OR lease_owner = ? OR lease_until < ?)`,
+      [owner, nowMs + leaseMs, sandboxId, now.toISOString(), owner, nowMs],
+    );
+    return changed === 1;
+  }
+
+  /** Gives a timeout lease back (after the action: the sandbox is paused, or gone with its row). */
+  async releaseTimeout(sandboxId: string, owner: string): Promise<void> {
+    await this.sql.run('UPDATE sandboxes SET lease_owner = NULL, lease_until = NULL WHERE sandbox_id = ? AND lease_owner = ?', [sandboxId, owner]);
+  }
+
+  async recordEvent(sandboxId: string, level: 'debug' | 'info' | 'warn' | 'error', message: string): Promise<void> {
+    await this.sql.run('INSERT INTO sandbox_events (sandbox_id, timestamp, level, message) VALUES (?, ?, ?, ?)', [sandboxId, new Date().toISOString(), level, message]);
+  }
+
+  events(sandboxId: string): Promise<Array<{ timestamp: string; level: string; message: string }>> {
+    return this.sql.all('SELECT timestamp, level, message FROM sandbox_events WHERE sandbox_id = ? ORDER BY id', [sandboxId]);
   }
 }

@@ -45,7 +45,7 @@ function fakeRuntime(startDelayMs = 0) {
 /** Templates by reference → current build id; a missing reference resolves to not found. */
 function templates(builds: Record<string, string>) {
   return {
-    resolve(reference: string): ResolvedTemplate {
+    async resolve(reference: string): Promise<ResolvedTemplate> {
       const buildId = builds[reference];
       if (!buildId) throw new PlatformError('not_found', `template '${reference}' not found`);
       return {

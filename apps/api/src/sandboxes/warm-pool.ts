@@ -20,7 +20,7 @@ export interface AdaptiveSettings extends SizingSettings {
 
 export interface WarmPoolDeps {
   runtime: SandboxRuntime;
-  templates: { resolve(reference: string): ResolvedTemplate };
+  templates: { resolve(reference: string): Promise<ResolvedTemplate> };
   /** Pinned sizes per template reference (`TIDEPOOL_WARM_POOL`): not adapted to demand. */
   targets: WarmPoolTargets;
   /** Set: templates without a pin are sized from recent demand. */
@@ -95,8 +95,7 @@ export class WarmPool {
 
   start(): void {
     if (this.loop) return;
-    this.update();
-    this.loop = this.run();
+    this.loop = this.run(); // decides the targets first
   }
 
   /** Stops refilling (waits for containers being started). `drain` also removes the ready ones. */
@@ -232,9 +231,9 @@ export class WarmPool {
   }
 
   /** Resolves every target to its current build (others' ready containers go), then decides each key's size. */
-  private update(): void {
+  private async update(): Promise<void> {
     const demanded = this.sizes.demanded();
-    const targets = resolveTargets({ templates: this.deps.templates, pinned: this.deps.targets, floors: this.deps.adaptive?.floors, demanded });
+    const targets = await resolveTargets({ templates: this.deps.templates, pinned: this.deps.targets, floors: this.deps.adaptive?.floors, demanded });
     for (const key of [...demanded.keys()]) if (!targets.has(key)) this.sizes.forget(key);
     this.targets = targets;
     void this.removeWhere((p) => !targets.has(p.key) || this.blocked.has(p.templateId), 'its template build is no longer current (rebuilt or removed)');
@@ -279,7 +278,7 @@ export class WarmPool {
       // Claims wake the loop too: a burst of them must not resolve every template each time.
       if (this.targetsStale || Date.now() - decidedAt >= this.checkEveryMs) {
         this.targetsStale = false;
-        this.update();
+        await this.update().catch((error: unknown) => this.deps.logger.warn({ err: error }, 'warm pool: could not resolve its templates; retrying'));
         decidedAt = Date.now();
       }
       const backoff = this.refill.backoffMs();

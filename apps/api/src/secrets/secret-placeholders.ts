@@ -28,3 +28,13 @@ export function requireKnownSecrets(rules: unknown, exists: (name: string) => bo
   const listed = unknown.slice(0, 10).map((name) => JSON.stringify(name.length > 80 ? `${name.slice(0, 80)}…` : name)).join(', ');
   throw invalid(`network.rules refers to ${unknown.length === 1 ? 'an unknown secret' : 'unknown secrets'} ${listed}${unknown.length > 10 ? ` and ${unknown.length - 10} more` : ''}: create ${unknown.length === 1 ? 'it' : 'them'} first (Secret.create)`);
 }
+
+/**
+ * `requireKnownSecrets` against the store: `storedNames` (every stored secret name, lower-case) is read once, and
+ * only when the rules use a placeholder at all, so a request naming thousands of secrets costs one query.
+ */
+export async function requireStoredSecrets(rules: unknown, storedNames: () => Promise<ReadonlySet<string>>): Promise<void> {
+  if (secretNamesInRules(rules).length === 0) return;
+  const stored = await storedNames();
+  requireKnownSecrets(rules, (name) => stored.has(name.toLowerCase()));
+}

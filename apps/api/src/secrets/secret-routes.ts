@@ -9,14 +9,14 @@ import type { SecretStore } from './secret-store.ts';
 export function registerSecretRoutes(app: FastifyInstance, secrets: SecretStore, logger: Logger): void {
   app.post('/secrets', { schema: { body: NewSecretBody } }, async (request, reply) => {
     const body = request.body as Static<typeof NewSecretBody>;
-    const secret = secrets.create(body.name, body.value, body.metadata);
+    const secret = await secrets.create(body.name, body.value, body.metadata);
     logger.info({ secretId: secret.secretID, name: secret.name }, 'secret created');
     return reply.code(201).send(secret);
   });
 
   app.get('/secrets', { schema: { querystring: SecretListQuery } }, async (request, reply) => {
     const query = request.query as Static<typeof SecretListQuery>;
-    const page = keysetPage(secrets.list(), (s) => s.name, parseLimit(query.limit), query.nextToken);
+    const page = keysetPage(await secrets.list(), (s) => s.name, parseLimit(query.limit), query.nextToken);
     if (page.nextToken) void reply.header('x-next-token', page.nextToken);
     return page.items;
   });
@@ -25,14 +25,14 @@ export function registerSecretRoutes(app: FastifyInstance, secrets: SecretStore,
 
   app.post('/secrets/:secretID', { schema: { params: SecretParams, body: SecretUpdateBody } }, async (request) => {
     const body = request.body as Static<typeof SecretUpdateBody>;
-    const secret = secrets.update((request.params as Static<typeof SecretParams>).secretID, body.value, body.metadata);
+    const secret = await secrets.update((request.params as Static<typeof SecretParams>).secretID, body.value, body.metadata);
     logger.info({ secretId: secret.secretID, name: secret.name, version: secret.currentVersion }, 'secret updated');
     return secret;
   });
 
   app.delete('/secrets/:secretID', { schema: { params: SecretParams } }, async (request, reply) => {
     const { secretID } = request.params as Static<typeof SecretParams>;
-    secrets.remove(secretID);
+    await secrets.remove(secretID);
     logger.info({ secret: secretID }, 'secret destroyed');
     return reply.code(204).send();
   });

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import type { Logger } from 'pino';
 import { conflict, notFound, PlatformError } from '../errors.ts';
-import type { Db } from '../store/database.ts';
+import type { Sql } from '../store/sql.ts';
 import { type SecretCipher, SecretsKeyError } from './secret-crypto.ts';
 import type { SecretInfo } from './secret-model.ts';
 import { canonicalSecretName, checkSecretMetadata, checkSecretValue, SECRET_ID_PREFIX, secretReference } from './secret-rules.ts';
@@ -46,23 +46,32 @@ const wrongKey = (): PlatformError =>
 export class SecretStore {
   private keyed: { cipher: SecretCipher; matches: boolean } | undefined;
 
+  private constructor(private readonly sql: Sql, private readonly loadCipher: () => SecretCipher, private readonly logger: Logger) {}
+
   /** `loadCipher` runs once, at the first use of the key (or now, when secrets were sealed before). */
-  constructor(private readonly db: Db, private readonly loadCipher: () => SecretCipher, private readonly logger: Logger) {
-    if (db.prepare('SELECT 1 FROM secret_key_check').get() !== undefined) this.key();
+  static async open(sql: Sql, loadCipher: () => SecretCipher, logger: Logger): Promise<SecretStore> {
+    const store = new SecretStore(sql, loadCipher, logger);
+    if ((await sql.get('SELECT 1 AS one FROM secret_key_check')) !== undefined) await store.key();
+    return store;
   }
 
   /** Whether the configured key opens what was sealed before (loads the key). */
-  keyMatches(): boolean {
-    return this.key().matches;
+  async keyMatches(): Promise<boolean> {
+    return (await this.key()).matches;
   }
 
-  private key(): { cipher: SecretCipher; matches: boolean } {
+  private async key(): Promise<{ cipher: SecretCipher; matches: boolean }> {
     if (this.keyed) return this.keyed;
     const cipher = this.loadCipher();
-    const check = this.db.prepare('SELECT sealed FROM secret_key_check WHERE id = 1').get() as { sealed: Buffer } | undefined;
+    let check = await this.sql.get<{ sealed: Buffer }>('SELECT sealed FROM secret_key_check WHERE id = 1');
+    if (!check) {
+      // Replicas racing on the first use: the first check row written is the one every replica compares with.
+      await this.sql.run('INSERT INTO secret_key_check (id, sealed) VALUES (1, ?) ON CONFLICT (id) DO NOTHING', [cipher.seal(KEY_CHECK_TEXT, KEY_CHECK_CONTEXT)]);
+      check = await this.sql.get<{ sealed: Buffer }>('SELECT sealed FROM secret_key_check WHERE id = 1');
+    }
     let matches = true;
     if (!check) {
-      this.db.prepare('INSERT INTO secret_key_check (id, sealed) VALUES (1, ?)').run(cipher.seal(KEY_CHECK_TEXT, KEY_CHECK_CONTEXT));
+      throw new Error('store: the secrets key check row vanished right after it was written');
     } else {
       try {
         matches = cipher.open(check.sealed, KEY_CHECK_CONTEXT) === KEY_CHECK_TEXT;
@@ -76,63 +85,76 @@ export class SecretStore {
     return this.keyed;
   }
 
-  create(rawName: string, value: string, metadata: Record<string, string> = {}): SecretInfo {
+  async create(rawName: string, value: string, metadata: Record<string, string> = {}): Promise<SecretInfo> {
     const name = canonicalSecretName(rawName);
     checkSecretValue(value);
     checkSecretMetadata(metadata);
-    const cipher = this.cipherForWrites();
+    const cipher = await this.cipherForWrites();
     const secretId = `${SECRET_ID_PREFIX}${randomBytes(12).toString('hex')}`;
     const now = new Date().toISOString();
-    const inserted = this.db
-      .prepare('INSERT INTO secrets (secret_id, name, version, sealed, metadata, created_at, updated_at) VALUES (?, ?, 1, ?, ?, ?, ?) ON CONFLICT (name) DO NOTHING')
-      .run(secretId, name, cipher.seal(value, sealContext(secretId, 1)), JSON.stringify(metadata), now, now);
-    if (inserted.changes !== 1) throw conflict(`a secret named '${name}' already exists`);
+    const inserted = await this.sql.run(
+      'INSERT INTO secrets (secret_id, name, version, sealed, metadata, created_at, updated_at) VALUES (?, ?, 1, ?, ?, ?, ?) ON CONFLICT (name) DO NOTHING',
+      [secretId, name, cipher.seal(value, sealContext(secretId, 1)), JSON.stringify(metadata), now, now],
+    );
+    if (inserted !== 1) throw conflict(`a secret named '${name}' already exists`);
     return this.require(secretId);
   }
 
   /** A new version of the value; metadata is replaced when given, kept otherwise. */
-  update(reference: string, value: string, metadata?: Record<string, string>): SecretInfo {
+  async update(reference: string, value: string, metadata?: Record<string, string>): Promise<SecretInfo> {
     checkSecretValue(value);
     if (metadata) checkSecretMetadata(metadata);
-    const current = this.require(reference);
-    const cipher = this.cipherForWrites();
+    const current = await this.require(reference);
+    const cipher = await this.cipherForWrites();
     const version = current.currentVersion + 1;
-    this.db
-      .prepare('UPDATE secrets SET version = ?, sealed = ?, metadata = ?, updated_at = ? WHERE secret_id = ?')
-      .run(version, cipher.seal(value, sealContext(current.secretID, version)), JSON.stringify(metadata ?? current.metadata), new Date().toISOString(), current.secretID);
+    // Only over the version read: a concurrent update (another request or replica) makes this one a 409, not a lost write.
+    const changed = await this.sql.run('UPDATE secrets SET version = ?, sealed = ?, metadata = ?, updated_at = ? WHERE secret_id = ? AND version = ?', [
+      version,
+      cipher.seal(value, sealContext(current.secretID, version)),
+      JSON.stringify(metadata ?? current.metadata),
+      new Date().toISOString(),
+      current.secretID,
+      current.currentVersion,
+    ]);
+    if (changed !== 1) throw conflict(`secret '${reference}' was changed or removed meanwhile: try again`);
     return this.require(current.secretID);
   }
 
   /** By `sec_…` identifier or by name (any case); 404 when there is none. */
-  require(reference: string): SecretInfo {
-    const row = this.find(reference);
+  async require(reference: string): Promise<SecretInfo> {
+    const row = await this.find(reference);
     if (!row) throw notFound(`secret '${reference}' not found`);
     return toInfo(row);
   }
 
   /** Whether a secret with this name (any case) exists; false for a name no secret could have. */
-  has(name: string): boolean {
-    return this.db.prepare('SELECT 1 FROM secrets WHERE name = ?').get(name.toLowerCase()) !== undefined;
+  async has(name: string): Promise<boolean> {
+    return (await this.sql.get('SELECT 1 AS one FROM secrets WHERE name = ?', [name.toLowerCase()])) !== undefined;
+  }
+
+  /** Every stored secret name (lower-case, as stored). */
+  async names(): Promise<Set<string>> {
+    return new Set((await this.sql.all<{ name: string }>('SELECT name FROM secrets')).map((row) => row.name));
   }
 
   /** Every secret's metadata, by name. */
-  list(): SecretInfo[] {
-    return (this.db.prepare(`SELECT ${INFO_COLUMNS} FROM secrets ORDER BY name`).all() as Omit<SecretRow, 'sealed'>[]).map(toInfo);
+  async list(): Promise<SecretInfo[]> {
+    return (await this.sql.all<Omit<SecretRow, 'sealed'>>(`SELECT ${INFO_COLUMNS} FROM secrets ORDER BY name`)).map(toInfo);
   }
 
-  remove(reference: string): void {
-    const row = this.find(reference);
-    if (!row || this.db.prepare('DELETE FROM secrets WHERE secret_id = ?').run(row.secret_id).changes !== 1) throw notFound(`secret '${reference}' not found`);
+  async remove(reference: string): Promise<void> {
+    const row = await this.find(reference);
+    if (!row || (await this.sql.run('DELETE FROM secrets WHERE secret_id = ?', [row.secret_id])) !== 1) throw notFound(`secret '${reference}' not found`);
   }
 
   /**
    * The current value of the secret with this name, for the platform's own use (network rule transforms);
    * undefined when there is none. Never for a route's answer.
    */
-  resolveSecret(name: string): string | undefined {
-    const row = this.db.prepare('SELECT secret_id, version, sealed FROM secrets WHERE name = ?').get(name.toLowerCase()) as Pick<SecretRow, 'secret_id' | 'version' | 'sealed'> | undefined;
+  async resolveSecret(name: string): Promise<string | undefined> {
+    const row = await this.sql.get<Pick<SecretRow, 'secret_id' | 'version' | 'sealed'>>('SELECT secret_id, version, sealed FROM secrets WHERE name = ?', [name.toLowerCase()]);
     if (!row) return undefined;
-    const cipher = this.cipherForWrites();
+    const cipher = await this.cipherForWrites();
     try {
       return cipher.open(row.sealed, sealContext(row.secret_id, row.version));
     } catch (error) {
@@ -141,17 +163,17 @@ export class SecretStore {
     }
   }
 
-  private find(reference: string): Omit<SecretRow, 'sealed'> | undefined {
+  private find(reference: string): Promise<Omit<SecretRow, 'sealed'> | undefined> {
     const ref = secretReference(reference);
     const [column, key] = 'secretId' in ref ? ['secret_id', ref.secretId] : ['name', ref.name];
-    return this.db.prepare(`SELECT ${INFO_COLUMNS} FROM secrets WHERE ${column} = ?`).get(key) as Omit<SecretRow, 'sealed'> | undefined;
+    return this.sql.get<Omit<SecretRow, 'sealed'>>(`SELECT ${INFO_COLUMNS} FROM secrets WHERE ${column} = ?`, [key]);
   }
 
   /** The cipher, when the configured key is the one secrets were sealed with (else a clear 500). */
-  private cipherForWrites(): SecretCipher {
+  private async cipherForWrites(): Promise<SecretCipher> {
     let keyed;
     try {
-      keyed = this.key();
+      keyed = await this.key();
     } catch (error) {
       if (error instanceof SecretsKeyError) throw new PlatformError('internal', error.message);
       throw error;

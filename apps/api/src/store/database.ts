@@ -1,90 +1,15 @@
-import Database from 'better-sqlite3';
-import { mkdirSync } from 'node:fs';
-import { join } from 'node:path';
+import type { Logger } from 'pino';
+import { PostgresDatabase } from './postgres-database.ts';
+import type { Database } from './sql.ts';
+import { SqliteDatabase } from './sqlite-database.ts';
 
-export type Db = Database.Database;
+export type { Database, Sql, SqlValue } from './sql.ts';
 
-/** Numbered schema migrations; applied in order, each exactly once. */
-const MIGRATIONS: string[] = [
-  `CREATE TABLE settings (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-   CREATE TABLE api_keys (hash TEXT PRIMARY KEY, prefix TEXT NOT NULL, created_at TEXT NOT NULL);
-   CREATE TABLE templates (
-     template_id TEXT PRIMARY KEY, alias TEXT UNIQUE, image TEXT NOT NULL,
-     cpu_count INTEGER NOT NULL, memory_mb INTEGER NOT NULL, disk_size_mb INTEGER NOT NULL,
-     envd_version TEXT NOT NULL, build_id TEXT NOT NULL, public INTEGER NOT NULL DEFAULT 0,
-     created_at TEXT NOT NULL, updated_at TEXT NOT NULL, spawn_count INTEGER NOT NULL DEFAULT 0,
-     last_spawned_at TEXT, build_count INTEGER NOT NULL DEFAULT 1);
-   CREATE TABLE sandboxes (
-     sandbox_id TEXT PRIMARY KEY, template_id TEXT NOT NULL, alias TEXT,
-     state TEXT NOT NULL, container_id TEXT, address TEXT, paused_image TEXT,
-     started_at TEXT NOT NULL, end_at TEXT NOT NULL, timeout_seconds INTEGER NOT NULL, paused_at TEXT,
-     cpu_count INTEGER NOT NULL, memory_mb INTEGER NOT NULL, disk_size_mb INTEGER NOT NULL,
-     envd_version TEXT NOT NULL, envd_access_token TEXT NOT NULL, traffic_access_token TEXT,
-     metadata TEXT NOT NULL, env_vars TEXT NOT NULL, network TEXT NOT NULL,
-     allow_internet_access INTEGER, auto_pause INTEGER NOT NULL, auto_pause_memory INTEGER NOT NULL,
-     auto_resume INTEGER NOT NULL);
-   CREATE TABLE sandbox_events (
-     id INTEGER PRIMARY KEY AUTOINCREMENT, sandbox_id TEXT NOT NULL, timestamp TEXT NOT NULL,
-     level TEXT NOT NULL, message TEXT NOT NULL);
-   CREATE INDEX sandbox_events_by_sandbox ON sandbox_events (sandbox_id, timestamp);`,
-  // Templates become a resource: builds (one image each), tags pointing at builds, build logs, the
-  // images each build uses, uploaded context archives; sandboxes remember their build and its defaults.
-  `CREATE TABLE templates_v2 (
-     template_id TEXT PRIMARY KEY, alias TEXT UNIQUE, kind TEXT NOT NULL DEFAULT 'template',
-     public INTEGER NOT NULL DEFAULT 0, cpu_count INTEGER NOT NULL, memory_mb INTEGER NOT NULL,
-     disk_size_mb INTEGER NOT NULL, created_at TEXT NOT NULL, updated_at TEXT NOT NULL,
-     spawn_count INTEGER NOT NULL DEFAULT 0, last_spawned_at TEXT, source_sandbox_id TEXT);
-   CREATE TABLE template_builds (
-     build_id TEXT PRIMARY KEY, template_id TEXT NOT NULL, status TEXT NOT NULL, image TEXT,
-     cpu_count INTEGER NOT NULL, memory_mb INTEGER NOT NULL, disk_size_mb INTEGER NOT NULL,
-     envd_version TEXT, defaults TEXT NOT NULL, spec TEXT, reason TEXT, requested_tags TEXT NOT NULL DEFAULT '["default"]',
-     created_at TEXT NOT NULL, updated_at TEXT NOT NULL, finished_at TEXT);
-   CREATE INDEX template_builds_by_template ON template_builds (template_id, created_at);
-   CREATE TABLE template_tags (
-     template_id TEXT NOT NULL, tag TEXT NOT NULL, build_id TEXT NOT NULL, created_at TEXT NOT NULL,
-     PRIMARY KEY (template_id, tag));
-   CREATE TABLE build_logs (
-     build_id TEXT NOT NULL, seq INTEGER NOT NULL, timestamp TEXT NOT NULL, level TEXT NOT NULL,
-     message TEXT NOT NULL, step TEXT, PRIMARY KEY (build_id, seq));
-   CREATE TABLE build_images (build_id TEXT NOT NULL, image TEXT NOT NULL, PRIMARY KEY (build_id, image));
-   CREATE TABLE context_files (
-     files_hash TEXT NOT NULL, template_id TEXT NOT NULL, size INTEGER NOT NULL, uploaded_at TEXT NOT NULL,
-     PRIMARY KEY (files_hash, template_id));
-   INSERT INTO templates_v2 (template_id, alias, kind, public, cpu_count, memory_mb, disk_size_mb, created_at, updated_at, spawn_count, last_spawned_at)
-     SELECT template_id, alias, 'template', public, cpu_count, memory_mb, disk_size_mb, created_at, updated_at, spawn_count, last_spawned_at FROM templates;
-   INSERT INTO template_builds (build_id, template_id, status, image, cpu_count, memory_mb, disk_size_mb, envd_version, defaults, created_at, updated_at, finished_at)
-     SELECT build_id, template_id, 'ready', image, cpu_count, memory_mb, disk_size_mb, envd_version,
-       '{"user":"user","workdir":"/home/user","envs":{},"startCmd":null,"readyCmd":null}', created_at, updated_at, updated_at FROM templates;
-   INSERT INTO template_tags (template_id, tag, build_id, created_at) SELECT template_id, 'default', build_id, created_at FROM templates;
-   DROP TABLE templates;
-   ALTER TABLE templates_v2 RENAME TO templates;
-   ALTER TABLE sandboxes ADD COLUMN build_id TEXT NOT NULL DEFAULT 'base';
-   ALTER TABLE sandboxes ADD COLUMN defaults TEXT NOT NULL DEFAULT '{"user":"user","workdir":"/home/user","envs":{},"startCmd":null,"readyCmd":null}';`,
-  // Volumes: named directories under <dataDir>/volumes/<volume_id>; sandboxes remember what they mount.
-  `CREATE TABLE volumes (volume_id TEXT PRIMARY KEY, name TEXT NOT NULL UNIQUE, token TEXT NOT NULL, created_at TEXT NOT NULL);
-   ALTER TABLE sandboxes ADD COLUMN volume_mounts TEXT NOT NULL DEFAULT '[]';`,
-  // Secrets (secrets/secret-store.ts): metadata in the clear, the value sealed (AES-256-GCM); one key check row.
-  `CREATE TABLE secrets (
-     secret_id TEXT PRIMARY KEY, name TEXT NOT NULL UNIQUE, version INTEGER NOT NULL, sealed BLOB NOT NULL,
-     metadata TEXT NOT NULL, created_at TEXT NOT NULL, updated_at TEXT NOT NULL);
-   CREATE TABLE secret_key_check (id INTEGER PRIMARY KEY CHECK (id = 1), sealed BLOB NOT NULL);`,
-];
-
-/** Opens (creating if needed) the platform database in the data directory and migrates it. */
-export function openDatabase(dataDir: string): Db {
-  mkdirSync(dataDir, { recursive: true });
-  const db = new Database(join(dataDir, 'tidepool.db'));
-  db.pragma('journal_mode = WAL');
-  db.pragma('synchronous = NORMAL');
-  db.exec('CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, applied_at TEXT NOT NULL)');
-  const applied = new Set((db.prepare('SELECT version FROM schema_migrations').all() as { version: number }[]).map((r) => r.version));
-  MIGRATIONS.forEach((sql, index) => {
-    const version = index + 1;
-    if (applied.has(version)) return;
-    db.transaction(() => {
-      db.exec(sql);
-      db.prepare('INSERT INTO schema_migrations (version, applied_at) VALUES (?, ?)').run(version, new Date().toISOString());
-    })();
-  });
-  return db;
+/**
+ * The platform database: PostgreSQL when `databaseUrl` is set (shared by replicas), else SQLite in
+ * the data directory. Either way migrated to the current schema before it is returned.
+ */
+export async function openDatabase(options: { dataDir: string; databaseUrl: string; logger: Logger }): Promise<Database> {
+  if (options.databaseUrl) return PostgresDatabase.open({ url: options.databaseUrl, logger: options.logger });
+  return SqliteDatabase.open(options.dataDir);
 }

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
-import type { Db } from '../store/database.ts';
 import { settingOrCreate } from '../store/settings.ts';
+import type { Sql } from '../store/sql.ts';
 
 /** A team as the platform knows it. Tidepool has one team for now: every API key belongs to it. */
 export interface Team {
@@ -14,10 +14,11 @@ const DEFAULT_TEAM_SETTING = 'default_team_id';
 
 /** The teams a caller belongs to. One default team whose id is made once (a UUID) and kept in the settings table. */
 export class TeamDirectory {
-  private readonly defaultTeamId: string;
+  private constructor(private readonly defaultTeamId: string) {}
 
-  constructor(db: Db) {
-    this.defaultTeamId = settingOrCreate(db, DEFAULT_TEAM_SETTING, () => randomUUID());
+  /** Reads the default team's id from the settings (making it on first use). */
+  static async open(sql: Sql): Promise<TeamDirectory> {
+    return new TeamDirectory(await settingOrCreate(sql, DEFAULT_TEAM_SETTING, () => randomUUID()));
   }
 
   /** The teams of the holder of a valid API key (the caller's one team). */

@@ -10,7 +10,7 @@ export async function registerBaseTemplate(catalog: TemplateCatalog, runtime: Sa
     throw new PlatformError('internal', `base image '${image}' does not exist: build it with 'bash scripts/build-images.sh' (or set TIDEPOOL_BASE_IMAGE)`);
   }
   const envdVersion = (await runtime.imageEnvdVersion(image)) ?? '0.6.13';
-  catalog.registerBase(image, envdVersion);
+  await catalog.registerBase(image, envdVersion);
   logger.info({ image, envdVersion }, 'base template ready');
 }
 
@@ -36,12 +36,12 @@ export async function registerCodeInterpreterTemplate(catalog: TemplateCatalog, 
   const missing = image === '' ? 'TIDEPOOL_CODE_INTERPRETER_IMAGE is empty' : (await runtime.imageExists(image)) ? undefined : `its image '${image}' does not exist`;
   if (missing) {
     const why = `${missing}; build it with 'bash scripts/build-images.sh' (or set TIDEPOOL_CODE_INTERPRETER_IMAGE) and restart the platform`;
-    catalog.withdrawBuiltin(CODE_INTERPRETER_TEMPLATE_ID, why);
+    await catalog.withdrawBuiltin(CODE_INTERPRETER_TEMPLATE_ID, why);
     if (image !== '') logger.warn({ image }, `the '${CODE_INTERPRETER_TEMPLATE_NAME}' template is not offered: ${why}`);
     return false;
   }
   const envdVersion = (await runtime.imageEnvdVersion(image)) ?? '0.6.13';
-  catalog.registerBuiltin({
+  await catalog.registerBuiltin({
     templateId: CODE_INTERPRETER_TEMPLATE_ID,
     alias: CODE_INTERPRETER_TEMPLATE_NAME,
     image,

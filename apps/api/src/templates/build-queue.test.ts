@@ -4,7 +4,8 @@ import { join } from 'node:path';
 import pino from 'pino';
 import { describe, expect, it } from 'vitest';
 import { PlatformError } from '../errors.ts';
-import { openDatabase } from '../store/database.ts';
+import { LeaseStore } from '../store/lease-store.ts';
+import { SqliteDatabase } from '../store/sqlite-database.ts';
 import { boundedReporter, BuildQueue, MAX_LOG_ENTRIES } from './build-queue.ts';
 import { ContextFiles } from './context-files.ts';
 import { TemplateCatalog } from './template-catalog.ts';
@@ -13,7 +14,7 @@ import { TemplateStore } from './template-store.ts';
 
 function fakeStore(): { store: TemplateStore; entries: Array<{ level: LogLevel; message: string }> } {
   const entries: Array<{ level: LogLevel; message: string }> = [];
-  const store = { appendLog: (_buildId: string, level: LogLevel, message: string) => entries.push({ level, message }) } as unknown as TemplateStore;
+  const store = { appendLog: async (_buildId: string, level: LogLevel, message: string) => void entries.push({ level, message }) } as unknown as TemplateStore;
   return { store, entries };
 }
 
@@ -40,7 +41,7 @@ describe('build queue', () => {
   /** A real store in a temporary data dir, and a builder that runs until it is aborted. */
   function setup() {
     const dir = mkdtempSync(join(tmpdir(), 'tidepool-queue-'));
-    const db = openDatabase(dir);
+    const db = SqliteDatabase.open(dir);
     const store = new TemplateStore(db);
     const catalog = new TemplateCatalog(store);
     const calls: string[] = [];
@@ -55,65 +56,103 @@ describe('build queue', () => {
     return { store, catalog, queue, calls, db };
   }
 
+  /** Two replicas (build queues) on one database, each with its own lease owner. */
+  function replicas(ttlMs: number) {
+    const base = setup();
+    const leases = new LeaseStore(base.db);
+    const builder = {
+      build: (_job: unknown, _reporter: unknown, signal: AbortSignal) => new Promise<never>((_resolve, reject) => signal.addEventListener('abort', () => reject(signal.reason))),
+      removeLeftovers: async (buildId: string) => void base.calls.push(`leftovers ${buildId}`),
+      removeAllBuildContainers: async () => (base.calls.push('all containers'), 0),
+      removeBuildImages: async () => undefined,
+    };
+    const queueOf = (owner: string) =>
+      new BuildQueue({ catalog: base.catalog, store: base.store, builder, contextFiles: new ContextFiles(mkdtempSync(join(tmpdir(), 'tidepool-queue-')), 1024), maxConcurrent: 2, logger: pino({ level: 'silent' }), leases: { store: leases, owner, ttlMs } });
+    return { ...base, leases, a: queueOf('replica-a'), b: queueOf('replica-b') };
+  }
+
+  it('with replicas, a start-up fails only builds no live replica holds, and never removes every build container', async () => {
+    const { store, catalog, leases, a, b, calls, db } = replicas(300);
+    const running = (await catalog.registerBuild({ name: 'running', cpuCount: 1, memoryMB: 128 })).build;
+    const orphan = (await catalog.registerBuild({ name: 'orphan', cpuCount: 1, memoryMB: 128 })).build;
+    await a.start(running.templateId, running.buildId, spec);
+    // A replica that died mid-build: its build is 'building' and its lease ran out.
+    await store.saveBuild({ ...orphan, status: 'building', spec });
+    await leases.acquire(`build:${orphan.buildId}`, 'replica-dead', 300, Date.now() - 1_000);
+    // Longer than the lease: replica A renews it while its build runs.
+    await new Promise((resolve) => setTimeout(resolve, 700));
+    await b.recoverAfterRestart();
+    expect((await store.build(running.buildId))!.status).toBe('building');
+    expect(await store.build(orphan.buildId)).toMatchObject({ status: 'error', reason: { message: expect.stringMatching(/restarted/) } });
+    expect(calls).toEqual([`leftovers ${orphan.buildId}`]);
+    // B cannot start what A runs; once A is gone (stopped: its build failed, lease released) nothing is left held.
+    await expect(b.start(running.templateId, running.buildId, spec)).rejects.toThrow(/not in waiting state/);
+    await a.stop();
+    await b.stop();
+    expect(await store.build(running.buildId)).toMatchObject({ status: 'error', reason: { message: expect.stringMatching(/shutting down/) } });
+    expect(await leases.holder(`build:${running.buildId}`)).toBeUndefined();
+    await db.close();
+  });
+
   const spec: BuildSpec = { fromImage: null, fromTemplate: null, fromImageRegistry: null, force: false, steps: [], startCmd: null, readyCmd: null };
 
   it('marks builds a restart interrupted as failed with a reason and removes what they left', async () => {
     const { store, catalog, queue, calls, db } = setup();
-    const { build } = catalog.registerBuild({ name: 'interrupted', cpuCount: 1, memoryMB: 128 });
-    store.saveBuild({ ...build, status: 'building', spec });
+    const { build } = await catalog.registerBuild({ name: 'interrupted', cpuCount: 1, memoryMB: 128 });
+    await store.saveBuild({ ...build, status: 'building', spec });
     await queue().recoverAfterRestart();
-    const after = store.build(build.buildId)!;
+    const after = (await store.build(build.buildId))!;
     expect(after.status).toBe('error');
     expect(after.reason?.message).toMatch(/restarted while this build was running/);
     expect(calls).toEqual(['containers', `leftovers ${build.buildId}`]);
-    db.close();
+    await db.close();
   });
 
   it('starts only waiting builds, one template build at a time wins, and a shutdown fails running builds', async () => {
     const { store, catalog, queue: makeQueue, db } = setup();
     const queue = makeQueue(2);
-    const first = catalog.registerBuild({ name: 'q', cpuCount: 1, memoryMB: 128 }).build;
-    const second = catalog.registerBuild({ name: 'q', cpuCount: 1, memoryMB: 128 }).build;
-    queue.start(first.templateId, first.buildId, spec);
-    expect(store.build(first.buildId)!.status).toBe('building');
-    expect(() => queue.start(first.templateId, first.buildId, spec)).toThrow(/not in waiting state/);
+    const first = (await catalog.registerBuild({ name: 'q', cpuCount: 1, memoryMB: 128 })).build;
+    const second = (await catalog.registerBuild({ name: 'q', cpuCount: 1, memoryMB: 128 })).build;
+    await queue.start(first.templateId, first.buildId, spec);
+    expect((await store.build(first.buildId))!.status).toBe('building');
+    await expect(queue.start(first.templateId, first.buildId, spec)).rejects.toThrow(/not in waiting state/);
     // A newer build of the same template cancels the one in flight.
-    queue.start(second.templateId, second.buildId, spec);
+    await queue.start(second.templateId, second.buildId, spec);
     await new Promise((resolve) => setTimeout(resolve, 50));
-    expect(store.build(first.buildId)).toMatchObject({ status: 'error', reason: { message: expect.stringMatching(/cancelled/) } });
+    expect(await store.build(first.buildId)).toMatchObject({ status: 'error', reason: { message: expect.stringMatching(/cancelled/) } });
     await queue.stop();
-    expect(store.build(second.buildId)).toMatchObject({ status: 'error', reason: { message: expect.stringMatching(/shutting down/) } });
-    db.close();
+    expect(await store.build(second.buildId)).toMatchObject({ status: 'error', reason: { message: expect.stringMatching(/shutting down/) } });
+    await db.close();
   });
 
   it('refuses a start past the waiting line as busy, changing nothing; a cancelled waiting build frees its place at once', async () => {
     const { store, catalog, queue: makeQueue, db } = setup();
     const queue = makeQueue(1, 1);
-    const [running, waiting, refused] = ['a', 'b', 'c'].map((name) => catalog.registerBuild({ name, cpuCount: 1, memoryMB: 128 }).build);
-    queue.start(running.templateId, running.buildId, spec);
+    const [running, waiting, refused] = await Promise.all(['a', 'b', 'c'].map(async (name) => (await catalog.registerBuild({ name, cpuCount: 1, memoryMB: 128 })).build));
+    await queue.start(running.templateId, running.buildId, spec);
     queue.ensureRoom();
-    queue.start(waiting.templateId, waiting.buildId, spec);
+    await queue.start(waiting.templateId, waiting.buildId, spec);
     expect(queue.queuedCount()).toBe(1);
     let thrown: unknown;
     try {
-      queue.start(refused.templateId, refused.buildId, spec);
+      await queue.start(refused.templateId, refused.buildId, spec);
     } catch (error) {
       thrown = error;
     }
     expect(thrown).toBeInstanceOf(PlatformError);
     expect(thrown).toMatchObject({ kind: 'busy', retryAfterSeconds: 10, message: expect.stringMatching(/build queue is full/) });
     expect(() => queue.ensureRoom()).toThrow(/build queue is full/);
-    expect(store.build(refused.buildId)!.status).toBe('waiting');
+    expect((await store.build(refused.buildId))!.status).toBe('waiting');
 
     // Deleting the waiting build's template must not wait for the running build to finish.
     const started = Date.now();
     await queue.abortTemplate(waiting.templateId);
     expect(Date.now() - started).toBeLessThan(1_000);
     expect(queue.queuedCount()).toBe(0);
-    expect(store.build(waiting.buildId)).toMatchObject({ status: 'error', reason: { message: expect.stringMatching(/template was deleted/) } });
-    queue.start(refused.templateId, refused.buildId, spec);
-    expect(store.build(refused.buildId)!.status).toBe('building');
+    expect(await store.build(waiting.buildId)).toMatchObject({ status: 'error', reason: { message: expect.stringMatching(/template was deleted/) } });
+    await queue.start(refused.templateId, refused.buildId, spec);
+    expect((await store.build(refused.buildId))!.status).toBe('building');
     await queue.stop();
-    db.close();
+    await db.close();
   });
 });

@@ -5,8 +5,9 @@ import { filesHashesOf } from './build-request.ts';
 import type { ContextFiles } from './context-files.ts';
 import type { TemplateCatalog } from './template-catalog.ts';
 import type { BuildJob, BuildReporter, BuiltTemplate } from './build/template-builder.ts';
-import type { BuildRecord, BuildSpec } from './template-model.ts';
+import type { BuildRecord, BuildSpec, LogLevel } from './template-model.ts';
 import type { TemplateStore } from './template-store.ts';
+import type { LeaseStore } from '../store/lease-store.ts';
 
 /** The engine that turns a build into an image (templates/build/template-builder.ts). */
 export interface BuildRunner {
@@ -31,28 +32,50 @@ export interface BuildQueueDeps {
   logger: Logger;
   /** Prometheus: build durations and build containers removed at start-up (none: not reported). */
   metrics?: MetricsSink;
+  /**
+   * Replicas sharing the database: each running build holds the lease `build:<id>` (renewed while it runs),
+   * and only builds whose lease ran out count as interrupted. Without it (one process per database) every
+   * build still `building` at start-up was interrupted.
+   */
+  leases?: BuildLeases;
 }
+
+export interface BuildLeases {
+  store: LeaseStore;
+  /** This replica. */
+  owner: string;
+  /** Lease length (default 60 s); renewed every third of it, and orphans are looked for as often. */
+  ttlMs?: number;
+}
+
+const leaseName = (buildId: string): string => `build:${buildId}`;
 
 /** Log entries kept per build: past this, output lines are dropped (warnings and errors get a little more room). */
 export const MAX_LOG_ENTRIES = 20_000;
 const MAX_LOG_ENTRIES_HARD = MAX_LOG_ENTRIES + 1_000;
 
 /** Writes a build's log entries to the store, bounded: a RUN that prints forever cannot fill the disk. */
-export function boundedReporter(store: TemplateStore, buildId: string): BuildReporter {
+export function boundedReporter(store: TemplateStore, buildId: string, logger?: Logger): BuildReporter & { settled(): Promise<void> } {
   let written = 0;
   let truncated = false;
+  let last: Promise<void> = Promise.resolve();
+  const append = (level: LogLevel, message: string, step: string | undefined): void => {
+    last = store.appendLog(buildId, level, message, step).catch((error: unknown) => logger?.warn({ err: error, buildId }, 'could not store a build log line'));
+  };
   return {
+    /** Resolves once every line logged so far is stored (status changes wait for it: logs are complete when a build ends). */
+    settled: () => last,
     log(level, message, step) {
       const important = level === 'warn' || level === 'error';
       if (written >= (important ? MAX_LOG_ENTRIES_HARD : MAX_LOG_ENTRIES)) {
         if (!truncated && !important) {
           truncated = true;
-          store.appendLog(buildId, 'warn', `build log truncated: more than ${MAX_LOG_ENTRIES} entries; further output is not kept`, step);
+          append('warn', `build log truncated: more than ${MAX_LOG_ENTRIES} entries; further output is not kept`, step);
           written += 1;
         }
         return;
       }
-      store.appendLog(buildId, level, message.length > 16_384 ? `${message.slice(0, 16_384)}…` : message, step);
+      append(level, message.length > 16_384 ? `${message.slice(0, 16_384)}…` : message, step);
       written += 1;
     },
   };
@@ -73,20 +96,65 @@ export class BuildQueue {
   private slots: number;
   private readonly waiters: Array<() => void> = [];
 
+  private orphanSweep: NodeJS.Timeout | undefined;
+
   constructor(private readonly deps: BuildQueueDeps) {
     this.slots = deps.maxConcurrent;
   }
 
-  /** Builds interrupted by a stop or crash: failed with a reason, and what they left behind removed. */
+  private get ttlMs(): number {
+    return this.deps.leases?.ttlMs ?? 60_000;
+  }
+
+  /**
+   * Builds interrupted by a stop or crash: failed with a reason, and what they left behind removed. With
+   * replicas, only builds no replica holds a lease on, and again every lease period (a replica may die later).
+   */
   async recoverAfterRestart(): Promise<void> {
-    const containers = await this.deps.builder.removeAllBuildContainers();
-    if (containers > 0) this.deps.logger.warn({ containers }, 'removed build containers left by an earlier run');
-    this.deps.metrics?.orphansRemoved('build_container', containers);
-    for (const build of this.deps.store.buildsInStatus('building')) {
-      this.deps.store.appendLog(build.buildId, 'error', 'the platform restarted while this build was running');
+    if (!this.deps.leases) {
+      // One process per database: every build container is a leftover of an earlier run.
+      const containers = await this.deps.builder.removeAllBuildContainers();
+      if (containers > 0) this.deps.logger.warn({ containers }, 'removed build containers left by an earlier run');
+      this.deps.metrics?.orphansRemoved('build_container', containers);
+    }
+    await this.failInterrupted();
+    if (this.deps.leases && !this.orphanSweep) {
+      this.orphanSweep = setInterval(() => {
+        void this.failInterrupted().catch((error: unknown) => this.deps.logger.warn({ err: error }, 'looking for interrupted builds failed'));
+      }, this.ttlMs);
+      this.orphanSweep.unref();
+    }
+  }
+
+  private async failInterrupted(): Promise<void> {
+    for (const build of await this.deps.store.buildsInStatus('building')) {
+      if (this.running.has(build.buildId)) continue;
+      const leases = this.deps.leases;
+      // Taking the lease both proves nobody runs the build and keeps two replicas from failing it together.
+      if (leases && !(await leases.store.acquire(leaseName(build.buildId), leases.owner, this.ttlMs))) continue;
+      await this.deps.store.appendLog(build.buildId, 'error', 'the platform restarted while this build was running');
       await this.fail(build, { message: 'the platform restarted while this build was running; start a new build' });
       await this.deps.builder.removeLeftovers(build.buildId);
+      if (leases) await leases.store.release(leaseName(build.buildId), leases.owner);
       this.deps.logger.warn({ buildId: build.buildId, templateId: build.templateId }, 'interrupted build marked as failed');
+    }
+  }
+
+  /** Holds the build's lease while `work` runs (renewed every third of its length), then gives it back. */
+  private async leased(buildId: string, work: () => Promise<void>): Promise<void> {
+    const leases = this.deps.leases;
+    if (!leases) return work();
+    const name = leaseName(buildId);
+    const renew = (): Promise<unknown> =>
+      leases.store.acquire(name, leases.owner, this.ttlMs).catch((error: unknown) => this.deps.logger.warn({ err: error, buildId }, 'could not renew the build lease'));
+    await renew();
+    const timer = setInterval(() => void renew(), Math.max(10, Math.floor(this.ttlMs / 3)));
+    timer.unref();
+    try {
+      await work();
+    } finally {
+      clearInterval(timer);
+      await leases.store.release(name, leases.owner).catch(() => undefined);
     }
   }
 
@@ -110,8 +178,8 @@ export class BuildQueue {
   }
 
   /** `POST /v2/templates/{id}/builds/{buildID}`: validates what the build needs, then runs it in the background. */
-  start(templateId: string, buildId: string, spec: BuildSpec): void {
-    const build = this.deps.catalog.requireBuild(templateId, buildId);
+  async start(templateId: string, buildId: string, spec: BuildSpec): Promise<void> {
+    const build = await this.deps.catalog.requireBuild(templateId, buildId);
     if (build.status !== 'waiting') throw invalid(`build '${buildId}' is not in waiting state (it is ${build.status})`);
     const missing = filesHashesOf(spec).filter((hash) => this.deps.contextFiles.pathOf(hash) === undefined);
     if (missing.length > 0) throw invalid(`the files of ${missing.length} COPY step(s) were not uploaded (${missing.join(', ')}); upload them first`);
@@ -119,7 +187,7 @@ export class BuildQueue {
     if (spec.fromTemplate !== null) {
       let resolved;
       try {
-        resolved = this.deps.catalog.resolve(spec.fromTemplate);
+        resolved = await this.deps.catalog.resolve(spec.fromTemplate);
       } catch (error) {
         if (error instanceof PlatformError && error.kind === 'not_found') throw invalid(`fromTemplate '${spec.fromTemplate}': ${error.message}`);
         throw error;
@@ -128,21 +196,30 @@ export class BuildQueue {
       baseTemplate = { image: resolved.build.image!, defaults: resolved.build.defaults };
     }
     this.ensureRoom();
+    const building: BuildRecord = { ...build, status: 'building', spec, updatedAt: new Date().toISOString() };
+    // The lease first: from the moment the build is `building`, no replica may take it for interrupted.
+    const leases = this.deps.leases;
+    if (leases && !(await leases.store.acquire(leaseName(buildId), leases.owner, this.ttlMs))) {
+      throw invalid(`build '${buildId}' is not in waiting state (another replica is starting it)`);
+    }
+    // Waiting → building once: two starts of one build (two requests, two replicas) cannot both run it.
+    if (!(await this.deps.store.claimWaitingBuild(building))) {
+      if (leases) await leases.store.release(leaseName(buildId), leases.owner);
+      throw invalid(`build '${buildId}' is not in waiting state (it was started meanwhile)`);
+    }
     // A newer build of the same template wins.
     for (const other of this.running.values()) {
       if (other.templateId === templateId) other.controller.abort(conflict(`cancelled: build ${buildId} of the same template started`));
     }
-    const building: BuildRecord = { ...build, status: 'building', spec, updatedAt: new Date().toISOString() };
-    this.deps.store.saveBuild(building);
     const controller = new AbortController();
     const job: BuildJob = { templateId, buildId, spec, cpuCount: build.cpuCount, memoryMB: build.memoryMB, baseTemplate };
-    const done = this.run(building, job, controller.signal).finally(() => this.running.delete(buildId));
+    const done = this.leased(buildId, () => this.run(building, job, controller.signal)).finally(() => this.running.delete(buildId));
     this.running.set(buildId, { templateId, controller, done });
   }
 
   private async run(build: BuildRecord, job: BuildJob, signal: AbortSignal): Promise<void> {
     const log = this.deps.logger.child({ buildId: build.buildId, templateId: build.templateId });
-    const reporter = boundedReporter(this.deps.store, build.buildId);
+    const reporter = boundedReporter(this.deps.store, build.buildId, log);
     if (this.slots === 0) reporter.log('info', 'waiting for a free build slot');
     let acquired = false;
     let slotAt = performance.now();
@@ -159,15 +236,17 @@ export class BuildQueue {
       log.info({ steps: job.spec.steps.length }, 'build started');
       const result = await this.deps.builder.build(job, reporter, signal);
       if (signal.aborted) throw signal.reason;
-      this.deps.catalog.markReady(build, result);
       reporter.log('info', `Build finished in ${((Date.now() - started) / 1000).toFixed(1)} s`);
+      await reporter.settled();
+      await this.deps.catalog.markReady(build, result);
       log.info({ image: result.image, ms: Date.now() - started }, 'build ready');
       measure('success');
     } catch (error) {
       const message = error instanceof Error ? error.message : String(error);
       const step = typeof (error as { step?: unknown }).step === 'string' ? (error as { step: string }).step : undefined;
       reporter.log('error', `Build failed: ${message}`, step);
-      if (this.deps.store.build(build.buildId)) await this.fail(build, { message, ...(step === undefined ? {} : { step }) });
+      await reporter.settled();
+      if (await this.deps.store.build(build.buildId)) await this.fail(build, { message, ...(step === undefined ? {} : { step }) });
       log.warn({ err: error, step }, 'build failed');
       measure('error');
     } finally {
@@ -177,12 +256,12 @@ export class BuildQueue {
 
   /** Marks a build failed and drops uploaded files that no finished build needs. */
   private async fail(build: BuildRecord, reason: { message: string; step?: string }): Promise<void> {
-    const current = this.deps.store.build(build.buildId) ?? build;
-    this.deps.catalog.markFailed(current, reason);
-    const needed = new Set(this.deps.store.buildsInStatus('ready', 'building', 'waiting').flatMap((b) => (b.spec ? filesHashesOf(b.spec) : [])));
+    const current = (await this.deps.store.build(build.buildId)) ?? build;
+    await this.deps.catalog.markFailed(current, reason);
+    const needed = new Set((await this.deps.store.buildsInStatus('ready', 'building', 'waiting')).flatMap((b) => (b.spec ? filesHashesOf(b.spec) : [])));
     for (const hash of current.spec ? filesHashesOf(current.spec) : []) {
       if (needed.has(hash)) continue;
-      this.deps.store.forgetContextFile(hash);
+      await this.deps.store.forgetContextFile(hash);
       await this.deps.contextFiles.remove(hash);
     }
   }
@@ -196,6 +275,8 @@ export class BuildQueue {
 
   /** Shutdown: stops every build (they are failed with a reason) and waits for them. */
   async stop(): Promise<void> {
+    clearInterval(this.orphanSweep);
+    this.orphanSweep = undefined;
     const all = [...this.running.values()];
     for (const r of all) r.controller.abort(new PlatformError('internal', 'the platform is shutting down'));
     await Promise.allSettled(all.map((r) => r.done));

@@ -72,19 +72,19 @@ export class TemplateCatalog {
   constructor(private readonly store: TemplateStore) {}
 
   /** Finds a template by id or name; throws not_found. */
-  require(idOrName: string): TemplateRecord {
-    const template = this.find(idOrName);
+  async require(idOrName: string): Promise<TemplateRecord> {
+    const template = await this.find(idOrName);
     if (!template) throw notFound(`template '${idOrName}' not found`);
     return template;
   }
 
-  find(idOrName: string): TemplateRecord | undefined {
+  async find(idOrName: string): Promise<TemplateRecord | undefined> {
     const { name } = parseReference(idOrName);
-    return this.store.template(name) ?? this.store.templateByAlias(name);
+    return (await this.store.template(name)) ?? (await this.store.templateByAlias(name));
   }
 
   /** The ready build a sandbox reference (`name[:tag]`, `templateID[:tag]`, snapshot ID) starts from. */
-  resolve(reference: string): ResolvedTemplate {
+  async resolve(reference: string): Promise<ResolvedTemplate> {
     let parsed;
     try {
       parsed = parseReference(reference);
@@ -92,7 +92,7 @@ export class TemplateCatalog {
       if (error instanceof PlatformError) throw notFound(`template '${reference}' not found`);
       throw error;
     }
-    const template = this.store.template(parsed.name) ?? this.store.templateByAlias(parsed.name);
+    const template = (await this.store.template(parsed.name)) ?? (await this.store.templateByAlias(parsed.name));
     if (!template) {
       if (parsed.name === CODE_INTERPRETER_TEMPLATE_ID || parsed.name === CODE_INTERPRETER_TEMPLATE_NAME) {
         throw notFound(`template '${reference}' is not available on this platform: its image was not found at start; build it with 'bash scripts/build-images.sh' (or set TIDEPOOL_CODE_INTERPRETER_IMAGE) and restart the platform`);
@@ -100,9 +100,9 @@ export class TemplateCatalog {
       throw notFound(`template '${reference}' not found: the templates available are the base template ('base') and the ones built or snapshotted on this platform`);
     }
     const tag = parsed.tag ?? DEFAULT_TAG;
-    const buildId = this.store.taggedBuild(template.templateId, tag) ?? (parsed.tag === undefined ? this.latestReady(template.templateId)?.buildId : undefined);
+    const buildId = (await this.store.taggedBuild(template.templateId, tag)) ?? (parsed.tag === undefined ? (await this.latestReady(template.templateId))?.buildId : undefined);
     if (!buildId) throw notFound(`template '${parsed.name}' has no build tagged '${tag}'`);
-    const build = this.store.build(buildId);
+    const build = await this.store.build(buildId);
     if (build?.status === 'error' && build.reason && BUILTIN_TEMPLATE_NAMES.includes(template.templateId)) {
       throw notFound(`template '${parsed.name}' is not available: ${build.reason.message}`);
     }
@@ -110,28 +110,28 @@ export class TemplateCatalog {
     return { template, build, tag };
   }
 
-  recordSpawn(templateId: string): void {
-    this.store.recordSpawn(templateId);
+  recordSpawn(templateId: string): Promise<void> {
+    return this.store.recordSpawn(templateId);
   }
 
-  latestReady(templateId: string): BuildRecord | undefined {
-    return this.store.builds(templateId).find((b) => b.status === 'ready');
+  async latestReady(templateId: string): Promise<BuildRecord | undefined> {
+    return (await this.store.builds(templateId)).find((b) => b.status === 'ready');
   }
 
   /** Registers (or refreshes) the built-in `base` template on the platform's base image. */
-  registerBase(image: string, envdVersion: string): void {
-    this.registerBuiltin({ templateId: BASE_TEMPLATE_ID, alias: BASE_TEMPLATE_ID, image, envdVersion, defaults: BASE_DEFAULTS, cpuCount: 2, memoryMB: 1024 });
+  async registerBase(image: string, envdVersion: string): Promise<void> {
+    await this.registerBuiltin({ templateId: BASE_TEMPLATE_ID, alias: BASE_TEMPLATE_ID, image, envdVersion, defaults: BASE_DEFAULTS, cpuCount: 2, memoryMB: 1024 });
   }
 
   /** Registers (or refreshes) a built-in template: its only build (id = template id) points at `image`. */
-  registerBuiltin(input: BuiltinTemplateInput): void {
+  async registerBuiltin(input: BuiltinTemplateInput): Promise<void> {
     const now = nowIso();
     const { templateId } = input;
-    const existing = this.store.template(templateId);
-    const cpuCount = existing?.cpuCount ?? input.cpuCount;
-    const memoryMB = existing?.memoryMB ?? input.memoryMB;
-    this.store.atomically(() => {
-      this.store.saveTemplate({
+    await this.store.atomically(async (store) => {
+      const existing = await store.template(templateId);
+      const cpuCount = existing?.cpuCount ?? input.cpuCount;
+      const memoryMB = existing?.memoryMB ?? input.memoryMB;
+      await store.saveTemplate({
         templateId,
         alias: input.alias,
         kind: 'template',
@@ -145,8 +145,8 @@ export class TemplateCatalog {
         lastSpawnedAt: existing?.lastSpawnedAt ?? null,
         sourceSandboxId: null,
       });
-      const build = this.store.build(templateId);
-      this.store.saveBuild({
+      const build = await store.build(templateId);
+      await store.saveBuild({
         buildId: templateId,
         templateId,
         status: 'ready',
@@ -163,7 +163,7 @@ export class TemplateCatalog {
         updatedAt: now,
         finishedAt: build?.finishedAt ?? now,
       });
-      this.store.setTag(templateId, DEFAULT_TAG, templateId);
+      await store.setTag(templateId, DEFAULT_TAG, templateId);
     });
   }
 
@@ -171,20 +171,20 @@ export class TemplateCatalog {
    * A built-in template whose image is gone (registered by an earlier start): its build is marked failed with
    * `why`, so creating a sandbox from it answers 404 with that instead of failing in the engine.
    */
-  withdrawBuiltin(templateId: string, why: string): void {
-    const build = this.store.build(templateId);
+  async withdrawBuiltin(templateId: string, why: string): Promise<void> {
+    const build = await this.store.build(templateId);
     if (!build || !BUILTIN_TEMPLATE_NAMES.includes(templateId)) return;
-    this.store.saveBuild({ ...build, status: 'error', reason: { message: why }, updatedAt: nowIso() });
+    await this.store.saveBuild({ ...build, status: 'error', reason: { message: why }, updatedAt: nowIso() });
   }
 
   /** `POST /v3/templates`, `POST /v2/templates`: a template (new, or the one of that name) with a build waiting for its steps. */
-  registerBuild(input: RegisterBuildInput): RegisteredBuild {
+  async registerBuild(input: RegisterBuildInput): Promise<RegisteredBuild> {
     const { name, tag } = parseReference(input.name);
     const tags = requestedTags(tag, input.tags);
     if (BUILTIN_TEMPLATE_NAMES.includes(name)) throw invalid(`'${name}' is a built-in template; choose another name`);
-    return this.store.atomically(() => {
+    return this.store.atomically(async (store) => {
       const now = nowIso();
-      const existing = this.store.templateByAlias(name) ?? this.store.template(name);
+      const existing = (await store.templateByAlias(name)) ?? (await store.template(name));
       if (existing && existing.kind !== 'template') throw conflict(`'${name}' is a snapshot, not a template`);
       const template: TemplateRecord = existing
         ? { ...existing, cpuCount: input.cpuCount, memoryMB: input.memoryMB, updatedAt: now }
@@ -219,76 +219,77 @@ export class TemplateCatalog {
         updatedAt: now,
         finishedAt: null,
       };
-      this.store.saveTemplate(template);
-      this.store.saveBuild(build);
+      await store.saveTemplate(template);
+      await store.saveBuild(build);
       return { template, build };
     });
   }
 
   /** A build of the template, or not_found (the reference answers 400 for an unknown build on status polls; callers choose). */
-  requireBuild(templateId: string, buildId: string): BuildRecord {
-    const build = this.store.build(buildId);
+  async requireBuild(templateId: string, buildId: string): Promise<BuildRecord> {
+    const build = await this.store.build(buildId);
     if (!build || build.templateId !== templateId) throw notFound(`Build '${buildId}' not found`);
     return build;
   }
 
   /** Records a finished build: image, defaults, and its tags now point at it. */
-  markReady(build: BuildRecord, result: { image: string; envdVersion: string; defaults: SandboxDefaults; images: string[] }): BuildRecord {
+  async markReady(build: BuildRecord, result: { image: string; envdVersion: string; defaults: SandboxDefaults; images: string[] }): Promise<BuildRecord> {
     const now = nowIso();
     const ready: BuildRecord = { ...build, status: 'ready', image: result.image, envdVersion: result.envdVersion, defaults: result.defaults, updatedAt: now, finishedAt: now };
-    this.store.atomically(() => {
-      this.store.saveBuild(ready);
-      this.store.addBuildImages(build.buildId, [...new Set([result.image, ...result.images])]);
-      for (const tag of build.requestedTags) this.store.setTag(build.templateId, tag, build.buildId);
-      const template = this.store.template(build.templateId);
-      if (template) this.store.saveTemplate({ ...template, updatedAt: now });
+    await this.store.atomically(async (store) => {
+      await store.saveBuild(ready);
+      await store.addBuildImages(build.buildId, [...new Set([result.image, ...result.images])]);
+      for (const tag of build.requestedTags) await store.setTag(build.templateId, tag, build.buildId);
+      const template = await store.template(build.templateId);
+      if (template) await store.saveTemplate({ ...template, updatedAt: now });
     });
     return ready;
   }
 
-  markFailed(build: BuildRecord, reason: { message: string; step?: string }): BuildRecord {
+  async markFailed(build: BuildRecord, reason: { message: string; step?: string }): Promise<BuildRecord> {
     const now = nowIso();
     const failed: BuildRecord = { ...build, status: 'error', reason, updatedAt: now, finishedAt: now };
-    this.store.saveBuild(failed);
+    await this.store.saveBuild(failed);
     return failed;
   }
 
   /** `POST /templates/tags`: `target` is `name:tag` (or `name`, meaning its default build). */
-  assignTags(target: string, tags: string[]): { buildId: string; tags: string[] } {
-    const resolved = this.resolve(target);
+  async assignTags(target: string, tags: string[]): Promise<{ buildId: string; tags: string[] }> {
+    const resolved = await this.resolve(target);
     const clean = requestedTags(undefined, tags);
     if (tags.length === 0) throw invalid('tags must name at least one tag');
-    this.store.atomically(() => {
-      for (const tag of clean) this.store.setTag(resolved.template.templateId, tag, resolved.build.buildId);
+    await this.store.atomically(async (store) => {
+      for (const tag of clean) await store.setTag(resolved.template.templateId, tag, resolved.build.buildId);
     });
     return { buildId: resolved.build.buildId, tags: clean };
   }
 
   /** `DELETE /templates/tags`. */
-  removeTags(name: string, tags: string[]): void {
-    const template = this.require(name);
+  async removeTags(name: string, tags: string[]): Promise<void> {
+    const template = await this.require(name);
     if (tags.length === 0) throw invalid('tags must name at least one tag');
-    const missing = tags.filter((tag) => this.store.taggedBuild(template.templateId, tag) === undefined);
-    if (missing.length > 0) throw notFound(`template '${name}' has no tag ${missing.map((t) => `'${t}'`).join(', ')}`);
-    this.store.atomically(() => {
-      for (const tag of tags) this.store.removeTag(template.templateId, tag);
+    await this.store.atomically(async (store) => {
+      const missing: string[] = [];
+      for (const tag of tags) if ((await store.taggedBuild(template.templateId, tag)) === undefined) missing.push(tag);
+      if (missing.length > 0) throw notFound(`template '${name}' has no tag ${missing.map((t) => `'${t}'`).join(', ')}`);
+      for (const tag of tags) await store.removeTag(template.templateId, tag);
     });
   }
 
-  setPublic(idOrName: string, isPublic: boolean): TemplateRecord {
-    const template = this.require(idOrName);
+  async setPublic(idOrName: string, isPublic: boolean): Promise<TemplateRecord> {
+    const template = await this.require(idOrName);
     const updated = { ...template, public: isPublic, updatedAt: nowIso() };
-    this.store.saveTemplate(updated);
+    await this.store.saveTemplate(updated);
     return updated;
   }
 
   /** Turns a committed sandbox filesystem into a snapshot template (or a new build of the named one). */
-  registerSnapshot(input: SnapshotInput): SnapshotInfo {
+  async registerSnapshot(input: SnapshotInput): Promise<SnapshotInfo> {
     const parsed = input.name === undefined ? undefined : parseReference(input.name);
     const tag = parsed?.tag ?? DEFAULT_TAG;
-    return this.store.atomically(() => {
+    return this.store.atomically(async (store) => {
       const now = nowIso();
-      const existing = parsed ? (this.store.templateByAlias(parsed.name) ?? this.store.template(parsed.name)) : undefined;
+      const existing = parsed ? ((await store.templateByAlias(parsed.name)) ?? (await store.template(parsed.name))) : undefined;
       if (parsed && BUILTIN_TEMPLATE_NAMES.includes(parsed.name)) throw invalid(`'${parsed.name}' is a built-in template; choose another snapshot name`);
       const template: TemplateRecord = existing
         ? { ...existing, updatedAt: now }
@@ -323,10 +324,10 @@ export class TemplateCatalog {
         updatedAt: now,
         finishedAt: now,
       };
-      this.store.saveTemplate(template);
-      this.store.saveBuild(build);
-      this.store.addBuildImages(build.buildId, [input.image]);
-      this.store.setTag(template.templateId, tag, build.buildId);
+      await store.saveTemplate(template);
+      await store.saveBuild(build);
+      await store.addBuildImages(build.buildId, [input.image]);
+      await store.setTag(template.templateId, tag, build.buildId);
       return this.snapshotInfo(template, tag);
     });
   }
@@ -337,13 +338,13 @@ export class TemplateCatalog {
   }
 
   /** Every snapshot (template × tag), oldest first, optionally of one sandbox or one name. */
-  snapshots(filter: { sandboxId?: string; name?: string }): Array<SnapshotInfo & { createdAt: string; key: string }> {
+  async snapshots(filter: { sandboxId?: string; name?: string }): Promise<Array<SnapshotInfo & { createdAt: string; key: string }>> {
     const wanted = filter.name === undefined ? undefined : parseReference(filter.name);
     const found: Array<SnapshotInfo & { createdAt: string; key: string }> = [];
-    for (const template of this.store.templates('snapshot')) {
+    for (const template of await this.store.templates('snapshot')) {
       if (filter.sandboxId !== undefined && template.sourceSandboxId !== filter.sandboxId) continue;
       if (wanted && wanted.name !== template.alias && wanted.name !== template.templateId) continue;
-      for (const { tag, createdAt } of this.store.tags(template.templateId)) {
+      for (const { tag, createdAt } of await this.store.tags(template.templateId)) {
         if (wanted?.tag !== undefined && wanted.tag !== tag) continue;
         found.push({ ...this.snapshotInfo(template, tag), createdAt, key: `${template.templateId}:${tag}` });
       }
@@ -355,18 +356,18 @@ export class TemplateCatalog {
    * What `DELETE /templates/{ref}` removes: with a tag on a template that has other tags, that tag
    * (and its build when nothing else points at it); otherwise the whole template.
    */
-  deletionScope(reference: string): { template: TemplateRecord; builds: BuildRecord[]; wholeTemplate: boolean; tag: string | undefined } {
-    const template = this.require(reference);
+  async deletionScope(reference: string): Promise<{ template: TemplateRecord; builds: BuildRecord[]; wholeTemplate: boolean; tag: string | undefined }> {
+    const template = await this.require(reference);
     if (BUILTIN_TEMPLATE_NAMES.includes(template.templateId)) throw invalid(`the built-in '${template.alias ?? template.templateId}' template cannot be deleted`);
     const { tag } = parseReference(reference);
-    const tags = this.store.tags(template.templateId);
+    const tags = await this.store.tags(template.templateId);
     if (tag !== undefined && tags.length > 1) {
-      const buildId = this.store.taggedBuild(template.templateId, tag);
+      const buildId = await this.store.taggedBuild(template.templateId, tag);
       if (!buildId) throw notFound(`template '${reference}' not found`);
       const stillTagged = tags.some((t) => t.tag !== tag && t.buildId === buildId);
-      const build = this.store.build(buildId);
+      const build = await this.store.build(buildId);
       return { template, builds: stillTagged || !build ? [] : [build], wholeTemplate: false, tag };
     }
-    return { template, builds: this.store.builds(template.templateId), wholeTemplate: true, tag };
+    return { template, builds: await this.store.builds(template.templateId), wholeTemplate: true, tag };
   }
 }

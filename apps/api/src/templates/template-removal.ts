@@ -21,24 +21,25 @@ export interface TemplateRemovalDeps {
  * template's builds, then forgets the rows and removes the images and uploads nothing else uses.
  */
 export async function removeTemplate(reference: string, deps: TemplateRemovalDeps): Promise<void> {
-  const scope = deps.catalog.deletionScope(reference);
+  const scope = await deps.catalog.deletionScope(reference);
   const { template } = scope;
   const users = deps.sandboxesUsing(new Set(scope.builds.map((b) => b.buildId)));
   if (users.length > 0) {
     throw invalid(`template '${reference}' is used by ${users.length} sandbox(es) (${users.slice(0, 5).join(', ')}); kill them first`);
   }
-  const images = scope.builds.map((b) => ({ image: b.image, layers: deps.store.buildImages(b.buildId).filter((i) => i !== b.image) }));
-  const files = scope.wholeTemplate ? deps.store.contextFilesOf(template.templateId) : [];
+  const images: Array<{ image: string | null; layers: string[] }> = [];
+  for (const b of scope.builds) images.push({ image: b.image, layers: (await deps.store.buildImages(b.buildId)).filter((i) => i !== b.image) });
+  const files = scope.wholeTemplate ? await deps.store.contextFilesOf(template.templateId) : [];
   if (scope.wholeTemplate) {
     await deps.queue.abortTemplate(template.templateId);
-    deps.store.deleteTemplate(template.templateId);
+    await deps.store.deleteTemplate(template.templateId);
   } else {
-    deps.store.atomically(() => {
-      if (scope.tag !== undefined) deps.store.removeTag(template.templateId, scope.tag);
-      for (const build of scope.builds) deps.store.deleteBuild(build.buildId);
+    await deps.store.atomically(async (store) => {
+      if (scope.tag !== undefined) await store.removeTag(template.templateId, scope.tag);
+      for (const build of scope.builds) await store.deleteBuild(build.buildId);
     });
   }
-  const stillUsed = deps.store.imagesInUse();
+  const stillUsed = await deps.store.imagesInUse();
   for (const { image, layers } of images) {
     if (image === null) continue;
     await deps.builder
@@ -46,7 +47,7 @@ export async function removeTemplate(reference: string, deps: TemplateRemovalDep
       .catch((error: unknown) => deps.logger.warn({ err: error, image, templateId: template.templateId }, 'could not remove template images'));
   }
   for (const hash of files) {
-    if (!deps.store.contextFileInUse(hash)) await deps.contextFiles.remove(hash);
+    if (!(await deps.store.contextFileInUse(hash))) await deps.contextFiles.remove(hash);
   }
   deps.logger.info({ templateId: template.templateId, whole: scope.wholeTemplate, builds: images.length }, 'template removed');
 }

@@ -1,4 +1,4 @@
-import type { Db } from '../store/database.ts';
+import type { Sql, SqlValue } from '../store/sql.ts';
 import type { BuildLogEntry, BuildRecord, BuildStatus, LogLevel, TemplateRecord } from './template-model.ts';
 
 interface TemplateRow {
@@ -101,183 +101,205 @@ const buildToRow = (b: BuildRecord): BuildRow => ({
 });
 
 const upsertSql = (table: string, columns: string[], key: string): string =>
-  `INSERT INTO ${table} (${columns.join(', ')}) VALUES (${columns.map((c) => `@${c}`).join(', ')})
+  `INSERT INTO ${table} (${columns.join(', ')}) VALUES (${columns.map(() => '?').join(', ')})
    ON CONFLICT (${key}) DO UPDATE SET ${columns.filter((c) => c !== key).map((c) => `${c} = excluded.${c}`).join(', ')}`;
+
+const TEMPLATE_COLUMNS = Object.keys(templateToRow({} as TemplateRecord));
+const BUILD_COLUMNS = Object.keys(buildToRow({ defaults: {}, spec: null, reason: null, requestedTags: [] } as unknown as BuildRecord));
+const SAVE_TEMPLATE = upsertSql('templates', TEMPLATE_COLUMNS, 'template_id');
+const SAVE_BUILD = upsertSql('template_builds', BUILD_COLUMNS, 'build_id');
+const valuesOf = (row: object, columns: string[]): SqlValue[] => columns.map((c) => (row as Record<string, SqlValue>)[c] ?? null);
 
 /** Persistence of templates, their builds, tags, build logs, build images and uploaded context files. */
 export class TemplateStore {
-  private readonly saveTemplateStatement;
-  private readonly saveBuildStatement;
-  private readonly appendLogStatement;
+  /** Appends in flight per build: a log line's number is the next free one, so they are written one at a time. */
+  private readonly appending = new Map<string, Promise<void>>();
 
-  constructor(private readonly db: Db) {
-    const templateColumns = Object.keys(templateToRow({} as TemplateRecord));
-    const buildColumns = Object.keys(buildToRow({ defaults: {}, spec: null, reason: null, requestedTags: [] } as unknown as BuildRecord));
-    this.saveTemplateStatement = db.prepare(upsertSql('templates', templateColumns, 'template_id'));
-    this.saveBuildStatement = db.prepare(upsertSql('template_builds', buildColumns, 'build_id'));
-    this.appendLogStatement = db.prepare(
-      `INSERT INTO build_logs (build_id, seq, timestamp, level, message, step)
-       VALUES (@buildId, (SELECT COALESCE(MAX(seq), -1) + 1 FROM build_logs WHERE build_id = @buildId), @timestamp, @level, @message, @step)`,
-    );
-  }
+  constructor(private readonly sql: Sql) {}
 
-  /** Runs `work` in one transaction (all or nothing). */
-  atomically<T>(work: () => T): T {
-    return this.db.transaction(work)();
+  /** Runs `work` in one transaction (all or nothing) with a store bound to it: use only that store inside. */
+  atomically<T>(work: (store: TemplateStore) => Promise<T>): Promise<T> {
+    return this.sql.transaction((sql) => work(new TemplateStore(sql)));
   }
 
   // Templates
 
-  saveTemplate(template: TemplateRecord): void {
-    this.saveTemplateStatement.run(templateToRow(template));
+  async saveTemplate(template: TemplateRecord): Promise<void> {
+    await this.sql.run(SAVE_TEMPLATE, valuesOf(templateToRow(template), TEMPLATE_COLUMNS));
   }
 
-  template(templateId: string): TemplateRecord | undefined {
-    const row = this.db.prepare('SELECT * FROM templates WHERE template_id = ?').get(templateId) as TemplateRow | undefined;
+  async template(templateId: string): Promise<TemplateRecord | undefined> {
+    const row = await this.sql.get<TemplateRow>('SELECT * FROM templates WHERE template_id = ?', [templateId]);
     return row ? templateFromRow(row) : undefined;
   }
 
-  templateByAlias(alias: string): TemplateRecord | undefined {
-    const row = this.db.prepare('SELECT * FROM templates WHERE alias = ?').get(alias) as TemplateRow | undefined;
+  async templateByAlias(alias: string): Promise<TemplateRecord | undefined> {
+    const row = await this.sql.get<TemplateRow>('SELECT * FROM templates WHERE alias = ?', [alias]);
     return row ? templateFromRow(row) : undefined;
   }
 
-  templates(kind?: TemplateRecord['kind']): TemplateRecord[] {
-    const rows = (kind === undefined
-      ? this.db.prepare('SELECT * FROM templates ORDER BY created_at, template_id').all()
-      : this.db.prepare('SELECT * FROM templates WHERE kind = ? ORDER BY created_at, template_id').all(kind)) as TemplateRow[];
+  async templates(kind?: TemplateRecord['kind']): Promise<TemplateRecord[]> {
+    const rows =
+      kind === undefined
+        ? await this.sql.all<TemplateRow>('SELECT * FROM templates ORDER BY created_at, template_id')
+        : await this.sql.all<TemplateRow>('SELECT * FROM templates WHERE kind = ? ORDER BY created_at, template_id', [kind]);
     return rows.map(templateFromRow);
   }
 
-  recordSpawn(templateId: string): void {
-    this.db.prepare('UPDATE templates SET spawn_count = spawn_count + 1, last_spawned_at = ? WHERE template_id = ?').run(new Date().toISOString(), templateId);
+  async recordSpawn(templateId: string): Promise<void> {
+    await this.sql.run('UPDATE templates SET spawn_count = spawn_count + 1, last_spawned_at = ? WHERE template_id = ?', [new Date().toISOString(), templateId]);
   }
 
   /** Forgets a template with its builds, tags, logs and file references (its images are the caller's). */
-  deleteTemplate(templateId: string): void {
-    this.atomically(() => {
-      const builds = this.db.prepare('SELECT build_id FROM template_builds WHERE template_id = ?').all(templateId) as { build_id: string }[];
-      for (const { build_id } of builds) this.deleteBuild(build_id);
-      this.db.prepare('DELETE FROM template_tags WHERE template_id = ?').run(templateId);
-      this.db.prepare('DELETE FROM context_files WHERE template_id = ?').run(templateId);
-      this.db.prepare('DELETE FROM templates WHERE template_id = ?').run(templateId);
+  deleteTemplate(templateId: string): Promise<void> {
+    return this.atomically(async (store) => {
+      const builds = await store.sql.all<{ build_id: string }>('SELECT build_id FROM template_builds WHERE template_id = ?', [templateId]);
+      for (const { build_id } of builds) await store.deleteBuild(build_id);
+      await store.sql.run('DELETE FROM template_tags WHERE template_id = ?', [templateId]);
+      await store.sql.run('DELETE FROM context_files WHERE template_id = ?', [templateId]);
+      await store.sql.run('DELETE FROM templates WHERE template_id = ?', [templateId]);
     });
   }
 
   // Builds
 
-  saveBuild(build: BuildRecord): void {
-    this.saveBuildStatement.run(buildToRow(build));
+  async saveBuild(build: BuildRecord): Promise<void> {
+    await this.sql.run(SAVE_BUILD, valuesOf(buildToRow(build), BUILD_COLUMNS));
   }
 
-  build(buildId: string): BuildRecord | undefined {
-    const row = this.db.prepare('SELECT * FROM template_builds WHERE build_id = ?').get(buildId) as BuildRow | undefined;
+  /** Moves a waiting build to `building` (with its spec); false when it was not waiting any more. */
+  async claimWaitingBuild(building: BuildRecord): Promise<boolean> {
+    const changed = await this.sql.run("UPDATE template_builds SET status = 'building', spec = ?, updated_at = ? WHERE build_id = ? AND status = 'waiting'", [
+      building.spec === null ? null : JSON.stringify(building.spec),
+      building.updatedAt,
+      building.buildId,
+    ]);
+    return changed === 1;
+  }
+
+  async build(buildId: string): Promise<BuildRecord | undefined> {
+    const row = await this.sql.get<BuildRow>('SELECT * FROM template_builds WHERE build_id = ?', [buildId]);
     return row ? buildFromRow(row) : undefined;
   }
 
   /** Builds of a template, newest first. */
-  builds(templateId: string): BuildRecord[] {
-    const rows = this.db.prepare('SELECT * FROM template_builds WHERE template_id = ? ORDER BY created_at DESC, rowid DESC').all(templateId) as BuildRow[];
+  async builds(templateId: string): Promise<BuildRecord[]> {
+    const rows = await this.sql.all<BuildRow>('SELECT * FROM template_builds WHERE template_id = ? ORDER BY created_at DESC, rowid DESC', [templateId]);
     return rows.map(buildFromRow);
   }
 
-  buildsInStatus(...statuses: BuildStatus[]): BuildRecord[] {
-    const rows = this.db
-      .prepare(`SELECT * FROM template_builds WHERE status IN (${statuses.map(() => '?').join(', ')}) ORDER BY created_at, rowid`)
-      .all(...statuses) as BuildRow[];
+  async buildsInStatus(...statuses: BuildStatus[]): Promise<BuildRecord[]> {
+    const rows = await this.sql.all<BuildRow>(`SELECT * FROM template_builds WHERE status IN (${statuses.map(() => '?').join(', ')}) ORDER BY created_at, rowid`, statuses);
     return rows.map(buildFromRow);
   }
 
-  deleteBuild(buildId: string): void {
-    this.atomically(() => {
-      this.db.prepare('DELETE FROM build_logs WHERE build_id = ?').run(buildId);
-      this.db.prepare('DELETE FROM build_images WHERE build_id = ?').run(buildId);
-      this.db.prepare('DELETE FROM template_tags WHERE build_id = ?').run(buildId);
-      this.db.prepare('DELETE FROM template_builds WHERE build_id = ?').run(buildId);
+  deleteBuild(buildId: string): Promise<void> {
+    return this.atomically(async (store) => {
+      await store.sql.run('DELETE FROM build_logs WHERE build_id = ?', [buildId]);
+      await store.sql.run('DELETE FROM build_images WHERE build_id = ?', [buildId]);
+      await store.sql.run('DELETE FROM template_tags WHERE build_id = ?', [buildId]);
+      await store.sql.run('DELETE FROM template_builds WHERE build_id = ?', [buildId]);
     });
   }
 
   // Tags
 
-  setTag(templateId: string, tag: string, buildId: string): void {
-    this.db
-      .prepare(
-        `INSERT INTO template_tags (template_id, tag, build_id, created_at) VALUES (?, ?, ?, ?)
-         ON CONFLICT (template_id, tag) DO UPDATE SET build_id = excluded.build_id, created_at = excluded.created_at`,
-      )
-      .run(templateId, tag, buildId, new Date().toISOString());
+  async setTag(templateId: string, tag: string, buildId: string): Promise<void> {
+    await this.sql.run(
+      `INSERT INTO template_tags (template_id, tag, build_id, created_at) VALUES (?, ?, ?, ?)
+       ON CONFLICT (template_id, tag) DO UPDATE SET build_id = excluded.build_id, created_at = excluded.created_at`,
+      [templateId, tag, buildId, new Date().toISOString()],
+    );
   }
 
-  removeTag(templateId: string, tag: string): boolean {
-    return this.db.prepare('DELETE FROM template_tags WHERE template_id = ? AND tag = ?').run(templateId, tag).changes > 0;
+  async removeTag(templateId: string, tag: string): Promise<boolean> {
+    return (await this.sql.run('DELETE FROM template_tags WHERE template_id = ? AND tag = ?', [templateId, tag])) > 0;
   }
 
-  taggedBuild(templateId: string, tag: string): string | undefined {
-    const row = this.db.prepare('SELECT build_id FROM template_tags WHERE template_id = ? AND tag = ?').get(templateId, tag) as { build_id: string } | undefined;
+  async taggedBuild(templateId: string, tag: string): Promise<string | undefined> {
+    const row = await this.sql.get<{ build_id: string }>('SELECT build_id FROM template_tags WHERE template_id = ? AND tag = ?', [templateId, tag]);
     return row?.build_id;
   }
 
-  tags(templateId: string): Array<{ tag: string; buildId: string; createdAt: string }> {
-    const rows = this.db.prepare('SELECT tag, build_id, created_at FROM template_tags WHERE template_id = ? ORDER BY created_at, tag').all(templateId) as Array<{
-      tag: string;
-      build_id: string;
-      created_at: string;
-    }>;
+  async tags(templateId: string): Promise<Array<{ tag: string; buildId: string; createdAt: string }>> {
+    const rows = await this.sql.all<{ tag: string; build_id: string; created_at: string }>(
+      'SELECT tag, build_id, created_at FROM template_tags WHERE template_id = ? ORDER BY created_at, tag',
+      [templateId],
+    );
     return rows.map((r) => ({ tag: r.tag, buildId: r.build_id, createdAt: r.created_at }));
   }
 
-  tagsOfBuild(buildId: string): string[] {
-    return (this.db.prepare('SELECT tag FROM template_tags WHERE build_id = ? ORDER BY tag').all(buildId) as { tag: string }[]).map((r) => r.tag);
+  async tagsOfBuild(buildId: string): Promise<string[]> {
+    return (await this.sql.all<{ tag: string }>('SELECT tag FROM template_tags WHERE build_id = ? ORDER BY tag', [buildId])).map((r) => r.tag);
   }
 
   // Build logs
 
-  appendLog(buildId: string, level: LogLevel, message: string, step?: string): void {
-    this.appendLogStatement.run({ buildId, timestamp: new Date().toISOString(), level, message, step: step ?? null });
+  /** Appends a line numbered after the build's last one; appends to one build are written in call order. */
+  appendLog(buildId: string, level: LogLevel, message: string, step?: string): Promise<void> {
+    const previous = this.appending.get(buildId) ?? Promise.resolve();
+    const next = previous
+      .catch(() => undefined)
+      .then(async () => {
+        await this.sql.run(
+          `INSERT INTO build_logs (build_id, seq, timestamp, level, message, step)
+           VALUES (?, (SELECT COALESCE(MAX(seq), -1) + 1 FROM build_logs WHERE build_id = ?), ?, ?, ?, ?)`,
+          [buildId, buildId, new Date().toISOString(), level, message, step ?? null],
+        );
+      });
+    this.appending.set(buildId, next);
+    void next.finally(() => {
+      if (this.appending.get(buildId) === next) this.appending.delete(buildId);
+    }).catch(() => undefined);
+    return next;
   }
 
   /** Entries from index `offset` on (at most `limit`), optionally only at `minLevel` or above. */
-  logs(buildId: string, offset: number, limit: number): BuildLogEntry[] {
-    const rows = this.db
-      .prepare('SELECT timestamp, level, message, step FROM build_logs WHERE build_id = ? AND seq >= ? ORDER BY seq LIMIT ?')
-      .all(buildId, offset, limit) as Array<{ timestamp: string; level: LogLevel; message: string; step: string | null }>;
+  async logs(buildId: string, offset: number, limit: number): Promise<BuildLogEntry[]> {
+    const rows = await this.sql.all<{ timestamp: string; level: LogLevel; message: string; step: string | null }>(
+      'SELECT timestamp, level, message, step FROM build_logs WHERE build_id = ? AND seq >= ? ORDER BY seq LIMIT ?',
+      [buildId, offset, limit],
+    );
     return rows.map((r) => ({ timestamp: r.timestamp, level: r.level, message: r.message, ...(r.step === null ? {} : { step: r.step }) }));
   }
 
   // Images a build uses (final image, cache layers): removed when no build uses them any more.
 
-  addBuildImages(buildId: string, images: string[]): void {
-    const statement = this.db.prepare('INSERT OR IGNORE INTO build_images (build_id, image) VALUES (?, ?)');
-    this.atomically(() => {
-      for (const image of images) statement.run(buildId, image);
+  addBuildImages(buildId: string, images: string[]): Promise<void> {
+    return this.atomically(async (store) => {
+      for (const image of images) await store.sql.run('INSERT INTO build_images (build_id, image) VALUES (?, ?) ON CONFLICT (build_id, image) DO NOTHING', [buildId, image]);
     });
   }
 
-  buildImages(buildId: string): string[] {
-    return (this.db.prepare('SELECT image FROM build_images WHERE build_id = ? ORDER BY rowid').all(buildId) as { image: string }[]).map((r) => r.image);
+  async buildImages(buildId: string): Promise<string[]> {
+    return (await this.sql.all<{ image: string }>('SELECT image FROM build_images WHERE build_id = ? ORDER BY rowid', [buildId])).map((r) => r.image);
   }
 
   /** Every image some build still records (its own, or a layer it uses). */
-  imagesInUse(): Set<string> {
-    const rows = this.db.prepare('SELECT image FROM build_images UNION SELECT image FROM template_builds WHERE image IS NOT NULL').all() as { image: string }[];
+  async imagesInUse(): Promise<Set<string>> {
+    const rows = await this.sql.all<{ image: string }>('SELECT image FROM build_images UNION SELECT image FROM template_builds WHERE image IS NOT NULL');
     return new Set(rows.map((r) => r.image));
   }
 
   // Uploaded context archives (by files hash), referenced per template.
 
-  addContextFile(filesHash: string, templateId: string, size: number): void {
-    this.db.prepare('INSERT OR REPLACE INTO context_files (files_hash, template_id, size, uploaded_at) VALUES (?, ?, ?, ?)').run(filesHash, templateId, size, new Date().toISOString());
+  async addContextFile(filesHash: string, templateId: string, size: number): Promise<void> {
+    await this.sql.run(
+      `INSERT INTO context_files (files_hash, template_id, size, uploaded_at) VALUES (?, ?, ?, ?)
+       ON CONFLICT (files_hash, template_id) DO UPDATE SET size = excluded.size, uploaded_at = excluded.uploaded_at`,
+      [filesHash, templateId, size, new Date().toISOString()],
+    );
   }
 
-  forgetContextFile(filesHash: string): void {
-    this.db.prepare('DELETE FROM context_files WHERE files_hash = ?').run(filesHash);
+  async forgetContextFile(filesHash: string): Promise<void> {
+    await this.sql.run('DELETE FROM context_files WHERE files_hash = ?', [filesHash]);
   }
 
-  contextFilesOf(templateId: string): string[] {
-    return (this.db.prepare('SELECT files_hash FROM context_files WHERE template_id = ?').all(templateId) as { files_hash: string }[]).map((r) => r.files_hash);
+  async contextFilesOf(templateId: string): Promise<string[]> {
+    return (await this.sql.all<{ files_hash: string }>('SELECT files_hash FROM context_files WHERE template_id = ?', [templateId])).map((r) => r.files_hash);
   }
 
-  contextFileInUse(filesHash: string): boolean {
-    return this.db.prepare('SELECT 1 FROM context_files WHERE files_hash = ? LIMIT 1').get(filesHash) !== undefined;
+  async contextFileInUse(filesHash: string): Promise<boolean> {
+    return (await this.sql.get('SELECT 1 AS one FROM context_files WHERE files_hash = ? LIMIT 1', [filesHash])) !== undefined;
   }
 }

@@ -4,25 +4,25 @@ import { join } from 'node:path';
 import pino from 'pino';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { PlatformError } from '../errors.ts';
-import { openDatabase } from '../store/database.ts';
+import { SqliteDatabase } from '../store/sqlite-database.ts';
 import { newVolumeId, VolumeCatalog, volumeNameProblem } from './volume-catalog.ts';
 import { VolumeStorage } from './volume-storage.ts';
 import { VolumeStore } from './volume-store.ts';
 
 const logger = pino({ level: 'silent' });
 let dir: string;
-let db: ReturnType<typeof openDatabase>;
+let db: SqliteDatabase;
 
-function catalog(): VolumeCatalog {
+async function catalog(): Promise<VolumeCatalog> {
   const root = join(dir, 'volumes');
   const c = new VolumeCatalog({ store: new VolumeStore(db), storage: new VolumeStorage(root, '/host/volumes', logger), logger });
-  c.start();
+  await c.start();
   return c;
 }
 
-const kindOf = (fn: () => unknown): string | undefined => {
+const kindOf = async (fn: () => unknown): Promise<string | undefined> => {
   try {
-    fn();
+    await fn();
     return undefined;
   } catch (error) {
     return error instanceof PlatformError ? error.kind : 'other';
@@ -31,10 +31,10 @@ const kindOf = (fn: () => unknown): string | undefined => {
 
 beforeEach(() => {
   dir = mkdtempSync(join(tmpdir(), 'tp-volumes-'));
-  db = openDatabase(dir);
+  db = SqliteDatabase.open(dir);
 });
-afterEach(() => {
-  db.close();
+afterEach(async () => {
+  await db.close();
   rmSync(dir, { recursive: true, force: true });
 });
 
@@ -44,12 +44,12 @@ describe('volume names', () => {
 });
 
 describe('VolumeCatalog', () => {
-  it('creates a volume: a row, a directory named by its id, a 43-character token', () => {
-    const volumes = catalog();
-    const v = volumes.create('data');
+  it('creates a volume: a row, a directory named by its id, a 43-character token', async () => {
+    const volumes = await catalog();
+    const v = await volumes.create('data');
     expect(v.volumeID).toMatch(/^vol_[a-z0-9]{20}$/);
     expect(v.token).toMatch(/^[A-Za-z0-9_-]{43}$/);
-    expect(volumes.get(v.volumeID)).toEqual(v);
+    expect(await volumes.get(v.volumeID)).toEqual(v);
     expect(volumes.contentDir(v.volumeID)).toBe(join(dir, 'volumes', v.volumeID));
     expect(volumes.hostDir(v.volumeID)).toBe(`/host/volumes/${v.volumeID}`);
     const stat = statSync(volumes.contentDir(v.volumeID));
@@ -57,49 +57,49 @@ describe('VolumeCatalog', () => {
     if (process.getuid?.() === 0) expect([stat.uid, stat.gid]).toEqual([1000, 1000]);
   });
 
-  it('refuses bad and duplicate names', () => {
-    const volumes = catalog();
-    volumes.create('data');
-    expect(kindOf(() => volumes.create('data'))).toBe('conflict');
-    expect(kindOf(() => volumes.create('../x'))).toBe('invalid');
+  it('refuses bad and duplicate names', async () => {
+    const volumes = await catalog();
+    await volumes.create('data');
+    expect(await kindOf(() => volumes.create('data'))).toBe('conflict');
+    expect(await kindOf(() => volumes.create('../x'))).toBe('invalid');
     expect(readdirSync(join(dir, 'volumes'))).toHaveLength(1);
   });
 
-  it('checks tokens', () => {
-    const volumes = catalog();
-    const v = volumes.create('data');
-    expect(volumes.tokenMatches(v.volumeID, v.token)).toBe(true);
-    expect(volumes.tokenMatches(v.volumeID, `${v.token}x`)).toBe(false);
-    expect(volumes.tokenMatches(v.volumeID, '')).toBe(false);
-    expect(volumes.tokenMatches('vol_unknown', v.token)).toBe(false);
+  it('checks tokens', async () => {
+    const volumes = await catalog();
+    const v = await volumes.create('data');
+    expect(await volumes.tokenMatches(v.volumeID, v.token)).toBe(true);
+    expect(await volumes.tokenMatches(v.volumeID, `${v.token}x`)).toBe(false);
+    expect(await volumes.tokenMatches(v.volumeID, '')).toBe(false);
+    expect(await volumes.tokenMatches('vol_unknown', v.token)).toBe(false);
   });
 
-  it('deletes the row and the directory; refuses while mounted or held', () => {
-    const volumes = catalog();
-    const v = volumes.create('data');
+  it('deletes the row and the directory; refuses while mounted or held', async () => {
+    const volumes = await catalog();
+    const v = await volumes.create('data');
     writeFileSync(join(volumes.contentDir(v.volumeID), 'f'), 'x');
     let users = ['isbx1'];
     volumes.setUsers(() => users);
-    expect(() => volumes.remove(v.volumeID)).toThrow(/mounted by sandbox isbx1/);
+    await expect(volumes.remove(v.volumeID)).rejects.toThrow(/mounted by sandbox isbx1/);
     users = [];
-    const held = volumes.hold([v.volumeID]);
-    expect(kindOf(() => volumes.remove(v.volumeID))).toBe('conflict');
+    const held = await volumes.hold([v.volumeID]);
+    expect(await kindOf(() => volumes.remove(v.volumeID))).toBe('conflict');
     held.release();
     held.release();
-    volumes.remove(v.volumeID);
-    expect(volumes.get(v.volumeID)).toBeUndefined();
+    await volumes.remove(v.volumeID);
+    expect(await volumes.get(v.volumeID)).toBeUndefined();
     expect(readdirSync(join(dir, 'volumes'))).toEqual([]);
-    expect(kindOf(() => volumes.remove(v.volumeID))).toBe('not_found');
+    expect(await kindOf(() => volumes.remove(v.volumeID))).toBe('not_found');
   });
 
-  it('holding an unknown volume is refused', () => {
-    expect(kindOf(() => catalog().hold(['vol_gone']))).toBe('invalid');
+  it('holding an unknown volume is refused', async () => {
+    expect(await kindOf(async () => (await catalog()).hold(['vol_gone']))).toBe('invalid');
   });
 
-  it('start-up sweep: trash and ownerless directories go, a missing directory is recreated empty', () => {
-    const first = catalog();
-    const kept = first.create('kept');
-    const lost = first.create('lost');
+  it('start-up sweep: trash and ownerless directories go, a missing directory is recreated empty', async () => {
+    const first = await catalog();
+    const kept = await first.create('kept');
+    const lost = await first.create('lost');
     rmSync(first.contentDir(lost.volumeID), { recursive: true });
     const root = join(dir, 'volumes');
     const orphan = newVolumeId();
@@ -107,7 +107,7 @@ describe('VolumeCatalog', () => {
     mkdirSync(join(root, `.trash-${kept.volumeID}-abc`));
     writeFileSync(join(root, `.trash-${kept.volumeID}-abc`, 'f'), 'x');
     writeFileSync(join(first.contentDir(kept.volumeID), 'f'), 'x');
-    const second = catalog();
+    const second = await catalog();
     expect(readdirSync(root).sort()).toEqual([kept.volumeID, lost.volumeID].sort());
     expect(existsSync(join(second.contentDir(kept.volumeID), 'f'))).toBe(true);
     expect(readdirSync(second.contentDir(lost.volumeID))).toEqual([]);

@@ -43,6 +43,8 @@ export class VolumeCatalog {
   private users: VolumeUsers = () => [];
   /** Volume id → creations in flight that resolved it. */
   private readonly holds = new Map<string, number>();
+  /** Removals and holds, one at a time: a removal's checks and its delete are not interleaved with a hold. */
+  private exclusive: Promise<unknown> = Promise.resolve();
 
   constructor(private readonly deps: VolumeCatalogDeps) {}
 
@@ -52,10 +54,10 @@ export class VolumeCatalog {
   }
 
   /** Start-up: storage root, then crash leftovers (trash, directories without a row, rows without a directory). */
-  start(): void {
+  async start(): Promise<void> {
     const { storage, store, logger } = this.deps;
     storage.prepareRoot();
-    const missing = storage.sweep(new Set(store.list().map((v) => v.volumeID)));
+    const missing = storage.sweep(new Set((await store.list()).map((v) => v.volumeID)));
     for (const volumeID of missing) {
       // A row without its directory: the content is gone (removed outside the platform); the volume stays usable, empty.
       logger.error({ volumeID, dir: storage.contentDir(volumeID) }, 'volume directory is missing; recreated empty');
@@ -64,21 +66,27 @@ export class VolumeCatalog {
     if (missing.length === 0) logger.debug({ root: storage.root }, 'volume storage ready');
   }
 
-  get(volumeID: string): Volume | undefined {
+  private one<T>(work: () => Promise<T>): Promise<T> {
+    const next = this.exclusive.catch(() => undefined).then(work);
+    this.exclusive = next;
+    return next;
+  }
+
+  get(volumeID: string): Promise<Volume | undefined> {
     return this.deps.store.get(volumeID);
   }
 
-  require(volumeID: string): Volume {
-    const volume = this.get(volumeID);
+  async require(volumeID: string): Promise<Volume> {
+    const volume = await this.get(volumeID);
     if (!volume) throw volumeNotFound(volumeID);
     return volume;
   }
 
-  byName(name: string): Volume | undefined {
+  byName(name: string): Promise<Volume | undefined> {
     return this.deps.store.byName(name);
   }
 
-  list(): Volume[] {
+  list(): Promise<Volume[]> {
     return this.deps.store.list();
   }
 
@@ -93,22 +101,29 @@ export class VolumeCatalog {
   }
 
   /** Constant-time check of a volume-content bearer token. */
-  tokenMatches(volumeID: string, token: string): boolean {
-    const volume = this.get(volumeID);
+  async tokenMatches(volumeID: string, token: string): Promise<boolean> {
+    const volume = await this.get(volumeID);
     const expected = Buffer.from(volume?.token ?? newVolumeToken());
     const given = Buffer.from(token);
     const same = given.length === expected.length && timingSafeEqual(given, expected);
     return same && volume !== undefined;
   }
 
-  create(name: string): Volume {
+  async create(name: string): Promise<Volume> {
     const problem = volumeNameProblem(name);
     if (problem) throw invalid(problem);
-    if (this.byName(name)) throw conflict(`volume "${name}" already exists`);
+    if (await this.byName(name)) throw conflict(`volume "${name}" already exists`);
     const volume: Volume = { volumeID: newVolumeId(), name, token: newVolumeToken(), createdAt: new Date().toISOString() };
     // Directory first: a crash before the row leaves an ownerless directory, swept at the next start.
     this.deps.storage.create(volume.volumeID);
-    if (!this.deps.store.insert(volume)) {
+    let inserted: boolean;
+    try {
+      inserted = await this.deps.store.insert(volume);
+    } catch (error) {
+      this.deps.storage.remove(volume.volumeID);
+      throw error;
+    }
+    if (!inserted) {
       this.deps.storage.remove(volume.volumeID);
       throw conflict(`volume "${name}" already exists`);
     }
@@ -117,34 +132,44 @@ export class VolumeCatalog {
   }
 
   /** Deletes the row and the content; refused (conflict) while a live sandbox mounts it. */
-  remove(volumeID: string): void {
-    const volume = this.require(volumeID);
+  remove(volumeID: string): Promise<void> {
+    return this.one(() => this.removeNow(volumeID));
+  }
+
+  private async removeNow(volumeID: string): Promise<void> {
+    const volume = await this.require(volumeID);
     const users = this.users(volumeID);
     if (users.length > 0) {
       throw conflict(`volume "${volume.name}" is mounted by sandbox${users.length > 1 ? 's' : ''} ${users.join(', ')}; kill ${users.length > 1 ? 'them' : 'it'} first`);
     }
     if ((this.holds.get(volumeID) ?? 0) > 0) throw conflict(`volume "${volume.name}" is being mounted by a sandbox that is starting; try again`);
     // Row first: once it is gone nothing resolves the volume; a crash before the directory goes is swept at start.
-    this.deps.store.delete(volumeID);
+    await this.deps.store.delete(volumeID);
     this.deps.storage.remove(volumeID);
     this.deps.logger.info({ volumeID, name: volume.name }, 'volume deleted');
   }
 
   /** Volumes by name, in order; an unknown name is a bad request naming it. */
-  resolveNames(names: string[]): Volume[] {
-    return names.map((name) => {
-      const volume = this.byName(name);
+  async resolveNames(names: string[]): Promise<Volume[]> {
+    const volumes: Volume[] = [];
+    for (const name of names) {
+      const volume = await this.byName(name);
       if (!volume) throw invalid(`volume "${name}" not found`);
-      return volume;
-    });
+      volumes.push(volume);
+    }
+    return volumes;
   }
 
   /**
    * Holds volumes for a sandbox being started until `release` (once its record exists, or it failed),
    * so a concurrent delete cannot pull them away meanwhile. A volume already gone is a bad request.
    */
-  hold(volumeIDs: string[]): { release(): void } {
-    for (const id of volumeIDs) if (!this.get(id)) throw invalid(`volume "${id}" no longer exists`);
+  hold(volumeIDs: string[]): Promise<{ release(): void }> {
+    return this.one(() => this.holdNow(volumeIDs));
+  }
+
+  private async holdNow(volumeIDs: string[]): Promise<{ release(): void }> {
+    for (const id of volumeIDs) if (!(await this.get(id))) throw invalid(`volume "${id}" no longer exists`);
     for (const id of volumeIDs) this.holds.set(id, (this.holds.get(id) ?? 0) + 1);
     let released = false;
     return {

@@ -1,4 +1,4 @@
-import type { Db } from '../store/database.ts';
+import type { Sql } from '../store/sql.ts';
 import type { Volume } from './volume-model.ts';
 
 interface VolumeRow {
@@ -12,31 +12,34 @@ const toVolume = (row: VolumeRow): Volume => ({ volumeID: row.volume_id, name: r
 
 /** The `volumes` table: one row per volume; the name is unique. */
 export class VolumeStore {
-  constructor(private readonly db: Db) {}
+  constructor(private readonly sql: Sql) {}
 
-  get(volumeID: string): Volume | undefined {
-    const row = this.db.prepare('SELECT * FROM volumes WHERE volume_id = ?').get(volumeID) as VolumeRow | undefined;
+  async get(volumeID: string): Promise<Volume | undefined> {
+    const row = await this.sql.get<VolumeRow>('SELECT * FROM volumes WHERE volume_id = ?', [volumeID]);
     return row && toVolume(row);
   }
 
-  byName(name: string): Volume | undefined {
-    const row = this.db.prepare('SELECT * FROM volumes WHERE name = ?').get(name) as VolumeRow | undefined;
+  async byName(name: string): Promise<Volume | undefined> {
+    const row = await this.sql.get<VolumeRow>('SELECT * FROM volumes WHERE name = ?', [name]);
     return row && toVolume(row);
   }
 
-  list(): Volume[] {
-    return (this.db.prepare('SELECT * FROM volumes ORDER BY created_at, volume_id').all() as VolumeRow[]).map(toVolume);
+  async list(): Promise<Volume[]> {
+    return (await this.sql.all<VolumeRow>('SELECT * FROM volumes ORDER BY created_at, volume_id')).map(toVolume);
   }
 
   /** False when the name is taken. */
-  insert(volume: Volume): boolean {
-    const result = this.db
-      .prepare('INSERT INTO volumes (volume_id, name, token, created_at) VALUES (?, ?, ?, ?) ON CONFLICT (name) DO NOTHING')
-      .run(volume.volumeID, volume.name, volume.token, volume.createdAt);
-    return result.changes === 1;
+  async insert(volume: Volume): Promise<boolean> {
+    const changed = await this.sql.run('INSERT INTO volumes (volume_id, name, token, created_at) VALUES (?, ?, ?, ?) ON CONFLICT (name) DO NOTHING', [
+      volume.volumeID,
+      volume.name,
+      volume.token,
+      volume.createdAt,
+    ]);
+    return changed === 1;
   }
 
-  delete(volumeID: string): boolean {
-    return this.db.prepare('DELETE FROM volumes WHERE volume_id = ?').run(volumeID).changes === 1;
+  async delete(volumeID: string): Promise<boolean> {
+    return (await this.sql.run('DELETE FROM volumes WHERE volume_id = ?', [volumeID])) === 1;
   }
 }

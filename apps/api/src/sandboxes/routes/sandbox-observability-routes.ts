@@ -45,7 +45,7 @@ export function legacyLogLine(sandboxID: string, entry: { level: string; message
 }
 
 /** Metrics and lifecycle logs. */
-export function registerSandboxObservabilityRoutes(app: FastifyInstance, lifecycle: SandboxLifecycle, events: (id: string) => Array<{ timestamp: string; level: string; message: string }>): void {
+export function registerSandboxObservabilityRoutes(app: FastifyInstance, lifecycle: SandboxLifecycle, events: (id: string) => Promise<Array<{ timestamp: string; level: string; message: string }>>): void {
   app.get('/sandboxes/metrics', { schema: { querystring: ManyMetricsQuery } }, async (request) => {
     const ids = [...new Set((request.query as Static<typeof ManyMetricsQuery>).sandbox_ids.split(',').map((id) => id.trim()).filter(Boolean))];
     if (ids.length > 100) throw new PlatformError('invalid', 'at most 100 sandbox ids may be asked for at once');
@@ -65,24 +65,24 @@ export function registerSandboxObservabilityRoutes(app: FastifyInstance, lifecyc
     return samples.map(metricView);
   });
 
-  const selectLogs = (id: string, query: Static<typeof LogsQuery>) => {
+  const selectLogs = async (id: string, query: Static<typeof LogsQuery>) => {
     lifecycle.require(id);
     const limit = Math.min(1000, Number(query.limit ?? 1000));
     const from = Number(query.cursor ?? query.start ?? 0);
     const minLevel = LEVELS.indexOf(query.level ?? 'debug');
-    let entries = events(id).filter((e) => Date.parse(e.timestamp) >= from && LEVELS.indexOf(e.level) >= minLevel && (!query.search || e.message.includes(query.search)));
+    let entries = (await events(id)).filter((e) => Date.parse(e.timestamp) >= from && LEVELS.indexOf(e.level) >= minLevel && (!query.search || e.message.includes(query.search)));
     if (query.direction !== 'forward') entries = entries.reverse();
     return entries.slice(0, limit);
   };
 
   app.get('/v2/sandboxes/:sandboxID/logs', { schema: { params: SandboxParams, querystring: LogsQuery } }, async (request) => {
     const id = normalizeSandboxId((request.params as Static<typeof SandboxParams>).sandboxID);
-    return { logs: selectLogs(id, request.query as Static<typeof LogsQuery>).map((e) => ({ ...e, fields: {} })) };
+    return { logs: (await selectLogs(id, request.query as Static<typeof LogsQuery>)).map((e) => ({ ...e, fields: {} })) };
   });
 
   app.get('/sandboxes/:sandboxID/logs', { schema: { params: SandboxParams, querystring: LogsQuery } }, async (request) => {
     const id = normalizeSandboxId((request.params as Static<typeof SandboxParams>).sandboxID);
-    const entries = selectLogs(id, { ...(request.query as Static<typeof LogsQuery>), direction: 'forward' });
+    const entries = await selectLogs(id, { ...(request.query as Static<typeof LogsQuery>), direction: 'forward' });
     return { logs: entries.map((e) => ({ timestamp: e.timestamp, line: legacyLogLine(id, e) })), logEntries: entries.map((e) => ({ ...e, fields: {} })) };
   });
 }

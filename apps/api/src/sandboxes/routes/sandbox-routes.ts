@@ -3,7 +3,7 @@ import type { FastifyInstance } from 'fastify';
 import { PlatformError } from '../../errors.ts';
 import { decodeMetadataFilter, matchesMetadata, type Order, page, parseStates } from '../list-query.ts';
 import { type NetworkUpdate, validateNetwork } from '../network-rules.ts';
-import { requireKnownSecrets } from '../../secrets/secret-placeholders.ts';
+import { requireStoredSecrets } from '../../secrets/secret-placeholders.ts';
 import { normalizeSandboxId } from '../sandbox-identity.ts';
 import type { SandboxLifecycle } from '../sandbox-lifecycle.ts';
 import { listedSandboxView, sandboxDetailView, sandboxView } from '../sandbox-views.ts';
@@ -11,13 +11,13 @@ import { ListQuery, NetworkUpdateSchema, NewSandboxSchema, SandboxParams } from 
 import { positiveTimeout, type TimeoutRules } from './timeout-rules.ts';
 
 /** Turns a validated NewSandbox body into a create request, applying the reference platform's rules. */
-function createInput(body: Static<typeof NewSandboxSchema>, timeouts: TimeoutRules, secretExists: (name: string) => boolean) {
+async function createInput(body: Static<typeof NewSandboxSchema>, timeouts: TimeoutRules, secretNames: () => Promise<ReadonlySet<string>>) {
   const timeout = positiveTimeout(timeouts, body.timeout);
   if (body.autoPauseMemory === false && !body.autoPause) throw new PlatformError('invalid', 'autoPauseMemory can only be set together with autoPause');
   if (body.autoPauseMemory === false && body.autoResume?.enabled) throw new PlatformError('invalid', 'autoPauseMemory false cannot be combined with autoResume');
   const network = { ...(body.network ?? {}) };
   if (body.allow_internet_access === false) network.denyOut = ['0.0.0.0/0'];
-  requireKnownSecrets(network.rules, secretExists);
+  await requireStoredSecrets(network.rules, secretNames);
   validateNetwork(network);
   return {
     templateRef: body.templateID,
@@ -47,17 +47,17 @@ function parseLimit(raw: string | undefined): number {
 }
 
 /**
- * Create, list, get and kill. `sandboxDomain`: the `domain` answered (see sandboxView); `secretExists`: whether a
- * secret `${e2b.secrets.<name>}` placeholders in `network.rules` refer to exists (unknown ones are named in a 400).
+ * Create, list, get and kill. `sandboxDomain`: the `domain` answered (see sandboxView); `secretNames`: the stored secret
+ * names, which `${e2b.secrets.<name>}` placeholders in `network.rules` must refer to (unknown ones are named in a 400).
  */
 export function registerSandboxRoutes(
   app: FastifyInstance,
   lifecycle: SandboxLifecycle,
   timeouts: TimeoutRules,
   sandboxDomain: () => string | null = () => null,
-  secretExists: (name: string) => boolean = () => false,
+  secretNames: () => Promise<ReadonlySet<string>> = async () => new Set(),
 ): void {
-  const create = async (body: Static<typeof NewSandboxSchema>) => sandboxView(await lifecycle.create(createInput(body, timeouts, secretExists)), sandboxDomain());
+  const create = async (body: Static<typeof NewSandboxSchema>) => sandboxView(await lifecycle.create(await createInput(body, timeouts, secretNames)), sandboxDomain());
   app.post('/sandboxes', { schema: { body: NewSandboxSchema } }, async (request, reply) => reply.code(201).send(await create(request.body as Static<typeof NewSandboxSchema>)));
   app.post('/v2/sandboxes', { schema: { body: NewSandboxSchema } }, async (request, reply) => reply.code(201).send(await create(request.body as Static<typeof NewSandboxSchema>)));
 
@@ -97,7 +97,7 @@ export function registerSandboxRoutes(
 
   app.put('/sandboxes/:sandboxID/network', { schema: { params: SandboxParams, body: NetworkUpdateSchema } }, async (request, reply) => {
     const id = normalizeSandboxId((request.params as Static<typeof SandboxParams>).sandboxID);
-    requireKnownSecrets((request.body as NetworkUpdate).rules, secretExists);
+    await requireStoredSecrets((request.body as NetworkUpdate).rules, secretNames);
     await lifecycle.updateNetwork(id, request.body as NetworkUpdate);
     return reply.code(204).send();
   });

@@ -31,7 +31,7 @@ export function registerSandboxSnapshotRoutes(app: FastifyInstance, deps: Snapsh
 
   app.get('/snapshots', { schema: { querystring: SnapshotQuery } }, async (request, reply) => {
     const query = request.query as Static<typeof SnapshotQuery>;
-    const all = deps.catalog.snapshots({ sandboxId: query.sandboxID === undefined ? undefined : normalizeSandboxId(query.sandboxID), name: query.name });
+    const all = await deps.catalog.snapshots({ sandboxId: query.sandboxID === undefined ? undefined : normalizeSandboxId(query.sandboxID), name: query.name });
     const page = keysetPage(all, (s) => `${s.createdAt}\u0000${s.key}`, parseLimit(query.limit), query.nextToken);
     if (page.nextToken) void reply.header('x-next-token', page.nextToken);
     return page.items.map(({ snapshotID, names }) => ({ snapshotID, names }));

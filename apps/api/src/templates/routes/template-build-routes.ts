@@ -26,44 +26,44 @@ export function registerTemplateBuildRoutes(app: FastifyInstance, deps: Template
   const { catalog, store } = deps;
 
   /** The build of a template; unknown template or build → not found. */
-  const buildOf = (params: Static<typeof BuildParams>) => catalog.requireBuild(catalog.require(params.templateID).templateId, checkBuildId(params.buildID));
+  const buildOf = async (params: Static<typeof BuildParams>) => catalog.requireBuild((await catalog.require(params.templateID)).templateId, checkBuildId(params.buildID));
 
   /** The status poll answers an unknown build with 400, as the reference does (its other routes say 404). */
-  const polledBuildOf = (params: Static<typeof BuildParams>) => {
+  const polledBuildOf = async (params: Static<typeof BuildParams>) => {
     try {
-      return buildOf(params);
+      return await buildOf(params);
     } catch (error) {
-      if (error instanceof PlatformError && error.kind === 'not_found' && catalog.find(params.templateID)) throw invalid(`Build '${params.buildID}' not found`);
+      if (error instanceof PlatformError && error.kind === 'not_found' && (await catalog.find(params.templateID))) throw invalid(`Build '${params.buildID}' not found`);
       throw error;
     }
   };
 
   app.post('/v2/templates/:templateID/builds/:buildID', { schema: { params: BuildParams, body: BuildStartBody } }, async (request, reply) => {
-    const build = buildOf(request.params as Static<typeof BuildParams>);
-    deps.queue.start(build.templateId, build.buildId, parseBuildRequest(request.body as Static<typeof BuildStartBody>));
+    const build = await buildOf(request.params as Static<typeof BuildParams>);
+    await deps.queue.start(build.templateId, build.buildId, parseBuildRequest(request.body as Static<typeof BuildStartBody>));
     // No body: the SDK parses any other 2xx body as JSON.
     return reply.code(202).header('content-length', '0').send();
   });
 
   app.get('/templates/:templateID/builds/:buildID/status', { schema: { params: BuildParams, querystring: StatusQuery } }, async (request) => {
-    const build = polledBuildOf(request.params as Static<typeof BuildParams>);
+    const build = await polledBuildOf(request.params as Static<typeof BuildParams>);
     const query = request.query as Static<typeof StatusQuery>;
     const limit = parseLimit(query.limit);
     const offset = Number(query.logsOffset ?? 0);
-    const entries = store.logs(build.buildId, offset, limit).filter(atLeast(query.level as LogLevel | undefined));
+    const entries = (await store.logs(build.buildId, offset, limit)).filter(atLeast(query.level as LogLevel | undefined));
     const failedStep = build.reason?.step;
     const reasonEntries =
-      build.status === 'error' ? store.logs(build.buildId, 0, 100_000).filter((e) => atLeast('warn')(e) && (failedStep === undefined || e.step === failedStep)) : [];
+      build.status === 'error' ? (await store.logs(build.buildId, 0, 100_000)).filter((e) => atLeast('warn')(e) && (failedStep === undefined || e.step === failedStep)) : [];
     return buildStatusView(build, entries, reasonEntries);
   });
 
   app.get('/templates/:templateID/builds/:buildID/logs', { schema: { params: BuildParams, querystring: LogsQuery } }, async (request) => {
-    const build = buildOf(request.params as Static<typeof BuildParams>);
+    const build = await buildOf(request.params as Static<typeof BuildParams>);
     const query = request.query as Static<typeof LogsQuery>;
     const limit = parseLimit(query.limit);
     const forward = query.direction !== 'backward';
     const cursor = query.cursor === undefined ? undefined : Number(query.cursor);
-    let entries = store.logs(build.buildId, 0, 100_000).filter(atLeast(query.level as LogLevel | undefined));
+    let entries = (await store.logs(build.buildId, 0, 100_000)).filter(atLeast(query.level as LogLevel | undefined));
     if (cursor !== undefined) entries = entries.filter((e) => (forward ? Date.parse(e.timestamp) >= cursor : Date.parse(e.timestamp) <= cursor));
     if (!forward) entries.reverse();
     return { logs: entries.slice(0, limit) };
@@ -71,10 +71,10 @@ export function registerTemplateBuildRoutes(app: FastifyInstance, deps: Template
 
   app.get('/templates/:templateID/files/:hash', { schema: { params: FileParams } }, async (request, reply) => {
     const params = request.params as Static<typeof FileParams>;
-    const template = catalog.require(params.templateID);
+    const template = await catalog.require(params.templateID);
     const hash = checkFilesHash(params.hash);
     const present = deps.contextFiles.pathOf(hash) !== undefined;
-    if (present) store.addContextFile(hash, template.templateId, deps.contextFiles.sizeOf(hash));
+    if (present) await store.addContextFile(hash, template.templateId, deps.contextFiles.sizeOf(hash));
     const { expires, signature } = signUpload(deps.signingSeed, template.templateId, hash);
     const url = `${origin(request)}${uploadPath(template.templateId, hash)}?expires=${expires}&signature=${signature}`;
     return reply.code(201).send({ present, url });
@@ -91,11 +91,11 @@ export function registerTemplateBuildRoutes(app: FastifyInstance, deps: Template
       if (!uploadSignatureValid(deps.signingSeed, params.templateID, hash, query.expires, query.signature)) {
         return reply.code(403).send({ code: 403, message: 'the upload URL is invalid or has expired; ask for a new one' });
       }
-      const template = catalog.find(params.templateID);
+      const template = await catalog.find(params.templateID);
       if (!template) throw notFound(`template '${params.templateID}' not found`);
       const length = request.headers['content-length'] === undefined ? undefined : Number(request.headers['content-length']);
       const size = await deps.contextFiles.receive(hash, request.raw, Number.isFinite(length) ? length : undefined);
-      store.addContextFile(hash, template.templateId, size);
+      await store.addContextFile(hash, template.templateId, size);
       return reply.code(201).header('content-length', '0').send();
     });
   });

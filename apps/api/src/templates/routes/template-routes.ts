@@ -19,7 +19,7 @@ export function registerTemplateRoutes(app: FastifyInstance, deps: TemplateRoute
     const name = body.name ?? body.alias;
     if (name === undefined) throw invalid('name is required');
     deps.queue.ensureRoom();
-    const { template, build } = catalog.registerBuild({ name, tags: body.tags, cpuCount: body.cpuCount ?? DEFAULT_CPU, memoryMB: body.memoryMB ?? DEFAULT_MEMORY_MB });
+    const { template, build } = await catalog.registerBuild({ name, tags: body.tags, cpuCount: body.cpuCount ?? DEFAULT_CPU, memoryMB: body.memoryMB ?? DEFAULT_MEMORY_MB });
     return reply.code(202).send({
       templateID: template.templateId,
       buildID: build.buildId,
@@ -33,24 +33,24 @@ export function registerTemplateRoutes(app: FastifyInstance, deps: TemplateRoute
   app.post('/v2/templates', { schema: { body: RegisterV2Body } }, async (request, reply) => {
     const body = request.body as Static<typeof RegisterV2Body>;
     deps.queue.ensureRoom();
-    const { template } = catalog.registerBuild({ name: body.alias, cpuCount: body.cpuCount ?? DEFAULT_CPU, memoryMB: body.memoryMB ?? DEFAULT_MEMORY_MB });
-    return reply.code(202).send(templateView(template, store.builds(template.templateId)));
+    const { template } = await catalog.registerBuild({ name: body.alias, cpuCount: body.cpuCount ?? DEFAULT_CPU, memoryMB: body.memoryMB ?? DEFAULT_MEMORY_MB });
+    return reply.code(202).send(templateView(template, await store.builds(template.templateId)));
   });
 
   const list = async (request: { query: unknown }, reply: { header(name: string, value: string): unknown }) => {
     const query = request.query as Static<typeof PageQuery>;
-    const templates = store.templates('template');
+    const templates = await store.templates('template');
     const page = keysetPage(templates, (t) => `${t.createdAt}\u0000${t.templateId}`, parseLimit(query.limit), query.nextToken);
     if (page.nextToken) reply.header('x-next-token', page.nextToken);
-    return page.items.map((t) => templateView(t, store.builds(t.templateId)));
+    return Promise.all(page.items.map(async (t) => templateView(t, await store.builds(t.templateId))));
   };
   app.get('/templates', { schema: { querystring: PageQuery } }, list);
   app.get('/v2/templates', { schema: { querystring: PageQuery } }, list);
 
   app.get('/templates/:templateID', { schema: { params: TemplateParams, querystring: PageQuery } }, async (request, reply) => {
-    const template = catalog.require((request.params as Static<typeof TemplateParams>).templateID);
+    const template = await catalog.require((request.params as Static<typeof TemplateParams>).templateID);
     const query = request.query as Static<typeof PageQuery>;
-    const builds = store.builds(template.templateId);
+    const builds = await store.builds(template.templateId);
     const page = keysetPage(builds, (b) => `${String(9e15 - Date.parse(b.createdAt)).padStart(16, '0')}\u0000${b.buildId}`, parseLimit(query.limit), query.nextToken);
     if (page.nextToken) void reply.header('x-next-token', page.nextToken);
     return {
@@ -69,7 +69,7 @@ export function registerTemplateRoutes(app: FastifyInstance, deps: TemplateRoute
   const update = async (request: { params: unknown; body: unknown }) => {
     const { templateID } = request.params as Static<typeof TemplateParams>;
     const body = request.body as Static<typeof UpdateTemplateBody>;
-    const template = body.public === undefined ? catalog.require(templateID) : catalog.setPublic(templateID, body.public);
+    const template = body.public === undefined ? await catalog.require(templateID) : await catalog.setPublic(templateID, body.public);
     return { names: namesOf(template) };
   };
   app.patch('/templates/:templateID', { schema: { params: TemplateParams, body: UpdateTemplateBody } }, update);
@@ -82,7 +82,7 @@ export function registerTemplateRoutes(app: FastifyInstance, deps: TemplateRoute
 
   app.get('/templates/aliases/:alias', { schema: { params: AliasParams } }, async (request) => {
     const { alias } = request.params as Static<typeof AliasParams>;
-    const template = catalog.find(alias);
+    const template = await catalog.find(alias);
     if (!template || template.alias === null) throw notFound(`template alias '${alias}' not found`);
     return { templateID: template.templateId, public: template.public };
   });

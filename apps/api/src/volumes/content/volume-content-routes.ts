@@ -37,7 +37,7 @@ export function registerVolumeContentRoutes(app: FastifyInstance, deps: VolumeCo
   const startedAt = Date.now();
   app.addHook('onReady', async () => {
     // In the background: a large volume must not hold up the start.
-    const dirs = deps.volumes.list().map((v): [string, string] => [v.volumeID, deps.volumes.contentDir(v.volumeID)]);
+    const dirs = (await deps.volumes.list()).map((v): [string, string] => [v.volumeID, deps.volumes.contentDir(v.volumeID)]);
     void sweepUploadLeftovers(dirs, startedAt, deps.logger);
   });
   void app.register(async (scope) => {
@@ -51,7 +51,7 @@ export function registerVolumeContentRoutes(app: FastifyInstance, deps: VolumeCo
       let path: VolumePath | undefined;
       try {
         const { volumeID } = request.params;
-        authorizeVolume(deps.volumes.get(volumeID), volumeID, request.headers.authorization);
+        authorizeVolume(await deps.volumes.get(volumeID), volumeID, request.headers.authorization);
         path = parseVolumePath(request.query.path);
         const root = await openVolumeRoot(deps.volumes.contentDir(volumeID));
         try {

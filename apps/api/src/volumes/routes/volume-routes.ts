@@ -13,18 +13,18 @@ const volumeAndToken = (v: Volume) => ({ volumeID: v.volumeID, name: v.name, tok
 /** `POST/GET /volumes`, `GET/DELETE /volumes/{volumeID}` (API key). */
 export function registerVolumeRoutes(app: FastifyInstance, volumes: VolumeCatalog): void {
   app.post('/volumes', { schema: { body: NewVolumeBody } }, async (request, reply) => {
-    const volume = volumes.create((request.body as Static<typeof NewVolumeBody>).name);
+    const volume = await volumes.create((request.body as Static<typeof NewVolumeBody>).name);
     return reply.code(201).send(volumeAndToken(volume));
   });
 
-  app.get('/volumes', async () => volumes.list().map((v) => ({ volumeID: v.volumeID, name: v.name })));
+  app.get('/volumes', async () => (await volumes.list()).map((v) => ({ volumeID: v.volumeID, name: v.name })));
 
   app.get('/volumes/:volumeID', { schema: { params: VolumeParams } }, async (request) =>
-    volumeAndToken(volumes.require((request.params as Static<typeof VolumeParams>).volumeID)),
+    volumeAndToken(await volumes.require((request.params as Static<typeof VolumeParams>).volumeID)),
   );
 
   app.delete('/volumes/:volumeID', { schema: { params: VolumeParams } }, async (request, reply) => {
-    volumes.remove((request.params as Static<typeof VolumeParams>).volumeID);
+    await volumes.remove((request.params as Static<typeof VolumeParams>).volumeID);
     return reply.code(204).send();
   });
 }
