@@ -17,6 +17,7 @@ import { NODE_ADDRESS_POOL, NODE_TLS_PORT, type NodeLayout } from './cluster-lay
 import { cgroupProcesses, killAll, nodeProcesses, removeCgroups, unmountUnder } from './cluster-leftovers.ts';
 import type { ServerTls } from './cluster-tls.ts';
 import { run, type RunResult } from './docker.ts';
+import { isProcessAlive } from './process-alive.ts';
 
 export type StorageDriver = 'overlay2' | 'vfs';
 
@@ -59,15 +60,6 @@ export function pingEngine(socket: string, timeoutMs = 1_000): Promise<boolean> 
     req.on('error', () => resolve(false));
     req.end();
   });
-}
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
 }
 
 /** The running dockerd of a node: the pid in its pidfile, if that process still names the pidfile. */
@@ -132,7 +124,7 @@ async function startOnce(node: NodeLayout, driver: StorageDriver, opts: StartEng
     if (await pingEngine(node.socket)) {
       return { pid, storageDriver: driver, startMs: Date.now() - started, tcpHost: opts.tls ? `tcp://${node.address}:${NODE_TLS_PORT}` : undefined };
     }
-    if (!alive(pid) || child.exitCode !== null) throw new ClusterError('engine', `dockerd of ${node.id} (storage driver ${driver}) exited while starting:\n${logTail(node)}\n(full log: ${node.logFile})`);
+    if (!isProcessAlive(pid) || child.exitCode !== null) throw new ClusterError('engine', `dockerd of ${node.id} (storage driver ${driver}) exited while starting:\n${logTail(node)}\n(full log: ${node.logFile})`);
     await new Promise((r) => setTimeout(r, 100));
   }
   throw new ClusterError('engine', `dockerd of ${node.id} did not answer on ${node.socket} within ${opts.timeoutMs ?? 60_000} ms:\n${logTail(node)}\n(full log: ${node.logFile})`);
@@ -185,8 +177,8 @@ export async function stopNodeEngine(node: NodeLayout, timeoutMs = 20_000): Prom
       // exited on its own since the pidfile was read
     }
     const deadline = Date.now() + timeoutMs;
-    while (alive(pid) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
-    if (alive(pid)) {
+    while (isProcessAlive(pid) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
+    if (isProcessAlive(pid)) {
       graceful = false;
       await killAll([pid]);
     }

@@ -8,6 +8,7 @@
 import { readdirSync, readFileSync, readlinkSync, rmdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { run } from './docker.ts';
+import { isProcessAlive } from './process-alive.ts';
 
 const CGROUP_ROOT = '/sys/fs/cgroup';
 
@@ -140,15 +141,6 @@ export function removeCgroups(cgroupParent: string): string[] {
   return stuck;
 }
 
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
-
 /** SIGKILLs every pid and waits (bounded) until they are gone. Returns those still alive. */
 export async function killAll(pids: number[], timeoutMs = 10_000): Promise<number[]> {
   for (const pid of pids) {
@@ -159,10 +151,10 @@ export async function killAll(pids: number[], timeoutMs = 10_000): Promise<numbe
     }
   }
   const deadline = Date.now() + timeoutMs;
-  let left = pids.filter(alive);
+  let left = pids.filter(isProcessAlive);
   while (left.length > 0 && Date.now() < deadline) {
     await new Promise((r) => setTimeout(r, 50));
-    left = left.filter(alive);
+    left = left.filter(isProcessAlive);
   }
   return left;
 }

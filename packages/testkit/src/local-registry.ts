@@ -16,6 +16,7 @@ import { ClusterError } from './cluster-error.ts';
 import { killAll, nodeProcesses } from './cluster-leftovers.ts';
 import { docker, run } from './docker.ts';
 import { getFreePort } from './ports.ts';
+import { isProcessAlive } from './process-alive.ts';
 
 const REGISTRY_BINARY = '/usr/bin/docker-registry';
 const HTPASSWD = '/usr/bin/htpasswd';
@@ -57,19 +58,10 @@ async function ensureInstalled(): Promise<void> {
   }
 }
 
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
-
 async function waitForAnswer(url: string, pid: number, log: () => string): Promise<void> {
   const deadline = Date.now() + 15_000;
   while (Date.now() < deadline) {
-    if (!alive(pid)) throw new ClusterError('command', `docker-registry exited: ${log()}`);
+    if (!isProcessAlive(pid)) throw new ClusterError('command', `docker-registry exited: ${log()}`);
     try {
       const response = await fetch(url, { signal: AbortSignal.timeout(1_000) });
       await response.arrayBuffer();
@@ -137,11 +129,11 @@ export async function startLocalRegistry(opts: LocalRegistryOptions = {}): Promi
   const pid = child.pid ?? -1;
   const log = (): string => (opts.detached ? readTail(logFile) : output);
   const stop = async (): Promise<void> => {
-    if (pid > 0 && alive(pid)) {
+    if (pid > 0 && isProcessAlive(pid)) {
       child.kill('SIGTERM');
       const deadline = Date.now() + 5_000;
-      while (alive(pid) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
-      if (alive(pid)) await killAll([pid]);
+      while (isProcessAlive(pid) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+      if (isProcessAlive(pid)) await killAll([pid]);
     }
     if (ownDir) await rm(dir, { recursive: true, force: true });
   };
