@@ -114,7 +114,8 @@ describe('sandbox containers are hardened', () => {
     const container = (await containerOf(bombed.sandboxId))!;
     await bombed.commands.run('bomb() { bomb | bomb & }; bomb', { background: true });
     let peak = 0;
-    const deadline = Date.now() + 30_000;
+    // The bomb reaches the limit in seconds on an idle machine; allow for a CI machine busy with other suites.
+    const deadline = Date.now() + 90_000;
     while (Date.now() < deadline && peak < PIDS_LIMIT - 5) {
       const stats = (await container.stats({ stream: false })) as { pids_stats?: { current?: number } };
       peak = Math.max(peak, stats.pids_stats?.current ?? 0);
@@ -129,5 +130,5 @@ describe('sandbox containers are hardened', () => {
     // And the bombed sandbox goes away on kill.
     expect(await Sandbox.kill(bombed.sandboxId, platform.sdk)).toBe(true);
     expect(await containerOf(bombed.sandboxId)).toBeUndefined();
-  }, 120_000);
+  }, 180_000);
 });
