@@ -101,7 +101,7 @@ export class ContextRegistry {
     const id = randomUUID();
     const logger = this.logger.child({ contextId: id, language });
     const kernelReady = this.startKernel(language, cwd, logger);
-    const context: Context = { id, language, cwd, kernel: STARTING, starting: kernelReady.then(() => undefined), queue: new ExecutionQueue(), globalEnvSent: false, isDefault, logger };
+    const context: Context = { id, language, cwd, kernel: STARTING, starting: settledLater(kernelReady), queue: new ExecutionQueue(), globalEnvSent: false, isDefault, logger };
     this.contexts.set(id, context);
     if (isDefault) this.defaults.set(language, id);
     try {
@@ -192,9 +192,20 @@ export class ContextRegistry {
     context.kernel = STARTING;
     context.globalEnvSent = false;
     const kernelReady = this.startKernel(context.language, context.cwd, context.logger);
-    context.starting = kernelReady.then(() => undefined);
+    context.starting = settledLater(kernelReady);
     context.kernel = await kernelReady;
   }
+}
+
+/**
+ * A context's `starting`: settles with its kernel start. Nobody may be waiting on it when the start fails (the
+ * failure reaches the caller through the kernel promise), so it is marked handled here: an unobserved rejection
+ * would end the server process.
+ */
+function settledLater(kernelReady: Promise<unknown>): Promise<void> {
+  const starting = kernelReady.then(() => undefined);
+  starting.catch(() => undefined);
+  return starting;
 }
 
 /** Stands for a context's kernel while it starts: executions wait on `starting` first, so it is never asked to run. */
