@@ -5,6 +5,8 @@
  * template or build registered).
  */
 import { randomBytes } from 'node:crypto';
+import { createServer, request as httpRequest } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import Docker from 'dockerode';
 import { RateLimitError, Sandbox, ServiceBusyError, Template } from 'e2b';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -55,14 +57,37 @@ describe('sandbox limit', () => {
 
   it('a retry the SDK makes after Retry-After succeeds once a slot is free', async () => {
     const first = await Sandbox.create('base', { ...platform.sdk, timeoutMs: 120_000 });
-    const freeing = new Promise<void>((resolve) => setTimeout(() => void first.kill().then(() => resolve()), 1_500));
-    const second = await Sandbox.create('base', { ...platform.sdk, timeoutMs: 120_000 });
-    await freeing;
+    // The slot is freed only once the SDK has been refused: its create calls pass through a recording relay.
+    const statuses: number[] = [];
+    let freeing: Promise<void> | undefined;
+    const relay = createServer((request, response) => {
+      const forwarded = httpRequest(`${platform.url}${request.url}`, { method: request.method, headers: request.headers }, (answer) => {
+        if (request.method === 'POST' && request.url?.endsWith('/sandboxes')) {
+          statuses.push(answer.statusCode ?? 0);
+          if (answer.statusCode === 429) freeing ??= first.kill();
+        }
+        response.writeHead(answer.statusCode ?? 502, answer.headers);
+        answer.pipe(response);
+      });
+      request.pipe(forwarded);
+    });
+    await new Promise<void>((resolve) => relay.listen(0, '127.0.0.1', resolve));
+    const relayUrl = `http://127.0.0.1:${(relay.address() as AddressInfo).port}`;
+    let second: Sandbox;
     try {
+      // Enough retries (one a second) that a kill slowed by a busy engine still frees the slot in time.
+      second = await Sandbox.create('base', { ...platform.sdk, apiUrl: relayUrl, timeoutMs: 120_000, retries: 20 });
+    } finally {
+      relay.close();
+      await freeing;
+    }
+    try {
+      expect(statuses[0]).toBe(429);
+      expect(statuses.at(-1)).toBe(201);
       expect(second.sandboxId).not.toBe(first.sandboxId);
       expect((await second.commands.run('echo ok')).stdout.trim()).toBe('ok');
     } finally {
-      await second.kill();
+      await Sandbox.kill(second.sandboxId, platform.sdk);
     }
   });
 });
