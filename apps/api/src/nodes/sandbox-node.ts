@@ -1,0 +1,42 @@
+import type { Duplex } from 'node:stream';
+import type { SandboxRuntime } from '../runtime/sandbox-runtime.ts';
+
+/**
+ * The seam of cluster mode. A node is one machine's Docker engine as the API sees it: its containers
+ * (`runtime`) and a way to open TCP streams to its containers' ports (sandbox proxy traffic and the API's own
+ * envd calls). `npm start` embeds one local node (DockerRuntime + a direct TCP connect); in cluster mode the API
+ * reaches each node's agent (`tidepool node`) over mutual TLS (remote-node.ts).
+ */
+export interface SandboxNode {
+  readonly nodeId: string;
+  readonly runtime: SandboxRuntime;
+  /** Opens a TCP stream to `port` of a container of this node at `address` (its address on the node's sandbox network). */
+  dial(address: string, port: number, signal?: AbortSignal): Promise<Duplex>;
+}
+
+/** What a node has, as its agent reports it in every heartbeat. */
+export interface NodeCapacity {
+  cpuCount: number;
+  memoryMB: number;
+  /** Memory the node's machine has available now. */
+  memoryAvailableMB: number;
+  /** Images present on the node's engine that placement may prefer (template build images). */
+  images?: string[];
+  /** Ready warm-pool containers per template id. */
+  poolReady?: Record<string, number>;
+}
+
+/** A node agent announcing itself: where the API reaches it (its mTLS URL) and what it has. */
+export interface NodeRegistration {
+  nodeId: string;
+  /** `https://host:port` of the agent. */
+  url: string;
+  version: string;
+  capacity: NodeCapacity;
+}
+
+/** How node agents register and heartbeat through the database (implemented by the API's node store). */
+export interface NodeHeartbeats {
+  register(node: NodeRegistration): Promise<void>;
+  heartbeat(nodeId: string, capacity: NodeCapacity): Promise<void>;
+}
