@@ -3,6 +3,7 @@ import type { Logger } from 'pino';
 import { asWorkerEvent, type WorkerRequest } from '../worker/worker-messages.ts';
 import { describeExit, exited, killGroup } from './child-process-tree.ts';
 import { type ExecuteRequest, type ExecutionSink, INTERPRETER_ERROR_NAME, InterpreterError, type Kernel } from './kernel.ts';
+import { interruptibleExecution } from './interruptible-execution.ts';
 
 export interface JsKernelOptions {
   language: 'javascript' | 'typescript';
@@ -81,29 +82,26 @@ export class JsKernel implements Kernel {
       return Promise.resolve();
     }
     const id = this.nextId++;
-    return new Promise<void>((resolve) => {
-      let killTimer: NodeJS.Timeout | undefined;
-      const onAbort = () => {
-        this.child?.kill('SIGINT');
-        killTimer = setTimeout(() => {
-          this.exitedAt = `the code did not stop within ${this.options.interruptGraceMs / 1000} s of an interrupt, so the ${this.options.language} worker was killed`;
-          this.options.logger.warn({ graceMs: this.options.interruptGraceMs }, 'javascript worker ignored an interrupt; killing it');
-          if (this.child) killGroup(this.child);
-        }, this.options.interruptGraceMs);
-      };
+    const message: WorkerRequest = { op: 'execute', id, code: request.code, env: request.env };
+    const policy = {
+      signal,
+      graceMs: this.options.interruptGraceMs,
+      interrupt: () => this.child?.kill('SIGINT'),
+      kill: () => {
+        this.exitedAt = `the code did not stop within ${this.options.interruptGraceMs / 1000} s of an interrupt, so the ${this.options.language} worker was killed`;
+        this.options.logger.warn({ graceMs: this.options.interruptGraceMs }, 'javascript worker ignored an interrupt; killing it');
+        if (this.child) killGroup(this.child);
+      },
+    };
+    return interruptibleExecution(policy, (finish) => {
       this.running = {
         id,
         sink,
         finish: () => {
-          clearTimeout(killTimer);
-          signal.removeEventListener('abort', onAbort);
           this.running = undefined;
-          resolve();
+          finish();
         },
       };
-      if (signal.aborted) onAbort();
-      else signal.addEventListener('abort', onAbort, { once: true });
-      const message: WorkerRequest = { op: 'execute', id, code: request.code, env: request.env };
       this.child!.send(message);
     });
   }

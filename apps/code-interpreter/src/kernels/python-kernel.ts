@@ -4,6 +4,7 @@ import { bundleFromMime } from '../protocol/frames.ts';
 import { LineSplitter } from '../protocol/line-splitter.ts';
 import { describeExit, exited, killGroup, killGroupOf } from './child-process-tree.ts';
 import { type ExecuteRequest, type ExecutionSink, INTERPRETER_ERROR_NAME, InterpreterError, type Kernel } from './kernel.ts';
+import { interruptibleExecution } from './interruptible-execution.ts';
 
 export interface PythonKernelOptions {
   python: string;
@@ -139,28 +140,25 @@ export class PythonKernel implements Kernel {
       return Promise.resolve();
     }
     const id = this.nextId++;
-    return new Promise<void>((resolve) => {
-      let killTimer: NodeJS.Timeout | undefined;
-      const onAbort = () => {
-        this.send({ op: 'interrupt' });
-        killTimer = setTimeout(() => {
-          this.options.logger.warn({ graceMs: this.options.interruptGraceMs }, 'python kernel ignored an interrupt; killing it');
-          this.exitedAt = `the code did not stop within ${this.options.interruptGraceMs / 1000} s of an interrupt, so the Python kernel was killed`;
-          this.kill();
-        }, this.options.interruptGraceMs);
-      };
+    const policy = {
+      signal,
+      graceMs: this.options.interruptGraceMs,
+      interrupt: () => this.send({ op: 'interrupt' }),
+      kill: () => {
+        this.options.logger.warn({ graceMs: this.options.interruptGraceMs }, 'python kernel ignored an interrupt; killing it');
+        this.exitedAt = `the code did not stop within ${this.options.interruptGraceMs / 1000} s of an interrupt, so the Python kernel was killed`;
+        this.kill();
+      },
+    };
+    return interruptibleExecution(policy, (finish) => {
       this.running = {
         id,
         sink,
         finish: () => {
-          clearTimeout(killTimer);
-          signal.removeEventListener('abort', onAbort);
           this.running = undefined;
-          resolve();
+          finish();
         },
       };
-      if (signal.aborted) onAbort();
-      else signal.addEventListener('abort', onAbort, { once: true });
       this.send({ op: 'execute', id, code: request.code, env: request.env });
     });
   }
