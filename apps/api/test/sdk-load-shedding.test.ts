@@ -64,7 +64,7 @@ describe('sandbox limit', () => {
       const forwarded = httpRequest(`${platform.url}${request.url}`, { method: request.method, headers: request.headers }, (answer) => {
         if (request.method === 'POST' && request.url?.endsWith('/sandboxes')) {
           statuses.push(answer.statusCode ?? 0);
-          if (answer.statusCode === 429) freeing ??= first.kill();
+          if (answer.statusCode === 429) freeing ??= first.kill().then(() => undefined);
         }
         response.writeHead(answer.statusCode ?? 502, answer.headers);
         answer.pipe(response);
