@@ -15,7 +15,7 @@ describe('network rules', () => {
   });
 
   it('turns allow and deny lists into IPv4 firewall rules (bare IPs as /32, domains and IPv6 left out)', () => {
-    expect(egressPolicy({ allowOut: ['1.2.3.4', '*.example.com', '10.0.0.0/8', '::1'], denyOut: ['0.0.0.0/0'] })).toEqual({ allow: ['1.2.3.4/32', '10.0.0.0/8'], deny: ['0.0.0.0/0'], domains: ['*.example.com'] });
+    expect(egressPolicy({ allowOut: ['1.2.3.4', '*.example.com', '10.0.0.0/8', '::1'], denyOut: ['0.0.0.0/0'] })).toEqual({ allow: ['1.2.3.4/32', '10.0.0.0/8', '::1/128'], deny: ['0.0.0.0/0'], domains: ['*.example.com'] });
     expect(egressPolicy({})).toEqual({ allow: [], deny: [], domains: [] });
     expect(allowedDomains({ allowOut: ['Example.COM', '1.1.1.1', '*.x.org'] })).toEqual(['example.com', '*.x.org']);
   });

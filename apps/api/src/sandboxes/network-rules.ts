@@ -53,14 +53,13 @@ export function validateNetwork(network: SandboxNetwork & UnsupportedNetworkFiel
   if (mask !== undefined && !/^[\x21-\x7e]+$/.test(mask)) throw new PlatformError('invalid', 'maskRequestHost must be an ASCII host[:port]');
 }
 
-const ipv4 = (entry: string): boolean => isCidrOrIp(entry) && isIP(entry.split('/')[0]!) === 4;
-const asCidr = (entry: string): string => (entry.includes('/') ? entry : `${entry}/32`);
+const asCidr = (entry: string): string => (entry.includes('/') ? entry : `${entry}/${isIP(entry) === 4 ? 32 : 128}`);
 
-/** The IPv4 part of a sandbox's egress rules (bare IPs as /32), for the firewall. */
+/** The address part of a sandbox's egress rules, IPv4 and IPv6 (bare IPs as /32 or /128), for the firewall. */
 export function egressPolicy(network: SandboxNetwork): EgressPolicy {
   return {
-    allow: (network.allowOut ?? []).filter(ipv4).map(asCidr),
-    deny: (network.denyOut ?? []).filter(ipv4).map(asCidr),
+    allow: (network.allowOut ?? []).filter(isCidrOrIp).map(asCidr),
+    deny: (network.denyOut ?? []).filter(isCidrOrIp).map(asCidr),
     domains: allowedDomains(network),
   };
 }
