@@ -8,7 +8,8 @@ const DOMAIN = /^(\*\.)?([a-z0-9-]+\.)*[a-z0-9-]+$/i;
 
 export function isCidrOrIp(value: string): boolean {
   const [address, prefix, extra] = value.split('/');
-  if (extra !== undefined) return false;
+  // A zone index (fe80::1%eth0) names an interface of the host: no firewall rule takes it.
+  if (extra !== undefined || address!.includes('%')) return false;
   const family = isIP(address);
   if (family === 0) return false;
   if (prefix === undefined) return address !== '0.0.0.0' && address !== '::';
