@@ -18,7 +18,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startGate, type RunningGate } from '../../docker-gate/src/gate-server.ts';
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
-import { EngineFirewallCommands } from '../src/runtime/docker/firewall-commands.ts';
+import { EngineFirewallCommands, FIREWALL_PROGRAMS } from '../src/runtime/docker/firewall-commands.ts';
 import { SandboxFirewall } from '../src/runtime/docker/sandbox-firewall.ts';
 import { networkSpec } from '../src/runtime/docker/sandbox-network.ts';
 import { startTestPlatform, type TestPlatform } from './support/start-platform.ts';
@@ -205,6 +205,56 @@ describe('the platform through the gate', () => {
       for (const [table, chain] of [['filter', `TP-FWD-${short}`], ['filter', `TP-IN-${short}`], ['filter', `TP-SBX-${short}`], ['nat', `TP-NAT-${short}`]]) {
         await exec('iptables', ['-w', '-t', table!, '-F', chain!]).catch(() => undefined);
         await exec('iptables', ['-w', '-t', table!, '-X', chain!]).catch(() => undefined);
+      }
+      await engine.getNetwork(name).remove().catch(() => undefined);
+    }
+  });
+
+  it('installs, moves and removes real ip6tables rules through the helper (an IPv6 sandbox network); hostile ip6tables is refused', { timeout: 300_000 }, async () => {
+    const viaGate = new Docker({ socketPath });
+    const name = `gate-fw6-${run}`;
+    // The test makes the IPv6 network itself (the platform never creates one).
+    await engine.createNetwork({ ...networkSpec(name), EnableIPv6: true, IPAM: { Config: [{ Subnet: `fd00:7d:${randomBytes(2).toString('hex').replace(/^0+/, '') || '1'}::/64` }] } });
+    const info = await engine.getNetwork(name).inspect();
+    const short = info.Id.slice(0, 12);
+    const bridge = `br-${short}`;
+    const commands = new EngineFirewallCommands(viaGate, 'tidepool/base:latest', FIREWALL_PROGRAMS.ipv6);
+    const firewall = new SandboxFirewall({ commands, family: 'ipv6', logger: pino({ level: 'silent' }), network: { name, id: info.Id, bridge }, resolvers: ['2001:db8::53', '198.18.0.53'] });
+    const refusedBefore = gateLog.filter((l) => l.msg === 'call refused').length;
+    const ip6 = async (...args: string[]) => (await exec('ip6tables', ['-w', ...args])).stdout;
+    const forwardHook = async () => ((await ip6('-S', 'DOCKER-USER').catch(() => '')) + (await ip6('-S', 'FORWARD'))).split('\n').filter((l) => l.includes(`tidepool-isolation/${name}`));
+    try {
+      await firewall.install();
+      await firewall.install(); // idempotent: still one hook
+      expect(await forwardHook()).toHaveLength(1);
+      expect((await ip6('-S', 'INPUT')).split('\n').filter((l) => l.includes(`tidepool-isolation/${name}`))).toHaveLength(1);
+      expect(await ip6('-S', `TP-FWD-${short}`)).toContain('-d 2001:db8::53/128 -p udp -m udp --dport 53 -j RETURN');
+      await firewall.applySandbox('isbxgate6', 'fd00:7d:1::77', { allow: ['2001:2::/48'], deny: ['0.0.0.0/0'] });
+      await firewall.applySandbox('isbxgate6', 'fd00:7d:1::78', { allow: [], deny: ['2001:2::/48'] });
+      const dispatch = await ip6('-S', `TP-SBX-${short}`);
+      expect(dispatch).toContain('-s fd00:7d:1::78/128');
+      expect(dispatch).not.toContain('fd00:7d:1::77');
+      expect(await firewall.sandboxesWithRules()).toEqual(['isbxgate6']);
+      await firewall.removeSandbox('isbxgate6');
+      expect(await firewall.sandboxesWithRules()).toEqual([]);
+      expect(gateLog.filter((l) => l.msg === 'call refused').slice(refusedBefore).map((l) => `${l.method} ${l.url}: ${l.reason}`)).toEqual([]);
+      // Host-root ip6tables stays in the vocabulary: the engine's rules are unchanged by what is refused.
+      const forwardBefore = await ip6('-S', 'FORWARD');
+      await expect(commands.iptables([`--modprobe=/bin/touch ${dir}/modprobed6`, '-S'])).rejects.toThrow(/firewall helper refused: ip6tables/);
+      await expect(commands.iptables(['-P', 'FORWARD', 'DROP'])).rejects.toThrow(/firewall helper refused: ip6tables/);
+      await expect(commands.iptables(['-I', 'FORWARD', '1', '-j', 'ACCEPT'])).rejects.toThrow(/firewall helper refused: ip6tables/);
+      await expect(commands.restore('*nat\nCOMMIT\n')).rejects.toThrow(/firewall helper refused: ip6tables-restore/);
+      await expect(commands.restore('*filter\n-A FORWARD -j ACCEPT\nCOMMIT\n')).rejects.toThrow(/firewall helper refused: ip6tables-restore/);
+      expect(await ip6('-S', 'FORWARD')).toBe(forwardBefore);
+      expect(existsSync(join(dir, 'modprobed6'))).toBe(false);
+    } finally {
+      for (const builtin of ['DOCKER-USER', 'FORWARD', 'INPUT']) {
+        const lines = (await ip6('-S', builtin).catch(() => '')).split('\n').filter((l) => l.includes(`tidepool-isolation/${name}`));
+        for (const line of lines) await exec('ip6tables', ['-w', '-D', ...line.replace(/"/g, '').split(' ').slice(1)]).catch(() => undefined);
+      }
+      for (const chain of [`TP-FWD-${short}`, `TP-IN-${short}`, `TP-SBX-${short}`]) {
+        await exec('ip6tables', ['-w', '-F', chain]).catch(() => undefined);
+        await exec('ip6tables', ['-w', '-X', chain]).catch(() => undefined);
       }
       await engine.getNetwork(name).remove().catch(() => undefined);
     }

@@ -101,7 +101,8 @@ describe('the firewall helper runs only the iptables commands the platform makes
       "exec chroot /host iptables -w '-S' \"$X\"",
       "exec chroot /host iptables -w '--modprobe=/tmp/x'",
       "exec chroot /host iptables -w '-S'\\'",
-      "exec chroot /host ip6tables -w '-S'",
+      "exec chroot /host ip6tables-legacy -w '-S'",
+      "exec chroot /host ip6tables -w '-S' 'INPUT' ",
     ]) {
       expect(containerCreateProblem(helper(script), settings), script).toMatch(/firewall helper refused/);
     }

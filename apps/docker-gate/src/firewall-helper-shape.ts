@@ -1,4 +1,5 @@
 import { iptablesArgsProblem, restorePayloadProblem } from './iptables-commands.ts';
+import type { Family } from './iptables-vocabulary.ts';
 import { BodyError, foldFields, isEmpty, isObject, isUnset, optionalString, stringList } from './json-fields.ts';
 import { FIREWALL_HELPER_LABEL } from './platform-labels.ts';
 
@@ -7,12 +8,16 @@ import { FIREWALL_HELPER_LABEL } from './platform-labels.ts';
  * sandbox network's iptables rules through a short-lived helper (apps/api/src/runtime/docker/firewall-commands.ts)
  * in the host's network namespace with NET_ADMIN and the host's root filesystem at /host. Such a container
  * is root on the host, so the gate lets through exactly that shape and only the three scripts the platform
- * runs in it: the host's iptables with single-quoted arguments, iptables-restore fed from $RULES, and reading
- * the host's resolver files. The iptables arguments and the restore payload are parsed and must be ones the
- * platform's firewall writes (iptables-commands.ts).
+ * runs in it: the host's iptables (or ip6tables) with single-quoted arguments, iptables-restore (ip6tables-restore)
+ * fed from $RULES, and reading the host's resolver files. The arguments and the restore payload are parsed and
+ * must be ones the platform's firewall writes for that family (iptables-commands.ts).
  */
-const IPTABLES_PREFIX = 'exec chroot /host iptables -w ';
-const RESTORE_SCRIPT = 'printf "%s" "$RULES" | chroot /host iptables-restore -w --noflush';
+const IPTABLES_PREFIX: Record<Family, string> = { ipv4: 'exec chroot /host iptables -w ', ipv6: 'exec chroot /host ip6tables -w ' };
+const RESTORE_SCRIPT: Record<Family, string> = {
+  ipv4: 'printf "%s" "$RULES" | chroot /host iptables-restore -w --noflush',
+  ipv6: 'printf "%s" "$RULES" | chroot /host ip6tables-restore -w --noflush',
+};
+const FAMILIES: readonly Family[] = ['ipv4', 'ipv6'];
 const HOST_FILE_SCRIPT = /^cat \/host'(?:\/etc\/resolv\.conf|\/run\/systemd\/resolve\/resolv\.conf)' 2>\/dev\/null \|\| true$/;
 
 const TOP_FIELDS = new Set(['image', 'entrypoint', 'cmd', 'env', 'user', 'labels', 'hostconfig', 'name']);
@@ -30,9 +35,9 @@ function shellQuote(word: string): string {
  * exactly that: the words are read back and must quote again to the very same text, so no other shell
  * syntax (unquoted words, doubled spaces, `$…`, joined quotes) gets through.
  */
-export function iptablesScriptArgs(script: string): string[] | undefined {
-  if (!script.startsWith(IPTABLES_PREFIX)) return undefined;
-  const quoted = script.slice(IPTABLES_PREFIX.length);
+export function iptablesScriptArgs(script: string, family: Family = 'ipv4'): string[] | undefined {
+  if (!script.startsWith(IPTABLES_PREFIX[family])) return undefined;
+  const quoted = script.slice(IPTABLES_PREFIX[family].length);
   const words = [...quoted.matchAll(/'((?:[^']|'\\'')*)'(?: |$)/g)].map((m) => m[1]!.replaceAll(`'\\''`, `'`));
   return words.map(shellQuote).join(' ') === quoted ? words : undefined;
 }
@@ -55,17 +60,19 @@ export function firewallHelperProblem(body: unknown, helperImage: string): strin
     if (entrypoint.length !== 3 || entrypoint[0] !== '/bin/sh' || entrypoint[1] !== '-c') return 'the firewall helper container runs /bin/sh -c <script>';
     const script = entrypoint[2]!;
     const env = stringList(top.get('env'), 'Env');
-    const iptablesArgs = iptablesScriptArgs(script);
-    if (script === RESTORE_SCRIPT) {
-      if (env.length !== 1 || !env[0]!.startsWith('RULES=')) return 'iptables-restore in the firewall helper takes exactly one variable, RULES';
-      const problem = restorePayloadProblem(env[0]!.slice('RULES='.length));
-      if (problem) return `iptables-restore: ${problem}`;
-    } else if (iptablesArgs !== undefined || HOST_FILE_SCRIPT.test(script)) {
+    const restoreFamily = FAMILIES.find((family) => script === RESTORE_SCRIPT[family]);
+    const argsFamily = FAMILIES.find((family) => iptablesScriptArgs(script, family) !== undefined);
+    if (restoreFamily) {
+      const program = restoreFamily === 'ipv4' ? 'iptables-restore' : 'ip6tables-restore';
+      if (env.length !== 1 || !env[0]!.startsWith('RULES=')) return `${program} in the firewall helper takes exactly one variable, RULES`;
+      const problem = restorePayloadProblem(env[0]!.slice('RULES='.length), restoreFamily);
+      if (problem) return `${program}: ${problem}`;
+    } else if (argsFamily !== undefined || HOST_FILE_SCRIPT.test(script)) {
       if (env.length > 0) return 'this firewall helper script takes no environment';
-      const problem = iptablesArgs && iptablesArgsProblem(iptablesArgs);
-      if (problem) return `iptables: ${problem}`;
+      const problem = argsFamily && iptablesArgsProblem(iptablesScriptArgs(script, argsFamily)!, argsFamily);
+      if (problem) return `${argsFamily === 'ipv4' ? 'iptables' : 'ip6tables'}: ${problem}`;
     } else {
-      return 'the firewall helper container runs only iptables, iptables-restore or reads the host resolver files';
+      return 'the firewall helper container runs only iptables, ip6tables, their restore or reads the host resolver files';
     }
     const host = foldFields(top.get('hostconfig'), 'HostConfig');
     for (const [key, value] of host) if (!HOST_FIELDS.has(key) && !isUnset(value)) return `the firewall helper container sets no HostConfig.${key}`;

@@ -1,4 +1,4 @@
-import { type Table, hookRuleProblem, isHookChain, isTable, ownChainPrefix, ruleProblem } from './iptables-vocabulary.ts';
+import { type Family, type Table, hookChainsOf, hookRuleProblem, isHookChain, isTable, ownChainPrefix, ruleProblem, tablesOf } from './iptables-vocabulary.ts';
 
 /**
  * The two ways the platform changes the host firewall through its helper container, read against the
@@ -8,29 +8,29 @@ import { type Table, hookRuleProblem, isHookChain, isTable, ownChainPrefix, rule
  * and deletions of its own chains, COMMIT).
  */
 
-/** Why `args` (what follows `iptables -w`) is not a command the platform runs; undefined when it is. */
-export function iptablesArgsProblem(args: readonly string[]): string | undefined {
+/** Why `args` (what follows `iptables -w`, or `ip6tables -w` for ipv6) is not a command the platform runs; undefined when it is. */
+export function iptablesArgsProblem(args: readonly string[], family: Family = 'ipv4'): string | undefined {
   let table: Table = 'filter';
   let rest = args;
   if (args[0] === '-t') {
-    if (!isTable(args[1])) return `table ${JSON.stringify(args[1])} is not one the platform uses (filter, nat)`;
+    if (!isTable(args[1], family)) return `table ${JSON.stringify(args[1])} is not one the platform uses (${tablesOf(family)})`;
     table = args[1];
     rest = args.slice(2);
   }
   const [command, chain, ...more] = rest;
   switch (command) {
     case '-S':
-      if (chain === undefined || ((isHookChain(table, chain) || ownChainPrefix(table, chain)) && more.length === 0)) return undefined;
+      if (chain === undefined || ((isHookChain(table, chain, family) || ownChainPrefix(table, chain)) && more.length === 0)) return undefined;
       return `iptables -S lists only the platform's chains and the built-in chains it hooks into (got ${JSON.stringify(rest.join(' '))})`;
     case '-N':
       return ownChainPrefix(table, chain) && more.length === 0 ? undefined : `iptables -N creates only the platform's chains in ${table} (got ${JSON.stringify(chain)})`;
     case '-I':
-      if (!isHookChain(table, chain)) return `iptables -I inserts only into ${table === 'nat' ? 'PREROUTING' : 'DOCKER-USER or INPUT'} (got ${JSON.stringify(chain)})`;
+      if (!isHookChain(table, chain, family)) return `iptables -I inserts only into ${hookChainsOf(table, family)} (got ${JSON.stringify(chain)})`;
       if (more[0] !== '1') return 'the platform inserts its jump first (position 1)';
-      return hookRuleProblem(table, chain, more.slice(1));
+      return hookRuleProblem(table, chain, more.slice(1), family);
     case '-D':
-      if (!isHookChain(table, chain)) return `iptables -D deletes only the platform's jumps from a built-in chain (got ${JSON.stringify(chain)})`;
-      return hookRuleProblem(table, chain, more);
+      if (!isHookChain(table, chain, family)) return `iptables -D deletes only the platform's jumps from a built-in chain (got ${JSON.stringify(chain)})`;
+      return hookRuleProblem(table, chain, more, family);
     default:
       return `iptables ${JSON.stringify(command ?? '')} is not a command the platform runs (-S, -N, -I, -D)`;
   }
@@ -55,8 +55,8 @@ function ruleWords(line: string): string[] | undefined {
   return words;
 }
 
-/** Why `rules` (fed to `iptables-restore -w --noflush`) is not a payload the platform writes; undefined when it is. */
-export function restorePayloadProblem(rules: string): string | undefined {
+/** Why `rules` (fed to `iptables-restore -w --noflush`, or `ip6tables-restore` for ipv6) is not a payload the platform writes; undefined when it is. */
+export function restorePayloadProblem(rules: string, family: Family = 'ipv4'): string | undefined {
   if (rules.length > MAX_RULES) return 'the rules are too long';
   const lines = rules.split('\n');
   if (lines.pop() !== '') return 'the rules end with a newline after COMMIT';
@@ -68,7 +68,7 @@ export function restorePayloadProblem(rules: string): string | undefined {
     if (line.startsWith('*')) {
       const name = line.slice(1);
       if (table !== undefined) return `${at}: table ${name} opened before COMMIT of ${table}`;
-      if (!isTable(name)) return `${at}: table ${JSON.stringify(name)} is not one the platform uses (filter, nat)`;
+      if (!isTable(name, family)) return `${at}: table ${JSON.stringify(name)} is not one the platform uses (${tablesOf(family)})`;
       if (seenTables.has(name)) return `${at}: table ${name} appears twice`;
       seenTables.add(name);
       table = name;
@@ -89,7 +89,7 @@ export function restorePayloadProblem(rules: string): string | undefined {
     const [command, chain, ...rule] = words;
     if (!ownChainPrefix(table, chain)) return `${at}: chain ${JSON.stringify(chain)} is not one of the platform's in the ${table} table`;
     let problem: string | undefined;
-    if (command === '-A' || command === '-D') problem = ruleProblem(table, chain!, rule);
+    if (command === '-A' || command === '-D') problem = ruleProblem(table, chain!, rule, family);
     else if (command === '-F' || command === '-X') problem = rule.length === 0 ? undefined : `${command} takes only the chain`;
     else problem = `${JSON.stringify(command)} is not a command the platform writes (-A, -D, -F, -X)`;
     if (problem) return `${at}: ${problem}`;

@@ -1,4 +1,4 @@
-import { isIPv4 } from 'node:net';
+import { isIPv4, isIPv6 } from 'node:net';
 
 /**
  * The iptables vocabulary of the platform's sandbox firewall (apps/api/src/runtime/docker/sandbox-firewall.ts),
@@ -6,11 +6,24 @@ import { isIPv4 } from 'node:net';
  * them into (and only with its tagged jump from a Docker bridge), and the few match options and targets its
  * rules are made of. Everything else (other tables or chains, policies, flushes of built-in chains, DNAT,
  * `--modprobe` or any option not listed, negations) is outside the grammar.
+ *
+ * ip6tables (the rules of a sandbox network with IPv6) has a smaller grammar: the filter table only (no
+ * redirection to the egress proxy), IPv6 addresses, FORWARD as a hook where Docker made no DOCKER-USER for IPv6,
+ * ICMPv6 neighbour discovery as the one ICMP match, and no ACCEPT (no platform container over IPv6).
  */
 export type Table = 'filter' | 'nat';
 
-export function isTable(name: string | undefined): name is Table {
-  return name === 'filter' || name === 'nat';
+/** iptables (ipv4) or ip6tables (ipv6): which program the helper runs. */
+export type Family = 'ipv4' | 'ipv6';
+
+const TABLES: Record<Family, readonly Table[]> = { ipv4: ['filter', 'nat'], ipv6: ['filter'] };
+
+export function isTable(name: string | undefined, family: Family = 'ipv4'): name is Table {
+  return (TABLES[family] as readonly (string | undefined)[]).includes(name);
+}
+
+export function tablesOf(family: Family): string {
+  return TABLES[family].join(', ');
 }
 
 /** The platform's chains per table: TP-FWD/TP-IN/TP-SBX-<network>, TP-S-<sandbox>; TP-NAT-<network>, TP-R-<sandbox>. */
@@ -21,9 +34,9 @@ const OWN_CHAIN_PREFIXES: Record<Table, readonly string[]> = {
 const CHAIN_SUFFIX = /^[A-Za-z0-9]{1,20}$/;
 
 /** Built-in chains the platform hooks into, and the prefix of the only chain each may jump to. */
-const HOOKS: Record<Table, Readonly<Record<string, string>>> = {
-  filter: { 'DOCKER-USER': 'TP-FWD-', INPUT: 'TP-IN-' },
-  nat: { PREROUTING: 'TP-NAT-' },
+const HOOKS: Record<Family, Record<Table, Readonly<Record<string, string>>>> = {
+  ipv4: { filter: { 'DOCKER-USER': 'TP-FWD-', INPUT: 'TP-IN-' }, nat: { PREROUTING: 'TP-NAT-' } },
+  ipv6: { filter: { 'DOCKER-USER': 'TP-FWD-', FORWARD: 'TP-FWD-', INPUT: 'TP-IN-' }, nat: {} },
 };
 
 /** The prefix of `chain` when it is one of the platform's chains in `table`. */
@@ -32,8 +45,12 @@ export function ownChainPrefix(table: Table, chain: string | undefined): string 
   return OWN_CHAIN_PREFIXES[table].find((prefix) => chain.startsWith(prefix) && CHAIN_SUFFIX.test(chain.slice(prefix.length)));
 }
 
-export function isHookChain(table: Table, chain: string | undefined): chain is string {
-  return chain !== undefined && Object.hasOwn(HOOKS[table], chain);
+export function isHookChain(table: Table, chain: string | undefined, family: Family = 'ipv4'): chain is string {
+  return chain !== undefined && Object.hasOwn(HOOKS[family][table], chain);
+}
+
+export function hookChainsOf(table: Table, family: Family): string {
+  return Object.keys(HOOKS[family][table]).join(' or ');
 }
 
 /** A bridge interface Docker makes for a network (`br-` and 12 hex digits of its id): never a host interface. */
@@ -41,7 +58,10 @@ const BRIDGE = /^br-[0-9a-f]{12}$/;
 const COMMENT_TAG = /^tidepool-(?:isolation|sandbox)\/[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$/;
 const MAC = /^[0-9a-fA-F]{2}(?::[0-9a-fA-F]{2}){5}$/;
 const CONNTRACK_STATES = new Set(['RELATED', 'ESTABLISHED', 'DNAT']);
-const REJECT_WITH = new Set(['tcp-reset', 'icmp-port-unreachable']);
+const REJECT_WITH: Record<Family, ReadonlySet<string>> = { ipv4: new Set(['tcp-reset', 'icmp-port-unreachable']), ipv6: new Set(['tcp-reset', 'icmp6-port-unreachable']) };
+/** Neighbour solicitation and advertisement: the only ICMPv6 the platform's rules name. */
+const ICMPV6_TYPES = new Set(['135', '136']);
+const PROTOCOLS: Record<Family, ReadonlySet<string>> = { ipv4: new Set(['tcp', 'udp']), ipv6: new Set(['tcp', 'udp', 'ipv6-icmp']) };
 
 /** An IPv4 address, or an IPv4 network with a prefix length 0–32. */
 export function isIpv4Cidr(value: string | undefined): boolean {
@@ -49,6 +69,14 @@ export function isIpv4Cidr(value: string | undefined): boolean {
   const [address, bits, extra] = value.split('/');
   if (extra !== undefined || !isIPv4(address!)) return false;
   return bits === undefined || (/^(?:0|[1-9]\d?)$/.test(bits) && Number(bits) <= 32);
+}
+
+/** An IPv6 address, or an IPv6 network with a prefix length 0–128 (no zone index). */
+export function isIpv6Cidr(value: string | undefined): boolean {
+  if (value === undefined) return false;
+  const [address, bits, extra] = value.split('/');
+  if (extra !== undefined || !isIPv6(address!) || address!.includes('%')) return false;
+  return bits === undefined || (/^(?:0|[1-9]\d{0,2})$/.test(bits) && Number(bits) <= 128);
 }
 
 function isPort(value: string | undefined): boolean {
@@ -59,7 +87,7 @@ function isPort(value: string | undefined): boolean {
  * Why the rule `tokens` (what follows `-A <chain>` or `-D <chain>`) is not one the platform writes into its
  * own `chain` of `table`; undefined when it is. Options come at most once each, the target (`-j`) last.
  */
-export function ruleProblem(table: Table, chain: string, tokens: readonly string[]): string | undefined {
+export function ruleProblem(table: Table, chain: string, tokens: readonly string[], family: Family = 'ipv4'): string | undefined {
   const seen = new Set<string>();
   let protocol: string | undefined;
   let i = 0;
@@ -72,16 +100,16 @@ export function ruleProblem(table: Table, chain: string, tokens: readonly string
     switch (option) {
       case '-s':
       case '-d':
-        if (!isIpv4Cidr(value)) return `${option} needs an IPv4 address or network (got ${JSON.stringify(value)})`;
+        if (family === 'ipv4' ? !isIpv4Cidr(value) : !isIpv6Cidr(value)) return `${option} needs an ${family === 'ipv4' ? 'IPv4' : 'IPv6'} address or network (got ${JSON.stringify(value)})`;
         i += 2;
         break;
       case '-p':
-        if (value !== 'tcp' && value !== 'udp') return `-p is tcp or udp (got ${JSON.stringify(value)})`;
+        if (!PROTOCOLS[family].has(value ?? '')) return `-p is ${[...PROTOCOLS[family]].join(' or ')} (got ${JSON.stringify(value)})`;
         protocol = value;
         i += 2;
         break;
       case '--dport':
-        if (!protocol) return '--dport needs -p before it';
+        if (protocol !== 'tcp' && protocol !== 'udp') return '--dport needs -p tcp or -p udp before it';
         if (!isPort(value)) return `--dport needs a port (got ${JSON.stringify(value)})`;
         i += 2;
         break;
@@ -91,13 +119,13 @@ export function ruleProblem(table: Table, chain: string, tokens: readonly string
         i += 2;
         break;
       case '-m': {
-        const problem = matchProblem(value, tokens[i + 2], tokens[i + 3]);
+        const problem = matchProblem(value, tokens[i + 2], tokens[i + 3], family, protocol);
         if (problem) return problem;
         i += 4;
         break;
       }
       case '-j':
-        return targetProblem(table, chain, value, tokens.slice(i + 2), protocol, seen);
+        return targetProblem(table, chain, value, tokens.slice(i + 2), protocol, seen, family);
       default:
         return `option ${JSON.stringify(option)} is not one the platform uses`;
     }
@@ -105,31 +133,35 @@ export function ruleProblem(table: Table, chain: string, tokens: readonly string
   return 'a rule ends with its target (-j)';
 }
 
-function matchProblem(module: string | undefined, option: string | undefined, value: string | undefined): string | undefined {
+function matchProblem(module: string | undefined, option: string | undefined, value: string | undefined, family: Family, protocol: string | undefined): string | undefined {
   if (module === 'conntrack' && option === '--ctstate') {
     const states = (value ?? '').split(',');
     return states.every((s) => CONNTRACK_STATES.has(s)) ? undefined : `--ctstate ${JSON.stringify(value)} is not allowed`;
   }
-  if (module === 'mac' && option === '--mac-source') return MAC.test(value ?? '') ? undefined : `--mac-source needs a MAC address (got ${JSON.stringify(value)})`;
+  if (module === 'icmp6' && option === '--icmpv6-type' && family === 'ipv6') {
+    if (protocol !== 'ipv6-icmp') return '-m icmp6 needs -p ipv6-icmp before it';
+    return ICMPV6_TYPES.has(value ?? '') ? undefined : `--icmpv6-type is 135 or 136, neighbour discovery (got ${JSON.stringify(value)})`;
+  }
+  if (module === 'mac' && option === '--mac-source' && family === 'ipv4') return MAC.test(value ?? '') ? undefined : `--mac-source needs a MAC address (got ${JSON.stringify(value)})`;
   if (module === 'comment' && option === '--comment') return COMMENT_TAG.test(value ?? '') ? undefined : `--comment takes only the platform's tags (got ${JSON.stringify(value)})`;
   return `match -m ${JSON.stringify(module)} ${JSON.stringify(option)} is not one the platform uses`;
 }
 
-function targetProblem(table: Table, chain: string, target: string | undefined, rest: readonly string[], protocol: string | undefined, seen: Set<string>): string | undefined {
+function targetProblem(table: Table, chain: string, target: string | undefined, rest: readonly string[], protocol: string | undefined, seen: Set<string>, family: Family): string | undefined {
   const none = (): string | undefined => (rest.length === 0 ? undefined : `target ${target} takes no options here (got ${JSON.stringify(rest.join(' '))})`);
   switch (target) {
     case 'RETURN':
       return none();
     case 'ACCEPT':
       // Only the platform's own container (address and MAC) is let through, and only on the forward path.
-      if (table !== 'filter' || !chain.startsWith('TP-FWD-') || !seen.has('-s') || !seen.has('-m mac')) {
+      if (family !== 'ipv4' || table !== 'filter' || !chain.startsWith('TP-FWD-') || !seen.has('-s') || !seen.has('-m mac')) {
         return 'ACCEPT only for the platform container (-s <address> -m mac --mac-source <mac>) in a TP-FWD chain';
       }
       return none();
     case 'REJECT':
       if (table !== 'filter') return 'REJECT belongs to the filter table';
       if (rest.length === 0) return undefined;
-      if (rest.length !== 2 || rest[0] !== '--reject-with' || !REJECT_WITH.has(rest[1]!)) return `REJECT takes only --reject-with tcp-reset|icmp-port-unreachable (got ${JSON.stringify(rest.join(' '))})`;
+      if (rest.length !== 2 || rest[0] !== '--reject-with' || !REJECT_WITH[family].has(rest[1]!)) return `REJECT takes only --reject-with ${[...REJECT_WITH[family]].join('|')} (got ${JSON.stringify(rest.join(' '))})`;
       return rest[1] === 'tcp-reset' && protocol !== 'tcp' ? '--reject-with tcp-reset needs -p tcp' : undefined;
     case 'REDIRECT':
       if (table !== 'nat' || !chain.startsWith('TP-R-')) return 'REDIRECT only in a TP-R chain of the nat table';
@@ -148,9 +180,9 @@ function targetProblem(table: Table, chain: string, target: string | undefined, 
  * The jump the platform puts into a built-in chain: exactly
  * `-i <bridge> -m comment --comment tidepool-isolation/<network> -j <its chain for that built-in>`.
  */
-export function hookRuleProblem(table: Table, builtin: string, tokens: readonly string[]): string | undefined {
+export function hookRuleProblem(table: Table, builtin: string, tokens: readonly string[], family: Family = 'ipv4'): string | undefined {
   const [i, bridge, m, comment, commentOption, tag, j, target, ...extra] = tokens;
-  const wanted = HOOKS[table][builtin]!;
+  const wanted = HOOKS[family][table][builtin]!;
   if (i !== '-i' || !BRIDGE.test(bridge ?? '') || m !== '-m' || comment !== 'comment' || commentOption !== '--comment' || j !== '-j' || extra.length > 0) {
     return `a rule in ${builtin} is only the platform's jump: -i br-<12 hex> -m comment --comment tidepool-isolation/<network> -j ${wanted}<network>`;
   }

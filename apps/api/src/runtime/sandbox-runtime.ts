@@ -31,7 +31,7 @@ export interface DirectoryMount {
   target: string;
 }
 
-/** IPv4 egress rules of one sandbox: allowed CIDRs beat denied ones; everything else is allowed. */
+/** Egress rules of one sandbox (IPv4 and IPv6 CIDRs): allowed CIDRs beat denied ones; everything else is allowed. */
 export interface EgressPolicy {
   allow: string[];
   deny: string[];

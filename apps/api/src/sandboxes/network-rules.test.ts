@@ -4,18 +4,20 @@ import { allowedDomains, egressPolicy, egressUpdate, isCidrOrIp, validateNetwork
 describe('network rules', () => {
   it('tells CIDRs and IPs from everything else', () => {
     for (const ok of ['10.0.0.0/8', '1.1.1.1', '0.0.0.0/0', '::1', '2001:db8::/32']) expect(isCidrOrIp(ok)).toBe(true);
-    for (const bad of ['example.com', '10.0.0.0/33', '0.0.0.0', '0.0.0.0/8', '1.2.3.4/x']) expect(isCidrOrIp(bad)).toBe(false);
+    for (const bad of ['example.com', '10.0.0.0/33', '0.0.0.0', '0.0.0.0/8', '1.2.3.4/x', 'fe80::1%eth0', 'fe80::%1/64', '::/129']) expect(isCidrOrIp(bad)).toBe(false);
   });
 
   it('follows the reference rules for allow and deny lists', () => {
     expect(() => validateNetwork({ denyOut: ['example.com'] })).toThrow(/invalid denied CIDR/);
+    expect(() => validateNetwork({ denyOut: ['fe80::1%eth0'] })).toThrow(/invalid denied CIDR/);
+    expect(() => validateNetwork({ allowOut: ['fe80::1%eth0'], denyOut: ['0.0.0.0/0'] })).toThrow(/invalid allowed entry/);
     expect(() => validateNetwork({ allowOut: ['*.example.com'] })).toThrow(/ALL_TRAFFIC/);
     expect(() => validateNetwork({ allowOut: ['*.example.com', '1.1.1.1'], denyOut: ['0.0.0.0/0'] })).not.toThrow();
     expect(() => validateNetwork({ maskRequestHost: 'bad host' })).toThrow(/maskRequestHost/);
   });
 
-  it('turns allow and deny lists into IPv4 firewall rules (bare IPs as /32, domains and IPv6 left out)', () => {
-    expect(egressPolicy({ allowOut: ['1.2.3.4', '*.example.com', '10.0.0.0/8', '::1'], denyOut: ['0.0.0.0/0'] })).toEqual({ allow: ['1.2.3.4/32', '10.0.0.0/8'], deny: ['0.0.0.0/0'], domains: ['*.example.com'] });
+  it('turns allow and deny lists into firewall rules, IPv4 and IPv6 (bare IPs as /32 or /128, domains left out)', () => {
+    expect(egressPolicy({ allowOut: ['1.2.3.4', '*.example.com', '10.0.0.0/8', '::1'], denyOut: ['0.0.0.0/0'] })).toEqual({ allow: ['1.2.3.4/32', '10.0.0.0/8', '::1/128'], deny: ['0.0.0.0/0'], domains: ['*.example.com'] });
     expect(egressPolicy({})).toEqual({ allow: [], deny: [], domains: [] });
     expect(allowedDomains({ allowOut: ['Example.COM', '1.1.1.1', '*.x.org'] })).toEqual(['example.com', '*.x.org']);
   });

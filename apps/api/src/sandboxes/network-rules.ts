@@ -8,7 +8,8 @@ const DOMAIN = /^(\*\.)?([a-z0-9-]+\.)*[a-z0-9-]+$/i;
 
 export function isCidrOrIp(value: string): boolean {
   const [address, prefix, extra] = value.split('/');
-  if (extra !== undefined) return false;
+  // A zone index (fe80::1%eth0) names an interface of the host: no firewall rule takes it.
+  if (extra !== undefined || address!.includes('%')) return false;
   const family = isIP(address);
   if (family === 0) return false;
   if (prefix === undefined) return address !== '0.0.0.0' && address !== '::';
@@ -53,14 +54,13 @@ export function validateNetwork(network: SandboxNetwork & UnsupportedNetworkFiel
   if (mask !== undefined && !/^[\x21-\x7e]+$/.test(mask)) throw new PlatformError('invalid', 'maskRequestHost must be an ASCII host[:port]');
 }
 
-const ipv4 = (entry: string): boolean => isCidrOrIp(entry) && isIP(entry.split('/')[0]!) === 4;
-const asCidr = (entry: string): string => (entry.includes('/') ? entry : `${entry}/32`);
+const asCidr = (entry: string): string => (entry.includes('/') ? entry : `${entry}/${isIP(entry) === 4 ? 32 : 128}`);
 
-/** The IPv4 part of a sandbox's egress rules (bare IPs as /32), for the firewall. */
+/** The address part of a sandbox's egress rules, IPv4 and IPv6 (bare IPs as /32 or /128), for the firewall. */
 export function egressPolicy(network: SandboxNetwork): EgressPolicy {
   return {
-    allow: (network.allowOut ?? []).filter(ipv4).map(asCidr),
-    deny: (network.denyOut ?? []).filter(ipv4).map(asCidr),
+    allow: (network.allowOut ?? []).filter(isCidrOrIp).map(asCidr),
+    deny: (network.denyOut ?? []).filter(isCidrOrIp).map(asCidr),
     domains: allowedDomains(network),
   };
 }

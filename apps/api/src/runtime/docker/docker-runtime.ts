@@ -10,7 +10,8 @@ import { followSandboxEvents } from './docker-events.ts';
 import { PhaseClock } from '../../observability/phase-clock.ts';
 import { PAUSED_IMAGE_REPOSITORY, pausedImageRef, sandboxOfImage } from './paused-image.ts';
 import { EgressProxy } from './egress-proxy.ts';
-import type { SandboxFirewall } from './sandbox-firewall.ts';
+import type { FIREWALL_PROGRAMS } from './firewall-commands.ts';
+import type { NetworkFirewall } from './network-firewall.ts';
 import { type IsolationMode, isolateSandboxNetwork, networkSpec, recreateIfOpen } from './sandbox-network.ts';
 import type { ProcFileMount } from '../lxcfs/lxcfs-files.ts';
 import { CpuSets } from './cpu-sets.ts';
@@ -38,6 +39,8 @@ export interface DockerRuntimeOptions {
   procFiles?: { procMounts(): ProcFileMount[]; refuse(reason: string): void };
   /** Pins each sandbox to as many host cpus as it has (round-robin), so `nproc` and affinity match its limit. */
   cpuset?: boolean;
+  /** Other iptables/ip6tables programs (tests: a missing ip6tables); the standard ones by default. */
+  firewallPrograms?: Partial<typeof FIREWALL_PROGRAMS>;
 }
 
 function statusCode(error: unknown): number | undefined {
@@ -64,7 +67,7 @@ export class DockerRuntime implements SandboxRuntime {
   private readonly platformId: string | undefined;
   private readonly options: DockerRuntimeOptions;
   /** Isolation and egress rules of the sandbox network; undefined where they could not be installed. */
-  private firewall: SandboxFirewall | undefined;
+  private firewall: NetworkFirewall | undefined;
   /** Decides TCP 80/443 of sandboxes that allow domains (host installs only). */
   private egressProxy: EgressProxy | undefined;
   private readonly hardening: ContainerHardening;
@@ -107,7 +110,14 @@ export class DockerRuntime implements SandboxRuntime {
       await this.dropDuplicateNetworks();
     }
     await recreateIfOpen(this.docker, this.network, this.logger);
-    this.firewall = await isolateSandboxNetwork({ docker: this.docker, network: this.network, logger: this.logger, mode: this.options.isolation ?? 'warn', helperImage: this.options.helperImage });
+    this.firewall = await isolateSandboxNetwork({
+      docker: this.docker,
+      network: this.network,
+      logger: this.logger,
+      mode: this.options.isolation ?? 'warn',
+      helperImage: this.options.helperImage,
+      programs: this.options.firewallPrograms,
+    });
     await this.pruneEgressRules();
     await this.startEgressProxy();
   }
@@ -135,7 +145,17 @@ export class DockerRuntime implements SandboxRuntime {
 
   async applyEgress(sandboxId: string, address: string, policy: EgressPolicy): Promise<void> {
     this.egressProxy?.setDomains(address, policy.domains);
-    await this.firewall?.applySandbox(sandboxId, address, policy);
+    if (!this.firewall) return;
+    const ipv6 = this.firewall.ipv6 ? await this.ipv6AddressOf(address) : undefined;
+    await this.firewall.applySandbox(sandboxId, { ipv4: address, ipv6 }, policy);
+  }
+
+  /** The IPv6 address on the sandbox network of the container that has `ipv4` there (the engine's word, never the sandbox's). */
+  private async ipv6AddressOf(ipv4: string): Promise<string | undefined> {
+    const info = await this.docker.getNetwork(this.network).inspect();
+    const containers = Object.values((info.Containers ?? {}) as Record<string, { IPv4Address?: string; IPv6Address?: string }>);
+    const entry = containers.find((c) => (c.IPv4Address ?? '').split('/')[0] === ipv4);
+    return entry?.IPv6Address?.split('/')[0] || undefined;
   }
 
   /**
@@ -177,6 +197,7 @@ export class DockerRuntime implements SandboxRuntime {
    * host's /proc figures, never fails for it. A refusal (403: the docker gate's bind roots) stops the binds for good.
    */
   async startContainer(spec: ContainerSpec): Promise<StartedContainer> {
+    if (this.firewall?.refusal) throw new Error(this.firewall.refusal);
     const procMounts = this.hardening.settings.runtime === '' ? (this.options.procFiles?.procMounts() ?? []) : [];
     const cpuset = this.cpuSets?.take(spec.cpuCount);
     if (procMounts.length === 0) return this.startWith(spec, [], cpuset);

@@ -9,7 +9,7 @@ import type Docker from 'dockerode';
 import pino from 'pino';
 import { describe, expect, it } from 'vitest';
 import { containerCreateProblem } from '../../../../docker-gate/src/container-create-policy.ts';
-import { EngineFirewallCommands } from './firewall-commands.ts';
+import { EngineFirewallCommands, FIREWALL_PROGRAMS } from './firewall-commands.ts';
 import { SandboxFirewall, sandboxChain } from './sandbox-firewall.ts';
 
 const HELPER_IMAGE = 'tidepool-compose/base:latest';
@@ -19,18 +19,18 @@ const BRIDGE = `br-${SHORT}`;
 
 type Body = { Entrypoint: string[]; Env: string[] };
 
-/** A Docker client that records container creates and answers `iptables -S` with the listing for its arguments. */
-function recordingDocker(listings: Record<string, string>): { docker: Docker; bodies: Body[] } {
+/** A Docker client that records container creates and answers `iptables -S` with the listing for its arguments (null: the command fails). */
+function recordingDocker(listings: Record<string, string | null>): { docker: Docker; bodies: Body[] } {
   const bodies: Body[] = [];
   const docker = {
     createContainer: async (body: Body) => {
       bodies.push(body);
       const script = body.Entrypoint[2] ?? '';
-      const listing = listings[script.replace(/^exec chroot \/host iptables -w /, '')] ?? '';
+      const listing = listings[script.replace(/^exec chroot \/host ip6?tables -w /, '')];
       return {
         start: async () => undefined,
-        wait: async () => ({ StatusCode: 0 }),
-        logs: async () => Buffer.from(listing),
+        wait: async () => ({ StatusCode: listing === null ? 1 : 0 }),
+        logs: async () => Buffer.from(listing ?? ''),
         remove: async () => undefined,
       };
     },
@@ -95,6 +95,48 @@ describe('what the platform sends its firewall helper passes the docker gate', (
     expect(restores.some((r) => r.includes('-j REDIRECT --to-ports 40124') && r.includes('-D TP-SBX-') && r.includes('"tidepool-sandbox/isbx1"'))).toBe(true);
     expect(restores.some((r) => r.includes('-F TP-S-') && r.includes('-X TP-R-'))).toBe(true);
     expect(scripts.filter((s) => s.startsWith('cat /host')).length).toBe(2);
+
+    const settings = { bindRoots: [], helperImage: HELPER_IMAGE, runtimes: ['runc'] };
+    for (const body of bodies) expect(containerCreateProblem(body, settings), JSON.stringify(body)).toBeUndefined();
+  });
+
+  it('the IPv6 firewall (ip6tables): install hooked to FORWARD, then DOCKER-USER, egress rules, stale dispatch and removal', async () => {
+    const sandboxV6 = sandboxChain('isbx1');
+    const listings: Record<string, string | null> = {
+      // Docker made no ip6tables chains: the forward hook goes into FORWARD, where it already is.
+      [q('-t', 'filter', '-S', 'DOCKER-USER')]: null,
+      [q('-t', 'filter', '-S', `TP-SBX-${SHORT}`)]: [
+        `-N TP-SBX-${SHORT}`,
+        `-A TP-SBX-${SHORT} -s fd00:7d:1::7/128 -m comment --comment "tidepool-sandbox/isbx1" -j ${sandboxV6}`,
+        `-A TP-SBX-${SHORT} -s fd00:7d:1::9/128 -m comment --comment tidepool-sandbox/isbx2 -j ${sandboxChain('isbx2')}`,
+      ].join('\n'),
+      [q('-t', 'filter', '-S', 'FORWARD')]: ['-P FORWARD ACCEPT', `-A FORWARD -i ${BRIDGE} -m comment --comment "tidepool-isolation/tidepool-compose-sandboxes" -j TP-FWD-${SHORT}`].join('\n'),
+      [q('-S')]: `-P INPUT ACCEPT\n-N ${sandboxChain('isbx2')}\n`,
+    };
+    const { docker, bodies } = recordingDocker(listings);
+    const commands = new EngineFirewallCommands(docker, HELPER_IMAGE, FIREWALL_PROGRAMS.ipv6);
+    await commands.iptables(['-S', 'INPUT']);
+    const make = () =>
+      new SandboxFirewall({ commands, family: 'ipv6', logger: pino({ level: 'silent' }), network: { name: 'tidepool-compose-sandboxes', id: NETWORK_ID, bridge: BRIDGE }, resolvers: ['10.9.9.9', '2001:db8::53'] });
+    const firewall = make();
+    await firewall.install();
+    await firewall.applySandbox('isbx1', 'fd00:7d:1::7', { allow: ['1.1.1.1/32', '2001:2::/48'], deny: ['0.0.0.0/0', '2001:db8::/32'], domains: ['example.com'] });
+    await firewall.applySandbox('isbx3', 'fd00:7d:1::b', { allow: [], deny: [] });
+    await firewall.removeSandbox('isbx2');
+    // Docker's own ip6tables support turned on later: DOCKER-USER exists, and the old FORWARD hook goes.
+    listings[q('-t', 'filter', '-S', 'DOCKER-USER')] = '-N DOCKER-USER\n-A DOCKER-USER -j RETURN';
+    await make().install();
+
+    const scripts = bodies.map((b) => b.Entrypoint[2]!);
+    const restores = bodies.filter((b) => b.Env.length > 0).map((b) => b.Env[0]!);
+    expect(scripts.every((s) => s.startsWith('exec chroot /host ip6tables -w ') || s.includes('chroot /host ip6tables-restore -w --noflush'))).toBe(true);
+    expect(scripts.filter((s) => s.includes("'-I'")).map((s) => s.split(' ')[8])).toEqual(["'INPUT'", "'DOCKER-USER'", "'INPUT'"]);
+    expect(scripts.some((s) => s.includes("'-D' 'FORWARD'"))).toBe(true);
+    expect(restores.some((r) => r.includes('--icmpv6-type 135') && r.includes('-d 2001:db8::53/128 -p udp --dport 53 -j RETURN') && r.includes('-d fc00::/7'))).toBe(true);
+    // allowInternetAccess: false (0.0.0.0/0 denied) denies IPv6 too; IPv4 CIDRs stay out of ip6tables.
+    expect(restores.some((r) => r.includes('-d 2001:2::/48 -j RETURN') && r.includes('-d ::/0 -p tcp -j REJECT') && r.includes('-d 2001:db8::/32') && !r.includes('1.1.1.1'))).toBe(true);
+    expect(restores.some((r) => r.includes('*nat'))).toBe(false);
+    expect(restores.some((r) => r.includes('-F TP-S-'))).toBe(true);
 
     const settings = { bindRoots: [], helperImage: HELPER_IMAGE, runtimes: ['runc'] };
     for (const body of bodies) expect(containerCreateProblem(body, settings), JSON.stringify(body)).toBeUndefined();

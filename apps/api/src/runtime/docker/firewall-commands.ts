@@ -1,14 +1,21 @@
 import { execFile, spawn } from 'node:child_process';
 import { readFile } from 'node:fs/promises';
 import type Docker from 'dockerode';
+import type { IpFamily } from './firewall-family.ts';
 
-/** Runs iptables in the network namespace of the Docker host. */
+/** The programs of each family: `iptables`/`iptables-restore` and `ip6tables`/`ip6tables-restore`. */
+export const FIREWALL_PROGRAMS: Record<IpFamily, { iptables: string; restore: string }> = {
+  ipv4: { iptables: 'iptables', restore: 'iptables-restore' },
+  ipv6: { iptables: 'ip6tables', restore: 'ip6tables-restore' },
+};
+
+/** Runs iptables (or ip6tables, by family) in the network namespace of the Docker host. */
 export interface FirewallCommands {
   /** Where the commands run, for log lines. */
   readonly where: string;
-  /** `iptables -w <args>`; resolves with stdout, rejects with stderr in the message. */
+  /** `iptables -w <args>` (`ip6tables` for IPv6); resolves with stdout, rejects with stderr in the message. */
   iptables(args: string[]): Promise<string>;
-  /** `iptables-restore -w --noflush` fed with `rules` (applied as one transaction). */
+  /** `iptables-restore -w --noflush` (`ip6tables-restore`) fed with `rules` (applied as one transaction). */
   restore(rules: string): Promise<void>;
   /** A file of the Docker host ('' when missing), e.g. the resolvers Docker's embedded DNS forwards to. */
   hostFile(path: string): Promise<string>;
@@ -18,14 +25,17 @@ export interface FirewallCommands {
 export class HostFirewallCommands implements FirewallCommands {
   readonly where = 'host';
 
+  /** `programs`: which binaries run (a test names a missing one to see the platform without ip6tables). */
+  constructor(private readonly programs = FIREWALL_PROGRAMS.ipv4) {}
+
   hostFile(path: string): Promise<string> {
     return readFile(path, 'utf8').catch(() => '');
   }
 
   iptables(args: string[]): Promise<string> {
     return new Promise((resolve, reject) => {
-      execFile('iptables', ['-w', ...args], { timeout: 30_000 }, (error, stdout, stderr) => {
-        if (error) reject(new Error(`iptables ${args.join(' ')}: ${stderr.trim() || error.message}`));
+      execFile(this.programs.iptables, ['-w', ...args], { timeout: 30_000 }, (error, stdout, stderr) => {
+        if (error) reject(new Error(`${this.programs.iptables} ${args.join(' ')}: ${stderr.trim() || error.message}`));
         else resolve(stdout);
       });
     });
@@ -33,11 +43,11 @@ export class HostFirewallCommands implements FirewallCommands {
 
   restore(rules: string): Promise<void> {
     return new Promise((resolve, reject) => {
-      const child = spawn('iptables-restore', ['-w', '--noflush'], { stdio: ['pipe', 'ignore', 'pipe'] });
+      const child = spawn(this.programs.restore, ['-w', '--noflush'], { stdio: ['pipe', 'ignore', 'pipe'] });
       let stderr = '';
       child.stderr.on('data', (chunk: Buffer) => void (stderr += chunk.toString()));
       child.on('error', reject);
-      child.on('close', (code) => (code === 0 ? resolve() : reject(new Error(`iptables-restore failed (${code}): ${stderr.trim()}`))));
+      child.on('close', (code) => (code === 0 ? resolve() : reject(new Error(`${this.programs.restore} failed (${code}): ${stderr.trim()}`))));
       child.stdin.end(rules);
     });
   }
@@ -54,6 +64,7 @@ export class EngineFirewallCommands implements FirewallCommands {
   constructor(
     private readonly docker: Docker,
     private readonly image: string,
+    private readonly programs = FIREWALL_PROGRAMS.ipv4,
   ) {}
 
   private async run(script: string, env: string[]): Promise<string> {
@@ -79,7 +90,7 @@ export class EngineFirewallCommands implements FirewallCommands {
   }
 
   iptables(args: string[]): Promise<string> {
-    return this.run(`exec chroot /host iptables -w ${args.map(quote).join(' ')}`, []);
+    return this.run(`exec chroot /host ${this.programs.iptables} -w ${args.map(quote).join(' ')}`, []);
   }
 
   hostFile(path: string): Promise<string> {
@@ -87,7 +98,7 @@ export class EngineFirewallCommands implements FirewallCommands {
   }
 
   async restore(rules: string): Promise<void> {
-    await this.run('printf "%s" "$RULES" | chroot /host iptables-restore -w --noflush', [`RULES=${rules}`]);
+    await this.run(`printf "%s" "$RULES" | chroot /host ${this.programs.restore} -w --noflush`, [`RULES=${rules}`]);
   }
 }
 

@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { EgressPolicy } from '../sandbox-runtime.ts';
 import type { FirewallCommands } from './firewall-commands.ts';
+import { ALWAYS_DENIED_V4, FAMILY_RULES, type FamilyRules, type IpFamily, familyPolicy, isOfFamily } from './firewall-family.ts';
 
 /** Where TCP 80/443 of sandboxes that allow domains is redirected (the egress proxy's ports on the gateway). */
 export interface RedirectPorts {
@@ -9,11 +10,8 @@ export interface RedirectPorts {
   tls: number;
 }
 
-/**
- * Never reachable from a sandbox, whatever its rules say (the reference platform's always-deny set):
- * private and shared ranges, loopback, link-local (cloud metadata included).
- */
-export const ALWAYS_DENIED = ['10.0.0.0/8', '100.64.0.0/10', '127.0.0.0/8', '169.254.0.0/16', '172.16.0.0/12', '192.168.0.0/16'];
+/** Never reachable from a sandbox over IPv4 (IPv6: ALWAYS_DENIED_V6 in firewall-family.ts). */
+export const ALWAYS_DENIED = ALWAYS_DENIED_V4;
 
 /** Tag in the comment of every rule the platform adds to a built-in chain (DOCKER-USER, INPUT). */
 export const RULE_TAG = 'tidepool-isolation';
@@ -38,12 +36,13 @@ export interface FirewallOptions {
   commands: FirewallCommands;
   network: SandboxBridge;
   logger: Logger;
-  /** DNS servers Docker's embedded resolver forwards to: reachable on port 53 even when private. */
+  /** DNS servers Docker's embedded resolver forwards to: reachable on port 53 even when private (those of other families are skipped). */
   resolvers: string[];
+  /** The platform's container on the network (IPv4 only: the platform reaches sandboxes over IPv4). */
   peer?: PlatformPeer;
+  /** iptables (default) or ip6tables: `commands` must run the matching programs. */
+  family?: IpFamily;
 }
-
-const reject = (match: string): string[] => [`${match} -p tcp -j REJECT --reject-with tcp-reset`, `${match} -j REJECT --reject-with icmp-port-unreachable`];
 
 /**
  * iptables rules that isolate the sandboxes of one bridge network and enforce their egress rules.
@@ -64,8 +63,10 @@ export class SandboxFirewall {
   private readonly natDispatch: string;
   private redirect: RedirectPorts | undefined;
   private queue: Promise<unknown> = Promise.resolve();
+  private readonly rules: FamilyRules;
 
   constructor(private readonly options: FirewallOptions) {
+    this.rules = FAMILY_RULES[options.family ?? 'ipv4'];
     const short = options.network.id.slice(0, 12);
     this.forward = `TP-FWD-${short}`;
     this.input = `TP-IN-${short}`;
@@ -82,6 +83,28 @@ export class SandboxFirewall {
     return this.options.commands.where;
   }
 
+  get family(): IpFamily {
+    return this.rules.family;
+  }
+
+  private reject(match: string): string[] {
+    return [`${match} -p tcp -j REJECT --reject-with tcp-reset`, `${match} -j REJECT --reject-with ${this.rules.rejectUnreachable}`];
+  }
+
+  /**
+   * Where forwarded packets are hooked: DOCKER-USER, which Docker makes and keeps first in FORWARD. Docker makes
+   * no ip6tables chains unless its own ip6tables support is on: then IPv6 hooks FORWARD itself.
+   */
+  private async forwardHook(): Promise<string> {
+    if (this.rules.family === 'ipv4') return 'DOCKER-USER';
+    try {
+      await this.options.commands.iptables(['-t', 'filter', '-S', 'DOCKER-USER']);
+      return 'DOCKER-USER';
+    } catch {
+      return 'FORWARD';
+    }
+  }
+
   /** Runs firewall changes one at a time (each reads the current rules before it writes). */
   private serial<T>(operation: () => Promise<T>): Promise<T> {
     const next = this.queue.then(operation, operation);
@@ -92,19 +115,27 @@ export class SandboxFirewall {
   /** Installs (or replaces) the network's rules and hooks them into DOCKER-USER and INPUT. Idempotent. */
   install(): Promise<void> {
     return this.serial(async () => {
-      const { commands, network, peer, resolvers } = this.options;
+      const { commands, network, peer } = this.options;
+      const { family, hostBits, neighbourDiscovery, redirects } = this.rules;
+      const resolvers = this.options.resolvers.filter((ip) => isOfFamily(family, ip));
       for (const chain of [this.forward, this.input, this.dispatch]) await this.ensureChain(chain);
-      await this.ensureChain(this.natDispatch, 'nat');
+      if (redirects) await this.ensureChain(this.natDispatch, 'nat');
       const forward = [
         '-m conntrack --ctstate RELATED,ESTABLISHED -j RETURN',
-        ...(peer ? [`-s ${peer.address}/32 -m mac --mac-source ${peer.mac} -j ACCEPT`] : []),
-        ...reject(`-o ${network.bridge}`),
-        ...resolvers.flatMap((ip) => [`-d ${ip}/32 -p udp --dport 53 -j RETURN`, `-d ${ip}/32 -p tcp --dport 53 -j RETURN`]),
-        ...ALWAYS_DENIED.flatMap((cidr) => reject(`-d ${cidr}`)),
+        ...neighbourDiscovery,
+        ...(peer && family === 'ipv4' ? [`-s ${peer.address}/32 -m mac --mac-source ${peer.mac} -j ACCEPT`] : []),
+        ...this.reject(`-o ${network.bridge}`),
+        ...resolvers.flatMap((ip) => [`-d ${ip}/${hostBits} -p udp --dport 53 -j RETURN`, `-d ${ip}/${hostBits} -p tcp --dport 53 -j RETURN`]),
+        ...this.rules.alwaysDenied.flatMap((cidr) => this.reject(`-d ${cidr}`)),
         `-j ${this.dispatch}`,
       ];
       // Connections redirected to the egress proxy are the only new ones a sandbox may open to the host.
-      const input = ['-m conntrack --ctstate RELATED,ESTABLISHED -j RETURN', '-p tcp -m conntrack --ctstate DNAT -j RETURN', ...reject('')];
+      const input = [
+        '-m conntrack --ctstate RELATED,ESTABLISHED -j RETURN',
+        ...neighbourDiscovery,
+        ...(redirects ? ['-p tcp -m conntrack --ctstate DNAT -j RETURN'] : []),
+        ...this.reject(''),
+      ];
       await commands.restore(
         [
           '*filter',
@@ -116,10 +147,13 @@ export class SandboxFirewall {
           '',
         ].join('\n'),
       );
-      await this.hook('DOCKER-USER', this.forward);
+      const forwardHook = await this.forwardHook();
+      await this.hook(forwardHook, this.forward);
+      // A hook left in FORWARD from before Docker's ip6tables support was turned on goes.
+      if (forwardHook === 'DOCKER-USER' && family === 'ipv6') await this.unhook('FORWARD');
       await this.hook('INPUT', this.input);
-      await this.hook('PREROUTING', this.natDispatch, 'nat');
-      this.options.logger.info({ network: network.name, bridge: network.bridge, via: commands.where }, 'sandbox network isolation rules installed');
+      if (redirects) await this.hook('PREROUTING', this.natDispatch, 'nat');
+      this.options.logger.info({ network: network.name, bridge: network.bridge, via: commands.where, family, forwardHook }, 'sandbox network isolation rules installed');
     });
   }
 
@@ -129,6 +163,14 @@ export class SandboxFirewall {
     } catch (error) {
       if (!/exists/i.test(String((error as Error).message))) throw error;
     }
+  }
+
+  /** Removes every tagged jump of this network from a built-in chain. */
+  private async unhook(builtin: string): Promise<void> {
+    const { commands, network } = this.options;
+    const tag = `${RULE_TAG}/${network.name}`;
+    const existing = (await commands.iptables(['-t', 'filter', '-S', builtin])).split('\n').filter((line) => tagged(line, tag));
+    for (const line of existing) await commands.iptables(['-t', 'filter', '-D', builtin, ...splitRule(line).slice(2)]);
   }
 
   /** One tagged jump from a built-in chain to ours, first in it; stale tagged jumps (an older bridge) go. */
@@ -154,39 +196,42 @@ export class SandboxFirewall {
       this.retryOnce(async () => {
         const chain = sandboxChain(sandboxId);
         const natChain = sandboxChain(sandboxId, 'TP-R-');
-        const mine = (line: string): boolean => tagged(line, `${SANDBOX_TAG}/${sandboxId}`) || line.includes(` -s ${address}/32 `);
+        const { hostBits, redirects } = this.rules;
+        const mine = (line: string): boolean => tagged(line, `${SANDBOX_TAG}/${sandboxId}`) || line.includes(` -s ${address}/${hostBits} `);
         const stale = await this.dispatchRules(mine);
-        const staleNat = await this.dispatchRules(mine, 'nat');
-        const redirect = this.redirect && (policy.domains ?? []).length > 0 ? this.redirect : undefined;
+        const staleNat = redirects ? await this.dispatchRules(mine, 'nat') : [];
+        const own = familyPolicy(this.rules.family, policy);
+        const redirect = redirects && this.redirect && (policy.domains ?? []).length > 0 ? this.redirect : undefined;
         const natRules = redirect
           ? [
-              ...policy.allow.map((cidr) => `-d ${cidr} -j RETURN`),
+              ...own.allow.map((cidr) => `-d ${cidr} -j RETURN`),
               `-p tcp --dport 80 -j REDIRECT --to-ports ${redirect.http}`,
               `-p tcp --dport 443 -j REDIRECT --to-ports ${redirect.tls}`,
             ]
           : [];
-        const rules = [
-          ...policy.allow.map((cidr) => `-d ${cidr} -j RETURN`),
-          ...policy.deny.flatMap((cidr) => reject(`-d ${cidr}`)),
-        ];
+        const rules = [...own.allow.map((cidr) => `-d ${cidr} -j RETURN`), ...own.deny.flatMap((cidr) => this.reject(`-d ${cidr}`))];
         await this.options.commands.restore(
           [
             '*filter',
             `:${chain} - [0:0]`,
             ...rules.map((rule) => `-A ${chain} ${rule}`),
             ...stale.map((line) => line.replace(/^-A /, '-D ')),
-            `-A ${this.dispatch} -s ${address}/32 -m comment --comment ${SANDBOX_TAG}/${sandboxId} -j ${chain}`,
+            `-A ${this.dispatch} -s ${address}/${hostBits} -m comment --comment ${SANDBOX_TAG}/${sandboxId} -j ${chain}`,
             'COMMIT',
-            '*nat',
-            `:${natChain} - [0:0]`,
-            ...natRules.map((rule) => `-A ${natChain} ${rule}`),
-            ...staleNat.map((line) => line.replace(/^-A /, '-D ')),
-            `-A ${this.natDispatch} -s ${address}/32 -m comment --comment ${SANDBOX_TAG}/${sandboxId} -j ${natChain}`,
-            'COMMIT',
+            ...(redirects
+              ? [
+                  '*nat',
+                  `:${natChain} - [0:0]`,
+                  ...natRules.map((rule) => `-A ${natChain} ${rule}`),
+                  ...staleNat.map((line) => line.replace(/^-A /, '-D ')),
+                  `-A ${this.natDispatch} -s ${address}/32 -m comment --comment ${SANDBOX_TAG}/${sandboxId} -j ${natChain}`,
+                  'COMMIT',
+                ]
+              : []),
             '',
           ].join('\n'),
         );
-        this.options.logger.debug({ sandboxId, address, allow: policy.allow, deny: policy.deny, domains: redirect ? policy.domains : [] }, 'sandbox egress rules applied');
+        this.options.logger.debug({ sandboxId, address, family: this.rules.family, allow: own.allow, deny: own.deny, domains: redirect ? policy.domains : [] }, 'sandbox egress rules applied');
       }),
     );
   }
@@ -197,11 +242,12 @@ export class SandboxFirewall {
       this.retryOnce(async () => {
         const chain = sandboxChain(sandboxId);
         const natChain = sandboxChain(sandboxId, 'TP-R-');
+        const { redirects } = this.rules;
         const mine = (line: string): boolean => tagged(line, `${SANDBOX_TAG}/${sandboxId}`);
         const stale = await this.dispatchRules(mine);
-        const staleNat = await this.dispatchRules(mine, 'nat');
+        const staleNat = redirects ? await this.dispatchRules(mine, 'nat') : [];
         const exists = (await this.options.commands.iptables(['-S'])).split('\n').includes(`-N ${chain}`);
-        const natExists = (await this.options.commands.iptables(['-t', 'nat', '-S'])).split('\n').includes(`-N ${natChain}`);
+        const natExists = redirects && (await this.options.commands.iptables(['-t', 'nat', '-S'])).split('\n').includes(`-N ${natChain}`);
         if (stale.length === 0 && staleNat.length === 0 && !exists && !natExists) return;
         await this.options.commands.restore(
           [
@@ -209,14 +255,11 @@ export class SandboxFirewall {
             ...stale.map((line) => line.replace(/^-A /, '-D ')),
             ...(exists ? [`-F ${chain}`, `-X ${chain}`] : []),
             'COMMIT',
-            '*nat',
-            ...staleNat.map((line) => line.replace(/^-A /, '-D ')),
-            ...(natExists ? [`-F ${natChain}`, `-X ${natChain}`] : []),
-            'COMMIT',
+            ...(redirects ? ['*nat', ...staleNat.map((line) => line.replace(/^-A /, '-D ')), ...(natExists ? [`-F ${natChain}`, `-X ${natChain}`] : []), 'COMMIT'] : []),
             '',
           ].join('\n'),
         );
-        this.options.logger.debug({ sandboxId }, 'sandbox egress rules removed');
+        this.options.logger.debug({ sandboxId, family: this.rules.family }, 'sandbox egress rules removed');
       }),
     );
   }

@@ -1,7 +1,10 @@
+import { isIPv4, isIPv6 } from 'node:net';
 import { hostname } from 'node:os';
 import type Docker from 'dockerode';
 import type { Logger } from 'pino';
-import { EngineFirewallCommands, type FirewallCommands, HostFirewallCommands } from './firewall-commands.ts';
+import { EngineFirewallCommands, FIREWALL_PROGRAMS, type FirewallCommands, HostFirewallCommands } from './firewall-commands.ts';
+import type { IpFamily } from './firewall-family.ts';
+import { NetworkFirewall } from './network-firewall.ts';
 import { type PlatformPeer, SandboxFirewall } from './sandbox-firewall.ts';
 
 /** Docker's own switch for traffic between containers of one bridge; off on sandbox networks. */
@@ -18,6 +21,8 @@ export interface IsolationOptions {
   mode: IsolationMode;
   /** Image for the helper container that installs rules when the platform runs in a container. */
   helperImage?: string;
+  /** Other firewall programs per family (tests: a missing ip6tables); FIREWALL_PROGRAMS by default. */
+  programs?: Partial<typeof FIREWALL_PROGRAMS>;
 }
 
 type NetworkInfo = Awaited<ReturnType<Docker.Network['inspect']>>;
@@ -64,24 +69,33 @@ async function resolvers(commands: FirewallCommands): Promise<string[]> {
   const found = new Set<string>();
   for (const file of ['/etc/resolv.conf', '/run/systemd/resolve/resolv.conf']) {
     const text = await commands.hostFile(file);
-    for (const match of text.matchAll(/^\s*nameserver\s+(\d+\.\d+\.\d+\.\d+)\s*$/gm)) if (!match[1]!.startsWith('127.')) found.add(match[1]!);
+    for (const match of text.matchAll(/^\s*nameserver\s+(\S+)\s*$/gm)) {
+      const ip = match[1]!;
+      // Loopback resolvers are queried from the host; a scoped link-local one (fe80::1%eth0) is not routed.
+      if ((isIPv4(ip) && !ip.startsWith('127.')) || (isIPv6(ip) && ip !== '::1' && !ip.toLowerCase().startsWith('fe80:'))) found.add(ip);
+    }
   }
   return [...found];
 }
 
-async function pickCommands({ docker, helperImage }: IsolationOptions): Promise<FirewallCommands> {
-  const host = new HostFirewallCommands();
+/** A chain every host with the family's firewall has: listing it proves the programs run. */
+const PROBE_CHAIN: Record<IpFamily, string> = { ipv4: 'DOCKER-USER', ipv6: 'INPUT' };
+
+async function pickCommands({ docker, helperImage, programs }: IsolationOptions, family: IpFamily = 'ipv4'): Promise<FirewallCommands> {
+  const chosen = programs?.[family] ?? FIREWALL_PROGRAMS[family];
+  const host = new HostFirewallCommands(chosen);
   const failures: string[] = [];
+  const probe = ['-S', PROBE_CHAIN[family]];
   try {
-    await host.iptables(['-S', 'DOCKER-USER']);
+    await host.iptables(probe);
     return host;
   } catch (error) {
     failures.push(`on this machine: ${(error as Error).message}`);
   }
   if (helperImage) {
-    const engine = new EngineFirewallCommands(docker, helperImage);
+    const engine = new EngineFirewallCommands(docker, helperImage, chosen);
     try {
-      await engine.iptables(['-S', 'DOCKER-USER']);
+      await engine.iptables(probe);
       return engine;
     } catch (error) {
       failures.push(`through a helper container: ${(error as Error).message}`);
@@ -90,11 +104,38 @@ async function pickCommands({ docker, helperImage }: IsolationOptions): Promise<
   throw new Error(failures.join('; '));
 }
 
+/** Whether Docker gave the network IPv6 (an IPv6 subnet; its sandboxes get IPv6 addresses). */
+export function hasIpv6(info: NetworkInfo): boolean {
+  return info.EnableIPv6 === true;
+}
+
 /**
- * Installs the isolation rules of the sandbox network. Where that is impossible, `warn` mode logs what
- * is exposed and how to fix it and carries on without rules; `require` mode throws.
+ * The ip6tables rules of an IPv6 sandbox network, or why there are none: then no sandbox may start there.
+ * Over IPv6, Docker's own switch for traffic between containers (enable_icc) does nothing without its
+ * experimental ip6tables support, so neighbours and the host would be open.
  */
-export async function isolateSandboxNetwork(options: IsolationOptions): Promise<SandboxFirewall | undefined> {
+async function isolateIpv6(options: IsolationOptions, info: NetworkInfo, bridge: string): Promise<{ firewall?: SandboxFirewall; refusal?: string }> {
+  const { network, logger } = options;
+  try {
+    const commands = await pickCommands(options, 'ipv6');
+    const firewall = new SandboxFirewall({ commands, logger, family: 'ipv6', network: { name: network, id: info.Id, bridge }, resolvers: await resolvers(commands) });
+    await firewall.install();
+    return { firewall };
+  } catch (error) {
+    const refusal =
+      `sandbox network '${network}' has IPv6 but its ip6tables rules cannot be installed (${(error as Error).message}); ` +
+      'no sandbox starts there: over IPv6 it could reach the host, its neighbours and addresses its egress rules deny. ' +
+      'Install ip6tables on the Docker host (apt-get install iptables), or use a sandbox network without IPv6 (TIDEPOOL_SANDBOX_NETWORK).';
+    logger.error({ network }, refusal);
+    return { refusal };
+  }
+}
+
+/**
+ * Installs the isolation rules of the sandbox network (ip6tables too when it has IPv6). Where that is impossible,
+ * `warn` mode logs what is exposed and how to fix it and carries on without rules; `require` mode throws.
+ */
+export async function isolateSandboxNetwork(options: IsolationOptions): Promise<NetworkFirewall | undefined> {
   const { docker, network, logger, mode } = options;
   const info = (await docker.getNetwork(network).inspect()) as NetworkInfo;
   const bridge = info.Options?.['com.docker.network.bridge.name'] || `br-${info.Id.slice(0, 12)}`;
@@ -108,11 +149,13 @@ export async function isolateSandboxNetwork(options: IsolationOptions): Promise<
       resolvers: await resolvers(commands),
     });
     await firewall.install();
-    return firewall;
+    const ipv6 = hasIpv6(info) ? await isolateIpv6(options, info, bridge) : {};
+    return new NetworkFirewall(firewall, ipv6.firewall, ipv6.refusal);
   } catch (error) {
     const message =
       `SANDBOX ISOLATION IS OFF: cannot install iptables rules for network '${network}' (${(error as Error).message}). ` +
-      'Sandboxes can reach each other, the host, the platform and private networks, and egress rules (allowOut/denyOut) are not enforced. ' +
+      'Sandboxes can reach each other, the host, the platform and private networks, and egress rules (allowOut/denyOut) are not enforced' +
+      (hasIpv6(info) ? ', over IPv4 and IPv6. ' : '. ') +
       'Run the platform as root on the Docker host with iptables installed (apt-get install iptables), or give it the Docker socket and the base image for its helper container. ' +
       'Set TIDEPOOL_SANDBOX_ISOLATION=require to refuse to start instead.';
     if (mode === 'require') throw new Error(message);
