@@ -1,3 +1,4 @@
+import type { NetworkRules } from '../sandboxes/network-transforms.ts';
 import type { EngineEvent, EngineEventStream } from './engine-events.ts';
 
 /**
@@ -37,6 +38,8 @@ export interface EgressPolicy {
   deny: string[];
   /** Allowed domain names (exact or `*.` wildcards), decided on TCP 80 by HTTP Host and on 443 by TLS SNI. */
   domains?: string[];
+  /** Per-domain request transforms (network.rules): TCP 80/443 then passes the egress proxy whatever `domains` says. */
+  transforms?: NetworkRules;
 }
 
 export interface StartedContainer {
