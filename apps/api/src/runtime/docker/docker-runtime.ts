@@ -10,6 +10,7 @@ import { followSandboxEvents } from './docker-events.ts';
 import { PhaseClock } from '../../observability/phase-clock.ts';
 import { PAUSED_IMAGE_REPOSITORY, pausedImageRef, sandboxOfImage } from './paused-image.ts';
 import { EgressProxy } from './egress-proxy.ts';
+import { type EgressTransformDeps, EgressTransforms } from './egress-transforms.ts';
 import type { SandboxFirewall } from './sandbox-firewall.ts';
 import { type IsolationMode, isolateSandboxNetwork, networkSpec, recreateIfOpen } from './sandbox-network.ts';
 import type { ProcFileMount } from '../lxcfs/lxcfs-files.ts';
@@ -38,6 +39,8 @@ export interface DockerRuntimeOptions {
   procFiles?: { procMounts(): ProcFileMount[]; refuse(reason: string): void };
   /** Pins each sandbox to as many host cpus as it has (round-robin), so `nproc` and affinity match its limit. */
   cpuset?: boolean;
+  /** Secrets and per-sandbox CAs for network.rules transforms at the egress proxy (none: rules are not applied). */
+  egressTransforms?: EgressTransformDeps;
 }
 
 function statusCode(error: unknown): number | undefined {
@@ -121,7 +124,7 @@ export class DockerRuntime implements SandboxRuntime {
       this.logger.warn({ network: this.network }, 'sandbox network has no IPv4 gateway: allowed domains are not reachable (their traffic is refused)');
       return;
     }
-    const proxy = new EgressProxy(this.logger);
+    const proxy = new EgressProxy(this.logger, this.options.egressTransforms && new EgressTransforms(this.options.egressTransforms, this.logger));
     this.firewall.setRedirect(await proxy.listen(gateway));
     this.egressProxy = proxy;
   }
@@ -135,6 +138,7 @@ export class DockerRuntime implements SandboxRuntime {
 
   async applyEgress(sandboxId: string, address: string, policy: EgressPolicy): Promise<void> {
     this.egressProxy?.setDomains(address, policy.domains);
+    this.egressProxy?.setTransforms(address, sandboxId, policy);
     await this.firewall?.applySandbox(sandboxId, address, policy);
   }
 

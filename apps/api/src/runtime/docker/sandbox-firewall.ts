@@ -157,7 +157,7 @@ export class SandboxFirewall {
         const mine = (line: string): boolean => tagged(line, `${SANDBOX_TAG}/${sandboxId}`) || line.includes(` -s ${address}/32 `);
         const stale = await this.dispatchRules(mine);
         const staleNat = await this.dispatchRules(mine, 'nat');
-        const redirect = this.redirect && (policy.domains ?? []).length > 0 ? this.redirect : undefined;
+        const redirect = this.redirect && ((policy.domains ?? []).length > 0 || policy.transforms !== undefined) ? this.redirect : undefined;
         const natRules = redirect
           ? [
               ...policy.allow.map((cidr) => `-d ${cidr} -j RETURN`),
