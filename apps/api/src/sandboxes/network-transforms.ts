@@ -70,7 +70,7 @@ function checkHeaders(domain: string, headers: unknown): Record<string, string> 
  * refused, as is a bare `*`. Returns undefined for an absent or empty value.
  */
 export function normaliseRules(rules: unknown): NetworkRules | undefined {
-  if (rules === undefined || rules === null) return undefined;
+  if (rules === undefined || rules === null || (Array.isArray(rules) && rules.length === 0)) return undefined;
   if (typeof rules !== 'object' || Array.isArray(rules)) throw invalid('network.rules must be an object of domain names to lists of rules');
   const entries = Object.entries(rules as Record<string, unknown>);
   if (entries.length === 0) return undefined;
