@@ -185,6 +185,37 @@ describe('network.rules transforms', () => {
     }
   });
 
+  it('keeps transforms across a pause to disk and an API restart; CIDR rules still bind; an unverifiable destination is refused', { timeout: 300_000 }, async () => {
+    // Rules without a domain allowlist: 80/443 pass the proxy, which still applies the sandbox's denied CIDRs.
+    const denied = await create({ network: { rules: rules(), denyOut: ['198.18.50.0/24'] } });
+    try {
+      expect((await curl(denied, `http://${RULE_HOST}/headers`)).exitCode).not.toBe(0);
+    } finally {
+      await denied.kill();
+    }
+
+    let sbx = await create({ network: { rules: { ...rules(), '*.standin.test': [{ transform: { headers: { 'X-Wild': 'yes' } } }] } } });
+    // plain.standin.test is terminated now (wildcard rule), but the stand-in's certificate names api.standin.test only:
+    // the proxy's own verification fails and the sandbox is told so, never handed an unverified destination.
+    const unverified = await curl(sbx, `https://${PLAIN_HOST}/headers`, `-w '%{http_code}'`);
+    expect(unverified.stdout).toMatch(/cannot open a verified TLS connection to plain\.standin\.test/);
+    expect(unverified.stdout).toMatch(/502$/);
+
+    expect((await api(platform, 'POST', `/sandboxes/${sbx.sandboxId}/pause`, { memory: false })).status).toBe(204);
+    sbx = await Sandbox.connect(sbx.sandboxId, platform.sdk);
+    expect((await seenHeaders(sbx, `https://${RULE_HOST}/headers`)).authorization).toBe(sha(`Bearer ${secondValue}`));
+
+    const { dataDir, apiKey } = platform;
+    await platform.close({ keepSandboxes: true });
+    platform = await startTestPlatform({ sandboxNetwork: 'tidepool-transforms-test', apiKeys: [apiKey] }, dataDir);
+    const sdk = { ...platform.sdk, apiKey };
+    sbx = await Sandbox.connect(sbx.sandboxId, sdk);
+    // The same CA (kept in the data dir) and the rules (kept in the record) are in force with the new proxy.
+    const again = await seenHeaders(sbx, `https://${RULE_HOST}/headers`);
+    expect([again.authorization, again['x-wild']]).toEqual([sha(`Bearer ${secondValue}`), undefined]);
+    await Sandbox.kill(sbx.sandboxId, sdk);
+  });
+
   it('refuses bad rules with a 400 naming the problem, leaving nothing behind', { timeout: 120_000 }, async () => {
     const before = (await api(platform, 'GET', '/v2/sandboxes')).body.length;
     const bad: Array<[unknown, RegExp]> = [
