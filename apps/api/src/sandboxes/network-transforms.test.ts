@@ -32,7 +32,7 @@ describe('network.rules', () => {
     expect(refusal({ 'a b.com': [] })).toMatch(/not a domain name/);
     expect(refusal({ 'a.com': [], 'A.com': [] })).toMatch(/twice/);
     expect(refusal({ 'a.com': 'x' })).toMatch(/must be a list/);
-    expect(refusal([])).toMatch(/must be an object/);
+    expect(refusal([1])).toMatch(/must be an object/);
   });
 
   it('refuses header injection: CR/LF/NUL, placeholders in names, framing headers, huge values, bad names', () => {

@@ -365,6 +365,7 @@ export class SandboxLifecycle implements SandboxDirectory {
         await this.trustEgressCa(record);
       } catch (error) {
         await this.deps.runtime.remove(booted.containerId);
+        this.deps.egressTrust?.forget(sandboxId);
         throw error;
       }
       // The timeout counts from the moment the sandbox is usable.

@@ -104,9 +104,22 @@ export class EgressTransforms {
     const client = new tls.TLSSocket(withPrefix(connection.socket, connection.head), { isServer: true, key: leaf.key, cert: leaf.cert, ALPNProtocols: ['http/1.1'] });
     client.on('error', () => client.destroy());
     await new Promise<void>((resolve, reject) => {
-      client.once('secure', resolve);
-      client.once('error', reject);
-      client.once('close', () => reject(new Error('the sandbox closed the connection during the TLS handshake')));
+      const timer = setTimeout(() => {
+        client.destroy();
+        reject(new Error('the sandbox did not finish the TLS handshake in time'));
+      }, CONNECT_TIMEOUT_MS);
+      client.once('secure', () => {
+        clearTimeout(timer);
+        resolve();
+      });
+      client.once('error', (error) => {
+        clearTimeout(timer);
+        reject(error);
+      });
+      client.once('close', () => {
+        clearTimeout(timer);
+        reject(new Error('the sandbox closed the connection during the TLS handshake'));
+      });
     });
     const extra = egressUpstreamTrust.extraCertificates;
     let upstream: tls.TLSSocket;
