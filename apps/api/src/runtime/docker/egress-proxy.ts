@@ -176,7 +176,7 @@ export class EgressProxy {
       return;
     }
     const sandboxAddress = socket.remoteAddress?.replace(/^::ffff:/, '') ?? '';
-    if (this.transforms?.intercept({ socket, head, sandboxAddress, name, address: addresses[0]!, port })) {
+    if (this.transforms?.intercept({ socket, head, sandboxAddress, name, address: addresses[0]!, port, protocol: port === 443 ? 'tls' : 'http' })) {
       socket.setTimeout(0);
       return;
     }

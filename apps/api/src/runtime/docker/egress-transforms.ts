@@ -47,6 +47,8 @@ export interface InterceptedConnection {
   /** Resolved, checked destination address. */
   address: string;
   port: number;
+  /** What the sandbox speaks on it: HTTP requests, or TLS (a ClientHello was read). */
+  protocol: 'http' | 'tls';
 }
 
 /** The transform rules of each sandbox (by its address on the sandbox network), and how they are applied. */
@@ -72,7 +74,7 @@ export class EgressTransforms {
     const name = connection.name.toLowerCase().replace(/\.$/, '');
     const log = this.logger.child({ sandboxId: sandbox.sandboxId, name, port: connection.port });
     const headers = () => this.headersFor(connection.sandboxAddress, name);
-    const work = connection.port === 443 ? this.overTls(connection, sandbox.sandboxId, name, headers, log) : this.overHttp(connection, name, headers, log);
+    const work = connection.protocol === 'tls' ? this.overTls(connection, sandbox.sandboxId, name, headers, log) : this.overHttp(connection, name, headers, log);
     work.catch((error: unknown) => {
       log.warn({ err: error }, 'egress transform connection failed');
       connection.socket.destroy();
