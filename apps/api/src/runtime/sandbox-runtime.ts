@@ -111,4 +111,6 @@ export interface SandboxRuntime {
   listSandboxImages(): Promise<SandboxImage[]>;
   /** Replaces the egress rules of a sandbox's running (or frozen) container at `address`, atomically. */
   applyEgress?(sandboxId: string, address: string, policy: EgressPolicy): Promise<void>;
+  /** Whether `EgressPolicy.transforms` are applied (an egress proxy with secrets and CAs runs); absent = no. */
+  egressTransformsAvailable?(): Promise<boolean>;
 }

@@ -135,6 +135,7 @@ export class SandboxLifecycle implements SandboxDirectory {
   updateNetwork(id: string, update: NetworkUpdate): Promise<void> {
     return this.withSandbox(id, async (record) => {
       const network = egressUpdate(record.network, update);
+      if (hasTransforms(network)) await this.requireEgressTransforms();
       const newlyTransformed = hasTransforms(network) && !hasTransforms(record.network);
       if (newlyTransformed && record.state === 'running' && record.address) {
         // The sandbox trusts its CA (and new processes are pointed at it) before any connection is terminated.
@@ -147,6 +148,15 @@ export class SandboxLifecycle implements SandboxDirectory {
       await this.registry.persist(record, 'sandbox network updated');
       this.log(id).info({ allowOut: network.allowOut, denyOut: network.denyOut }, 'sandbox egress rules updated');
     });
+  }
+
+  /** network.rules are refused (400) where they would not be applied, never accepted and ignored. */
+  private async requireEgressTransforms(): Promise<void> {
+    if (this.deps.egressTrust && (await this.deps.runtime.egressTransformsAvailable?.())) return;
+    throw new PlatformError(
+      'invalid',
+      'network.rules cannot be applied here: header transforms need the egress proxy, which runs only when the platform runs on the Docker host with its isolation rules installed',
+    );
   }
 
   /** A running sandbox with transforms trusts its own egress CA (idempotent: resumes and retries run it again). */
@@ -217,6 +227,7 @@ export class SandboxLifecycle implements SandboxDirectory {
   }
 
   private async createNow(input: CreateSandboxInput): Promise<SandboxRecord> {
+    if (hasTransforms(input.network)) await this.requireEgressTransforms();
     const { template, build } = await this.deps.templates.resolve(input.templateRef);
     const volumeMounts = await this.resolveMounts(input.volumeMounts);
     const record = await this.launchPooledOrCold(input.templateRef, {

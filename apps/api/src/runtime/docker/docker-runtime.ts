@@ -136,6 +136,10 @@ export class DockerRuntime implements SandboxRuntime {
     for (const sandboxId of await this.firewall.sandboxesWithRules()) if (!alive.has(sandboxId)) await this.firewall.removeSandbox(sandboxId);
   }
 
+  async egressTransformsAvailable(): Promise<boolean> {
+    return this.egressProxy !== undefined && this.options.egressTransforms !== undefined;
+  }
+
   async applyEgress(sandboxId: string, address: string, policy: EgressPolicy): Promise<void> {
     this.egressProxy?.setDomains(address, policy.domains);
     this.egressProxy?.setTransforms(address, sandboxId, policy);
