@@ -20,6 +20,7 @@ import { PlatformMetrics } from './observability/platform-metrics.ts';
 import { createPlatformLogger } from './observability/platform-logger.ts';
 import { loadSecretsKey, SecretCipher } from './secrets/secret-crypto.ts';
 import { SecretStore } from './secrets/secret-store.ts';
+import { SandboxCertificateAuthorities } from './tls/sandbox-ca.ts';
 import { type Database, openDatabase } from './store/database.ts';
 import { lockDataDir, secureDatabaseFiles } from './store/data-dir.ts';
 import { TeamDirectory } from './teams/team-directory.ts';
@@ -140,6 +141,7 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
     const platformId = await keys.platformId();
     const tokenSeed = await keys.tokenSeed();
     const secrets = await SecretStore.open(db, () => new SecretCipher(loadSecretsKey(config.dataDir, config.secretsKey, logger)), logger);
+    const egressCas = new SandboxCertificateAuthorities(config.dataDir, logger);
     const metrics = new PlatformMetrics();
     const hardening = containerHardening(config);
     const docker = dockerClient(config.dockerHost);
@@ -149,7 +151,9 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
     const runtime =
       runtimeOverride ??
       withEngineDeadlines(
-        new DockerRuntime({ docker, network: config.sandboxNetwork, platformId, logger, isolation: config.sandboxIsolation, helperImage: config.baseImage, hardening, procFiles: lxcfs, cpuset: config.sandboxCpuset }),
+        new DockerRuntime({ docker, network: config.sandboxNetwork, platformId, logger, isolation: config.sandboxIsolation, helperImage: config.baseImage, hardening, procFiles: lxcfs, cpuset: config.sandboxCpuset,
+          egressTransforms: { resolveSecret: (name) => secrets.resolveSecret(name), leafCertificate: (sandboxId, name) => egressCas.leaf(sandboxId, name) },
+        }),
         {},
         (operation) => metrics.engineCallFailed(operation),
       );
@@ -198,6 +202,7 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
       volumes,
       platformMetrics: metrics,
       pool,
+      egressTrust: egressCas,
     });
     poolUser = lifecycle;
     const sandboxLifecycle = lifecycle;
@@ -213,6 +218,7 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
     // Events from just before the restart reconcile on, so a container dying meanwhile is not missed.
     engineWatch = new EngineWatch({ runtime, lifecycle, logger, since: Date.now() / 1000 - 1, metrics });
     await lifecycle.start();
+    egressCas.prune(new Set(lifecycle.list().map((record) => record.sandboxId)));
     engineWatch.start();
     if (pool) {
       metrics.observePool(pool);

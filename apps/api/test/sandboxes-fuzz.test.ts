@@ -88,7 +88,9 @@ function refusedCreates(): [string, unknown][] {
     ['httpsPorts string', { httpsPorts: ['443'] }],
     ['httpsPorts 101', { httpsPorts: Array.from({ length: 101 }, (_, i) => 1000 + i) }],
     ['egressProxy set', { egressProxy: { address: '10.0.0.1:1080' } }],
-    ['rules set', { rules: { 'example.com': [{ transform: { headers: { A: 'b' } } }] } }],
+    ['rules on an IP', { rules: { '10.0.0.1': [{ transform: { headers: { A: 'b' } } }] } }],
+    ['rules header CRLF', { rules: { 'example.com': [{ transform: { headers: { A: 'b\r\nX-Evil: 1' } } }] } }],
+    ['rules unknown secret', { rules: { 'example.com': [{ transform: { headers: { A: '${e2b.secrets.no-such-secret-here}' } } }] } }],
     ['array', [1]],
   ];
   for (const [label, value] of network) cases.push([`network ${label}`, { ...base, network: value }]);
@@ -274,7 +276,9 @@ describe('sandbox routes under fuzz', () => {
         ['allow_internet_access string', { allow_internet_access: 'no' }],
         ['denyOut NUL', { denyOut: ['10.0.0.0/8\u0000'] }],
         ['egressProxy set (not supported)', { egressProxy: { address: '10.0.0.1:1080' } }],
-        ['rules set (not supported)', { rules: { 'example.com': [{ transform: { headers: { A: 'b' } } }] } }],
+        ['rules on a CIDR', { rules: { '10.0.0.0/8': [{ transform: { headers: { A: 'b' } } }] } }],
+        ['rules placeholder in a header name', { rules: { 'example.com': [{ transform: { headers: { 'X-${e2b.secrets.a}': 'b' } } }] } }],
+        ['rules unknown secret', { rules: { 'example.com': [{ transform: { headers: { A: '${e2b.secrets.no-such-secret-here}' } } }] } }],
       ];
       for (const [label, body] of rules) refused.push(['PUT', '/network', label, body]);
       for (const [method, suffix, label, body] of refused) await refuse(failures, label, method, `/sandboxes/${live}${suffix}`, body);

@@ -265,7 +265,7 @@ describe('network settings Tidepool does not implement are refused, not ignored'
     const before = await count();
     const refusals: Array<[Record<string, unknown>, RegExp]> = [
       [{ egressProxy: { address: '198.18.0.1:1080' } }, /egressProxy is not supported/],
-      [{ rules: { 'api.example.com': [{ transform: { headers: { Authorization: 'Bearer x' } } }] } }, /rules is not supported/],
+      [{ rules: { '198.18.0.1': [{ transform: { headers: { Authorization: 'Bearer x' } } }] } }, /domain names only/],
       [{ httpsPorts: [49983] }, /envd port/],
     ];
     for (const [network, message] of refusals) {

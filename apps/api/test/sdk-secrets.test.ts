@@ -185,9 +185,11 @@ describe('Secret API through the SDK', () => {
     const unknown = await Sandbox.create('base', { ...platform.sdk, network: rulesWith(`known-${run}`, `missing-${run}`) } as never).catch((error: Error) => error);
     expect(unknown).toBeInstanceOf(SandboxError);
     expect((unknown as Error).message).toBe(`400: network.rules refers to an unknown secret "missing-${run}": create it first (Secret.create)`);
-    // Every secret known: the rules themselves are what this platform cannot apply yet (a clear 400 too).
-    const known = await Sandbox.create('base', { ...platform.sdk, network: rulesWith(`KNOWN-${run}`) } as never).catch((error: Error) => error);
-    expect((known as Error).message).toMatch(/^400: network.rules is not supported/);
+    // Every secret known (any case): the sandbox is made, and its rules show the placeholder, never the value.
+    const known = await Sandbox.create('base', { ...platform.sdk, network: rulesWith(`KNOWN-${run}`) } as never);
+    const shown = (await call('GET', `/sandboxes/${known.sandboxId}`)).body.network.rules;
+    expect(shown).toEqual({ 'api.example.com': [{ transform: { headers: { 'X-Key-0': `Bearer \${e2b.secrets.KNOWN-${run}}` } } }] });
+    await known.kill();
     const raw = await call('POST', '/sandboxes', { templateID: 'base', network: rulesWith(`a-${run}`, `b-${run}`) });
     expect(raw).toMatchObject({ status: 400, body: { code: 400, message: expect.stringContaining(`unknown secrets "a-${run}", "b-${run}"`) } });
     expect((await docker.listContainers({ all: true, filters: { label: [`${PLATFORM_LABEL}=${platform.platformId}`] } })).length).toBe(containers);

@@ -1,3 +1,4 @@
+import type { NetworkRules } from '../sandboxes/network-transforms.ts';
 import type { EngineEvent, EngineEventStream } from './engine-events.ts';
 
 /**
@@ -37,6 +38,8 @@ export interface EgressPolicy {
   deny: string[];
   /** Allowed domain names (exact or `*.` wildcards), decided on TCP 80 by HTTP Host and on 443 by TLS SNI. */
   domains?: string[];
+  /** Per-domain request transforms (network.rules): TCP 80/443 then passes the egress proxy whatever `domains` says. */
+  transforms?: NetworkRules;
 }
 
 export interface StartedContainer {
@@ -108,4 +111,6 @@ export interface SandboxRuntime {
   listSandboxImages(): Promise<SandboxImage[]>;
   /** Replaces the egress rules of a sandbox's running (or frozen) container at `address`, atomically. */
   applyEgress?(sandboxId: string, address: string, policy: EgressPolicy): Promise<void>;
+  /** Whether `EgressPolicy.transforms` are applied (an egress proxy with secrets and CAs runs); absent = no. */
+  egressTransformsAvailable?(): Promise<boolean>;
 }

@@ -29,15 +29,24 @@ describe('network rules', () => {
     expect(() => egressUpdate(current, { allowOut: ['example.com'] })).toThrow(/ALL_TRAFFIC/);
   });
 
-  it('refuses what it does not implement (an upstream egress proxy, header rules) and the envd port as an HTTPS port', () => {
+  it('refuses what it does not implement (an upstream egress proxy) and the envd port as an HTTPS port; checks rules', () => {
     expect(() => validateNetwork({ egressProxy: { address: '10.0.0.1:1080' } })).toThrow(/egressProxy is not supported/);
-    expect(() => validateNetwork({ rules: { 'x.com': [] } })).toThrow(/rules is not supported/);
-    expect(() => validateNetwork({ rules: 'x' })).toThrow(/rules is not supported/);
+    expect(() => validateNetwork({ rules: { 'x.com': [] } })).not.toThrow();
+    expect(() => validateNetwork({ rules: 'x' })).toThrow(/network.rules must be an object/);
     expect(() => validateNetwork({ egressProxy: null, rules: {} })).not.toThrow();
     expect(() => validateNetwork({ httpsPorts: [8443, 49983] })).toThrow(/envd port 49983/);
     expect(() => validateNetwork({ httpsPorts: [8443] })).not.toThrow();
     const current = { httpsPorts: [8443], allowOut: ['1.1.1.1'] };
     expect(() => egressUpdate(current, { egressProxy: { address: 'p:1' } })).toThrow(/egressProxy/);
     expect(egressUpdate(current, {}).httpsPorts).toEqual([8443]);
+  });
+
+  it('replaces rules on update (omitted: cleared) and hands them to the egress policy', () => {
+    const rules = { 'API.x.com': [{ transform: { headers: { Authorization: 'Bearer ${e2b.secrets.tok}' } } }] };
+    const updated = egressUpdate({}, { rules });
+    expect(updated.rules).toEqual({ 'api.x.com': [{ transform: { headers: { Authorization: 'Bearer ${e2b.secrets.tok}' } } }] });
+    expect(egressPolicy(updated).transforms).toEqual(updated.rules);
+    expect(egressUpdate(updated, {})).not.toHaveProperty('rules');
+    expect(() => egressUpdate({}, { rules: { '10.0.0.0/8': [] } })).toThrow(/domain names only/);
   });
 });

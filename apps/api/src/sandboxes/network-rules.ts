@@ -1,6 +1,7 @@
 import { isIP } from 'node:net';
 import { PlatformError } from '../errors.ts';
 import type { EgressPolicy } from '../runtime/sandbox-runtime.ts';
+import { normaliseRules } from './network-transforms.ts';
 import type { SandboxNetwork } from './sandbox-record.ts';
 
 const ALL_TRAFFIC = '0.0.0.0/0';
@@ -23,22 +24,18 @@ const ENVD_PORT = 49983;
 /** Network settings the SDK can send that this platform does not implement: refused, never silently ignored. */
 export interface UnsupportedNetworkFields {
   egressProxy?: unknown;
-  rules?: unknown;
 }
 
 export function refuseUnsupportedNetwork(fields: UnsupportedNetworkFields): void {
   if (fields.egressProxy !== undefined && fields.egressProxy !== null) {
     throw new PlatformError('invalid', 'network.egressProxy is not supported by this platform: sandbox traffic cannot be sent through an upstream SOCKS5 proxy');
   }
-  const rules = fields.rules;
-  if (rules !== undefined && rules !== null && (typeof rules !== 'object' || Object.keys(rules).length > 0)) {
-    throw new PlatformError('invalid', 'network.rules is not supported by this platform: egress requests cannot be transformed (no header injection)');
-  }
 }
 
 /** Validates egress and routing settings the way the reference platform does, with its messages. */
-export function validateNetwork(network: SandboxNetwork & UnsupportedNetworkFields): void {
+export function validateNetwork(network: Omit<SandboxNetwork, 'rules'> & UnsupportedNetworkFields & { rules?: unknown }): void {
   refuseUnsupportedNetwork(network);
+  normaliseRules(network.rules);
   if (network.httpsPorts?.includes(ENVD_PORT)) throw new PlatformError('invalid', `httpsPorts cannot list the envd port ${ENVD_PORT}`);
   for (const entry of network.denyOut ?? []) {
     if (!isCidrOrIp(entry)) throw new PlatformError('invalid', `invalid denied CIDR ${entry}`);
@@ -62,6 +59,7 @@ export function egressPolicy(network: SandboxNetwork): EgressPolicy {
     allow: (network.allowOut ?? []).filter(isCidrOrIp).map(asCidr),
     deny: (network.denyOut ?? []).filter(isCidrOrIp).map(asCidr),
     domains: allowedDomains(network),
+    ...(network.rules ? { transforms: network.rules } : {}),
   };
 }
 
@@ -74,6 +72,7 @@ export interface NetworkUpdate extends UnsupportedNetworkFields {
   allowOut?: string[];
   denyOut?: string[];
   allow_internet_access?: boolean;
+  rules?: unknown;
 }
 
 /**
@@ -82,7 +81,8 @@ export interface NetworkUpdate extends UnsupportedNetworkFields {
  */
 export function egressUpdate(current: SandboxNetwork, update: NetworkUpdate): SandboxNetwork {
   refuseUnsupportedNetwork(update);
-  const next: SandboxNetwork = { ...current, allowOut: update.allowOut, denyOut: update.denyOut };
+  const next: SandboxNetwork = { ...current, allowOut: update.allowOut, denyOut: update.denyOut, rules: normaliseRules(update.rules) };
+  if (next.rules === undefined) delete next.rules;
   if (update.allow_internet_access === false) next.denyOut = [ALL_TRAFFIC];
   validateNetwork(next);
   return next;

@@ -7,7 +7,7 @@ import type { PooledContainer } from './warm-pool.ts';
 
 /** No rules at all: what a pooled container was started with, so there is nothing to change at claim. */
 export function isOpenPolicy(policy: EgressPolicy): boolean {
-  return policy.allow.length === 0 && policy.deny.length === 0 && (policy.domains ?? []).length === 0;
+  return policy.allow.length === 0 && policy.deny.length === 0 && (policy.domains ?? []).length === 0 && policy.transforms === undefined;
 }
 
 /**

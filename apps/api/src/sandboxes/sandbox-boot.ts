@@ -5,6 +5,7 @@ import { PlatformError } from '../errors.ts';
 import { PhaseClock } from '../observability/phase-clock.ts';
 import type { DirectoryMount, SandboxRuntime, StartedContainer } from '../runtime/sandbox-runtime.ts';
 import type { SandboxDefaults } from '../templates/template-model.ts';
+import { egressTrustEnv } from './egress-trust.ts';
 import { egressPolicy } from './network-rules.ts';
 import type { SandboxRecord } from './sandbox-record.ts';
 
@@ -25,7 +26,7 @@ export function envdInitOf(defaults: SandboxDefaults, envVars: Record<string, st
 
 /** The `/init` of this sandbox. */
 export function initFor(record: SandboxRecord): EnvdInit {
-  return envdInitOf(record.defaults, record.envVars, record.envdAccessToken);
+  return envdInitOf(record.defaults, { ...egressTrustEnv(record.network), ...record.envVars }, record.envdAccessToken);
 }
 
 /**

@@ -8,6 +8,7 @@ import { bootSandbox, initFor } from './sandbox-boot.ts';
 import { envdAccessToken, newSandboxId, trafficAccessToken } from './sandbox-identity.ts';
 import { MetricsRecorder } from './metrics-recorder.ts';
 import { type MetricsSink, noMetrics, type SandboxOperation, timed } from '../observability/metrics-sink.ts';
+import { type EgressTrustSource, hasTransforms, installEgressCa } from './egress-trust.ts';
 import { egressPolicy, egressUpdate, type NetworkUpdate } from './network-rules.ts';
 import type { SandboxNetwork, SandboxRecord } from './sandbox-record.ts';
 import { SandboxRegistry } from './sandbox-registry.ts';
@@ -68,6 +69,8 @@ export interface LifecycleDeps {
   platformMetrics?: MetricsSink;
   /** Ready containers creates are served from first (warm-pool.ts); none = every create starts cold. */
   pool?: WarmPool;
+  /** Per-sandbox egress CAs for network.rules transforms over HTTPS (none: sandboxes are given no CA). */
+  egressTrust?: EgressTrustSource;
 }
 
 /** Everything `launch` needs: what to run and how the sandbox is configured. */
@@ -132,12 +135,35 @@ export class SandboxLifecycle implements SandboxDirectory {
   updateNetwork(id: string, update: NetworkUpdate): Promise<void> {
     return this.withSandbox(id, async (record) => {
       const network = egressUpdate(record.network, update);
+      if (hasTransforms(network)) await this.requireEgressTransforms();
+      const newlyTransformed = hasTransforms(network) && !hasTransforms(record.network);
+      if (newlyTransformed && record.state === 'running' && record.address) {
+        // The sandbox trusts its CA (and new processes are pointed at it) before any connection is terminated.
+        await this.trustEgressCa({ ...record, network });
+        await initEnvd(record.address, initFor({ ...record, network }));
+      }
       if (record.address && record.containerId) await this.deps.runtime.applyEgress?.(record.sandboxId, record.address, egressPolicy(network));
       record.network = network;
       record.allowInternetAccess = update.allow_internet_access ?? null;
       await this.registry.persist(record, 'sandbox network updated');
       this.log(id).info({ allowOut: network.allowOut, denyOut: network.denyOut }, 'sandbox egress rules updated');
     });
+  }
+
+  /** network.rules are refused (400) where they would not be applied, never accepted and ignored. */
+  private async requireEgressTransforms(): Promise<void> {
+    if (this.deps.egressTrust && (await this.deps.runtime.egressTransformsAvailable?.())) return;
+    throw new PlatformError(
+      'invalid',
+      'network.rules cannot be applied here: header transforms need the egress proxy, which runs only when the platform runs on the Docker host with its isolation rules installed',
+    );
+  }
+
+  /** A running sandbox with transforms trusts its own egress CA (idempotent: resumes and retries run it again). */
+  private async trustEgressCa(record: SandboxRecord): Promise<void> {
+    if (!this.deps.egressTrust || !hasTransforms(record.network) || !record.address) return;
+    await installEgressCa(record.address, record.envdAccessToken, await this.deps.egressTrust.caCertificate(record.sandboxId));
+    this.log(record.sandboxId).debug('sandbox egress CA certificate installed');
   }
 
   stop(): void {
@@ -201,6 +227,7 @@ export class SandboxLifecycle implements SandboxDirectory {
   }
 
   private async createNow(input: CreateSandboxInput): Promise<SandboxRecord> {
+    if (hasTransforms(input.network)) await this.requireEgressTransforms();
     const { template, build } = await this.deps.templates.resolve(input.templateRef);
     const volumeMounts = await this.resolveMounts(input.volumeMounts);
     const record = await this.launchPooledOrCold(input.templateRef, {
@@ -345,6 +372,13 @@ export class SandboxLifecycle implements SandboxDirectory {
       record.containerId = booted.containerId;
       record.address = booted.address;
       record.envdVersion = booted.envdVersion;
+      try {
+        await this.trustEgressCa(record);
+      } catch (error) {
+        await this.deps.runtime.remove(booted.containerId);
+        this.deps.egressTrust?.forget(sandboxId);
+        throw error;
+      }
       // The timeout counts from the moment the sandbox is usable.
       record.startedAt = nowIso();
       record.endAt = inSeconds(settings.timeoutSeconds);
@@ -397,6 +431,7 @@ export class SandboxLifecycle implements SandboxDirectory {
     if (record.containerId) await this.deps.runtime.remove(record.containerId);
     await this.deps.runtime.removeSandboxImage(record.sandboxId);
     await this.registry.forget(record.sandboxId);
+    this.deps.egressTrust?.forget(record.sandboxId);
     this.metrics.forget(record.sandboxId);
     this.timers.forget(record.sandboxId);
   }
@@ -500,6 +535,7 @@ export class SandboxLifecycle implements SandboxDirectory {
       else if (status !== 'running') throw new PlatformError('internal', `Sandbox "${record.sandboxId}" cannot be resumed: its container is ${status}`);
       await initEnvd(record.address!, initFor(record));
     }
+    await this.trustEgressCa(record);
     // Paused time does not count: a fresh window starts now.
     record.state = 'running';
     record.pausedAt = null;

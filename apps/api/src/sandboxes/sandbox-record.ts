@@ -1,6 +1,8 @@
 import type { SandboxDefaults } from '../templates/template-model.ts';
 import type { SandboxVolumeMount } from './volume-mounts.ts';
 
+import type { NetworkRules } from './network-transforms.ts';
+
 export interface SandboxNetwork {
   allowPublicTraffic?: boolean;
   allowOut?: string[];
@@ -8,6 +10,8 @@ export interface SandboxNetwork {
   maskRequestHost?: string;
   /** Sandbox ports that serve TLS themselves: the proxy reaches them over HTTPS (certificates not verified). */
   httpsPorts?: number[];
+  /** Per-domain transforms the egress proxy applies (placeholders kept, never secret values). */
+  rules?: NetworkRules;
 }
 
 /** Everything the platform keeps about one sandbox (one row of `sandboxes`). */

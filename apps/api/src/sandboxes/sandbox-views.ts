@@ -52,6 +52,7 @@ export function sandboxDetailView(record: SandboxRecord, domain: string | null =
       denyOut: record.network.denyOut ?? [],
       maskRequestHost: record.network.maskRequestHost,
       httpsPorts: record.network.httpsPorts ?? [],
+      ...(record.network.rules ? { rules: record.network.rules } : {}),
     },
     lifecycle: { autoResume: record.autoResume, onTimeout: record.autoPause ? 'pause' : 'kill' },
   };

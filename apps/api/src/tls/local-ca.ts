@@ -8,14 +8,11 @@
  * loopback addresses, so a copy of its key cannot be used to impersonate any other site to a machine that
  * trusts it.
  */
-import { execFile } from 'node:child_process';
 import { X509Certificate, createPrivateKey, randomBytes } from 'node:crypto';
 import { chmodSync, existsSync, mkdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
-import { promisify } from 'node:util';
 import type { Logger } from 'pino';
-
-const exec = promisify(execFile);
+import { openssl, opensslConfig, serial, TlsSetupError } from './openssl-cli.ts';
 
 const DAY_MS = 24 * 3600 * 1000;
 /** The CA lives ten years; the server certificate one (well under every client's limit for local roots). */
@@ -33,9 +30,7 @@ export interface TlsMaterial {
   caFile?: string;
 }
 
-export class TlsSetupError extends Error {
-  readonly code = 'tls_setup';
-}
+export { TlsSetupError };
 
 export interface LocalCaFiles {
   dir: string;
@@ -106,47 +101,6 @@ export function caAllowsDomain(caPem: string, domain: string): boolean {
   if (!permitted) return true;
   const name = domain.toLowerCase();
   return permitted.some((p) => name === p || name.endsWith(`.${p}`));
-}
-
-function serial(): string {
-  const bytes = randomBytes(16);
-  bytes[0] = bytes[0]! & 0x7f;
-  return `0x${bytes.toString('hex')}`;
-}
-
-function opensslConfig(commonName: string, organizationalUnit: string, permitted: string[], names: { dns: string[]; ips: string[] }): string {
-  const alt = [...names.dns.map((d) => `DNS:${d}`), ...names.ips.map((ip) => `IP:${ip}`)].join(', ');
-  return [
-    '[req]',
-    'distinguished_name = dn',
-    'prompt = no',
-    '[dn]',
-    `CN = ${commonName}`,
-    ...(organizationalUnit ? [`OU = ${organizationalUnit}`] : []),
-    '[ca_ext]',
-    'basicConstraints = critical, CA:TRUE, pathlen:0',
-    'keyUsage = critical, keyCertSign, cRLSign',
-    'subjectKeyIdentifier = hash',
-    `nameConstraints = critical, ${permitted.join(', ')}`,
-    '[leaf_ext]',
-    'basicConstraints = critical, CA:FALSE',
-    'keyUsage = critical, digitalSignature', // ECDSA keys: signatures only
-    'extendedKeyUsage = serverAuth',
-    'subjectKeyIdentifier = hash',
-    'authorityKeyIdentifier = keyid:always',
-    `subjectAltName = ${alt}`,
-    '',
-  ].join('\n');
-}
-
-async function openssl(args: string[]): Promise<void> {
-  try {
-    await exec('openssl', args, { timeout: 60_000 });
-  } catch (error) {
-    const e = error as NodeJS.ErrnoException & { stderr?: string };
-    if (e.code === 'ENOENT') throw new TlsSetupError('the openssl command is needed to make the local CA (Debian: apt-get install openssl), or set TIDEPOOL_TLS_CERT and TIDEPOOL_TLS_KEY');
-    throw new TlsSetupError(`openssl ${args[0]} failed: ${(e.stderr ?? e.message).trim()}`);
-  }
 }
 
 /** Keys are 0600 and the directory 0700; looser modes (restored backups, copies) are tightened and logged. */

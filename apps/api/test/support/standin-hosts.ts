@@ -2,7 +2,8 @@
  * Hosts that exist only for a test: a network namespace on the Docker host, joined to it by a veth pair, with
  * addresses in the benchmarking range 198.18.0.0/15 ("the internet") and a few addresses in private and
  * link-local ranges (which sandboxes must never reach). Servers in it answer on TCP 8099 (plain: `hi <address>`),
- * 80 (HTTP: `host <Host header>`) and 443 (HTTPS, any SNI: `tls <servername>`). Nothing else is ever addressed.
+ * 80 (HTTP: `host <Host header>`) and 443 (HTTPS, any SNI: `tls <servername>`); on both, `GET /headers` answers the
+ * request's headers as JSON (Authorization as `sha256:<hex>` of its value). Nothing else is ever addressed.
  */
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -25,9 +26,12 @@ export interface StandinHosts {
 const SERVER = `
 const net = require('node:net'), http = require('node:http'), https = require('node:https'), fs = require('node:fs');
 net.createServer((s) => s.end('hi ' + s.localAddress + '\\n')).listen(8099, '0.0.0.0');
-http.createServer((req, res) => res.end('host ' + req.headers.host + '\\n')).listen(80, '0.0.0.0');
+// Authorization is answered as its SHA-256 only: a test can check an injected credential without handing it to the sandbox.
+const digest = (v) => v === undefined ? undefined : 'sha256:' + require('node:crypto').createHash('sha256').update(v).digest('hex');
+const headers = (req, res) => res.end(JSON.stringify({ ...req.headers, authorization: digest(req.headers.authorization) }));
+http.createServer((req, res) => req.url === '/headers' ? headers(req, res) : res.end('host ' + req.headers.host + '\\n')).listen(80, '0.0.0.0');
 const dir = process.argv[2];
-https.createServer({ key: fs.readFileSync(dir + '/key.pem'), cert: fs.readFileSync(dir + '/cert.pem') }, (req, res) => res.end('tls ' + req.socket.servername + '\\n')).listen(443, '0.0.0.0');
+https.createServer({ key: fs.readFileSync(dir + '/key.pem'), cert: fs.readFileSync(dir + '/cert.pem') }, (req, res) => req.url === '/headers' ? headers(req, res) : res.end('tls ' + req.socket.servername + '\\n')).listen(443, '0.0.0.0');
 `;
 
 async function ip(...args: string[]): Promise<void> {
@@ -47,8 +51,11 @@ async function waitForPort(namespace: string, address: string, port: number): Pr
   throw new Error(`stand-in server on ${address}:${port} did not start`);
 }
 
-/** `slot` (0-63) keeps concurrently running suites apart: each gets its own /30 link and addresses. */
-export async function startStandinHosts(slot: number): Promise<StandinHosts> {
+/**
+ * `slot` (0-63) keeps concurrently running suites apart: each gets its own /30 link and addresses. `tls`: the
+ * HTTPS server's key and certificate (default: self-signed for standin.test).
+ */
+export async function startStandinHosts(slot: number, options: { tls?: { key: string; cert: string } } = {}): Promise<StandinHosts> {
   const tag = randomBytes(3).toString('hex');
   const namespace = `tp-standin-${tag}`;
   const hostSide = `tps${tag}h`;
@@ -68,7 +75,7 @@ export async function startStandinHosts(slot: number): Promise<StandinHosts> {
     rmSync(dir, { recursive: true, force: true });
   };
   try {
-    const { key, cert } = await selfSignedCertificate('standin.test');
+    const { key, cert } = options.tls ?? (await selfSignedCertificate('standin.test'));
     writeFileSync(join(dir, 'key.pem'), key);
     writeFileSync(join(dir, 'cert.pem'), cert);
     writeFileSync(join(dir, 'server.cjs'), SERVER);

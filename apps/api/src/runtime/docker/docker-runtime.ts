@@ -12,6 +12,7 @@ import { PAUSED_IMAGE_REPOSITORY, pausedImageRef, sandboxOfImage } from './pause
 import { EgressProxy } from './egress-proxy.ts';
 import type { FIREWALL_PROGRAMS } from './firewall-commands.ts';
 import type { NetworkFirewall } from './network-firewall.ts';
+import { type EgressTransformDeps, EgressTransforms } from './egress-transforms.ts';
 import { type IsolationMode, isolateSandboxNetwork, networkSpec, recreateIfOpen } from './sandbox-network.ts';
 import type { ProcFileMount } from '../lxcfs/lxcfs-files.ts';
 import { CpuSets } from './cpu-sets.ts';
@@ -41,6 +42,8 @@ export interface DockerRuntimeOptions {
   cpuset?: boolean;
   /** Other iptables/ip6tables programs (tests: a missing ip6tables); the standard ones by default. */
   firewallPrograms?: Partial<typeof FIREWALL_PROGRAMS>;
+  /** Secrets and per-sandbox CAs for network.rules transforms at the egress proxy (none: rules are not applied). */
+  egressTransforms?: EgressTransformDeps;
 }
 
 function statusCode(error: unknown): number | undefined {
@@ -131,7 +134,7 @@ export class DockerRuntime implements SandboxRuntime {
       this.logger.warn({ network: this.network }, 'sandbox network has no IPv4 gateway: allowed domains are not reachable (their traffic is refused)');
       return;
     }
-    const proxy = new EgressProxy(this.logger);
+    const proxy = new EgressProxy(this.logger, this.options.egressTransforms && new EgressTransforms(this.options.egressTransforms, this.logger));
     this.firewall.setRedirect(await proxy.listen(gateway));
     this.egressProxy = proxy;
   }
@@ -143,8 +146,13 @@ export class DockerRuntime implements SandboxRuntime {
     for (const sandboxId of await this.firewall.sandboxesWithRules()) if (!alive.has(sandboxId)) await this.firewall.removeSandbox(sandboxId);
   }
 
+  async egressTransformsAvailable(): Promise<boolean> {
+    return this.egressProxy !== undefined && this.options.egressTransforms !== undefined;
+  }
+
   async applyEgress(sandboxId: string, address: string, policy: EgressPolicy): Promise<void> {
     this.egressProxy?.setDomains(address, policy.domains);
+    this.egressProxy?.setTransforms(address, sandboxId, policy);
     if (!this.firewall) return;
     const ipv6 = this.firewall.ipv6 ? await this.ipv6AddressOf(address) : undefined;
     await this.firewall.applySandbox(sandboxId, { ipv4: address, ipv6 }, policy);

@@ -1,6 +1,9 @@
 import { lookup } from 'node:dns/promises';
 import net from 'node:net';
 import type { Logger } from 'pino';
+import type { EgressPolicy } from '../sandbox-runtime.ts';
+import { CidrPolicy } from './egress-cidr-policy.ts';
+import type { EgressTransforms } from './egress-transforms.ts';
 import { ALWAYS_DENIED } from './sandbox-firewall.ts';
 
 /** How the proxy turns a name into addresses; replaceable so tests can name their own stand-in hosts. */
@@ -95,8 +98,17 @@ export class EgressProxy {
   private readonly servers: net.Server[] = [];
   /** Allowed domain patterns by sandbox address. */
   private readonly domains = new Map<string, string[]>();
+  /** Sandboxes whose 80/443 pass here only for network.rules transforms (no domain allowlist): their CIDR rules. */
+  private readonly transformOnly = new Map<string, CidrPolicy>();
 
-  constructor(private readonly logger: Logger) {}
+  constructor(private readonly logger: Logger, private readonly transforms?: EgressTransforms) {}
+
+  /** The sandbox's network.rules transforms (see egress-transforms.ts); its CIDR rules apply when it allows no domains. */
+  setTransforms(address: string, sandboxId: string, policy: EgressPolicy): void {
+    this.transforms?.set(address, sandboxId, policy.transforms);
+    if (this.transforms?.has(address)) this.transformOnly.set(address, new CidrPolicy(policy));
+    else this.transformOnly.delete(address);
+  }
 
   setDomains(address: string, patterns: string[] | undefined): void {
     if (patterns && patterns.length > 0) this.domains.set(address, patterns);
@@ -124,7 +136,8 @@ export class EgressProxy {
   }
 
   private handle(socket: net.Socket, upstreamPort: number, nameOf: (data: Buffer) => string | undefined | null): void {
-    const patterns = this.domains.get(socket.remoteAddress?.replace(/^::ffff:/, '') ?? '');
+    const address = socket.remoteAddress?.replace(/^::ffff:/, '') ?? '';
+    const patterns = this.domains.get(address) ?? (this.transformOnly.has(address) ? ['*'] : undefined);
     if (!patterns) {
       socket.destroy();
       return;
@@ -138,12 +151,12 @@ export class EgressProxy {
       if (name === null && head.length < MAX_PEEK) return;
       socket.off('data', onData);
       socket.pause();
-      void this.forward(socket, head, name ?? undefined, upstreamPort, patterns);
+      void this.forward(socket, head, name ?? undefined, upstreamPort, patterns, this.domains.has(address) ? undefined : this.transformOnly.get(address));
     };
     socket.on('data', onData);
   }
 
-  private async forward(socket: net.Socket, head: Buffer, name: string | undefined, port: number, patterns: string[]): Promise<void> {
+  private async forward(socket: net.Socket, head: Buffer, name: string | undefined, port: number, patterns: string[], cidrs?: CidrPolicy): Promise<void> {
     const log = this.logger.child({ sandboxAddress: socket.remoteAddress, name, port });
     if (!name || !domainAllowed(name, patterns)) {
       log.debug('egress connection refused: name not allowed');
@@ -157,9 +170,14 @@ export class EgressProxy {
       socket.destroy();
       return;
     }
-    if (addresses.length === 0 || addresses.some(deniedDestination)) {
+    if (addresses.length === 0 || addresses.some(deniedDestination) || (cidrs && !addresses.every((a) => cidrs.allows(a)))) {
       log.debug({ addresses }, 'egress connection refused: name resolves into a denied range');
       socket.destroy();
+      return;
+    }
+    const sandboxAddress = socket.remoteAddress?.replace(/^::ffff:/, '') ?? '';
+    if (this.transforms?.intercept({ socket, head, sandboxAddress, name, address: addresses[0]!, port, protocol: port === 443 ? 'tls' : 'http' })) {
+      socket.setTimeout(0);
       return;
     }
     const upstream = net.connect(port, addresses[0]);

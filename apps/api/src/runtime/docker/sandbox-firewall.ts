@@ -201,7 +201,7 @@ export class SandboxFirewall {
         const stale = await this.dispatchRules(mine);
         const staleNat = redirects ? await this.dispatchRules(mine, 'nat') : [];
         const own = familyPolicy(this.rules.family, policy);
-        const redirect = redirects && this.redirect && (policy.domains ?? []).length > 0 ? this.redirect : undefined;
+        const redirect = redirects && this.redirect && ((policy.domains ?? []).length > 0 || policy.transforms !== undefined) ? this.redirect : undefined;
         const natRules = redirect
           ? [
               ...own.allow.map((cidr) => `-d ${cidr} -j RETURN`),

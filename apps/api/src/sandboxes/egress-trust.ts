@@ -1,0 +1,47 @@
+/**
+ * The sandbox side of network.rules transforms over HTTPS: the sandbox's own egress CA *certificate* (never its
+ * key) is put into the sandbox's trust store, and the environment points the usual libraries at it.
+ */
+import { EnvdProcessClient, shellCommand } from '../envd/envd-process-client.ts';
+import { PlatformError } from '../errors.ts';
+import type { SandboxNetwork } from './sandbox-record.ts';
+
+/** The CA certificate alone (Node's NODE_EXTRA_CA_CERTS adds it to its own roots). */
+export const EGRESS_CA_FILE = '/usr/local/share/ca-certificates/tidepool-egress-ca.crt';
+/** The system bundle (Debian layout) curl, OpenSSL and Python's ssl read; the CA is appended to it once. */
+export const SYSTEM_CA_BUNDLE = '/etc/ssl/certs/ca-certificates.crt';
+
+/** Which CA certificate a sandbox trusts for its transformed destinations (the platform's per-sandbox CAs). */
+export interface EgressTrustSource {
+  caCertificate(sandboxId: string): Promise<string>;
+  /** The sandbox is gone: its CA (key included) goes too. */
+  forget(sandboxId: string): void;
+}
+
+export function hasTransforms(network: SandboxNetwork): boolean {
+  return network.rules !== undefined && Object.keys(network.rules).length > 0;
+}
+
+/** Environment for processes of a sandbox with transforms, below the sandbox's own envVars. */
+export function egressTrustEnv(network: SandboxNetwork): Record<string, string> {
+  if (!hasTransforms(network)) return {};
+  return { NODE_EXTRA_CA_CERTS: EGRESS_CA_FILE, REQUESTS_CA_BUNDLE: SYSTEM_CA_BUNDLE, SSL_CERT_FILE: SYSTEM_CA_BUNDLE, CURL_CA_BUNDLE: SYSTEM_CA_BUNDLE };
+}
+
+// Writes the CA file and appends the CA to the system bundle unless it is there already (resumes, retries).
+const INSTALL_SCRIPT = [
+  'set -e',
+  `mkdir -p "$(dirname ${EGRESS_CA_FILE})" "$(dirname ${SYSTEM_CA_BUNDLE})"`,
+  `printf '%s\\n' "$TIDEPOOL_EGRESS_CA" > ${EGRESS_CA_FILE}`,
+  `chmod 644 ${EGRESS_CA_FILE}`,
+  `marker=$(sed -n 2p ${EGRESS_CA_FILE})`,
+  `if ! grep -qxF -- "$marker" ${SYSTEM_CA_BUNDLE} 2>/dev/null; then printf '%s\\n' "$TIDEPOOL_EGRESS_CA" >> ${SYSTEM_CA_BUNDLE}; fi`,
+].join('\n');
+
+/** Installs the CA certificate in the sandbox (as root, through envd). */
+export async function installEgressCa(address: string, accessToken: string, caPem: string): Promise<void> {
+  const envd = new EnvdProcessClient(address, { accessToken });
+  let stderr = '';
+  const result = await envd.run(shellCommand(INSTALL_SCRIPT, { user: 'root', envs: { TIDEPOOL_EGRESS_CA: caPem.trim() }, timeoutMs: 30_000 }), { stderr: (text) => (stderr += text) });
+  if (result.exitCode !== 0) throw new PlatformError('internal', `could not install the sandbox's egress CA certificate (${result.status}): ${stderr.trim().slice(0, 300)}`);
+}
