@@ -109,6 +109,31 @@ describe.skipIf(!hasStackConfig)('deploy/swarm/stack.yml (docker stack config)',
   });
 });
 
+describe('docker/cluster scripts: bad settings are refused before anything is built or pushed', () => {
+  const script = (name: string, env: Record<string, string>) => run('bash', [join(root, 'docker/cluster', name)], { env, timeoutMs: 60_000 });
+
+  it('build-images.sh refuses a malformed prefix or tag', async () => {
+    const prefix = await script('build-images.sh', { TIDEPOOL_IMAGE_PREFIX: 'Not A/Prefix' });
+    expect(prefix.exitCode).toBe(2);
+    expect(prefix.stderr).toMatch(/TIDEPOOL_IMAGE_PREFIX 'Not A\/Prefix' is not an image name prefix/);
+    const tag = await script('build-images.sh', { TIDEPOOL_IMAGE_TAG: '-bad;tag' });
+    expect(tag.exitCode).toBe(2);
+    expect(tag.stderr).toMatch(/TIDEPOOL_IMAGE_TAG '-bad;tag' is not a valid tag/);
+  });
+
+  it('push-images.sh needs a registry host in the prefix and the images built', async () => {
+    const unset = await script('push-images.sh', { TIDEPOOL_IMAGE_PREFIX: '' });
+    expect(unset.exitCode).not.toBe(0);
+    expect(unset.stderr).toMatch(/set TIDEPOOL_IMAGE_PREFIX/);
+    const noHost = await script('push-images.sh', { TIDEPOOL_IMAGE_PREFIX: 'tidepool' });
+    expect(noHost.exitCode).toBe(2);
+    expect(noHost.stderr).toMatch(/names no registry host/);
+    const missing = await script('push-images.sh', { TIDEPOOL_IMAGE_PREFIX: '127.0.0.1:1/tidepool', TIDEPOOL_BUILT_PREFIX: 'tidepool-never-built', TIDEPOOL_IMAGE_TAG: 'none' });
+    expect(missing.exitCode).toBe(1);
+    expect(missing.stderr).toMatch(/tidepool-never-built\/api:none is not on this engine: build it first/);
+  });
+});
+
 /** Test-only stand-ins for what this tree lacks (see the module comment). */
 function testOverride(socket: string): string {
   return [
@@ -121,6 +146,8 @@ function testOverride(socket: string): string {
     '      TIDEPOOL_CODE_INTERPRETER_IMAGE: ""',
     '      TIDEPOOL_LXCFS: "off"',
     '      TIDEPOOL_SANDBOX_ISOLATION: warn',
+    // No sandbox is started here (the stand-in base image has no envd): no warm pool either.
+    '      TIDEPOOL_WARM_POOL: "off"',
     '    volumes:',
     '      - type: bind',
     `        source: ${socket}`,
@@ -144,6 +171,7 @@ describe.skipIf(!hasStackConfig || !isRoot)('deploy/swarm/stack.yml deployed on 
   const dbPassword = randomBytes(12).toString('hex');
   const stackName = 'tp';
   const timings: Record<string, number> = {};
+  let images: string[] = [];
 
   async function inNode(args: string[], opts: { timeoutMs?: number; input?: string } = {}): Promise<string> {
     const res = await nodeDocker(node, args, { timeoutMs: opts.timeoutMs ?? 2 * MINUTE, input: opts.input });
@@ -164,7 +192,7 @@ describe.skipIf(!hasStackConfig || !isRoot)('deploy/swarm/stack.yml deployed on 
     await ensureBusyboxImage();
     const built = await timed('build', () => run('bash', [join(root, 'docker/cluster/build-images.sh')], { timeoutMs: 40 * MINUTE }));
     if (built.exitCode !== 0) throw new Error(`docker/cluster/build-images.sh failed:\n${built.stderr.slice(-4_000)}`);
-    const images = built.stdout.trim().split('\n');
+    images = built.stdout.trim().split('\n');
     expect(images).toHaveLength(4);
 
     state = await timed('cluster up', async () => upCluster({ name, slot: await freeClusterSlot(), dir: clusterDir, nodes: 1, tls: false, images: [BUSYBOX_IMAGE] }));
@@ -245,6 +273,21 @@ describe.skipIf(!hasStackConfig || !isRoot)('deploy/swarm/stack.yml deployed on 
     }
     return { ok, detail: lines.join('\n') };
   }
+
+  it('the PostgreSQL image refuses to start without a usable password file, with a message saying so', async () => {
+    const image = images.find((i) => i.includes('/postgres:'))!;
+    const cases: [string[], RegExp][] = [
+      [[], /POSTGRES_PASSWORD_FILE is not set/],
+      [['-e', 'POSTGRES_PASSWORD_FILE=/nonexistent'], /cannot read POSTGRES_PASSWORD_FILE/],
+      [['-e', 'POSTGRES_PASSWORD_FILE=/dev/null'], /is empty/],
+      [['-e', 'POSTGRES_PASSWORD_FILE=/etc/hostname', '-e', 'POSTGRES_DB=x;drop'], /may hold only a-z, 0-9 and _/],
+    ];
+    for (const [args, message] of cases) {
+      const res = await nodeDocker(node, ['run', '--rm', '--network', 'none', ...args, image], { timeoutMs: MINUTE });
+      expect(res.exitCode, res.stderr).toBe(1);
+      expect(res.stderr).toMatch(message);
+    }
+  });
 
   it('converges: PostgreSQL, the registry and the API healthy; the API answers over the bridge and works on the stack\'s PostgreSQL', async () => {
     const started = Date.now();
