@@ -150,6 +150,10 @@ describe('deploy/kubernetes (offline: rendered and schema-checked, never applied
     expect(() => renderKustomization(copy)).toThrow(/commonLabels/);
     writeFileSync(join(copy, 'kustomization.yaml'), 'apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources: [https://example.com/x.yaml]\n');
     expect(() => renderKustomization(copy)).toThrow(/not a local YAML file/);
+    writeFileSync(join(copy, 'kustomization.yaml'), 'apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources: [../kubernetes/api.yaml]\n');
+    expect(() => renderKustomization(copy)).toThrow(/outside the kustomization's directory/);
+    writeFileSync(join(copy, 'kustomization.yaml'), 'apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources: [api.yaml]\ngeneratorOptions: {disableNameSuffixHash: true}\nsecretGenerator: [{name: s, files: [/etc/passwd]}]\n');
+    expect(() => renderKustomization(copy)).toThrow(/file '\/etc\/passwd' is outside/);
     writeFileSync(join(copy, 'api.yaml'), 'kind: [unclosed\n');
     writeFileSync(join(copy, 'kustomization.yaml'), 'apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources: [api.yaml]\n');
     expect(() => renderKustomization(copy)).toThrow(/api\.yaml/);

@@ -7,7 +7,7 @@
  * where kubectl is installed (the test compares the two).
  */
 import { readFileSync } from 'node:fs';
-import { basename, join } from 'node:path';
+import { basename, isAbsolute, join, normalize } from 'node:path';
 import { parseAllDocuments } from 'yaml';
 
 export type KubeObject = {
@@ -34,6 +34,11 @@ interface SecretGenerator {
   name: string;
   type?: string;
   files?: string[];
+}
+
+/** Like kustomize's default load restrictor: files only inside the kustomization's directory. */
+function insideRoot(path: string): boolean {
+  return !isAbsolute(path) && !normalize(path).split('/').includes('..');
 }
 
 function isRecord(value: unknown): value is Record<string, unknown> {
@@ -84,6 +89,7 @@ function secretFromGenerator(gen: SecretGenerator, labels: Record<string, string
     const [key, path] = entry.includes('=') ? entry.split('=', 2) : [basename(entry), entry];
     if (!key || !path) throw new KustomizeError(`secretGenerator ${gen.name}: malformed file entry '${entry}'`);
     if (key in data) throw new KustomizeError(`secretGenerator ${gen.name}: key '${key}' given twice`);
+    if (!insideRoot(path)) throw new KustomizeError(`secretGenerator ${gen.name}: file '${path}' is outside the kustomization's directory`);
     data[key] = '';
   }
   const secret: KubeObject = { apiVersion: 'v1', kind: 'Secret', metadata: { name: gen.name, ...(Object.keys(labels).length > 0 ? { labels: { ...labels } } : {}) }, data };
@@ -115,6 +121,7 @@ export function renderKustomization(dir: string): KubeObject[] {
     if (typeof resource !== 'string' || !/\.ya?ml$/.test(resource) || resource.includes('://')) {
       throw new KustomizeError(`kustomization.yaml: resource '${String(resource)}' is not a local YAML file (the only kind this renderer reads)`);
     }
+    if (!insideRoot(resource)) throw new KustomizeError(`kustomization.yaml: resource '${resource}' is outside the kustomization's directory`);
     objects.push(...parseManifestFile(join(dir, resource)));
   }
   for (const gen of generators) objects.push(secretFromGenerator(gen, options.labels ?? {}));
