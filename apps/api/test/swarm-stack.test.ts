@@ -289,6 +289,18 @@ describe.skipIf(!hasStackConfig || !isRoot)('deploy/swarm/stack.yml deployed on 
     }
   });
 
+  it('the platform images run `tidepool api` / `tidepool node` by default; `tidepool` alone prints its usage', async () => {
+    const [api, agent] = images;
+    expect(JSON.parse(await inNode(['image', 'inspect', '--format', '{{json .Config.Cmd}}', api]))).toEqual(['tidepool', 'api']);
+    expect(JSON.parse(await inNode(['image', 'inspect', '--format', '{{json .Config.Cmd}}', agent]))).toEqual(['tidepool', 'node']);
+    expect(await inNode(['image', 'inspect', '--format', '{{.Config.User}}', api])).toBe('tidepool');
+    const env = JSON.parse(await inNode(['image', 'inspect', '--format', '{{json .Config.Env}}', agent])) as string[];
+    expect(env.some((e) => e.startsWith('TIDEPOOL_HOST='))).toBe(false); // the agent is on the host network: loopback by default
+    const usage = await nodeDocker(node, ['run', '--rm', '--network', 'none', api, 'tidepool'], { timeoutMs: MINUTE });
+    expect(usage.exitCode).toBe(2);
+    expect(usage.stderr).toMatch(/usage: tidepool <api\|node>/);
+  });
+
   it('converges: PostgreSQL, the registry and the API healthy; the API answers over the bridge and works on the stack\'s PostgreSQL', async () => {
     const started = Date.now();
     let last = { ok: false, detail: '' };
