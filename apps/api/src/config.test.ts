@@ -1,7 +1,9 @@
 import { randomBytes } from 'node:crypto';
-import { existsSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { ConfigError, defaultIsolationMode, loadConfig } from './config.ts';
+import { ConfigError, defaultIsolationMode, loadConfig, settingEnvNames } from './config.ts';
 
 describe('loadConfig', () => {
   it('applies defaults and reads TIDEPOOL_* variables', () => {
@@ -118,5 +120,43 @@ describe('loadConfig', () => {
     expect(loadConfig({ TIDEPOOL_SANDBOX_ISOLATION: 'warn' }).sandboxIsolation).toBe('warn');
     expect(loadConfig({ TIDEPOOL_SANDBOX_ISOLATION: ' Require ' }).sandboxIsolation).toBe('require');
     expect(() => loadConfig({ TIDEPOOL_SANDBOX_ISOLATION: 'off' })).toThrow(/TIDEPOOL_SANDBOX_ISOLATION: .*\(got "off"\)/);
+  });
+
+  it('TIDEPOOL_DATABASE_PASSWORD_FILE puts the first line of a file (a swarm secret) into the URL, and never echoes it', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'tp-config-'));
+    try {
+      const file = join(dir, 'password');
+      writeFileSync(file, 'p@ss:w/rd\n');
+      const url = 'postgres://tidepool@db:5432/tidepool';
+      const config = loadConfig({ TIDEPOOL_DATABASE_URL: url, TIDEPOOL_DATABASE_PASSWORD_FILE: file });
+      const parsed = new URL(config.databaseUrl);
+      expect(decodeURIComponent(parsed.password)).toBe('p@ss:w/rd');
+      expect([parsed.username, parsed.host, parsed.pathname]).toEqual(['tidepool', 'db:5432', '/tidepool']);
+      const refused = (env: Record<string, string>): string => {
+        try {
+          loadConfig(env);
+        } catch (error) {
+          expect(error).toBeInstanceOf(ConfigError);
+          return (error as Error).message;
+        }
+        throw new Error('accepted');
+      };
+      expect(refused({ TIDEPOOL_DATABASE_PASSWORD_FILE: file })).toMatch(/TIDEPOOL_DATABASE_URL is not/);
+      expect(refused({ TIDEPOOL_DATABASE_URL: 'postgres://tidepool:other@db/tidepool', TIDEPOOL_DATABASE_PASSWORD_FILE: file })).toMatch(/keep the password in one place/);
+      expect(refused({ TIDEPOOL_DATABASE_URL: 'postgres://db/tidepool', TIDEPOOL_DATABASE_PASSWORD_FILE: file })).toMatch(/names no user/);
+      expect(refused({ TIDEPOOL_DATABASE_URL: url, TIDEPOOL_DATABASE_PASSWORD_FILE: join(dir, 'missing') })).toMatch(/cannot read .*missing \(ENOENT\)/);
+      writeFileSync(file, '\nsecond-line');
+      const empty = refused({ TIDEPOOL_DATABASE_URL: url, TIDEPOOL_DATABASE_PASSWORD_FILE: file });
+      expect(empty).toMatch(/is empty/);
+      expect(empty).not.toContain('second-line');
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('settingEnvNames lists every variable a setting is read from', () => {
+    const names = settingEnvNames();
+    for (const name of ['TIDEPOOL_DATABASE_URL', 'TIDEPOOL_DATABASE_PASSWORD_FILE', 'TIDEPOOL_DOCKER_HOST', 'TIDEPOOL_LXCFS', 'TIDEPOOL_DOCKER_NETWORK']) expect(names).toContain(name);
+    expect(names.every((n) => /^TIDEPOOL_[A-Z0-9_]+$/.test(n))).toBe(true);
   });
 });

@@ -15,6 +15,8 @@ export const ConfigSchema = Type.Object({
   dataDir: Type.String({ minLength: 1 }),
   /** `postgres://user:password@host:port/database`: the shared database (cluster mode); '' = SQLite in the data directory. */
   databaseUrl: Type.String(),
+  /** File holding the PostgreSQL password (a Swarm or Kubernetes secret); '' = none. Its first line is put into `databaseUrl`. */
+  databasePasswordFile: Type.String(),
   apiKeys: Type.Array(Type.String({ pattern: '^e2b_[0-9a-zA-Z]+$' })),
   /** Sandbox hosts are `<port>-<sandboxID>.<domain>`: a bare DNS name (no scheme, no port). */
   domain: Type.String({ minLength: 1, maxLength: 200, pattern: '^[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?(\\.[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?)*$' }),
@@ -127,6 +129,7 @@ const ENV_NAMES: Record<keyof Config, string> = {
   port: 'TIDEPOOL_PORT',
   dataDir: 'TIDEPOOL_DATA_DIR',
   databaseUrl: 'TIDEPOOL_DATABASE_URL',
+  databasePasswordFile: 'TIDEPOOL_DATABASE_PASSWORD_FILE',
   apiKeys: 'TIDEPOOL_API_KEYS',
   domain: 'TIDEPOOL_DOMAIN',
   maxSandboxes: 'TIDEPOOL_MAX_SANDBOXES',
@@ -173,6 +176,11 @@ const ENV_NAMES: Record<keyof Config, string> = {
   onShutdown: 'TIDEPOOL_ON_SHUTDOWN',
   secretsKey: 'TIDEPOOL_SECRETS_KEY',
 };
+
+/** Every environment variable that feeds a setting (deployment manifests are checked against it). */
+export function settingEnvNames(): string[] {
+  return [...Object.values(ENV_NAMES), 'TIDEPOOL_DOCKER_NETWORK'];
+}
 
 export class ConfigError extends Error {}
 
@@ -234,6 +242,25 @@ export function databaseUrlProblem(url: string): string | undefined {
   return undefined;
 }
 
+/** `url` with the password read from `file` (its first line); refused when the URL has none to fill or already has one. */
+function withPasswordFromFile(url: string, file: string): string {
+  const name = 'TIDEPOOL_DATABASE_PASSWORD_FILE';
+  if (url === '') throw new ConfigError(`invalid configuration:\n  ${name} is set but TIDEPOOL_DATABASE_URL is not: the password is for the PostgreSQL URL`);
+  const parsed = new URL(url);
+  if (parsed.password !== '') throw new ConfigError(`invalid configuration:\n  TIDEPOOL_DATABASE_URL carries a password and ${name} is set too: keep the password in one place`);
+  if (parsed.username === '') throw new ConfigError(`invalid configuration:\n  ${name} is set but TIDEPOOL_DATABASE_URL names no user (postgres://user@host:5432/database)`);
+  let text: string;
+  try {
+    text = readFileSync(file, 'utf8');
+  } catch (error) {
+    throw new ConfigError(`invalid configuration:\n  ${name}: cannot read ${file} (${(error as NodeJS.ErrnoException).code ?? String(error)})`);
+  }
+  const password = text.split(/\r?\n/)[0] ?? '';
+  if (password === '') throw new ConfigError(`invalid configuration:\n  ${name}: ${file} is empty (its first line is the password)`);
+  parsed.password = encodeURIComponent(password);
+  return parsed.toString();
+}
+
 /** What decides the isolation default: the process's uid and whether `iptables` is on PATH. */
 export interface IsolationProbe {
   uid: number | undefined;
@@ -258,6 +285,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     port: integer(env.TIDEPOOL_PORT, 3000),
     dataDir: env.TIDEPOOL_DATA_DIR || '.data',
     databaseUrl: (env.TIDEPOOL_DATABASE_URL ?? '').trim(),
+    databasePasswordFile: (env.TIDEPOOL_DATABASE_PASSWORD_FILE ?? '').trim(),
     apiKeys: (env.TIDEPOOL_API_KEYS ?? '').split(',').map((k) => k.trim()).filter(Boolean),
     // A name under .localhost resolves to loopback with no DNS (browsers; Node with nss-myhostname), and, unlike
     // `localhost` itself, has room for a wildcard certificate (`*.tidepool.localhost`).
@@ -339,6 +367,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
   }
   const databaseProblem = databaseUrlProblem(config.databaseUrl);
   if (databaseProblem) throw new ConfigError(`invalid configuration:\n  TIDEPOOL_DATABASE_URL: ${databaseProblem}`);
+  if (config.databasePasswordFile) config.databaseUrl = withPasswordFromFile(config.databaseUrl, config.databasePasswordFile);
   if (config.tls && config.httpsPort !== 0 && config.httpsPort === config.port) {
     throw new ConfigError(`invalid configuration:\n  TIDEPOOL_HTTPS_PORT (${config.httpsPort}) must differ from TIDEPOOL_PORT: the plain HTTP listener stays`);
   }
