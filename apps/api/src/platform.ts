@@ -19,6 +19,8 @@ import { type MetricsListener, startMetricsListener } from './observability/metr
 import { PlatformMetrics } from './observability/platform-metrics.ts';
 import { createPlatformLogger } from './observability/platform-logger.ts';
 import { loadSecretsKey, SecretCipher } from './secrets/secret-crypto.ts';
+import { EgressProxyGate } from './sandboxes/egress-proxy-gate.ts';
+import { UpstreamAddressPolicy } from './runtime/docker/upstream-address.ts';
 import { SecretStore } from './secrets/secret-store.ts';
 import { type Database, openDatabase } from './store/database.ts';
 import { lockDataDir, secureDatabaseFiles } from './store/data-dir.ts';
@@ -139,7 +141,9 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
     }
     const platformId = await keys.platformId();
     const tokenSeed = await keys.tokenSeed();
-    const secrets = await SecretStore.open(db, () => new SecretCipher(loadSecretsKey(config.dataDir, config.secretsKey, logger)), logger);
+    let cipher: SecretCipher | undefined;
+    const secretCipher = (): SecretCipher => (cipher ??= new SecretCipher(loadSecretsKey(config.dataDir, config.secretsKey, logger)));
+    const secrets = await SecretStore.open(db, secretCipher, logger);
     const metrics = new PlatformMetrics();
     const hardening = containerHardening(config);
     const docker = dockerClient(config.dockerHost);
@@ -149,7 +153,10 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
     const runtime =
       runtimeOverride ??
       withEngineDeadlines(
-        new DockerRuntime({ docker, network: config.sandboxNetwork, platformId, logger, isolation: config.sandboxIsolation, helperImage: config.baseImage, hardening, procFiles: lxcfs, cpuset: config.sandboxCpuset }),
+        new DockerRuntime({ docker, network: config.sandboxNetwork, platformId, logger, isolation: config.sandboxIsolation, helperImage: config.baseImage, hardening, procFiles: lxcfs, cpuset: config.sandboxCpuset,
+          egressProxyAllowedCidrs: config.egressProxyAllowedCidrs,
+          // A sandbox's connection that could not go through its own proxy is an event in the sandbox's logs.
+          onEgressProxyFailure: (sandboxId, message) => void lifecycle?.registry.recordEvent(sandboxId, message, 'warn').catch((error: unknown) => logger.warn({ err: error, sandboxId }, 'could not store the sandbox event')) }),
         {},
         (operation) => metrics.engineCallFailed(operation),
       );
@@ -198,6 +205,7 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
       volumes,
       platformMetrics: metrics,
       pool,
+      egressProxies: new EgressProxyGate({ cipher: secretCipher, addresses: new UpstreamAddressPolicy(config.egressProxyAllowedCidrs), problem: async () => (runtime.egressUpstreamProblem ? runtime.egressUpstreamProblem() : 'the container runtime cannot tunnel sandbox egress') }),
     });
     poolUser = lifecycle;
     const sandboxLifecycle = lifecycle;

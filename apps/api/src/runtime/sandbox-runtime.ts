@@ -1,3 +1,4 @@
+import type { EgressUpstream } from './docker/egress-upstream.ts';
 import type { EngineEvent, EngineEventStream } from './engine-events.ts';
 
 /**
@@ -37,6 +38,8 @@ export interface EgressPolicy {
   deny: string[];
   /** Allowed domain names (exact or `*.` wildcards), decided on TCP 80 by HTTP Host and on 443 by TLS SNI. */
   domains?: string[];
+  /** The sandbox's own proxy (`network.egressProxy`): all its TCP leaves through it, after these rules. */
+  upstream?: EgressUpstream;
 }
 
 export interface StartedContainer {
@@ -108,4 +111,6 @@ export interface SandboxRuntime {
   listSandboxImages(): Promise<SandboxImage[]>;
   /** Replaces the egress rules of a sandbox's running (or frozen) container at `address`, atomically. */
   applyEgress?(sandboxId: string, address: string, policy: EgressPolicy): Promise<void>;
+  /** Why `EgressPolicy.upstream` cannot be honoured on this install (undefined: it can). Absent: it cannot. */
+  egressUpstreamProblem?(): Promise<string | undefined>;
 }

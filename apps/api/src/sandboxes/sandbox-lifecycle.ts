@@ -11,6 +11,8 @@ import { type MetricsSink, noMetrics, type SandboxOperation, timed } from '../ob
 import { egressPolicy, egressUpdate, type NetworkUpdate } from './network-rules.ts';
 import type { SandboxNetwork, SandboxRecord } from './sandbox-record.ts';
 import { SandboxRegistry } from './sandbox-registry.ts';
+import type { EgressProxyGate } from './egress-proxy-gate.ts';
+import { type EgressProxyRequest, parseEgressProxy } from './egress-proxy-settings.ts';
 import type { SandboxStore } from './sandbox-store.ts';
 import { SandboxTimers } from './sandbox-timers.ts';
 import { reconcileAfterRestart } from './restart-reconcile.ts';
@@ -34,6 +36,8 @@ export interface SandboxSettings {
 
 export interface CreateSandboxInput extends Omit<SandboxSettings, 'volumeMounts'> {
   templateRef: string;
+  /** `network.egressProxy` as validated by the route; admitted (resolved, password sealed) before anything is made. */
+  egressProxy?: EgressProxyRequest;
   /** As requested: volumes by name. */
   volumeMounts: Array<{ name: string; path: string }>;
 }
@@ -68,6 +72,8 @@ export interface LifecycleDeps {
   platformMetrics?: MetricsSink;
   /** Ready containers creates are served from first (warm-pool.ts); none = every create starts cold. */
   pool?: WarmPool;
+  /** Admits `network.egressProxy` and keeps its password sealed; none = such sandboxes are refused. */
+  egressProxies?: EgressProxyGate;
 }
 
 /** Everything `launch` needs: what to run and how the sandbox is configured. */
@@ -124,19 +130,22 @@ export class SandboxLifecycle implements SandboxDirectory {
   private async reapplyEgress(): Promise<void> {
     for (const record of this.registry.list()) {
       if (!record.address || !record.containerId) continue;
-      await this.deps.runtime.applyEgress?.(record.sandboxId, record.address, egressPolicy(record.network)).catch((error: unknown) => this.log(record.sandboxId).error({ err: error }, 'egress rules not re-applied'));
+      await this.deps.runtime.applyEgress?.(record.sandboxId, record.address, egressPolicy(record.network, this.openProxyPassword)).catch((error: unknown) => this.log(record.sandboxId).error({ err: error }, 'egress rules not re-applied'));
     }
   }
 
   /** `PUT /network`: new egress rules, in force at once (atomically) on a running or frozen container, kept for resumes. */
-  updateNetwork(id: string, update: NetworkUpdate): Promise<void> {
+  async updateNetwork(id: string, update: NetworkUpdate): Promise<void> {
+    this.require(id);
+    const request = parseEgressProxy(update.egressProxy);
+    const proxy = request ? await this.admitEgressProxy(request) : undefined;
     return this.withSandbox(id, async (record) => {
-      const network = egressUpdate(record.network, update);
-      if (record.address && record.containerId) await this.deps.runtime.applyEgress?.(record.sandboxId, record.address, egressPolicy(network));
+      const network = egressUpdate(record.network, update, proxy);
+      if (record.address && record.containerId) await this.deps.runtime.applyEgress?.(record.sandboxId, record.address, egressPolicy(network, this.openProxyPassword));
       record.network = network;
       record.allowInternetAccess = update.allow_internet_access ?? null;
       await this.registry.persist(record, 'sandbox network updated');
-      this.log(id).info({ allowOut: network.allowOut, denyOut: network.denyOut }, 'sandbox egress rules updated');
+      this.log(id).info({ allowOut: network.allowOut, denyOut: network.denyOut, egressProxy: network.egressProxy?.address ?? null }, 'sandbox egress rules updated');
     });
   }
 
@@ -147,6 +156,17 @@ export class SandboxLifecycle implements SandboxDirectory {
 
   get(id: string): SandboxRecord | undefined {
     return this.registry.get(id);
+  }
+
+  /** The sandbox's egress proxy password, opened for the dialer (never logged, never returned). */
+  private readonly openProxyPassword = (sealed: string): string => {
+    if (!this.deps.egressProxies) throw new PlatformError('internal', 'this platform keeps no secrets key: a sandbox egress proxy password cannot be opened');
+    return this.deps.egressProxies.open(sealed);
+  };
+
+  private admitEgressProxy(request: EgressProxyRequest) {
+    if (!this.deps.egressProxies) throw new PlatformError('invalid', 'network.egressProxy is not supported on this platform');
+    return this.deps.egressProxies.admit(request);
   }
 
   require(id: string): SandboxRecord {
@@ -201,6 +221,8 @@ export class SandboxLifecycle implements SandboxDirectory {
   }
 
   private async createNow(input: CreateSandboxInput): Promise<SandboxRecord> {
+    const { egressProxy, templateRef: _reference, ...settings } = input;
+    const network = egressProxy ? { ...input.network, egressProxy: await this.admitEgressProxy(egressProxy) } : input.network;
     const { template, build } = await this.deps.templates.resolve(input.templateRef);
     const volumeMounts = await this.resolveMounts(input.volumeMounts);
     const record = await this.launchPooledOrCold(input.templateRef, {
@@ -215,7 +237,7 @@ export class SandboxLifecycle implements SandboxDirectory {
         envdVersion: build.envdVersion ?? '0.0.0',
         defaults: build.defaults,
       },
-      settings: { ...input, volumeMounts },
+      settings: { ...settings, network, volumeMounts },
       event: `sandbox created from template ${template.templateId} (build ${build.buildId})`,
     });
     await this.deps.templates.recordSpawn(template.templateId);
@@ -340,8 +362,8 @@ export class SandboxLifecycle implements SandboxDirectory {
         volumeMounts: settings.volumeMounts,
       };
       const booted = plan.pooled
-        ? await claimPooled(this.deps.runtime, record, plan.pooled, this.log(sandboxId))
-        : await bootSandbox(this.deps.runtime, record, plan.image, this.log(sandboxId), this.directoriesOf(record));
+        ? await claimPooled(this.deps.runtime, record, plan.pooled, this.log(sandboxId), this.openProxyPassword)
+        : await bootSandbox(this.deps.runtime, record, plan.image, this.log(sandboxId), this.directoriesOf(record), this.openProxyPassword);
       record.containerId = booted.containerId;
       record.address = booted.address;
       record.envdVersion = booted.envdVersion;
@@ -484,7 +506,7 @@ export class SandboxLifecycle implements SandboxDirectory {
       try {
         // The token stays the same across a cold boot, as in the reference: an SDK object's own connect()
         // keeps the token it has, so a rotated one would lock it out of its sandbox.
-        const booted = await bootSandbox(this.deps.runtime, record, record.pausedImage, this.log(record.sandboxId), this.directoriesOf(record));
+        const booted = await bootSandbox(this.deps.runtime, record, record.pausedImage, this.log(record.sandboxId), this.directoriesOf(record), this.openProxyPassword);
         record.containerId = booted.containerId;
         record.address = booted.address;
         record.envdVersion = booted.envdVersion;

@@ -1,5 +1,6 @@
 import type { SandboxDefaults } from '../templates/template-model.ts';
 import type { SandboxVolumeMount } from './volume-mounts.ts';
+import type { StoredEgressProxy } from './egress-proxy-settings.ts';
 
 export interface SandboxNetwork {
   allowPublicTraffic?: boolean;
@@ -8,6 +9,8 @@ export interface SandboxNetwork {
   maskRequestHost?: string;
   /** Sandbox ports that serve TLS themselves: the proxy reaches them over HTTPS (certificates not verified). */
   httpsPorts?: number[];
+  /** The user's own proxy all the sandbox's TCP leaves through (password sealed). */
+  egressProxy?: StoredEgressProxy;
 }
 
 /** Everything the platform keeps about one sandbox (one row of `sandboxes`). */

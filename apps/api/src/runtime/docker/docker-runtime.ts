@@ -10,6 +10,9 @@ import { followSandboxEvents } from './docker-events.ts';
 import { PhaseClock } from '../../observability/phase-clock.ts';
 import { PAUSED_IMAGE_REPOSITORY, pausedImageRef, sandboxOfImage } from './paused-image.ts';
 import { EgressProxy } from './egress-proxy.ts';
+import { EgressTunnel } from './egress-tunnel.ts';
+import { conntrackProblem } from './original-destination.ts';
+import { UpstreamAddressPolicy } from './upstream-address.ts';
 import type { SandboxFirewall } from './sandbox-firewall.ts';
 import { type IsolationMode, isolateSandboxNetwork, networkSpec, recreateIfOpen } from './sandbox-network.ts';
 import type { ProcFileMount } from '../lxcfs/lxcfs-files.ts';
@@ -38,6 +41,10 @@ export interface DockerRuntimeOptions {
   procFiles?: { procMounts(): ProcFileMount[]; refuse(reason: string): void };
   /** Pins each sandbox to as many host cpus as it has (round-robin), so `nproc` and affinity match its limit. */
   cpuset?: boolean;
+  /** Private ranges a sandbox's own egress proxy may nevertheless be at (TIDEPOOL_EGRESS_PROXY_ALLOWED_CIDRS). */
+  egressProxyAllowedCidrs?: string[];
+  /** Told when a sandbox's connection could not go through its own egress proxy (rate-limited; for its logs). */
+  onEgressProxyFailure?: (sandboxId: string, message: string) => void;
 }
 
 function statusCode(error: unknown): number | undefined {
@@ -67,6 +74,9 @@ export class DockerRuntime implements SandboxRuntime {
   private firewall: SandboxFirewall | undefined;
   /** Decides TCP 80/443 of sandboxes that allow domains (host installs only). */
   private egressProxy: EgressProxy | undefined;
+  /** Carries all TCP of sandboxes with their own egress proxy (host installs with a readable conntrack table). */
+  private egressTunnel: EgressTunnel | undefined;
+  private egressTunnelProblem = 'sandbox egress through a proxy needs the platform on the Docker host with its firewall installed';
   private readonly hardening: ContainerHardening;
   private cpuSets: CpuSets | undefined;
 
@@ -122,8 +132,22 @@ export class DockerRuntime implements SandboxRuntime {
       return;
     }
     const proxy = new EgressProxy(this.logger);
-    this.firewall.setRedirect(await proxy.listen(gateway));
+    const ports = await proxy.listen(gateway);
     this.egressProxy = proxy;
+    const conntrack = await conntrackProblem();
+    if (conntrack) {
+      this.egressTunnelProblem = `sandbox egress through a proxy is unavailable: ${conntrack}`;
+      this.logger.warn({ reason: conntrack }, 'network.egressProxy is unavailable on this host');
+      this.firewall.setRedirect(ports);
+      return;
+    }
+    const tunnel = new EgressTunnel(this.logger, { addresses: new UpstreamAddressPolicy(this.options.egressProxyAllowedCidrs), onFailure: this.options.onEgressProxyFailure });
+    this.firewall.setRedirect({ ...ports, tunnel: await tunnel.listen(gateway) });
+    this.egressTunnel = tunnel;
+  }
+
+  async egressUpstreamProblem(): Promise<string | undefined> {
+    return this.egressTunnel ? undefined : this.egressTunnelProblem;
   }
 
   /** Rules of sandboxes whose container is gone (removed while no platform ran) are dropped. */
@@ -134,7 +158,9 @@ export class DockerRuntime implements SandboxRuntime {
   }
 
   async applyEgress(sandboxId: string, address: string, policy: EgressPolicy): Promise<void> {
+    if (policy.upstream && !this.egressTunnel) throw new Error(this.egressTunnelProblem);
     this.egressProxy?.setDomains(address, policy.domains);
+    this.egressTunnel?.setRoute(address, policy.upstream ? { sandboxId, upstream: policy.upstream, allow: policy.allow, deny: policy.deny, domains: policy.domains ?? [] } : undefined);
     await this.firewall?.applySandbox(sandboxId, address, policy);
   }
 
@@ -291,6 +317,7 @@ export class DockerRuntime implements SandboxRuntime {
     const sandboxId = this.firewall ? await this.sandboxOf(containerId) : undefined;
     await this.removeContainer(containerId);
     // Its address may go to another container next: the rules go with the container.
+    if (sandboxId) this.egressTunnel?.dropSandbox(sandboxId);
     if (sandboxId) await this.firewall?.removeSandbox(sandboxId);
   }
 

@@ -7,6 +7,8 @@ import type { FirewallCommands } from './firewall-commands.ts';
 export interface RedirectPorts {
   http: number;
   tls: number;
+  /** Where all TCP of sandboxes with their own egress proxy goes (see EgressTunnel); absent: not available. */
+  tunnel?: number;
 }
 
 /**
@@ -158,7 +160,15 @@ export class SandboxFirewall {
         const stale = await this.dispatchRules(mine);
         const staleNat = await this.dispatchRules(mine, 'nat');
         const redirect = this.redirect && (policy.domains ?? []).length > 0 ? this.redirect : undefined;
-        const natRules = redirect
+        const tunnel = policy.upstream ? this.redirect?.tunnel : undefined;
+        if (policy.upstream && tunnel === undefined) throw new Error('the egress tunnel is not running: a sandbox with its own egress proxy cannot be given rules');
+        const natRules = tunnel
+          ? [
+              // DNS over TCP to the host's resolvers stays direct (as UDP DNS does); every other TCP connection is tunnelled.
+              ...this.options.resolvers.map((ip) => `-d ${ip}/32 -p tcp --dport 53 -j RETURN`),
+              `-p tcp -j REDIRECT --to-ports ${tunnel}`,
+            ]
+          : redirect
           ? [
               ...policy.allow.map((cidr) => `-d ${cidr} -j RETURN`),
               `-p tcp --dport 80 -j REDIRECT --to-ports ${redirect.http}`,
@@ -186,7 +196,7 @@ export class SandboxFirewall {
             '',
           ].join('\n'),
         );
-        this.options.logger.debug({ sandboxId, address, allow: policy.allow, deny: policy.deny, domains: redirect ? policy.domains : [] }, 'sandbox egress rules applied');
+        this.options.logger.debug({ sandboxId, address, allow: policy.allow, deny: policy.deny, domains: redirect ? policy.domains : [], tunnelled: tunnel !== undefined }, 'sandbox egress rules applied');
       }),
     );
   }

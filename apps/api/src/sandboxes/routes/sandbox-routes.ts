@@ -3,6 +3,7 @@ import type { FastifyInstance } from 'fastify';
 import { PlatformError } from '../../errors.ts';
 import { decodeMetadataFilter, matchesMetadata, type Order, page, parseStates } from '../list-query.ts';
 import { type NetworkUpdate, validateNetwork } from '../network-rules.ts';
+import { parseEgressProxy } from '../egress-proxy-settings.ts';
 import { requireStoredSecrets } from '../../secrets/secret-placeholders.ts';
 import { normalizeSandboxId } from '../sandbox-identity.ts';
 import type { SandboxLifecycle } from '../sandbox-lifecycle.ts';
@@ -34,6 +35,7 @@ async function createInput(body: Static<typeof NewSandboxSchema>, timeouts: Time
       maskRequestHost: network.maskRequestHost,
       httpsPorts: network.httpsPorts === undefined ? undefined : [...new Set(network.httpsPorts)].sort((a, b) => a - b),
     },
+    egressProxy: parseEgressProxy(network.egressProxy),
     allowInternetAccess: body.allow_internet_access ?? null,
     volumeMounts: (body.volumeMounts ?? []).map(({ name, path }) => ({ name, path })),
   };

@@ -58,7 +58,7 @@ export const NetworkSchema = Type.Object(
   { additionalProperties: true },
 );
 
-/** `PUT /sandboxes/{id}/network` (SandboxNetworkUpdateConfig); a set `egressProxy` or `rules` is refused (not supported). */
+/** `PUT /sandboxes/{id}/network` (SandboxNetworkUpdateConfig); a set `rules` is refused (not supported). */
 export const NetworkUpdateSchema = Type.Object(
   {
     allowOut: Type.Optional(RuleList),
