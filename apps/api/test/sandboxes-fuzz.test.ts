@@ -87,7 +87,9 @@ function refusedCreates(): [string, unknown][] {
     ['httpsPorts 65536', { httpsPorts: [65536] }],
     ['httpsPorts string', { httpsPorts: ['443'] }],
     ['httpsPorts 101', { httpsPorts: Array.from({ length: 101 }, (_, i) => 1000 + i) }],
-    ['egressProxy set', { egressProxy: { address: '10.0.0.1:1080' } }],
+    ['egressProxy private address', { egressProxy: { address: '10.0.0.1:1080' } }],
+    ['egressProxy https scheme', { egressProxy: { address: 'https://198.18.0.1:1080' } }],
+    ['egressProxy CRLF username', { egressProxy: { address: '198.18.0.1:1080', username: 'u\r\nX: y' } }],
     ['rules set', { rules: { 'example.com': [{ transform: { headers: { A: 'b' } } }] } }],
     ['array', [1]],
   ];
@@ -273,7 +275,8 @@ describe('sandbox routes under fuzz', () => {
         ['allowOut string', { allowOut: '10.0.0.1' }],
         ['allow_internet_access string', { allow_internet_access: 'no' }],
         ['denyOut NUL', { denyOut: ['10.0.0.0/8\u0000'] }],
-        ['egressProxy set (not supported)', { egressProxy: { address: '10.0.0.1:1080' } }],
+        ['egressProxy private address', { egressProxy: { address: '10.0.0.1:1080' } }],
+        ['egressProxy without port', { egressProxy: { address: 'proxy.example.com' } }],
         ['rules set (not supported)', { rules: { 'example.com': [{ transform: { headers: { A: 'b' } } }] } }],
       ];
       for (const [label, body] of rules) refused.push(['PUT', '/network', label, body]);

@@ -29,7 +29,8 @@ export function findOriginalDestination(table: string, peerAddress: string, peer
     if (origSrc !== peerAddress || Number(origSport) !== peerPort) continue;
     // The reply direction leaves our listening port for the peer: the entry of this very connection.
     if (replyDst !== peerAddress || Number(replyDport) !== peerPort || Number(replySport) !== localPort || replySrc === undefined) continue;
-    if (origDst === undefined || origDport === undefined) continue;
+    // REDIRECT rewrote the destination: the reply comes from the gateway, not from where the peer was going.
+    if (origDst === undefined || origDport === undefined || replySrc === origDst) continue;
     return { address: origDst, port: Number(origDport) };
   }
   return undefined;
