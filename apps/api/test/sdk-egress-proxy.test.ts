@@ -105,6 +105,7 @@ describe('egress through the sandbox owner\'s proxy', () => {
     const sbx = await create({ egressProxy: socks() });
     const info = await sbx.getInfo();
     expect(info.network?.egressProxy).toEqual({ address: `${PROXY_ADDRESSES.socks5}:1080`, username: USER });
+    expect(platform.lifecycle.get(sbx.sandboxId)!.network.egressProxy?.sealedPassword).toMatch(/^[A-Za-z0-9+/]+=*$/);
     const raw = await api(platform, 'GET', `/sandboxes/${sbx.sandboxId}`);
     expect(JSON.stringify(raw.body)).not.toContain(PASSWORD);
     for (const file of readdirSync(platform.dataDir)) {

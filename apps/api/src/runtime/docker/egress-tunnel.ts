@@ -22,6 +22,11 @@ const PEEK_TIMEOUT_MS = 10_000;
 export const UPSTREAM_DEADLINE_MS = 10_000;
 /** At most one sandbox-log event per sandbox in this interval (a failing proxy must not flood the store). */
 const EVENT_INTERVAL_MS = 10_000;
+/**
+ * Connections of one sandbox still being set up (conntrack lookup, name peek, proxy handshake): more are closed at
+ * once, so a sandbox opening connections in a loop against a silent proxy holds bounded memory and table reads.
+ */
+export const MAX_PENDING_PER_SANDBOX = 128;
 
 function blockList(cidrs: string[]): net.BlockList {
   const list = new net.BlockList();
@@ -67,6 +72,7 @@ export class EgressTunnel {
   private server: net.Server | undefined;
   private readonly routes = new Map<string, TunnelRoute>();
   private readonly lastEvent = new Map<string, number>();
+  private readonly pending = new Map<string, number>();
   private readonly lookup: NonNullable<EgressTunnelOptions['lookup']>;
 
   constructor(
@@ -109,6 +115,21 @@ export class EgressTunnel {
       socket.destroy();
       return;
     }
+    const pending = this.pending.get(route.sandboxId) ?? 0;
+    if (pending >= MAX_PENDING_PER_SANDBOX) {
+      this.fail(route, socket, `more than ${MAX_PENDING_PER_SANDBOX} egress connections are waiting for the sandbox's proxy; closing new ones`);
+      return;
+    }
+    this.pending.set(route.sandboxId, pending + 1);
+    let settled = false;
+    const settle = (): void => {
+      if (settled) return;
+      settled = true;
+      const left = (this.pending.get(route.sandboxId) ?? 1) - 1;
+      if (left > 0) this.pending.set(route.sandboxId, left);
+      else this.pending.delete(route.sandboxId);
+    };
+    socket.once('close', settle);
     socket.pause();
     socket.setTimeout(PEEK_TIMEOUT_MS, () => socket.destroy());
     void this.lookup(peer, socket.remotePort ?? 0, socket.localPort ?? 0).then(
@@ -117,14 +138,14 @@ export class EgressTunnel {
           this.fail(route, socket, 'the original destination of a redirected connection is unknown (no conntrack entry)');
           return;
         }
-        if (destination.port === 80 || destination.port === 443) this.peekName(socket, destination, route);
-        else void this.forward(socket, Buffer.alloc(0), destination, undefined, route);
+        if (destination.port === 80 || destination.port === 443) this.peekName(socket, destination, route, settle);
+        else void this.forward(socket, Buffer.alloc(0), destination, undefined, route, settle);
       },
       (error: unknown) => this.fail(route, socket, `the conntrack table cannot be read: ${error instanceof Error ? error.message : String(error)}`),
     );
   }
 
-  private peekName(socket: net.Socket, destination: TrackedDestination, route: TunnelRoute): void {
+  private peekName(socket: net.Socket, destination: TrackedDestination, route: TunnelRoute, established: () => void): void {
     const nameOf = destination.port === 80 ? httpHost : tlsServerName;
     let head = Buffer.alloc(0);
     const onData = (chunk: Buffer): void => {
@@ -133,13 +154,14 @@ export class EgressTunnel {
       if (name === null && head.length < MAX_PEEK) return;
       socket.off('data', onData);
       socket.pause();
-      void this.forward(socket, head, destination, name ?? undefined, route);
+      void this.forward(socket, head, destination, name ?? undefined, route, established);
     };
     socket.on('data', onData);
     socket.resume();
   }
 
-  private async forward(socket: net.Socket, head: Buffer, destination: TrackedDestination, name: string | undefined, route: TunnelRoute): Promise<void> {
+  /** `established` is called once the tunnel carries data (the connection no longer counts as pending). */
+  private async forward(socket: net.Socket, head: Buffer, destination: TrackedDestination, name: string | undefined, route: TunnelRoute, established: () => void): Promise<void> {
     const log = this.logger.child({ sandboxId: route.sandboxId, destination: `${destination.address}:${destination.port}`, name });
     const decision = tunnelDecision(route, destination, name);
     if ('refused' in decision) {
@@ -166,6 +188,7 @@ export class EgressTunnel {
       tunnel.pipe(socket);
       socket.resume();
       tunnel.resume();
+      established();
       log.debug({ target: `${decision.target.host}:${decision.target.port}`, via: upstream.protocol }, 'egress connection tunnelled through the sandbox proxy');
     } catch (error) {
       this.fail(route, socket, `egress to ${decision.target.host}:${decision.target.port} through the ${upstream.protocol} proxy ${upstream.host}:${upstream.port} failed: ${error instanceof Error ? error.message : String(error)}`);

@@ -1,4 +1,5 @@
 import net from 'node:net';
+import pino from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
 import {
   checkSocksReply,
@@ -12,7 +13,7 @@ import {
   UpstreamDialError,
 } from './egress-upstream.ts';
 import { findOriginalDestination } from './original-destination.ts';
-import { tunnelDecision } from './egress-tunnel.ts';
+import { EgressTunnel, MAX_PENDING_PER_SANDBOX, tunnelDecision } from './egress-tunnel.ts';
 import { UpstreamAddressPolicy } from './upstream-address.ts';
 
 describe('SOCKS5 client framing', () => {
@@ -153,4 +154,43 @@ describe('upstream addresses', () => {
     expect(await policy.resolve('10.9.1.2')).toBe('10.9.1.2');
     expect(await policy.resolve('198.18.60.2')).toBe('198.18.60.2');
   });
+});
+
+describe('egress tunnel on loopback (original destinations stubbed)', () => {
+  it('closes connections past the per-sandbox pending cap at once, and the rest at the deadline, reporting once', async () => {
+    const held: net.Socket[] = [];
+    const silent = net.createServer((socket) => void held.push(socket));
+    await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
+    const failures: string[] = [];
+    const tunnel = new EgressTunnel(pino({ level: 'silent' }), {
+      addresses: new UpstreamAddressPolicy(['127.0.0.0/8']),
+      deadlineMs: 1500,
+      onFailure: (sandboxId, message) => failures.push(`${sandboxId}: ${message}`),
+      lookup: async () => ({ address: '198.18.0.1', port: 9999 }),
+    });
+    const port = await tunnel.listen('127.0.0.1');
+    tunnel.setRoute('127.0.0.1', { sandboxId: 'sbx1', upstream: { protocol: 'socks5', host: '127.0.0.1', port: (silent.address() as net.AddressInfo).port }, allow: [], deny: [], domains: [] });
+    const closedAfter = (): Promise<number> =>
+      new Promise((resolve) => {
+        const began = Date.now();
+        const client = net.connect(port, '127.0.0.1');
+        client.on('error', () => undefined);
+        client.on('close', () => resolve(Date.now() - began));
+      });
+    const first = Array.from({ length: MAX_PENDING_PER_SANDBOX }, closedAfter);
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    const extra = await closedAfter();
+    expect(extra).toBeLessThan(1000);
+    const times = await Promise.all(first);
+    expect(Math.min(...times)).toBeGreaterThanOrEqual(1400);
+    expect(Math.max(...times)).toBeLessThan(5000);
+    expect(failures).toHaveLength(1);
+    expect(failures[0]).toMatch(/^sbx1: /);
+    // After the cap clears, and for an address with no route, nothing is left pending or dialed.
+    tunnel.dropSandbox('sbx1');
+    expect(await closedAfter()).toBeLessThan(1000);
+    tunnel.close();
+    for (const socket of held) socket.destroy();
+    silent.close();
+  }, 20_000);
 });
