@@ -159,6 +159,29 @@ describe('egress through the sandbox owner\'s proxy', () => {
     await sbx.kill();
   });
 
+  it('keeps tunnelling across a pause to disk (new address), a fork, and an API restart (the sealed password reopened)', async () => {
+    let sbx = await create({ egressProxy: socks() });
+    const through = async (s: Sandbox): Promise<string> => (await curl(s, `http://${DEST}:8080/`)).body;
+    expect(await through(sbx)).toBe(`dest from=${PROXY_ADDRESSES.socks5} host=${DEST}:8080`);
+    expect((await api(platform, 'POST', `/sandboxes/${sbx.sandboxId}/pause`, { memory: false })).status).toBe(204);
+    sbx = await Sandbox.connect(sbx.sandboxId, platform.sdk);
+    expect(await through(sbx)).toBe(`dest from=${PROXY_ADDRESSES.socks5} host=${DEST}:8080`);
+    const [fork] = await sbx.fork({ timeoutMs: 120_000 });
+    if (!(fork instanceof Sandbox)) throw fork;
+    expect(await through(fork)).toBe(`dest from=${PROXY_ADDRESSES.socks5} host=${DEST}:8080`);
+    await fork.kill();
+
+    const { dataDir, apiKey } = platform;
+    await platform.close({ keepSandboxes: true });
+    platform = await startTestPlatform({ sandboxNetwork: 'tidepool-upstream-test', apiKeys: [apiKey] }, dataDir);
+    sbx = await Sandbox.connect(sbx.sandboxId, { ...platform.sdk, apiKey });
+    const asked = await recorded(async () => {
+      expect(await through(sbx)).toBe(`dest from=${PROXY_ADDRESSES.socks5} host=${DEST}:8080`);
+    });
+    expect(asked).toEqual([expect.objectContaining({ proxy: 'socks5', credentials: `${USER}:${PASSWORD}`, ok: true })]);
+    await sbx.kill();
+  });
+
   it('refuses (400, nothing made) proxies in private ranges, unknown schemes and credentials with CR/LF', async () => {
     const count = async (): Promise<number> => (await Sandbox.list({ ...platform.sdk }).nextItems()).length;
     const before = await count();
