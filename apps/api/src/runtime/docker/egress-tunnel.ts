@@ -2,7 +2,7 @@ import net from 'node:net';
 import type { Logger } from 'pino';
 import { deniedDestination, domainAllowed, httpHost, tlsServerName } from './egress-proxy.ts';
 import { dialThroughUpstream, type EgressUpstream, type UpstreamTarget } from './egress-upstream.ts';
-import { originalDestination, type TrackedDestination } from './original-destination.ts';
+import { ConntrackReader, type TrackedDestination } from './original-destination.ts';
 import type { UpstreamAddressPolicy } from './upstream-address.ts';
 
 /** What the tunnel needs to know about one sandbox whose egress goes through its own proxy. */
@@ -79,7 +79,8 @@ export class EgressTunnel {
     private readonly logger: Logger,
     private readonly options: EgressTunnelOptions,
   ) {
-    this.lookup = options.lookup ?? originalDestination;
+    const conntrack = new ConntrackReader();
+    this.lookup = options.lookup ?? ((peer, port, local) => conntrack.lookup(peer, port, local));
   }
 
   /** The sandbox at `address` tunnels through `route`; undefined: it no longer does. */

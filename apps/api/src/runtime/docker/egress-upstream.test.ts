@@ -1,4 +1,7 @@
+import { mkdtempSync, writeFileSync } from 'node:fs';
 import net from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import pino from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
 import {
@@ -12,7 +15,7 @@ import {
   socksReplyLength,
   UpstreamDialError,
 } from './egress-upstream.ts';
-import { findOriginalDestination } from './original-destination.ts';
+import { ConntrackReader, findOriginalDestination } from './original-destination.ts';
 import { EgressTunnel, MAX_PENDING_PER_SANDBOX, tunnelDecision } from './egress-tunnel.ts';
 import { UpstreamAddressPolicy } from './upstream-address.ts';
 
@@ -194,4 +197,17 @@ describe('egress tunnel on loopback (original destinations stubbed)', () => {
     for (const socket of held) socket.destroy();
     silent.close();
   }, 40_000);
+});
+
+describe('conntrack reader', () => {
+  it('answers many concurrent lookups from a table file, and rejects when it cannot be read', async () => {
+    const file = join(mkdtempSync(join(tmpdir(), 'tp-conntrack-')), 'nf_conntrack');
+    const line = (port: number) => `ipv4     2 tcp      6 117 SYN_RECV src=172.27.0.5 dst=198.18.61.${port % 250} sport=${port} dport=22 src=172.27.0.1 dst=172.27.0.5 sport=39000 dport=${port} mark=0 zone=0 use=2`;
+    writeFileSync(file, Array.from({ length: 200 }, (_, i) => line(40000 + i)).join('\n'));
+    const reader = new ConntrackReader(file);
+    const answers = await Promise.all(Array.from({ length: 200 }, (_, i) => reader.lookup('172.27.0.5', 40000 + i, 39000)));
+    expect(answers.every((a, i) => a?.address === `198.18.61.${(40000 + i) % 250}` && a.port === 22)).toBe(true);
+    expect(await reader.lookup('172.27.0.5', 1, 39000)).toBeUndefined();
+    await expect(new ConntrackReader(join(file, 'missing')).lookup('172.27.0.5', 1, 1)).rejects.toThrow();
+  });
 });
