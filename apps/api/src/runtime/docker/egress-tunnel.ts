@@ -171,10 +171,13 @@ export class EgressTunnel {
       return;
     }
     const { upstream } = route;
+    // The sandbox gave up: so does the dial (no background dials piling up behind closed connections).
+    const abandoned = new AbortController();
+    socket.once('close', () => abandoned.abort());
     try {
       const address = await this.options.addresses.resolve(upstream.host);
       if (socket.destroyed) return;
-      const { socket: tunnel, early } = await dialThroughUpstream(upstream, decision.target, { address, deadlineMs: this.options.deadlineMs ?? UPSTREAM_DEADLINE_MS });
+      const { socket: tunnel, early } = await dialThroughUpstream(upstream, decision.target, { address, deadlineMs: this.options.deadlineMs ?? UPSTREAM_DEADLINE_MS, signal: abandoned.signal });
       if (socket.destroyed) {
         tunnel.destroy();
         return;
@@ -192,6 +195,7 @@ export class EgressTunnel {
       established();
       log.debug({ target: `${decision.target.host}:${decision.target.port}`, via: upstream.protocol }, 'egress connection tunnelled through the sandbox proxy');
     } catch (error) {
+      if (abandoned.signal.aborted) return;
       this.fail(route, socket, `egress to ${decision.target.host}:${decision.target.port} through the ${upstream.protocol} proxy ${upstream.host}:${upstream.port} failed: ${error instanceof Error ? error.message : String(error)}`);
     }
   }

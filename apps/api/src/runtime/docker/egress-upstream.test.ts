@@ -211,3 +211,25 @@ describe('conntrack reader', () => {
     await expect(new ConntrackReader(join(file, 'missing')).lookup('172.27.0.5', 1, 1)).rejects.toThrow();
   });
 });
+
+describe('abandoned dials', () => {
+  it('stop at once when the connection they were for goes away', async () => {
+    const held: net.Socket[] = [];
+    const silent = net.createServer((socket) => {
+      held.push(socket.resume());
+      socket.on('error', () => undefined);
+    });
+    await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
+    const port = (silent.address() as net.AddressInfo).port;
+    const abort = new AbortController();
+    const began = Date.now();
+    const dial = dialThroughUpstream({ protocol: 'socks5', host: '127.0.0.1', port }, { host: '198.18.0.1', port: 80 }, { address: '127.0.0.1', deadlineMs: 10_000, signal: abort.signal });
+    while (held.length === 0) await new Promise((resolve) => setTimeout(resolve, 10));
+    abort.abort();
+    await expect(dial).rejects.toThrow(/abandoned/);
+    expect(Date.now() - began).toBeLessThan(3000);
+    // The proxy sees its connection closed too.
+    await new Promise<void>((resolve) => (held[0]!.destroyed ? resolve() : held[0]!.once('close', () => resolve())));
+    silent.close();
+  }, 15_000);
+});

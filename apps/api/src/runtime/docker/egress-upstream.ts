@@ -208,6 +208,8 @@ export interface UpstreamDialOptions {
   address: string;
   /** Connect plus handshake must be done within this (ms). */
   deadlineMs: number;
+  /** Aborted (the sandbox's side went away): the dial stops at once. */
+  signal?: AbortSignal;
 }
 
 /**
@@ -221,7 +223,12 @@ export async function dialThroughUpstream(upstream: EgressUpstream, target: Upst
   const deadline = new Promise<never>((_, reject) => {
     timer = setTimeout(() => reject(new UpstreamDialError(`the upstream ${upstream.protocol} proxy did not complete the handshake within ${options.deadlineMs} ms`)), options.deadlineMs);
   });
-  const failed = new Promise<never>((_, reject) => socket.once('error', (error) => reject(new UpstreamDialError(`cannot reach the upstream proxy: ${error.message}`))));
+  const failed = new Promise<never>((_, reject) => {
+    socket.once('error', (error) => reject(new UpstreamDialError(`cannot reach the upstream proxy: ${error.message}`)));
+    const abandon = (): void => reject(new UpstreamDialError('abandoned: the connection it was for closed'));
+    if (options.signal?.aborted) abandon();
+    options.signal?.addEventListener('abort', abandon, { once: true });
+  });
   socket.on('error', () => undefined);
   // Whichever loses the race must not surface later as an unhandled rejection.
   deadline.catch(() => undefined);
