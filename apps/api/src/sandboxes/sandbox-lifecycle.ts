@@ -221,7 +221,7 @@ export class SandboxLifecycle implements SandboxDirectory {
   }
 
   private async createNow(input: CreateSandboxInput): Promise<SandboxRecord> {
-    const { egressProxy, templateRef: _reference, ...settings } = input;
+    const { egressProxy, ...settings } = input;
     const network = egressProxy ? { ...input.network, egressProxy: await this.admitEgressProxy(egressProxy) } : input.network;
     const { template, build } = await this.deps.templates.resolve(input.templateRef);
     const volumeMounts = await this.resolveMounts(input.volumeMounts);

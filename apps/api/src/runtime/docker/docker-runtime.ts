@@ -160,8 +160,15 @@ export class DockerRuntime implements SandboxRuntime {
   async applyEgress(sandboxId: string, address: string, policy: EgressPolicy): Promise<void> {
     if (policy.upstream && !this.egressTunnel) throw new Error(this.egressTunnelProblem);
     this.egressProxy?.setDomains(address, policy.domains);
+    const previous = this.egressTunnel?.routeOf(address);
     this.egressTunnel?.setRoute(address, policy.upstream ? { sandboxId, upstream: policy.upstream, allow: policy.allow, deny: policy.deny, domains: policy.domains ?? [] } : undefined);
-    await this.firewall?.applySandbox(sandboxId, address, policy);
+    try {
+      await this.firewall?.applySandbox(sandboxId, address, policy);
+    } catch (error) {
+      // The rules did not change: neither does where the tunnel sends this address's connections.
+      this.egressTunnel?.setRoute(address, previous);
+      throw error;
+    }
   }
 
   /**

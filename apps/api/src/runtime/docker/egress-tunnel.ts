@@ -89,6 +89,10 @@ export class EgressTunnel {
     else this.routes.delete(address);
   }
 
+  routeOf(address: string): TunnelRoute | undefined {
+    return this.routes.get(address);
+  }
+
   /** The sandbox's container is gone: its address may go to another one. */
   dropSandbox(sandboxId: string): void {
     for (const [address, route] of this.routes) if (route.sandboxId === sandboxId) this.routes.delete(address);
