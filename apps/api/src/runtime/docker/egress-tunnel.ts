@@ -204,12 +204,16 @@ export class EgressTunnel {
     }
   }
 
+  /** Closes the sandbox's connection; a warn line and a sandbox event at most once per interval (debug otherwise). */
   private fail(route: TunnelRoute, socket: net.Socket, message: string): void {
     socket.destroy();
-    this.logger.warn({ sandboxId: route.sandboxId }, message);
     const now = Date.now();
-    if (now - (this.lastEvent.get(route.sandboxId) ?? 0) < EVENT_INTERVAL_MS) return;
+    if (now - (this.lastEvent.get(route.sandboxId) ?? 0) < EVENT_INTERVAL_MS) {
+      this.logger.debug({ sandboxId: route.sandboxId }, message);
+      return;
+    }
     this.lastEvent.set(route.sandboxId, now);
+    this.logger.warn({ sandboxId: route.sandboxId }, message);
     this.options.onFailure?.(route.sandboxId, message);
   }
 }
