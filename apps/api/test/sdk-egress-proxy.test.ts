@@ -42,6 +42,16 @@ async function events(id: string): Promise<string[]> {
   return (answer.body.logs as Array<{ message: string }>).map((e) => e.message);
 }
 
+/** The sandbox's events once one matches (stored asynchronously, just after the connection closed), within 5 s. */
+async function eventMatching(id: string, match: (message: string) => boolean): Promise<string[]> {
+  const deadline = Date.now() + 5_000;
+  for (;;) {
+    const logged = await events(id);
+    if (logged.some(match) || Date.now() > deadline) return logged;
+    await new Promise((resolve) => setTimeout(resolve, 200));
+  }
+}
+
 beforeAll(async () => {
   platform = await startTestPlatform({ sandboxNetwork: 'tidepool-upstream-test' });
   proxies = await startStandinProxies(USER, PASSWORD);
@@ -94,8 +104,9 @@ describe('egress through the sandbox owner\'s proxy', () => {
       expect(answer.ok).toBe(false);
       expect(answer.body).not.toContain('dest from=');
       expect(asked).toEqual([expect.objectContaining({ proxy, credentials: `${USER}:wrong`, ok: false })]);
-      const logged = await events(sbx.sandboxId);
-      expect(logged.some((m) => m.includes(`${DEST}:8080`) && /refused|407/.test(m))).toBe(true);
+      const matches = (m: string): boolean => m.includes(`${DEST}:8080`) && /refused|407/.test(m);
+      const logged = await eventMatching(sbx.sandboxId, matches);
+      expect(logged.some(matches), logged.join('\n')).toBe(true);
       expect(logged.join('\n')).not.toContain('wrong');
     }
     await Promise.all([viaSocks.kill(), viaConnect.kill()]);
@@ -154,7 +165,9 @@ describe('egress through the sandbox owner\'s proxy', () => {
     expect(answer.ok).toBe(false);
     expect(answer.ms).toBeGreaterThan(9_000);
     expect(answer.ms).toBeLessThan(15_000);
-    expect((await events(sbx.sandboxId)).some((m) => m.includes('did not complete the handshake'))).toBe(true);
+    const matches = (m: string): boolean => m.includes('did not complete the handshake');
+    const logged = await eventMatching(sbx.sandboxId, matches);
+    expect(logged.some(matches), logged.join('\n')).toBe(true);
     expect((await api(platform, 'GET', '/health')).status).toBe(200);
     await sbx.kill();
   });
