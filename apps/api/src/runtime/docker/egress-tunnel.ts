@@ -175,6 +175,8 @@ export class EgressTunnel {
       return;
     }
     const { upstream } = route;
+    // The dial has its own deadline: the sandbox's read timeout would otherwise race it and hide the failure.
+    socket.setTimeout(0);
     // The sandbox gave up: so does the dial (no background dials piling up behind closed connections).
     const abandoned = new AbortController();
     socket.once('close', () => abandoned.abort());
@@ -186,7 +188,6 @@ export class EgressTunnel {
         tunnel.destroy();
         return;
       }
-      socket.setTimeout(0);
       tunnel.on('error', () => socket.destroy());
       socket.on('close', () => tunnel.destroy());
       tunnel.on('close', () => socket.destroy());
