@@ -21,6 +21,14 @@ describe('loadConfig', () => {
     expect(() => loadConfig({ TIDEPOOL_DEFAULT_TIMEOUT: '600', TIDEPOOL_MAX_TIMEOUT_SECONDS: '60' })).toThrow(/must not exceed TIDEPOOL_MAX_TIMEOUT_SECONDS/);
   });
 
+  it('reads TIDEPOOL_EGRESS_PROXY_ALLOWED_CIDRS as IPv4 CIDRs or addresses, and names a wrong entry', () => {
+    expect(loadConfig({}).egressProxyAllowedCidrs).toEqual([]);
+    expect(loadConfig({ TIDEPOOL_EGRESS_PROXY_ALLOWED_CIDRS: ' 10.8.0.0/16, 192.168.1.5 ' }).egressProxyAllowedCidrs).toEqual(['10.8.0.0/16', '192.168.1.5']);
+    for (const wrong of ['10.8.0.0/33', 'proxy.internal', '10.8.0.0/16,fd00::/8', '300.1.1.1']) {
+      expect(() => loadConfig({ TIDEPOOL_EGRESS_PROXY_ALLOWED_CIDRS: wrong }), wrong).toThrow(/TIDEPOOL_EGRESS_PROXY_ALLOWED_CIDRS/);
+    }
+  });
+
   it('takes TIDEPOOL_SECRETS_KEY only as the base64 of 32 bytes, and never repeats a wrong one', () => {
     const key = randomBytes(32).toString('base64');
     expect(loadConfig({}).secretsKey).toBe('');

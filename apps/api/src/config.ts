@@ -83,6 +83,11 @@ export const ConfigSchema = Type.Object({
   lxcfsDir: Type.String({ pattern: '^/[^:,]*[^/:,]$' }),
   /** Pin each sandbox with fewer cpus than the host to that many host cpus (round-robin), so `nproc` shows its limit. */
   sandboxCpuset: Type.Boolean(),
+  /**
+   * Private, loopback or link-local ranges (IPv4 CIDRs or addresses) a sandbox's own egress proxy (`network.egressProxy`)
+   * may nevertheless be at; by default such proxy addresses are refused (the platform dials them from the host).
+   */
+  egressProxyAllowedCidrs: Type.Array(Type.String({ pattern: '^(25[0-5]|2[0-4]\\d|1?\\d?\\d)(\\.(25[0-5]|2[0-4]\\d|1?\\d?\\d)){3}(/(3[0-2]|[12]?\\d))?$' })),
   /** OCI runtime for sandboxes and builds (`runsc` = gVisor), checked against `docker info` at startup; '' = the engine's default. */
   containerRuntime: Type.String({ pattern: '^[A-Za-z0-9._-]*$' }),
   /** Where the engine is: `unix:///path` or `tcp://host:port` (the docker gate in docker-compose.yml); '' = DOCKER_HOST, else /var/run/docker.sock. */
@@ -162,6 +167,7 @@ const ENV_NAMES: Record<keyof Config, string> = {
   lxcfs: 'TIDEPOOL_LXCFS',
   lxcfsDir: 'TIDEPOOL_LXCFS_DIR',
   sandboxCpuset: 'TIDEPOOL_SANDBOX_CPUSET',
+  egressProxyAllowedCidrs: 'TIDEPOOL_EGRESS_PROXY_ALLOWED_CIDRS',
   containerRuntime: 'TIDEPOOL_CONTAINER_RUNTIME',
   dockerHost: 'TIDEPOOL_DOCKER_HOST',
   volumesHostDir: 'TIDEPOOL_VOLUMES_HOST_DIR',
@@ -320,6 +326,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     lxcfs: (env.TIDEPOOL_LXCFS ?? '').trim().toLowerCase() || 'auto',
     lxcfsDir: (env.TIDEPOOL_LXCFS_DIR ?? '').trim() || '/var/lib/tidepool-lxcfs',
     sandboxCpuset: flag(env.TIDEPOOL_SANDBOX_CPUSET, true),
+    egressProxyAllowedCidrs: (env.TIDEPOOL_EGRESS_PROXY_ALLOWED_CIDRS ?? '').split(',').map((c) => c.trim()).filter(Boolean),
     containerRuntime: (env.TIDEPOOL_CONTAINER_RUNTIME ?? '').trim(),
     dockerHost: (env.TIDEPOOL_DOCKER_HOST ?? '').trim(),
     volumesHostDir: (env.TIDEPOOL_VOLUMES_HOST_DIR ?? '').trim(),

@@ -19,6 +19,8 @@ import { type MetricsListener, startMetricsListener } from './observability/metr
 import { PlatformMetrics } from './observability/platform-metrics.ts';
 import { createPlatformLogger } from './observability/platform-logger.ts';
 import { loadSecretsKey, SecretCipher } from './secrets/secret-crypto.ts';
+import { EgressProxyGate } from './sandboxes/egress-proxy-gate.ts';
+import { UpstreamAddressPolicy } from './runtime/docker/upstream-address.ts';
 import { SecretStore } from './secrets/secret-store.ts';
 import { SandboxCertificateAuthorities } from './tls/sandbox-ca.ts';
 import { type Database, openDatabase } from './store/database.ts';
@@ -140,7 +142,9 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
     }
     const platformId = await keys.platformId();
     const tokenSeed = await keys.tokenSeed();
-    const secrets = await SecretStore.open(db, () => new SecretCipher(loadSecretsKey(config.dataDir, config.secretsKey, logger)), logger);
+    let cipher: SecretCipher | undefined;
+    const secretCipher = (): SecretCipher => (cipher ??= new SecretCipher(loadSecretsKey(config.dataDir, config.secretsKey, logger)));
+    const secrets = await SecretStore.open(db, secretCipher, logger);
     const egressCas = new SandboxCertificateAuthorities(config.dataDir, logger);
     const metrics = new PlatformMetrics();
     const hardening = containerHardening(config);
@@ -153,6 +157,9 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
       withEngineDeadlines(
         new DockerRuntime({ docker, network: config.sandboxNetwork, platformId, logger, isolation: config.sandboxIsolation, helperImage: config.baseImage, hardening, procFiles: lxcfs, cpuset: config.sandboxCpuset,
           egressTransforms: { resolveSecret: (name) => secrets.resolveSecret(name), leafCertificate: (sandboxId, name) => egressCas.leaf(sandboxId, name) },
+          egressProxyAllowedCidrs: config.egressProxyAllowedCidrs,
+          // A sandbox's connection that could not go through its own proxy is an event in the sandbox's logs.
+          onEgressProxyFailure: (sandboxId, message) => void lifecycle?.registry.recordEvent(sandboxId, message, 'warn').catch((error: unknown) => logger.warn({ err: error, sandboxId }, 'could not store the sandbox event')),
         }),
         {},
         (operation) => metrics.engineCallFailed(operation),
@@ -203,6 +210,7 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
       platformMetrics: metrics,
       pool,
       egressTrust: egressCas,
+      egressProxies: new EgressProxyGate({ cipher: secretCipher, addresses: new UpstreamAddressPolicy(config.egressProxyAllowedCidrs), problem: async () => (runtime.egressUpstreamProblem ? runtime.egressUpstreamProblem() : 'the container runtime cannot tunnel sandbox egress') }),
     });
     poolUser = lifecycle;
     const sandboxLifecycle = lifecycle;

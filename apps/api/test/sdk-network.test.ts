@@ -17,8 +17,8 @@
  *   request), and getHost versions of allowPublicTraffic and maskRequestHost: run in sdk-hosts-tls.test.ts, over
  *   `https://${sbx.getHost(port)}` with the platform's local CA, without E2B_SANDBOX_URL.
  * - egressProxy.test.ts (SOCKS5 `network.egressProxy`): runs against a mocked API (msw) and checks only the
- *   request bodies the SDK builds; nothing server-side to mirror. Tidepool has no upstream egress proxy: a set
- *   `egressProxy` is refused with 400 (checked below).
+ *   request bodies the SDK builds; nothing server-side to mirror. Tidepool's egress proxies are tested end to end
+ *   in sdk-egress-proxy.test.ts; a malformed one is refused with 400 (checked below).
  */
 import { execFile } from 'node:child_process';
 import http from 'node:http';
@@ -264,7 +264,7 @@ describe('network settings Tidepool does not implement are refused, not ignored'
     const count = async (): Promise<number> => (await Sandbox.list({ ...platform.sdk }).nextItems()).length;
     const before = await count();
     const refusals: Array<[Record<string, unknown>, RegExp]> = [
-      [{ egressProxy: { address: '198.18.0.1:1080' } }, /egressProxy is not supported/],
+      [{ egressProxy: { address: 'ftp://198.18.0.1:1080' } }, /egressProxy: scheme ftp/],
       [{ rules: { '198.18.0.1': [{ transform: { headers: { Authorization: 'Bearer x' } } }] } }, /domain names only/],
       [{ httpsPorts: [49983] }, /envd port/],
     ];

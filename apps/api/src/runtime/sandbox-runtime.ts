@@ -1,4 +1,5 @@
 import type { NetworkRules } from '../sandboxes/network-transforms.ts';
+import type { EgressUpstream } from './docker/egress-upstream.ts';
 import type { EngineEvent, EngineEventStream } from './engine-events.ts';
 
 /**
@@ -40,6 +41,8 @@ export interface EgressPolicy {
   domains?: string[];
   /** Per-domain request transforms (network.rules): TCP 80/443 then passes the egress proxy whatever `domains` says. */
   transforms?: NetworkRules;
+  /** The sandbox's own proxy (`network.egressProxy`): all its TCP leaves through it, after these rules. */
+  upstream?: EgressUpstream;
 }
 
 export interface StartedContainer {
@@ -113,4 +116,6 @@ export interface SandboxRuntime {
   applyEgress?(sandboxId: string, address: string, policy: EgressPolicy): Promise<void>;
   /** Whether `EgressPolicy.transforms` are applied (an egress proxy with secrets and CAs runs); absent = no. */
   egressTransformsAvailable?(): Promise<boolean>;
+  /** Why `EgressPolicy.upstream` cannot be honoured on this install (undefined: it can). Absent: it cannot. */
+  egressUpstreamProblem?(): Promise<string | undefined>;
 }

@@ -29,15 +29,17 @@ describe('network rules', () => {
     expect(() => egressUpdate(current, { allowOut: ['example.com'] })).toThrow(/ALL_TRAFFIC/);
   });
 
-  it('refuses what it does not implement (an upstream egress proxy) and the envd port as an HTTPS port; checks rules', () => {
-    expect(() => validateNetwork({ egressProxy: { address: '10.0.0.1:1080' } })).toThrow(/egressProxy is not supported/);
+  it('checks rules and the egress proxy, and refuses the envd port as an HTTPS port', () => {
+    expect(() => validateNetwork({ egressProxy: { address: 'https://p.example.com:1080' } })).toThrow(/egressProxy: scheme https/);
+    expect(() => validateNetwork({ egressProxy: { address: 'p.example.com:1080', username: 'u', password: 'p' } })).not.toThrow();
     expect(() => validateNetwork({ rules: { 'x.com': [] } })).not.toThrow();
     expect(() => validateNetwork({ rules: 'x' })).toThrow(/network.rules must be an object/);
+    const rules = { 'x.com': [{ transform: { headers: { A: 'b' } } }] };
+    expect(() => validateNetwork({ rules, egressProxy: { address: 'p.example.com:1080' } })).toThrow(/cannot be combined with network.egressProxy/);
     expect(() => validateNetwork({ egressProxy: null, rules: {} })).not.toThrow();
     expect(() => validateNetwork({ httpsPorts: [8443, 49983] })).toThrow(/envd port 49983/);
     expect(() => validateNetwork({ httpsPorts: [8443] })).not.toThrow();
     const current = { httpsPorts: [8443], allowOut: ['1.1.1.1'] };
-    expect(() => egressUpdate(current, { egressProxy: { address: 'p:1' } })).toThrow(/egressProxy/);
     expect(egressUpdate(current, {}).httpsPorts).toEqual([8443]);
   });
 

@@ -1,7 +1,7 @@
 import pino from 'pino';
 import { beforeEach, describe, expect, it, vi } from 'vitest';
 import type { SandboxRuntime } from '../runtime/sandbox-runtime.ts';
-import { claimPooled } from './pool-claim.ts';
+import { claimPooled, isOpenPolicy } from './pool-claim.ts';
 import { envdInitOf } from './sandbox-boot.ts';
 import type { SandboxRecord } from './sandbox-record.ts';
 import type { PooledContainer } from './warm-pool.ts';
@@ -69,5 +69,14 @@ describe('claimPooled', () => {
     await expect(claimPooled(runtime, other, warm(), logger)).rejects.toThrow(/start command already runs/);
     expect(inits).toEqual([]);
     expect(runtime.remove).toHaveBeenCalledWith('c1');
+  });
+
+  it('puts a sandbox egress proxy in force on the claimed container, its password opened for the dialer', async () => {
+    const applied: unknown[] = [];
+    const withEgress = { ...runtime, applyEgress: async (_id: string, _address: string, policy: unknown) => void applied.push(policy) } as unknown as SandboxRuntime;
+    const proxied = { ...record({}), network: { egressProxy: { address: '198.18.60.3:1080', protocol: 'socks5', host: '198.18.60.3', port: 1080, username: 'u', sealedPassword: 'sealed' } } } as SandboxRecord;
+    await claimPooled(withEgress, proxied, pooled(), logger, (sealed) => `opened-${sealed}`);
+    expect(applied).toEqual([{ allow: [], deny: [], domains: [], upstream: { protocol: 'socks5', host: '198.18.60.3', port: 1080, username: 'u', password: 'opened-sealed' } }]);
+    expect(isOpenPolicy({ allow: [], deny: [], upstream: { protocol: 'http', host: 'p', port: 1 } })).toBe(false);
   });
 });

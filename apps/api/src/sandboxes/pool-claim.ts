@@ -7,7 +7,7 @@ import type { PooledContainer } from './warm-pool.ts';
 
 /** No rules at all: what a pooled container was started with, so there is nothing to change at claim. */
 export function isOpenPolicy(policy: EgressPolicy): boolean {
-  return policy.allow.length === 0 && policy.deny.length === 0 && (policy.domains ?? []).length === 0 && policy.transforms === undefined;
+  return policy.allow.length === 0 && policy.deny.length === 0 && (policy.domains ?? []).length === 0 && policy.transforms === undefined && !policy.upstream;
 }
 
 /**
@@ -17,9 +17,9 @@ export function isOpenPolicy(policy: EgressPolicy): boolean {
  * `/init` already said the same, and the template's start command unless it already runs (started while warming). On any failure the container is removed
  * before the error propagates: a half-claimed container never goes back to the pool.
  */
-export async function claimPooled(runtime: SandboxRuntime, record: SandboxRecord, pooled: PooledContainer, logger: Logger): Promise<BootedSandbox> {
+export async function claimPooled(runtime: SandboxRuntime, record: SandboxRecord, pooled: PooledContainer, logger: Logger, openPassword?: (sealed: string) => string): Promise<BootedSandbox> {
   try {
-    const policy = egressPolicy(record.network);
+    const policy = egressPolicy(record.network, openPassword);
     if (!isOpenPolicy(policy)) await runtime.applyEgress?.(record.sandboxId, pooled.address, policy);
     const envdVersion = await readySandbox(pooled.address, record, logger, pooled.initialised, pooled.startCommandRunning);
     return { containerId: pooled.containerId, address: pooled.address, envdVersion };

@@ -33,7 +33,7 @@ export function initFor(record: SandboxRecord): EnvdInit {
  * Starts a container for the record from `image`, waits for envd and initialises it. Returns when
  * the sandbox is usable; on any failure the container is removed before the error propagates.
  */
-export async function bootSandbox(runtime: SandboxRuntime, record: SandboxRecord, image: string, logger: Logger, directories: DirectoryMount[] = []): Promise<BootedSandbox> {
+export async function bootSandbox(runtime: SandboxRuntime, record: SandboxRecord, image: string, logger: Logger, directories: DirectoryMount[] = [], openPassword?: (sealed: string) => string): Promise<BootedSandbox> {
   const phases = new PhaseClock();
   const started = await runtime.startContainer({
     sandboxId: record.sandboxId,
@@ -41,7 +41,7 @@ export async function bootSandbox(runtime: SandboxRuntime, record: SandboxRecord
     image,
     cpuCount: record.cpuCount,
     memoryMB: record.memoryMB,
-    egress: egressPolicy(record.network),
+    egress: egressPolicy(record.network, openPassword),
     envdAccessToken: record.envdAccessToken,
     envdVersion: record.envdVersion,
     directories,

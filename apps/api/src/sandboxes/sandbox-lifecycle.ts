@@ -12,6 +12,8 @@ import { type EgressTrustSource, hasTransforms, installEgressCa } from './egress
 import { egressPolicy, egressUpdate, type NetworkUpdate } from './network-rules.ts';
 import type { SandboxNetwork, SandboxRecord } from './sandbox-record.ts';
 import { SandboxRegistry } from './sandbox-registry.ts';
+import type { EgressProxyGate } from './egress-proxy-gate.ts';
+import { type EgressProxyRequest, parseEgressProxy } from './egress-proxy-settings.ts';
 import type { SandboxStore } from './sandbox-store.ts';
 import { SandboxTimers } from './sandbox-timers.ts';
 import { reconcileAfterRestart } from './restart-reconcile.ts';
@@ -35,6 +37,8 @@ export interface SandboxSettings {
 
 export interface CreateSandboxInput extends Omit<SandboxSettings, 'volumeMounts'> {
   templateRef: string;
+  /** `network.egressProxy` as validated by the route; admitted (resolved, password sealed) before anything is made. */
+  egressProxy?: EgressProxyRequest;
   /** As requested: volumes by name. */
   volumeMounts: Array<{ name: string; path: string }>;
 }
@@ -71,6 +75,8 @@ export interface LifecycleDeps {
   pool?: WarmPool;
   /** Per-sandbox egress CAs for network.rules transforms over HTTPS (none: sandboxes are given no CA). */
   egressTrust?: EgressTrustSource;
+  /** Admits `network.egressProxy` and keeps its password sealed; none = such sandboxes are refused. */
+  egressProxies?: EgressProxyGate;
 }
 
 /** Everything `launch` needs: what to run and how the sandbox is configured. */
@@ -127,14 +133,17 @@ export class SandboxLifecycle implements SandboxDirectory {
   private async reapplyEgress(): Promise<void> {
     for (const record of this.registry.list()) {
       if (!record.address || !record.containerId) continue;
-      await this.deps.runtime.applyEgress?.(record.sandboxId, record.address, egressPolicy(record.network)).catch((error: unknown) => this.log(record.sandboxId).error({ err: error }, 'egress rules not re-applied'));
+      await this.deps.runtime.applyEgress?.(record.sandboxId, record.address, egressPolicy(record.network, this.openProxyPassword)).catch((error: unknown) => this.log(record.sandboxId).error({ err: error }, 'egress rules not re-applied'));
     }
   }
 
   /** `PUT /network`: new egress rules, in force at once (atomically) on a running or frozen container, kept for resumes. */
-  updateNetwork(id: string, update: NetworkUpdate): Promise<void> {
+  async updateNetwork(id: string, update: NetworkUpdate): Promise<void> {
+    this.require(id);
+    const request = parseEgressProxy(update.egressProxy);
+    const proxy = request ? await this.admitEgressProxy(request) : undefined;
     return this.withSandbox(id, async (record) => {
-      const network = egressUpdate(record.network, update);
+      const network = egressUpdate(record.network, update, proxy);
       if (hasTransforms(network)) await this.requireEgressTransforms();
       const newlyTransformed = hasTransforms(network) && !hasTransforms(record.network);
       if (newlyTransformed && record.state === 'running' && record.address) {
@@ -142,11 +151,11 @@ export class SandboxLifecycle implements SandboxDirectory {
         await this.trustEgressCa({ ...record, network });
         await initEnvd(record.address, initFor({ ...record, network }));
       }
-      if (record.address && record.containerId) await this.deps.runtime.applyEgress?.(record.sandboxId, record.address, egressPolicy(network));
+      if (record.address && record.containerId) await this.deps.runtime.applyEgress?.(record.sandboxId, record.address, egressPolicy(network, this.openProxyPassword));
       record.network = network;
       record.allowInternetAccess = update.allow_internet_access ?? null;
       await this.registry.persist(record, 'sandbox network updated');
-      this.log(id).info({ allowOut: network.allowOut, denyOut: network.denyOut }, 'sandbox egress rules updated');
+      this.log(id).info({ allowOut: network.allowOut, denyOut: network.denyOut, egressProxy: network.egressProxy?.address ?? null }, 'sandbox egress rules updated');
     });
   }
 
@@ -173,6 +182,17 @@ export class SandboxLifecycle implements SandboxDirectory {
 
   get(id: string): SandboxRecord | undefined {
     return this.registry.get(id);
+  }
+
+  /** The sandbox's egress proxy password, opened for the dialer (never logged, never returned). */
+  private readonly openProxyPassword = (sealed: string): string => {
+    if (!this.deps.egressProxies) throw new PlatformError('internal', 'this platform keeps no secrets key: a sandbox egress proxy password cannot be opened');
+    return this.deps.egressProxies.open(sealed);
+  };
+
+  private admitEgressProxy(request: EgressProxyRequest) {
+    if (!this.deps.egressProxies) throw new PlatformError('invalid', 'network.egressProxy is not supported on this platform');
+    return this.deps.egressProxies.admit(request);
   }
 
   require(id: string): SandboxRecord {
@@ -228,6 +248,8 @@ export class SandboxLifecycle implements SandboxDirectory {
 
   private async createNow(input: CreateSandboxInput): Promise<SandboxRecord> {
     if (hasTransforms(input.network)) await this.requireEgressTransforms();
+    const { egressProxy, ...settings } = input;
+    const network = egressProxy ? { ...input.network, egressProxy: await this.admitEgressProxy(egressProxy) } : input.network;
     const { template, build } = await this.deps.templates.resolve(input.templateRef);
     const volumeMounts = await this.resolveMounts(input.volumeMounts);
     const record = await this.launchPooledOrCold(input.templateRef, {
@@ -242,7 +264,7 @@ export class SandboxLifecycle implements SandboxDirectory {
         envdVersion: build.envdVersion ?? '0.0.0',
         defaults: build.defaults,
       },
-      settings: { ...input, volumeMounts },
+      settings: { ...settings, network, volumeMounts },
       event: `sandbox created from template ${template.templateId} (build ${build.buildId})`,
     });
     await this.deps.templates.recordSpawn(template.templateId);
@@ -367,8 +389,8 @@ export class SandboxLifecycle implements SandboxDirectory {
         volumeMounts: settings.volumeMounts,
       };
       const booted = plan.pooled
-        ? await claimPooled(this.deps.runtime, record, plan.pooled, this.log(sandboxId))
-        : await bootSandbox(this.deps.runtime, record, plan.image, this.log(sandboxId), this.directoriesOf(record));
+        ? await claimPooled(this.deps.runtime, record, plan.pooled, this.log(sandboxId), this.openProxyPassword)
+        : await bootSandbox(this.deps.runtime, record, plan.image, this.log(sandboxId), this.directoriesOf(record), this.openProxyPassword);
       record.containerId = booted.containerId;
       record.address = booted.address;
       record.envdVersion = booted.envdVersion;
@@ -519,7 +541,7 @@ export class SandboxLifecycle implements SandboxDirectory {
       try {
         // The token stays the same across a cold boot, as in the reference: an SDK object's own connect()
         // keeps the token it has, so a rotated one would lock it out of its sandbox.
-        const booted = await bootSandbox(this.deps.runtime, record, record.pausedImage, this.log(record.sandboxId), this.directoriesOf(record));
+        const booted = await bootSandbox(this.deps.runtime, record, record.pausedImage, this.log(record.sandboxId), this.directoriesOf(record), this.openProxyPassword);
         record.containerId = booted.containerId;
         record.address = booted.address;
         record.envdVersion = booted.envdVersion;

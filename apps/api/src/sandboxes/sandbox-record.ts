@@ -1,5 +1,6 @@
 import type { SandboxDefaults } from '../templates/template-model.ts';
 import type { SandboxVolumeMount } from './volume-mounts.ts';
+import type { StoredEgressProxy } from './egress-proxy-settings.ts';
 
 import type { NetworkRules } from './network-transforms.ts';
 
@@ -12,6 +13,8 @@ export interface SandboxNetwork {
   httpsPorts?: number[];
   /** Per-domain transforms the egress proxy applies (placeholders kept, never secret values). */
   rules?: NetworkRules;
+  /** The user's own proxy all the sandbox's TCP leaves through (password sealed). */
+  egressProxy?: StoredEgressProxy;
 }
 
 /** Everything the platform keeps about one sandbox (one row of `sandboxes`). */

@@ -1,4 +1,5 @@
 import type { SandboxRecord } from './sandbox-record.ts';
+import { egressProxyView } from './egress-proxy-settings.ts';
 
 /** The deprecated `clientID`, constant as in the reference platform. */
 export const CLIENT_ID = '6532622b';
@@ -53,6 +54,7 @@ export function sandboxDetailView(record: SandboxRecord, domain: string | null =
       maskRequestHost: record.network.maskRequestHost,
       httpsPorts: record.network.httpsPorts ?? [],
       ...(record.network.rules ? { rules: record.network.rules } : {}),
+      egressProxy: egressProxyView(record.network.egressProxy),
     },
     lifecycle: { autoResume: record.autoResume, onTimeout: record.autoPause ? 'pause' : 'kill' },
   };

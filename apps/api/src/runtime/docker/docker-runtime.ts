@@ -13,6 +13,9 @@ import { EgressProxy } from './egress-proxy.ts';
 import type { FIREWALL_PROGRAMS } from './firewall-commands.ts';
 import type { NetworkFirewall } from './network-firewall.ts';
 import { type EgressTransformDeps, EgressTransforms } from './egress-transforms.ts';
+import { EgressTunnel } from './egress-tunnel.ts';
+import { conntrackProblem } from './original-destination.ts';
+import { UpstreamAddressPolicy } from './upstream-address.ts';
 import { type IsolationMode, isolateSandboxNetwork, networkSpec, recreateIfOpen } from './sandbox-network.ts';
 import type { ProcFileMount } from '../lxcfs/lxcfs-files.ts';
 import { CpuSets } from './cpu-sets.ts';
@@ -44,6 +47,10 @@ export interface DockerRuntimeOptions {
   firewallPrograms?: Partial<typeof FIREWALL_PROGRAMS>;
   /** Secrets and per-sandbox CAs for network.rules transforms at the egress proxy (none: rules are not applied). */
   egressTransforms?: EgressTransformDeps;
+  /** Private ranges a sandbox's own egress proxy may nevertheless be at (TIDEPOOL_EGRESS_PROXY_ALLOWED_CIDRS). */
+  egressProxyAllowedCidrs?: string[];
+  /** Told when a sandbox's connection could not go through its own egress proxy (rate-limited; for its logs). */
+  onEgressProxyFailure?: (sandboxId: string, message: string) => void;
 }
 
 function statusCode(error: unknown): number | undefined {
@@ -73,6 +80,9 @@ export class DockerRuntime implements SandboxRuntime {
   private firewall: NetworkFirewall | undefined;
   /** Decides TCP 80/443 of sandboxes that allow domains (host installs only). */
   private egressProxy: EgressProxy | undefined;
+  /** Carries all TCP of sandboxes with their own egress proxy (host installs with a readable conntrack table). */
+  private egressTunnel: EgressTunnel | undefined;
+  private egressTunnelProblem = 'sandbox egress through a proxy needs the platform on the Docker host with its firewall installed';
   private readonly hardening: ContainerHardening;
   private cpuSets: CpuSets | undefined;
 
@@ -135,8 +145,22 @@ export class DockerRuntime implements SandboxRuntime {
       return;
     }
     const proxy = new EgressProxy(this.logger, this.options.egressTransforms && new EgressTransforms(this.options.egressTransforms, this.logger));
-    this.firewall.setRedirect(await proxy.listen(gateway));
+    const ports = await proxy.listen(gateway);
     this.egressProxy = proxy;
+    const conntrack = await conntrackProblem();
+    if (conntrack) {
+      this.egressTunnelProblem = `sandbox egress through a proxy is unavailable: ${conntrack}`;
+      this.logger.warn({ reason: conntrack }, 'network.egressProxy is unavailable on this host');
+      this.firewall.setRedirect(ports);
+      return;
+    }
+    const tunnel = new EgressTunnel(this.logger, { addresses: new UpstreamAddressPolicy(this.options.egressProxyAllowedCidrs), onFailure: this.options.onEgressProxyFailure });
+    this.firewall.setRedirect({ ...ports, tunnel: await tunnel.listen(gateway) });
+    this.egressTunnel = tunnel;
+  }
+
+  async egressUpstreamProblem(): Promise<string | undefined> {
+    return this.egressTunnel ? undefined : this.egressTunnelProblem;
   }
 
   /** Rules of sandboxes whose container is gone (removed while no platform ran) are dropped. */
@@ -151,11 +175,20 @@ export class DockerRuntime implements SandboxRuntime {
   }
 
   async applyEgress(sandboxId: string, address: string, policy: EgressPolicy): Promise<void> {
+    if (policy.upstream && !this.egressTunnel) throw new Error(this.egressTunnelProblem);
     this.egressProxy?.setDomains(address, policy.domains);
     this.egressProxy?.setTransforms(address, sandboxId, policy);
+    const previous = this.egressTunnel?.routeOf(address);
+    this.egressTunnel?.setRoute(address, policy.upstream ? { sandboxId, upstream: policy.upstream, allow: policy.allow, deny: policy.deny, domains: policy.domains ?? [] } : undefined);
     if (!this.firewall) return;
-    const ipv6 = this.firewall.ipv6 ? await this.ipv6AddressOf(address) : undefined;
-    await this.firewall.applySandbox(sandboxId, { ipv4: address, ipv6 }, policy);
+    try {
+      const ipv6 = this.firewall.ipv6 ? await this.ipv6AddressOf(address) : undefined;
+      await this.firewall.applySandbox(sandboxId, { ipv4: address, ipv6 }, policy);
+    } catch (error) {
+      // The rules did not change: neither does where the tunnel sends this address's connections.
+      this.egressTunnel?.setRoute(address, previous);
+      throw error;
+    }
   }
 
   /** The IPv6 address on the sandbox network of the container that has `ipv4` there (the engine's word, never the sandbox's). */
@@ -320,6 +353,7 @@ export class DockerRuntime implements SandboxRuntime {
     const sandboxId = this.firewall ? await this.sandboxOf(containerId) : undefined;
     await this.removeContainer(containerId);
     // Its address may go to another container next: the rules go with the container.
+    if (sandboxId) this.egressTunnel?.dropSandbox(sandboxId);
     if (sandboxId) await this.firewall?.removeSandbox(sandboxId);
   }
 

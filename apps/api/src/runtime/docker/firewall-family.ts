@@ -75,6 +75,8 @@ const ALL_IPV6 = '::/0';
  * ALL_TRAFFIC (what `allowInternetAccess: false` sends): it denies IPv6 too, as `::/0`.
  */
 export function familyPolicy(family: IpFamily, policy: EgressPolicy): EgressPolicy {
+  // IPv6 cannot go through a sandbox's own egress proxy (only IPv4 TCP is tunnelled): none of it leaves.
+  if (family === 'ipv6' && policy.upstream) return { ...policy, allow: [], deny: [ALL_IPV6] };
   const own = (list: string[]): string[] => list.filter((cidr) => isOfFamily(family, cidr));
   const deny = own(policy.deny);
   if (family === 'ipv6' && policy.deny.includes(ALL_IPV4) && !deny.includes(ALL_IPV6)) deny.push(ALL_IPV6);

@@ -96,6 +96,26 @@ describe('SandboxFirewall rules', () => {
     expect(commands.restores[1]).not.toContain('REDIRECT');
   });
 
+  it('sends all TCP of a sandbox with its own egress proxy to the tunnel (DNS to the resolvers excepted), and refuses without a tunnel', async () => {
+    const commands = new RecordingCommands();
+    const fw = firewall(commands);
+    const upstream = { protocol: 'socks5' as const, host: '198.18.60.3', port: 1080, username: 'u', password: 'pw-secret' };
+    fw.setRedirect({ http: 41000, tls: 41001 });
+    await expect(fw.applySandbox('isbx3', '172.30.0.11', { allow: [], deny: [], upstream })).rejects.toThrow(/egress tunnel is not running/);
+    expect(commands.restores).toHaveLength(0);
+    fw.setRedirect({ http: 41000, tls: 41001, tunnel: 41002 });
+    await fw.applySandbox('isbx3', '172.30.0.11', { allow: ['198.18.1.2/32'], deny: ['0.0.0.0/0'], domains: ['example.com'], upstream });
+    const nat = sandboxChain('isbx3', 'TP-R-');
+    const text = commands.restores[0]!;
+    expect(text).toContain(`*nat\n:${nat} - [0:0]\n-A ${nat} -d 10.9.9.9/32 -p tcp --dport 53 -j RETURN\n-A ${nat} -p tcp -j REDIRECT --to-ports 41002\n`);
+    // Allowed CIDRs are not let past the tunnel, and the domain redirects are not written.
+    expect(text).not.toContain(`-A ${nat} -d 198.18.1.2/32 -j RETURN`);
+    expect(text).not.toContain('--to-ports 41000');
+    // Nothing of the proxy (address, credentials) goes into the rules: the tunnel holds it.
+    expect(text).not.toContain('198.18.60.3');
+    expect(text).not.toContain('pw-secret');
+  });
+
   it('splits iptables -S lines with quoted comments', () => {
     expect(splitRule('-A X -m comment --comment "a b" -j Y')).toEqual(['-A', 'X', '-m', 'comment', '--comment', 'a b', '-j', 'Y']);
   });

@@ -8,6 +8,8 @@ import { ALWAYS_DENIED_V4, FAMILY_RULES, type FamilyRules, type IpFamily, family
 export interface RedirectPorts {
   http: number;
   tls: number;
+  /** Where all TCP of sandboxes with their own egress proxy goes (see EgressTunnel); absent: not available. */
+  tunnel?: number;
 }
 
 /** Never reachable from a sandbox over IPv4 (IPv6: ALWAYS_DENIED_V6 in firewall-family.ts). */
@@ -202,7 +204,15 @@ export class SandboxFirewall {
         const staleNat = redirects ? await this.dispatchRules(mine, 'nat') : [];
         const own = familyPolicy(this.rules.family, policy);
         const redirect = redirects && this.redirect && ((policy.domains ?? []).length > 0 || policy.transforms !== undefined) ? this.redirect : undefined;
-        const natRules = redirect
+        const tunnel = redirects && policy.upstream ? this.redirect?.tunnel : undefined;
+        if (redirects && policy.upstream && tunnel === undefined) throw new Error('the egress tunnel is not running: a sandbox with its own egress proxy cannot be given rules');
+        const natRules = tunnel
+          ? [
+              // DNS over TCP to the host's resolvers stays direct (as UDP DNS does); every other TCP connection is tunnelled.
+              ...this.options.resolvers.map((ip) => `-d ${ip}/32 -p tcp --dport 53 -j RETURN`),
+              `-p tcp -j REDIRECT --to-ports ${tunnel}`,
+            ]
+          : redirect
           ? [
               ...own.allow.map((cidr) => `-d ${cidr} -j RETURN`),
               `-p tcp --dport 80 -j REDIRECT --to-ports ${redirect.http}`,
@@ -231,7 +241,7 @@ export class SandboxFirewall {
             '',
           ].join('\n'),
         );
-        this.options.logger.debug({ sandboxId, address, family: this.rules.family, allow: own.allow, deny: own.deny, domains: redirect ? policy.domains : [] }, 'sandbox egress rules applied');
+        this.options.logger.debug({ sandboxId, address, family: this.rules.family, allow: own.allow, deny: own.deny, domains: redirect ? policy.domains : [], tunnelled: tunnel !== undefined }, 'sandbox egress rules applied');
       }),
     );
   }

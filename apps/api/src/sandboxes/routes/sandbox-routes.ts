@@ -4,6 +4,7 @@ import { PlatformError } from '../../errors.ts';
 import { decodeMetadataFilter, matchesMetadata, type Order, page, parseStates } from '../list-query.ts';
 import { type NetworkUpdate, validateNetwork } from '../network-rules.ts';
 import { normaliseRules } from '../network-transforms.ts';
+import { parseEgressProxy } from '../egress-proxy-settings.ts';
 import { requireStoredSecrets } from '../../secrets/secret-placeholders.ts';
 import { normalizeSandboxId } from '../sandbox-identity.ts';
 import type { SandboxLifecycle } from '../sandbox-lifecycle.ts';
@@ -36,6 +37,7 @@ async function createInput(body: Static<typeof NewSandboxSchema>, timeouts: Time
       httpsPorts: network.httpsPorts === undefined ? undefined : [...new Set(network.httpsPorts)].sort((a, b) => a - b),
       ...(network.rules === undefined || network.rules === null ? {} : { rules: normaliseRules(network.rules) }),
     },
+    egressProxy: parseEgressProxy(network.egressProxy),
     allowInternetAccess: body.allow_internet_access ?? null,
     volumeMounts: (body.volumeMounts ?? []).map(({ name, path }) => ({ name, path })),
   };
