@@ -1,0 +1,166 @@
+/**
+ * The node agent's listener: HTTPS with mutual TLS only. The TLS layer refuses every client without a certificate
+ * from the cluster CA; a certificate that is not a client certificate (a node's own server certificate, say) is
+ * dropped right after the handshake, so one node cannot drive another. Routes:
+ *   GET  /v1/health                  → { nodeId, version }
+ *   GET  /v1/capacity                → NodeCapacity
+ *   POST /v1/runtime/watchEvents     → NDJSON event stream (event-stream.ts)
+ *   POST /v1/runtime/<method>        → { result } | { error } (runtime-dispatch.ts)
+ *   CONNECT <address>:<port>         → a tunnel to a managed container (container-tunnel.ts)
+ */
+import { createServer, type Server } from 'node:https';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { TLSSocket } from 'node:tls';
+import type { Logger } from 'pino';
+import { encodeError, NodeChannelError } from '../nodes/node-channel-errors.ts';
+import { schemaProblem, WatchEventsArgs } from '../nodes/node-rpc-methods.ts';
+import type { NodeCapacity } from '../nodes/sandbox-node.ts';
+import type { SandboxRuntime } from '../runtime/sandbox-runtime.ts';
+import { sendJson } from './agent-responses.ts';
+import { handleTunnel } from './container-tunnel.ts';
+import { serveEvents } from './event-stream.ts';
+import { ManagedAddresses } from './managed-addresses.ts';
+import { checkCall, runCall } from './runtime-dispatch.ts';
+
+/** Largest request body (a startContainer spec with its egress rules fits many times over). */
+export const MAX_BODY_BYTES = 1024 * 1024;
+const CLIENT_AUTH_OID = '1.3.6.1.5.5.7.3.2';
+
+export interface AgentServerOptions {
+  nodeId: string;
+  version: string;
+  runtime: SandboxRuntime;
+  capacity: () => Promise<NodeCapacity>;
+  tls: { cert: string | Buffer; key: string | Buffer; ca: string | Buffer };
+  logger: Logger;
+  volumesRoot?: string;
+}
+
+class BodyError extends Error {
+  constructor(
+    readonly status: number,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+function readBody(request: IncomingMessage): Promise<unknown> {
+  return new Promise((resolve, reject) => {
+    const declared = Number(request.headers['content-length'] ?? 0);
+    if (declared > MAX_BODY_BYTES) {
+      reject(new BodyError(413, `request body over ${MAX_BODY_BYTES} bytes`));
+      return;
+    }
+    const chunks: Buffer[] = [];
+    let size = 0;
+    request.on('data', (chunk: Buffer) => {
+      size += chunk.length;
+      if (size > MAX_BODY_BYTES) {
+        reject(new BodyError(413, `request body over ${MAX_BODY_BYTES} bytes`));
+        request.destroy();
+        return;
+      }
+      chunks.push(chunk);
+    });
+    request.on('error', reject);
+    request.on('end', () => {
+      try {
+        resolve(JSON.parse(Buffer.concat(chunks).toString('utf8')) as unknown);
+      } catch {
+        reject(new BodyError(400, 'request body is not JSON'));
+      }
+    });
+  });
+}
+
+/** The sandbox a call is about, when one of its arguments names it (for the log line). */
+function sandboxOf(method: string, args: unknown[]): string | undefined {
+  if (method === 'commitSandbox' || method === 'claimSandboxImage') return String(args[1]);
+  if (method === 'removeSandboxImage' || method === 'applyEgress') return String(args[0]);
+  const spec = args[0];
+  if (typeof spec === 'object' && spec !== null && 'sandboxId' in spec) return String((spec as { sandboxId: unknown }).sandboxId);
+  return undefined;
+}
+
+export function createAgentServer(options: AgentServerOptions): Server {
+  const { runtime, logger, nodeId } = options;
+  const managed = new ManagedAddresses(runtime);
+  const server = createServer({
+    cert: options.tls.cert,
+    key: options.tls.key,
+    ca: options.tls.ca,
+    requestCert: true,
+    rejectUnauthorized: true,
+    minVersion: 'TLSv1.2',
+    requestTimeout: 0, // event streams and commits are long; each runtime call has its own engine deadline
+    headersTimeout: 10_000,
+    keepAliveTimeout: 30_000,
+  });
+  server.on('secureConnection', (socket: TLSSocket) => {
+    const usage = socket.getPeerCertificate().ext_key_usage ?? [];
+    if (!usage.includes(CLIENT_AUTH_OID)) {
+      logger.warn({ peer: socket.remoteAddress, subject: socket.getPeerCertificate().subject?.CN }, 'refused a peer whose certificate is not a client certificate');
+      socket.destroy();
+    }
+  });
+  server.on('tlsClientError', (error, socket) => {
+    logger.info({ peer: socket.remoteAddress, reason: error.message }, 'refused a TLS client');
+  });
+  server.on('connect', (request: IncomingMessage, socket, head: Buffer) => handleTunnel(request, socket, head, managed, logger));
+  server.on('request', (request: IncomingMessage, response: ServerResponse) => {
+    void route(request, response).catch((error: unknown) => {
+      logger.error({ err: error }, 'agent request failed');
+      sendJson(response, 500, { error: encodeError(error) });
+    });
+  });
+
+  async function route(request: IncomingMessage, response: ServerResponse): Promise<void> {
+    const path = (request.url ?? '').split('?')[0];
+    if (request.method === 'GET' && path === '/v1/health') return sendJson(response, 200, { nodeId, version: options.version });
+    if (request.method === 'GET' && path === '/v1/capacity') {
+      try {
+        return sendJson(response, 200, await options.capacity());
+      } catch (error) {
+        return sendJson(response, 502, { error: encodeError(error) });
+      }
+    }
+    const match = /^\/v1\/runtime\/([A-Za-z]{1,64})$/.exec(path);
+    if (request.method !== 'POST' || !match) {
+      request.resume();
+      return sendJson(response, 404, { error: { code: 'bad_call', message: `no route ${String(request.method).slice(0, 16)} ${path.slice(0, 128)}` } });
+    }
+    const method = match[1];
+    let body: unknown;
+    try {
+      body = await readBody(request);
+    } catch (error) {
+      const status = error instanceof BodyError ? error.status : 400;
+      return sendJson(response, status, { error: { code: 'bad_call', message: `${method}: ${(error as Error).message}` } });
+    }
+    if (method === 'watchEvents') {
+      const args = (body as { args?: unknown } | null)?.args;
+      const problem = schemaProblem(WatchEventsArgs, args);
+      if (problem) return sendJson(response, 400, { error: { code: 'bad_call', message: `watchEvents: invalid arguments (${problem})` } });
+      return serveEvents(runtime, (args as [number | null])[0], request, response, logger);
+    }
+    let args: unknown[];
+    try {
+      args = checkCall(method, body, { volumesRoot: options.volumesRoot });
+    } catch (error) {
+      if (error instanceof NodeChannelError) logger.warn({ method: method.slice(0, 64), reason: error.message }, 'refused a malformed call');
+      return sendJson(response, 400, { error: encodeError(error) });
+    }
+    const started = Date.now();
+    try {
+      const result = await runCall(runtime, method, args);
+      logger.debug({ sandboxId: sandboxOf(method, args), method, ms: Date.now() - started }, 'runtime call');
+      sendJson(response, 200, { result });
+    } catch (error) {
+      logger.warn({ sandboxId: sandboxOf(method, args), method, ms: Date.now() - started, err: error }, 'runtime call failed');
+      sendJson(response, 500, { error: encodeError(error) });
+    }
+  }
+
+  return server;
+}
