@@ -1,7 +1,7 @@
 /**
  * `pnpm cluster:local <command>`: a multi-node Tidepool cluster on this machine (see README, "Cluster mode").
  *
- *   up [--nodes N] [--no-tls] [--storage-driver auto|overlay2|vfs] [--load IMAGE]... [--no-load]
+ *   up [--nodes N] [--no-tls] [--no-agents] [--storage-driver auto|overlay2|vfs] [--load IMAGE]... [--no-load]
  *   status [--json]
  *   env
  *   stop-node <id>
@@ -31,7 +31,7 @@ import {
 } from '../src/index.ts';
 
 const USAGE = `usage: pnpm cluster:local <up|status|env|stop-node <id>|start-node <id>|load <image>|down> [options]
-  up          [--nodes N] [--no-tls] [--storage-driver auto|overlay2|vfs] [--load IMAGE]... [--no-load]
+  up          [--nodes N] [--no-tls] [--no-agents] [--storage-driver auto|overlay2|vfs] [--load IMAGE]... [--no-load]
   status      [--json]
   load IMAGE  [--node ID]
   common      [--dir DIR] [--name NAME] [--slot N]`;
@@ -54,6 +54,7 @@ async function main(argv: string[]): Promise<void> {
       slot: { type: 'string' },
       nodes: { type: 'string' },
       'no-tls': { type: 'boolean' },
+      'no-agents': { type: 'boolean' },
       'storage-driver': { type: 'string' },
       load: { type: 'string', multiple: true },
       'no-load': { type: 'boolean' },
@@ -82,6 +83,7 @@ async function main(argv: string[]): Promise<void> {
         slot: integer(values.slot, '--slot', 0),
         nodes: integer(values.nodes, '--nodes', 2),
         tls: !values['no-tls'],
+        agents: !values['no-agents'],
         storageDriver: driver as 'auto' | 'overlay2' | 'vfs',
         images,
         onProgress: say,
@@ -100,7 +102,10 @@ async function main(argv: string[]): Promise<void> {
       process.stdout.write(`cluster ${state.name}  bridge ${state.bridge} ${state.subnet}  created ${state.createdAt}\n`);
       process.stdout.write(`registry ${state.registry.host}  ${status.registryUp ? 'up' : 'DOWN'}\n`);
       process.stdout.write(`postgres (not part of the local cluster yet)\n`);
-      for (const n of status.nodes) process.stdout.write(`${n.id}  ${n.address}  ${n.running ? `running (pid ${n.pid})` : 'stopped'}\n`);
+      for (const n of status.nodes) {
+        const agent = n.agentUrl ? `  agent ${n.agentUrl} ${n.agentPid ? `running (pid ${n.agentPid})` : 'stopped'}` : '';
+        process.stdout.write(`${n.id}  ${n.address}  ${n.running ? `running (pid ${n.pid})` : 'stopped'}${agent}\n`);
+      }
       return;
     }
     case 'env': {
@@ -117,7 +122,7 @@ async function main(argv: string[]): Promise<void> {
     case 'start-node': {
       if (!arg) throw new UsageError('start-node needs a node id (e.g. node1)');
       const node = await startClusterNode(dir, arg);
-      say(`${node.id} ${node.address} engine up in ${node.startMs} ms`);
+      say(`${node.id} ${node.address} engine up in ${node.startMs} ms${node.agentUrl ? `; agent ${node.agentUrl} up in ${node.agentStartMs} ms` : ''}`);
       return;
     }
     case 'load': {

@@ -15,6 +15,7 @@ export function startHeartbeats(options: {
   registration: Omit<NodeRegistration, 'capacity'>;
   capacity: () => Promise<NodeCapacity>;
   intervalMs: number;
+  /** Carries the node id on every line (a child logger). */
   logger: Logger;
 }): HeartbeatLoop {
   const { heartbeats, registration, capacity, intervalMs, logger } = options;
@@ -28,12 +29,12 @@ export function startHeartbeats(options: {
       if (!registered) {
         await heartbeats.register({ ...registration, capacity: now });
         registered = true;
-        logger.info({ nodeId: registration.nodeId, url: registration.url }, 'node registered');
+        logger.info({ url: registration.url }, 'node registered');
       } else {
         await heartbeats.heartbeat(registration.nodeId, now);
       }
     } catch (error) {
-      logger.warn({ nodeId: registration.nodeId, err: error }, registered ? 'heartbeat failed; retrying at the next one' : 'node registration failed; retrying');
+      logger.warn({ err: error }, registered ? 'heartbeat failed; retrying at the next one' : 'node registration failed; retrying');
     }
   };
   const schedule = (): void => {

@@ -9,10 +9,10 @@ export class LoggedHeartbeats implements NodeHeartbeats {
   constructor(private readonly logger: Logger) {}
 
   async register(node: NodeRegistration): Promise<void> {
-    this.logger.warn({ nodeId: node.nodeId, url: node.url, capacity: node.capacity }, 'no node store wired in yet: this registration is only logged');
+    this.logger.warn({ url: node.url, capacity: { ...node.capacity, images: node.capacity.images?.length } }, 'no node store wired in yet: this registration is only logged');
   }
 
-  async heartbeat(nodeId: string, capacity: NodeCapacity): Promise<void> {
-    this.logger.debug({ nodeId, capacity: { cpuCount: capacity.cpuCount, memoryMB: capacity.memoryMB, memoryAvailableMB: capacity.memoryAvailableMB } }, 'heartbeat');
+  async heartbeat(_nodeId: string, capacity: NodeCapacity): Promise<void> {
+    this.logger.debug({ capacity: { cpuCount: capacity.cpuCount, memoryMB: capacity.memoryMB, memoryAvailableMB: capacity.memoryAvailableMB } }, 'heartbeat');
   }
 }

@@ -13,7 +13,7 @@ export async function runNodeAgent(env: NodeJS.ProcessEnv = process.env): Promis
   if (problems.length > 0) throw new ConfigError(`invalid configuration for \`tidepool node\`:\n  ${problems.join('\n  ')}`);
   const logger = createPlatformLogger(config.logLevel);
   const tls = { cert: readFileSync(config.nodeTlsCert), key: readFileSync(config.nodeTlsKey), ca: readFileSync(config.nodeTlsCa) };
-  const agent = await startNodeAgent({ config, logger, tls, heartbeats: new LoggedHeartbeats(logger) });
+  const agent = await startNodeAgent({ config, logger, tls, heartbeats: new LoggedHeartbeats(logger.child({ nodeId: config.nodeId || hostname().toLowerCase() })) });
   // From here on, nothing a request triggers may take the agent down; startup errors above still exit.
   installProcessGuard(logger);
   process.stdout.write(`tidepool node ${agent.nodeId} is serving its engine at ${agent.url} (mutual TLS)\n`);
