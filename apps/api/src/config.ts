@@ -127,7 +127,7 @@ export const ConfigSchema = Type.Object({
   nodeTlsCert: Type.String(),
   nodeTlsKey: Type.String(),
   nodeTlsCa: Type.String(),
-  /** `tidepool node`: the platform id stamped on the node's containers ('' = none: every sandbox container of the engine is the node's). */
+  /** `tidepool node`: the platform id stamped on the node's containers and committed filesystems (the cluster's); '' = `node-<nodeId>`. */
   nodePlatformId: Type.String({ pattern: '^[A-Za-z0-9_-]{0,64}$' }),
   /** `tidepool node`: seconds between heartbeats. */
   nodeHeartbeatSeconds: Type.Integer({ minimum: 1, maximum: 60 }),

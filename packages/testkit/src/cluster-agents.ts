@@ -86,6 +86,8 @@ export interface StartAgentOptions {
   serverTls: ServerTls;
   /** The client certificate used to check the agent answers. */
   clientTls: ClientTls;
+  /** Stamped on the node's containers (TIDEPOOL_NODE_PLATFORM_ID): one per cluster. */
+  platformId: string;
   timeoutMs?: number;
 }
 
@@ -105,6 +107,7 @@ export async function startNodeAgentProcess(node: NodeLayout, opts: StartAgentOp
     TIDEPOOL_NODE_TLS_CERT: opts.serverTls.cert,
     TIDEPOOL_NODE_TLS_KEY: opts.serverTls.key,
     TIDEPOOL_NODE_TLS_CA: opts.serverTls.ca,
+    TIDEPOOL_NODE_PLATFORM_ID: opts.platformId,
     TIDEPOOL_DOCKER_HOST: `unix://${node.socket}`,
     TIDEPOOL_DATA_DIR: files.dataDir,
     TIDEPOOL_LXCFS: 'off',

@@ -183,7 +183,7 @@ export async function upCluster(opts: UpOptions): Promise<ClusterState> {
         progress(`${node.id} loaded ${image} in ${Date.now() - before} ms`);
       }
       if (tls && serverTls && opts.agents !== false) {
-        const agent = await startNodeAgentProcess(node, { serverTls, clientTls: tls });
+        const agent = await startNodeAgentProcess(node, { serverTls, clientTls: tls, platformId: `cluster-${cluster.name}` });
         state.nodes[state.nodes.length - 1] = nodeState(node, started, agent);
         writeClusterState(state);
         progress(`${node.id} agent ${agent.url} up in ${agent.startMs} ms`);
@@ -226,7 +226,7 @@ export async function startClusterNode(dir: string, id: string): Promise<Cluster
   const serverTls = state.tls ? await ensureNodeServerTls(cluster.tlsDir, node.id, node.address) : undefined;
   const started = await startNodeEngine(node, { storageDriver: state.nodes[index].storageDriver, insecureRegistries: [state.registry.host], tls: serverTls });
   const hadAgent = state.nodes[index].agentUrl !== null && state.nodes[index].agentUrl !== undefined;
-  const agent = hadAgent && serverTls && state.tls ? await startNodeAgentProcess(node, { serverTls, clientTls: state.tls }) : undefined;
+  const agent = hadAgent && serverTls && state.tls ? await startNodeAgentProcess(node, { serverTls, clientTls: state.tls, platformId: `cluster-${state.name}` }) : undefined;
   state.nodes[index] = nodeState(node, started, agent);
   writeClusterState(state);
   return state.nodes[index];

@@ -28,7 +28,8 @@ export async function serveEvents(runtime: SandboxRuntime, since: number | null,
     sendJson(response, 502, { error: encodeError(error) });
     return;
   }
-  if (request.destroyed || response.destroyed) {
+  // (The request itself is done once its body was read; whether the client is still there is the socket's say.)
+  if (response.destroyed || request.socket.destroyed) {
     stream.close();
     return;
   }

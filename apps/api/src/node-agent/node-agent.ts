@@ -60,8 +60,8 @@ export async function startNodeAgent(options: NodeAgentOptions): Promise<Running
       new DockerRuntime({
         docker,
         network: config.sandboxNetwork,
-        // Containers carry the cluster's platform id when one is configured; otherwise every sandbox container of this engine is the node's.
-        platformId: config.nodePlatformId || undefined,
+        // Containers (and committed filesystems) carry the cluster's platform id; unset, one of the node's own.
+        platformId: config.nodePlatformId || `node-${nodeId}`,
         logger,
         isolation: config.sandboxIsolation,
         helperImage: config.baseImage,

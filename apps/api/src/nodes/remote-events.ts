@@ -122,7 +122,11 @@ export async function followRemoteEvents(channel: NodeChannel, since: number | u
       }
       if (buffer.length > MAX_LINE_BYTES) broken(`a line over ${MAX_LINE_BYTES} bytes`);
     });
-    res.once('end', () => finish(channel.fail('unreachable', 'watchEvents: the node closed the stream without saying why')));
+    res.once('end', () => {
+      // A last line without its newline still counts.
+      if (buffer.trim() !== '' && !onLine(buffer)) return;
+      finish(channel.fail('unreachable', 'watchEvents: the node closed the stream without saying why'));
+    });
     res.once('error', (error: Error) => finish(error instanceof Error && 'code' in error && (error as { code?: string }).code === 'deadline' ? error : channel.fail('unreachable', `watchEvents: ${error.message}`)));
     res.once('close', () => finish(channel.fail('unreachable', 'watchEvents: connection to the node lost')));
   });
