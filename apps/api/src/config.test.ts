@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { ConfigError, defaultIsolationMode, loadConfig } from './config.ts';
+import { ConfigError, defaultIsolationMode, loadConfig, nodeAgentProblems } from './config.ts';
 
 describe('loadConfig', () => {
   it('applies defaults and reads TIDEPOOL_* variables', () => {
@@ -118,5 +118,35 @@ describe('loadConfig', () => {
     expect(loadConfig({ TIDEPOOL_SANDBOX_ISOLATION: 'warn' }).sandboxIsolation).toBe('warn');
     expect(loadConfig({ TIDEPOOL_SANDBOX_ISOLATION: ' Require ' }).sandboxIsolation).toBe('require');
     expect(() => loadConfig({ TIDEPOOL_SANDBOX_ISOLATION: 'off' })).toThrow(/TIDEPOOL_SANDBOX_ISOLATION: .*\(got "off"\)/);
+  });
+});
+
+describe('node agent and cluster client settings', () => {
+  it('reads the node settings with their defaults and refuses malformed ones with the variable named', () => {
+    const config = loadConfig({ TIDEPOOL_NODE_ID: 'node-1', TIDEPOOL_NODE_LISTEN: '198.19.0.11:7443', TIDEPOOL_NODE_URL: 'https://198.19.0.11:7443' });
+    expect(config).toMatchObject({ nodeId: 'node-1', nodeListen: '198.19.0.11:7443', nodeUrl: 'https://198.19.0.11:7443', nodeHeartbeatSeconds: 5, nodePlatformId: '' });
+    expect(loadConfig({}).nodeListen).toBe('0.0.0.0:7443');
+    expect(() => loadConfig({ TIDEPOOL_NODE_ID: 'Node_1' })).toThrow(/TIDEPOOL_NODE_ID/);
+    expect(() => loadConfig({ TIDEPOOL_NODE_LISTEN: '7443' })).toThrow(/TIDEPOOL_NODE_LISTEN/);
+    expect(() => loadConfig({ TIDEPOOL_NODE_URL: 'http://198.19.0.11:7443' })).toThrow(/TIDEPOOL_NODE_URL/);
+    expect(() => loadConfig({ TIDEPOOL_NODE_HEARTBEAT_SECONDS: '0' })).toThrow(/TIDEPOOL_NODE_HEARTBEAT_SECONDS/);
+    expect(() => loadConfig({ TIDEPOOL_NODE_PLATFORM_ID: 'a b' })).toThrow(/TIDEPOOL_NODE_PLATFORM_ID/);
+  });
+
+  it('asks `tidepool node` for its certificate, key and CA files, naming what is missing', () => {
+    const missing = nodeAgentProblems(loadConfig({}), 'host1');
+    expect(missing).toHaveLength(3);
+    expect(missing.join('\n')).toMatch(/TIDEPOOL_NODE_TLS_CERT: required/);
+    expect(missing.join('\n')).toMatch(/TIDEPOOL_NODE_TLS_CA: required/);
+    const wrongFiles = nodeAgentProblems(loadConfig({ TIDEPOOL_NODE_TLS_CERT: '/nonexistent/cert.pem', TIDEPOOL_NODE_TLS_KEY: '/etc/hostname', TIDEPOOL_NODE_TLS_CA: '/etc/hostname' }), 'host1');
+    expect(wrongFiles).toEqual(['TIDEPOOL_NODE_TLS_CERT: no such file /nonexistent/cert.pem']);
+    // no id and a hostname that is no node id
+    expect(nodeAgentProblems(loadConfig({ TIDEPOOL_NODE_TLS_CERT: '/etc/hostname', TIDEPOOL_NODE_TLS_KEY: '/etc/hostname', TIDEPOOL_NODE_TLS_CA: '/etc/hostname' }), 'my_host.local')[0]).toMatch(/TIDEPOOL_NODE_ID: unset/);
+  });
+
+  it('takes the API’s cluster client certificate, key and CA together or not at all', () => {
+    expect(loadConfig({ TIDEPOOL_CLUSTER_CLIENT_CERT: 'c.pem', TIDEPOOL_CLUSTER_CLIENT_KEY: 'k.pem', TIDEPOOL_CLUSTER_CA: 'ca.pem' }).clusterCa).toBe('ca.pem');
+    expect(() => loadConfig({ TIDEPOOL_CLUSTER_CLIENT_CERT: 'c.pem' })).toThrow(/go together/);
+    expect(() => loadConfig({ TIDEPOOL_CLUSTER_CLIENT_CERT: 'c.pem', TIDEPOOL_CLUSTER_CLIENT_KEY: 'k.pem' })).toThrow(/go together/);
   });
 });
