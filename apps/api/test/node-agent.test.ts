@@ -15,6 +15,7 @@ import type { Duplex } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   BASE_IMAGE,
+  agentFiles,
   agentPid,
   clusterLayout,
   downCluster,
@@ -323,6 +324,28 @@ describe.skipIf(!isRoot)('node agent over mutual TLS (one-node local cluster)', 
     expect(noImage).toBeInstanceOf(DockerCallError);
     expect((noImage as DockerCallError).statusCode).toBe(404);
     expect(noImage).not.toBeInstanceOf(PlatformError);
+  });
+
+  it('removes a container whose caller gave up before it started: nothing is left half-made on the node', async () => {
+    const sandboxId = `isbgaveup${Date.now()}`;
+    // creating a container takes well over 200 ms here (create, start, inspect, token, rules)
+    const hasty = connectRemoteNode({ nodeId: 'node1', url: state.nodes[0].agentUrl!, tls, deadlines: { startContainer: 200 } });
+    const error = await channelError(hasty.runtime.startContainer(spec(sandboxId)));
+    hasty.close();
+    expect(error.code).toBe('deadline');
+    const log = agentFiles(nodeLayout(clusterLayout(name, slot, dir), 1)).logFile;
+    const deadline = Date.now() + 60_000;
+    while (!readFileSync(log, 'utf8').split('\n').some((line) => line.includes(sandboxId) && line.includes('caller left before its container started')) && Date.now() < deadline) {
+      await new Promise((r) => setTimeout(r, 200));
+    }
+    const lines = readFileSync(log, 'utf8').split('\n').filter((line) => line.includes(sandboxId));
+    expect(lines.some((line) => line.includes('caller left before its container started'))).toBe(true);
+    expect(lines.every((line) => JSON.parse(line).nodeId === 'node1')).toBe(true); // every sandbox line names its node
+    const deadline2 = Date.now() + 30_000;
+    while ((await node.runtime.listManaged()).some((c) => c.sandboxId === sandboxId) && Date.now() < deadline2) await new Promise((r) => setTimeout(r, 200));
+    expect((await node.runtime.listManaged()).some((c) => c.sandboxId === sandboxId)).toBe(false);
+    const all = await nodeDocker(state.nodes[0], ['ps', '-a', '--filter', `label=dev.tidepool.sandbox-id=${sandboxId}`, '--format', '{{.ID}}']);
+    expect(all.stdout.trim()).toBe('');
   });
 
   it('gives the client its deadline error when the agent hangs (SIGSTOP), and works again once it continues', async () => {

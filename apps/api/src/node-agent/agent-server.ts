@@ -10,6 +10,7 @@
  */
 import { createServer, type Server } from 'node:https';
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Duplex } from 'node:stream';
 import type { TLSSocket } from 'node:tls';
 import type { Logger } from 'pino';
 import { encodeError, NodeChannelError } from '../nodes/node-channel-errors.ts';
@@ -83,7 +84,13 @@ function sandboxOf(method: string, args: unknown[]): string | undefined {
   return undefined;
 }
 
-export function createAgentServer(options: AgentServerOptions): Server {
+export interface AgentServer {
+  server: Server;
+  /** Stops listening and ends every connection, open tunnels and event streams included. */
+  close(): Promise<void>;
+}
+
+export function createAgentServer(options: AgentServerOptions): AgentServer {
   const { runtime, logger, nodeId } = options;
   const managed = new ManagedAddresses(runtime);
   const server = createServer({
@@ -107,7 +114,13 @@ export function createAgentServer(options: AgentServerOptions): Server {
   server.on('tlsClientError', (error, socket) => {
     logger.info({ peer: socket.remoteAddress, reason: error.message }, 'refused a TLS client');
   });
-  server.on('connect', (request: IncomingMessage, socket, head: Buffer) => handleTunnel(request, socket, head, managed, logger));
+  // Tunnels leave the HTTP server's bookkeeping once upgraded: tracked here so close() can end them.
+  const tunnels = new Set<Duplex>();
+  server.on('connect', (request: IncomingMessage, socket: Duplex, head: Buffer) => {
+    tunnels.add(socket);
+    socket.once('close', () => tunnels.delete(socket));
+    handleTunnel(request, socket, head, managed, logger);
+  });
   server.on('request', (request: IncomingMessage, response: ServerResponse) => {
     void route(request, response).catch((error: unknown) => {
       logger.error({ err: error }, 'agent request failed');
@@ -155,6 +168,14 @@ export function createAgentServer(options: AgentServerOptions): Server {
     try {
       const result = await runCall(runtime, method, args);
       logger.debug({ sandboxId: sandboxOf(method, args), method, ms: Date.now() - started }, 'runtime call');
+      if (method === 'startContainer' && (response.destroyed || request.socket.destroyed)) {
+        // The caller gave up (its deadline, a crash) before it learned of the container: nobody will ever name
+        // it, so it goes now rather than running unowned until a reconcile finds it.
+        const { containerId } = result as { containerId: string };
+        logger.warn({ sandboxId: sandboxOf(method, args), containerId, ms: Date.now() - started }, 'caller left before its container started; removing it');
+        await runtime.remove(containerId).catch((error: unknown) => logger.error({ sandboxId: sandboxOf(method, args), containerId, err: error }, 'removing an unclaimed container failed'));
+        return;
+      }
       sendJson(response, 200, { result });
     } catch (error) {
       logger.warn({ sandboxId: sandboxOf(method, args), method, ms: Date.now() - started, err: error }, 'runtime call failed');
@@ -162,5 +183,13 @@ export function createAgentServer(options: AgentServerOptions): Server {
     }
   }
 
-  return server;
+  return {
+    server,
+    async close() {
+      const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+      for (const socket of tunnels) socket.destroy();
+      server.closeAllConnections();
+      await closed;
+    },
+  };
 }

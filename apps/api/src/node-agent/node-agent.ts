@@ -71,7 +71,8 @@ export async function startNodeAgent(options: NodeAgentOptions): Promise<Running
     );
   await runtime.prepare();
   const capacity = options.capacity ?? (() => readNodeCapacity(docker));
-  const server = createAgentServer({ nodeId, version: NODE_AGENT_VERSION, runtime, capacity, tls: options.tls, logger, volumesRoot: config.volumesHostDir || resolve(config.dataDir, 'volumes') });
+  const agentServer = createAgentServer({ nodeId, version: NODE_AGENT_VERSION, runtime, capacity, tls: options.tls, logger, volumesRoot: config.volumesHostDir || resolve(config.dataDir, 'volumes') });
+  const { server } = agentServer;
   const { host, port } = parseListen(config.nodeListen);
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
@@ -97,8 +98,7 @@ export async function startNodeAgent(options: NodeAgentOptions): Promise<Running
     async close() {
       await heartbeat?.stop();
       heartbeat = undefined;
-      server.closeAllConnections();
-      await new Promise<void>((resolve) => server.close(() => resolve()));
+      await agentServer.close();
     },
   };
 }
