@@ -282,6 +282,20 @@ describe.skipIf(!isRoot)('node agent over mutual TLS (one-node local cluster)', 
       expect(error.code, target).toBe('tunnel_refused');
       expect(error.message).toContain('CONNECT target must be');
     }
+    // the HTTP/1.1 CONNECT the agent also serves applies the same rule
+    const url = new URL(state.nodes[0].agentUrl!);
+    const http1 = await new Promise<{ status: number; body: string }>((resolve, reject) => {
+      const req = httpsRequest({ hostname: url.hostname, port: url.port, method: 'CONNECT', path: `${state.nodes[0].address}:2376`, ca: tls.ca, cert: tls.cert, key: tls.key, agent: false });
+      req.once('connect', (res, socket, head) => {
+        let body = head.toString();
+        socket.on('data', (chunk: Buffer) => (body += chunk.toString()));
+        socket.once('close', () => resolve({ status: res.statusCode ?? 0, body }));
+      });
+      req.once('error', reject);
+      req.end();
+    });
+    expect(http1.status).toBe(403);
+    expect(http1.body).toContain('is not the address of a sandbox container on this node');
     // a managed container's port nobody listens on: refused by the container, reported as such
     const started = await node.runtime.startContainer(spec(`isbport${Date.now()}`));
     try {

@@ -7,8 +7,9 @@
  *   POST /v1/runtime/watchEvents     → NDJSON event stream (event-stream.ts)
  *   POST /v1/runtime/<method>        → { result } | { error } (runtime-dispatch.ts)
  *   CONNECT <address>:<port>         → a tunnel to a managed container (container-tunnel.ts)
+ * Calls and streams are HTTP/1.1; tunnels are HTTP/2 CONNECT streams (many over one connection) or HTTP/1.1 CONNECT.
  */
-import { createServer, type Server } from 'node:https';
+import { createSecureServer, type Http2SecureServer, type Http2ServerRequest } from 'node:http2';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { TLSSocket } from 'node:tls';
@@ -18,7 +19,7 @@ import { schemaProblem, WatchEventsArgs } from '../nodes/node-rpc-methods.ts';
 import type { NodeCapacity } from '../nodes/sandbox-node.ts';
 import type { SandboxRuntime } from '../runtime/sandbox-runtime.ts';
 import { sendJson } from './agent-responses.ts';
-import { handleTunnel } from './container-tunnel.ts';
+import { handleStreamTunnel, handleTunnel } from './container-tunnel.ts';
 import { serveEvents } from './event-stream.ts';
 import { ManagedAddresses } from './managed-addresses.ts';
 import { checkCall, runCall } from './runtime-dispatch.ts';
@@ -85,7 +86,7 @@ function sandboxOf(method: string, args: unknown[]): string | undefined {
 }
 
 export interface AgentServer {
-  server: Server;
+  server: Http2SecureServer;
   /** Stops listening and ends every connection, open tunnels and event streams included. */
   close(): Promise<void>;
 }
@@ -93,18 +94,23 @@ export interface AgentServer {
 export function createAgentServer(options: AgentServerOptions): AgentServer {
   const { runtime, logger, nodeId } = options;
   const managed = new ManagedAddresses(runtime);
-  const server = createServer({
+  const server = createSecureServer({
     cert: options.tls.cert,
     key: options.tls.key,
     ca: options.tls.ca,
     requestCert: true,
     rejectUnauthorized: true,
     minVersion: 'TLSv1.2',
-    requestTimeout: 0, // event streams and commits are long; each runtime call has its own engine deadline
-    headersTimeout: 10_000,
-    keepAliveTimeout: 30_000,
+    allowHTTP1: true,
+    settings: { maxConcurrentStreams: 1024 },
   });
+  // HTTP/1.1 limits (the fallback reads them from the server): event streams and commits are long, and each
+  // runtime call has its own engine deadline, so no request timeout; headers must come quickly.
+  Object.assign(server, { headersTimeout: 10_000, requestTimeout: 0, keepAliveTimeout: 30_000 });
+  const connections = new Set<TLSSocket>();
   server.on('secureConnection', (socket: TLSSocket) => {
+    connections.add(socket);
+    socket.once('close', () => connections.delete(socket));
     const usage = socket.getPeerCertificate().ext_key_usage ?? [];
     if (!usage.includes(CLIENT_AUTH_OID)) {
       logger.warn({ peer: socket.remoteAddress, subject: socket.getPeerCertificate().subject?.CN }, 'refused a peer whose certificate is not a client certificate');
@@ -116,13 +122,26 @@ export function createAgentServer(options: AgentServerOptions): AgentServer {
   });
   // Tunnels leave the HTTP server's bookkeeping once upgraded: tracked here so close() can end them.
   const tunnels = new Set<Duplex>();
-  server.on('connect', (request: IncomingMessage, socket: Duplex, head: Buffer) => {
+  server.on('connect', (request: IncomingMessage | Http2ServerRequest, socketOrResponse: unknown, head?: Buffer) => {
+    if (request.httpVersionMajor === 2) {
+      const { stream } = request as Http2ServerRequest;
+      handleStreamTunnel(stream, request.headers[':authority'] as string | undefined, managed, logger);
+      return;
+    }
+    const socket = socketOrResponse as Duplex;
     tunnels.add(socket);
     socket.once('close', () => tunnels.delete(socket));
-    handleTunnel(request, socket, head, managed, logger);
+    handleTunnel(request as IncomingMessage, socket, head ?? Buffer.alloc(0), managed, logger);
   });
-  server.on('request', (request: IncomingMessage, response: ServerResponse) => {
-    void route(request, response).catch((error: unknown) => {
+  server.on('request', (request: IncomingMessage | Http2ServerRequest, response: ServerResponse) => {
+    if (request.httpVersionMajor === 2) {
+      // HTTP/2 carries tunnels only; calls and event streams are HTTP/1.1.
+      (response as unknown as { writeHead(status: number, headers: Record<string, string>): void; end(body: string): void }).writeHead(400, { 'content-type': 'application/json' });
+      (response as unknown as { end(body: string): void }).end(JSON.stringify({ error: { code: 'bad_call', message: 'over HTTP/2 only CONNECT is served; use HTTP/1.1 for calls' } }));
+      return;
+    }
+    const http1 = request as IncomingMessage;
+    void route(http1, response).catch((error: unknown) => {
       logger.error({ err: error }, 'agent request failed');
       sendJson(response, 500, { error: encodeError(error) });
     });
@@ -188,7 +207,7 @@ export function createAgentServer(options: AgentServerOptions): AgentServer {
     async close() {
       const closed = new Promise<void>((resolve) => server.close(() => resolve()));
       for (const socket of tunnels) socket.destroy();
-      server.closeAllConnections();
+      for (const socket of connections) socket.destroy();
       await closed;
     },
   };

@@ -6,7 +6,7 @@
 import type { AddressInfo } from 'node:net';
 import { hostname } from 'node:os';
 import { resolve } from 'node:path';
-import type { Server } from 'node:https';
+import type { Http2SecureServer } from 'node:http2';
 import type { Logger } from 'pino';
 import type { Config } from '../config.ts';
 import { containerHardening } from '../runtime/docker/container-hardening.ts';
@@ -38,7 +38,7 @@ export interface RunningNodeAgent {
   nodeId: string;
   /** `https://host:port` the agent listens on. */
   url: string;
-  server: Server;
+  server: Http2SecureServer;
   close(): Promise<void>;
 }
 

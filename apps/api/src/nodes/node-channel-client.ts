@@ -3,6 +3,7 @@
  * certificate (and trusting only the cluster CA), JSON calls with a deadline each, and bounded answers. Anything
  * but the protocol (a refused connection, a node that hangs, garbage) becomes a NodeChannelError, never a crash.
  */
+import { connect as connectHttp2, type ClientHttp2Session } from 'node:http2';
 import { Agent, request } from 'node:https';
 import type { IncomingMessage } from 'node:http';
 import { NodeChannelError } from './node-channel-errors.ts';
@@ -20,11 +21,13 @@ export const MAX_ANSWER_BYTES = 64 * 1024 * 1024;
 export class NodeChannel {
   readonly agent: Agent;
   readonly base: URL;
+  /** The HTTP/2 connection tunnels are streams of (opened on first use, replaced once it closes). */
+  private session: ClientHttp2Session | undefined;
 
   constructor(
     readonly nodeId: string,
     url: string,
-    tls: NodeTls,
+    private readonly tls: NodeTls,
   ) {
     this.base = new URL(url);
     if (this.base.protocol !== 'https:') throw new NodeChannelError('bad_call', `node URL must be https://host:port, got ${url}`, nodeId);
@@ -103,7 +106,29 @@ export class NodeChannel {
     }
   }
 
+  /** The open HTTP/2 connection to the agent, or a new one. */
+  tunnelSession(): ClientHttp2Session {
+    if (this.session && !this.session.closed && !this.session.destroyed) return this.session;
+    const session = connectHttp2(this.base.origin, { ca: this.tls.ca, cert: this.tls.cert, key: this.tls.key, minVersion: 'TLSv1.2' });
+    session.on('error', () => undefined); // each stream reports its own failure
+    const forget = (): void => {
+      if (this.session === session) this.session = undefined;
+    };
+    session.once('close', forget);
+    session.once('goaway', forget);
+    session.unref(); // an idle connection keeps no process alive
+    this.session = session;
+    return session;
+  }
+
+  /** Drops the HTTP/2 connection (a node that stopped answering): the next tunnel opens a new one. */
+  dropTunnelSession(): void {
+    this.session?.destroy();
+    this.session = undefined;
+  }
+
   close(): void {
     this.agent.destroy();
+    this.dropTunnelSession();
   }
 }

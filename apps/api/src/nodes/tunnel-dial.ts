@@ -1,19 +1,17 @@
 /**
- * Opens the agent's CONNECT tunnel to `address:port` of one of the node's containers: the returned stream is a
- * TCP connection to that port, carried inside the mTLS connection to the agent. A refusal (not a managed
- * container, a port nobody listens on) or a node that does not answer in time is a NodeChannelError.
+ * Opens the agent's tunnel to `address:port` of one of the node's containers: an HTTP/2 CONNECT stream over the
+ * one mTLS connection the API keeps to the agent (no TLS handshake per tunnel); the stream is then a TCP
+ * connection to that port. A refusal (not a managed container, a port nobody listens on), a node that cannot be
+ * reached or that does not answer in time is a NodeChannelError.
  */
-import { request } from 'node:https';
-import type { Socket } from 'node:net';
+import type { ClientHttp2Stream } from 'node:http2';
 import type { Duplex } from 'node:stream';
 import type { NodeChannel } from './node-channel-client.ts';
-import { NodeChannelError } from './node-channel-errors.ts';
 
 const DIAL_DEADLINE_MS = 15_000;
 const MAX_REFUSAL_BYTES = 8 * 1024;
 
-function refusalMessage(status: number | undefined, text: string): string {
-  const body = text.slice(text.indexOf('\r\n\r\n') >= 0 ? text.indexOf('\r\n\r\n') + 4 : 0);
+function refusalMessage(status: number, body: string): string {
   try {
     const value = JSON.parse(body) as { error?: { message?: unknown } };
     if (typeof value.error?.message === 'string') return value.error.message.slice(0, 4096);
@@ -30,56 +28,48 @@ export function dialThroughAgent(channel: NodeChannel, address: string, port: nu
       reject(signal.reason instanceof Error ? signal.reason : channel.fail('tunnel_refused', `${what}: aborted`));
       return;
     }
-    const req = request({
-      agent: channel.agent,
-      protocol: 'https:',
-      hostname: channel.base.hostname.replace(/^\[|\]$/g, ''),
-      port: channel.base.port || 443,
-      method: 'CONNECT',
-      path: `${address}:${port}`,
-    });
+    let stream: ClientHttp2Stream;
+    try {
+      stream = channel.tunnelSession().request({ ':method': 'CONNECT', ':authority': `${address}:${port}` });
+    } catch (error) {
+      reject(channel.fail('unreachable', `${what}: ${(error as Error).message}`));
+      return;
+    }
     let settled = false;
-    const settle = (error: Error | undefined, socket?: Duplex): void => {
+    const settle = (error: Error | undefined): void => {
       if (settled) return;
       settled = true;
       clearTimeout(timer);
       signal?.removeEventListener('abort', onAbort);
-      if (error) reject(error);
-      else resolve(socket!);
+      if (error) {
+        stream.destroy();
+        reject(error);
+      } else resolve(stream);
     };
     const timer = setTimeout(() => {
+      // A node that does not answer a CONNECT in this long is not answering: its connection goes too.
+      channel.dropTunnelSession();
       settle(channel.fail('deadline', `${what}: no answer within ${Math.round(deadlineMs / 1000)} s`));
-      req.destroy();
     }, deadlineMs);
-    const onAbort = (): void => {
-      settle(signal?.reason instanceof Error ? signal.reason : channel.fail('tunnel_refused', `${what}: aborted`));
-      req.destroy();
-    };
+    const onAbort = (): void => settle(signal?.reason instanceof Error ? signal.reason : channel.fail('tunnel_refused', `${what}: aborted`));
     signal?.addEventListener('abort', onAbort, { once: true });
-    req.once('error', (error: Error) => settle(error instanceof NodeChannelError ? error : channel.fail('unreachable', `${what}: ${error.message}`)));
-    req.once('connect', (res, socket: Socket, head: Buffer) => {
-      if (res.statusCode === 200) {
-        if (head.length > 0) socket.unshift(head);
-        socket.setNoDelay(true);
-        if (settled) socket.destroy();
-        else settle(undefined, socket);
+    stream.on('error', () => undefined); // after the dial, errors are the caller's to see; none may crash the process
+    stream.once('error', (error: Error) => settle(channel.fail('unreachable', `${what}: ${error.message}`)));
+    stream.once('close', () => settle(channel.fail('unreachable', `${what}: the node closed the stream`)));
+    stream.once('response', (headers) => {
+      const status = Number(headers[':status']);
+      if (status === 200) {
+        settle(undefined);
         return;
       }
-      // The refusal's body follows its head on the socket: read a bounded amount of it for the message.
-      let text = head.toString('utf8');
-      const done = (): void => {
-        socket.destroy();
-        settle(channel.fail('tunnel_refused', `${what}: ${refusalMessage(res.statusCode, text)}`));
-      };
-      socket.on('data', (chunk: Buffer) => {
-        text += chunk.toString('utf8');
-        if (text.length > MAX_REFUSAL_BYTES) done();
+      // A refusal's body says why: read a bounded amount of it.
+      let body = '';
+      stream.setEncoding('utf8');
+      stream.on('data', (chunk: string) => {
+        body += chunk;
+        if (body.length > MAX_REFUSAL_BYTES) settle(channel.fail('tunnel_refused', `${what}: HTTP ${status}`));
       });
-      socket.once('end', done);
-      socket.once('close', done);
-      socket.once('error', done);
-      res.resume();
+      stream.once('end', () => settle(channel.fail('tunnel_refused', `${what}: ${refusalMessage(status, body)}`)));
     });
-    req.end();
   });
 }
