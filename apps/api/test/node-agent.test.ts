@@ -164,6 +164,12 @@ describe.skipIf(!isRoot)('node agent over mutual TLS (one-node local cluster)', 
     expect(started.egressApplied).toBeUndefined(); // the agent waited for the rules; none failed
     await waitForEnvd(started.address);
     expect(await node.runtime.inspect(started.containerId)).toEqual({ status: 'running', address: started.address });
+    // a (hostile) sandbox cannot even open a connection to its node's agent (the isolation rules drop it; the
+    // listener would refuse it at TLS anyway)
+    const probe = `(exec 3<>/dev/tcp/${state.nodes[0].address}/7443 && echo open) & pid=$!; sleep 3; kill $pid 2>/dev/null && echo blocked; wait`;
+    const reach = await nodeDocker(state.nodes[0], ['exec', started.containerId, 'bash', '-c', probe], { timeoutMs: 30_000 });
+    expect(reach.stdout).not.toContain('open');
+    expect(`${reach.stdout}${reach.stderr}`).toMatch(/blocked|refused|unreachable/i);
     const managed = await node.runtime.listManaged();
     expect(managed).toContainEqual(expect.objectContaining({ containerId: started.containerId, sandboxId, status: 'running', address: started.address, pooled: false }));
 

@@ -26,6 +26,7 @@ import { checkCall, runCall } from './runtime-dispatch.ts';
 
 /** Largest request body (a startContainer spec with its egress rules fits many times over). */
 export const MAX_BODY_BYTES = 1024 * 1024;
+const BODY_TIMEOUT_MS = 30_000;
 const CLIENT_AUTH_OID = '1.3.6.1.5.5.7.3.2';
 
 export interface AgentServerOptions {
@@ -56,6 +57,12 @@ function readBody(request: IncomingMessage): Promise<unknown> {
     }
     const chunks: Buffer[] = [];
     let size = 0;
+    // A body trickled in too slowly holds a connection and a buffer: it gets this long in all.
+    const timer = setTimeout(() => {
+      reject(new BodyError(408, `request body not received within ${BODY_TIMEOUT_MS / 1000} s`));
+      request.destroy();
+    }, BODY_TIMEOUT_MS);
+    request.once('close', () => clearTimeout(timer));
     request.on('data', (chunk: Buffer) => {
       size += chunk.length;
       if (size > MAX_BODY_BYTES) {
@@ -67,6 +74,7 @@ function readBody(request: IncomingMessage): Promise<unknown> {
     });
     request.on('error', reject);
     request.on('end', () => {
+      clearTimeout(timer);
       try {
         resolve(JSON.parse(Buffer.concat(chunks).toString('utf8')) as unknown);
       } catch {
