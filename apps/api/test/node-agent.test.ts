@@ -251,6 +251,14 @@ describe.skipIf(!isRoot)('node agent over mutual TLS (one-node local cluster)', 
           `(added: ${(figures.freshTunnelP50 - figures.freshDirectP50).toFixed(2)} ms per new tunnel, ${(figures.reusedTunnelP50 - figures.reusedDirectP50).toFixed(2)} ms per request on an open one)\n`,
       );
       for (const value of Object.values(figures)) expect(value).toBeGreaterThan(0);
+      // and one runtime call's round trip through the channel (keep-alive HTTPS, the agent, the node's engine)
+      const calls: number[] = [];
+      for (let i = 0; i < count; i += 1) {
+        const t0 = process.hrtime.bigint();
+        expect((await node.runtime.inspect(started.containerId)).status).toBe('running');
+        calls.push(Number(process.hrtime.bigint() - t0) / 1e6);
+      }
+      process.stderr.write(`[node-agent] inspect through the channel p50 over ${count}: ${median(calls).toFixed(2)} ms\n`);
     } finally {
       await node.runtime.remove(started.containerId);
     }
