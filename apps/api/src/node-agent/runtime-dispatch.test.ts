@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { NodeChannelError } from '../nodes/node-channel-errors.ts';
 import type { SandboxRuntime } from '../runtime/sandbox-runtime.ts';
 import { checkCall, runCall } from './runtime-dispatch.ts';
+import { egressPolicy, validateNetwork } from '../sandboxes/network-rules.ts';
 
 const container = 'a'.repeat(64);
 const spec = { sandboxId: 'isb1abc', templateId: 'base', image: 'tidepool/base:latest', cpuCount: 1, memoryMB: 512, envdAccessToken: 'tok_123' };
@@ -45,7 +46,22 @@ describe('node agent call checks', () => {
     expect(refused('startContainer', { args: [{ ...spec, memoryMB: -1 }] })).toContain('invalid arguments');
     expect(refused('startContainer', { args: [{ ...spec, sandboxId: 'a/b' }] })).toContain('invalid arguments');
     expect(refused('applyEgress', { args: ['isb1', 'not-an-ip', { allow: [], deny: [] }] })).toContain('invalid arguments');
-    expect(refused('applyEgress', { args: ['isb1', '10.0.0.1', { allow: ['10.0.0.0/33'], deny: [] }] })).toContain('invalid arguments');
+    expect(refused('applyEgress', { args: ['isb1', '10.0.0.1', { allow: ['10.0.0.0/1234'], deny: [] }] })).toContain('invalid arguments');
+    expect(refused('applyEgress', { args: ['isb1', '10.0.0.1', { allow: [], deny: [], domains: ['a b.com'] }] })).toContain('invalid arguments');
+  });
+
+  it('accepts every egress policy the API itself makes from a valid network (the two sides agree)', () => {
+    const networks = [
+      { allowOut: ['10.0.0.0/08', '1.2.3.4', '-a.example.com', '*.b-c.example.org', 'EXAMPLE.com'], denyOut: ['0.0.0.0/0'] },
+      { allowOut: [], denyOut: ['192.168.1.7', '172.16.0.0/12'] },
+      {},
+    ];
+    for (const network of networks) {
+      validateNetwork(network);
+      const policy = egressPolicy(network);
+      expect(checkCall('applyEgress', { args: ['isb1', '172.18.0.5', policy] })).toHaveLength(3);
+      expect(checkCall('startContainer', { args: [{ ...spec, egress: policy }] })).toHaveLength(1);
+    }
   });
 
   it('binds only directories inside the node’s volumes root', () => {

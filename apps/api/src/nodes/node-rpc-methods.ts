@@ -18,8 +18,10 @@ const ImageRef = Type.String({
   pattern: `^(?!.*\\.\\.)(?:(?:[A-Za-z0-9-]+(?:\\.[A-Za-z0-9-]+)*(?::[0-9]{1,5})?/)?${PATH_COMPONENT}(?:/${PATH_COMPONENT})*(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(?:@sha256:[a-f0-9]{64})?|sha256:[a-f0-9]{64})$`,
 });
 const IPv4 = Type.String({ pattern: '^(?:(?:25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])\\.){3}(?:25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])$' });
-const Cidr = Type.String({ pattern: '^(?:(?:25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])\\.){3}(?:25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])(?:/(?:3[0-2]|[12]?[0-9]))?$' });
-const DomainRule = Type.String({ maxLength: 253, pattern: '^(\\*\\.)?[A-Za-z0-9_]([A-Za-z0-9_-]*[A-Za-z0-9_])?(\\.[A-Za-z0-9_]([A-Za-z0-9_-]*[A-Za-z0-9_])?)*$|^\\*$' });
+/** An IPv4 address with an optional prefix (as the API's network rules accept them: digits, leading zeros included). */
+const Cidr = Type.String({ pattern: '^(?:(?:25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])\\.){3}(?:25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])(?:/[0-9]{1,3})?$' });
+/** An allowed domain as the API's network rules accept it (a superset: `*.` wildcard, labels of letters, digits, `-`, `_`). */
+const DomainRule = Type.String({ maxLength: 253, pattern: '^(\\*\\.)?([A-Za-z0-9_-]+\\.)*[A-Za-z0-9_-]+$' });
 /** An absolute path with no `.`/`..` components and no NUL. */
 const AbsolutePath = Type.String({ maxLength: 4096, pattern: '^(?:/(?!\\.\\.?(?:/|$))[^/\\x00]+)+$' });
 
