@@ -24,6 +24,9 @@ describe('node agent call checks', () => {
     expect(checkCall('startContainer', { args: [{ ...spec, egress: { allow: ['10.0.0.0/8'], deny: ['0.0.0.0/0'], domains: ['*.example.com'] }, pool: 'base' }] })).toHaveLength(1);
     expect(checkCall('commit', { args: [container, 'localhost:5000/tpl/x:v1', { 'dev.tidepool.role': 'build' }] })).toHaveLength(3);
     expect(checkCall('commit', { args: [container, 'tidepool/paused:isb1'] })).toHaveLength(2);
+    // template build images: the tag may hold dots (template ids and build ids pass through tagPart)
+    expect(checkCall('imageExists', { args: ['tidepool/template:my..tpl-b1.2'] })).toHaveLength(1);
+    for (const image of ['../x', 'a/../b', './a', 'a/./b', 'reg..host/a']) expect(refused('imageExists', { args: [image] })).toContain('invalid arguments');
     expect(checkCall('applyEgress', { args: ['isb1', '172.18.0.5', { allow: [], deny: [] }] })).toHaveLength(3);
     expect(checkCall('imageExists', { args: ['sha256:' + 'f'.repeat(64)] })).toHaveLength(1);
     for (const method of ['pause', 'unpause', 'remove', 'inspect']) expect(checkCall(method, { args: [container] })).toEqual([container]);

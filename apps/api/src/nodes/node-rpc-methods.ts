@@ -12,10 +12,10 @@ const ContainerId = Type.String({ pattern: '^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$' }
 /** A sandbox id as the platform makes them (also an image tag: at most 128 characters). */
 const SandboxId = Type.String({ pattern: '^[A-Za-z0-9_]{1,128}$' });
 const PATH_COMPONENT = '[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*';
-/** An image reference (`[registry[:port]/]path[:tag][@digest]`) or an image id; never `..`. */
+/** An image reference (`[registry[:port]/]path[:tag][@digest]`) or an image id; no component before the tag can be `.`/`..` (it becomes an engine URL path). */
 const ImageRef = Type.String({
   maxLength: 512,
-  pattern: `^(?!.*\\.\\.)(?:(?:[A-Za-z0-9-]+(?:\\.[A-Za-z0-9-]+)*(?::[0-9]{1,5})?/)?${PATH_COMPONENT}(?:/${PATH_COMPONENT})*(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(?:@sha256:[a-f0-9]{64})?|sha256:[a-f0-9]{64})$`,
+  pattern: `^(?:(?:[A-Za-z0-9-]+(?:\\.[A-Za-z0-9-]+)*(?::[0-9]{1,5})?/)?${PATH_COMPONENT}(?:/${PATH_COMPONENT})*(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(?:@sha256:[a-f0-9]{64})?|sha256:[a-f0-9]{64})$`,
 });
 const IPv4 = Type.String({ pattern: '^(?:(?:25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])\\.){3}(?:25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])$' });
 /** An IPv4 address with an optional prefix (as the API's network rules accept them: digits, leading zeros included). */
