@@ -3,7 +3,7 @@ import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { ConfigError, defaultIsolationMode, loadConfig, settingEnvNames } from './config.ts';
+import { ConfigError, defaultIsolationMode, loadConfig, nodeAgentProblems, settingEnvNames } from './config.ts';
 
 describe('loadConfig', () => {
   it('applies defaults and reads TIDEPOOL_* variables', () => {
@@ -166,5 +166,35 @@ describe('loadConfig', () => {
     const names = settingEnvNames();
     for (const name of ['TIDEPOOL_DATABASE_URL', 'TIDEPOOL_DATABASE_PASSWORD_FILE', 'TIDEPOOL_DOCKER_HOST', 'TIDEPOOL_LXCFS', 'TIDEPOOL_DOCKER_NETWORK']) expect(names).toContain(name);
     expect(names.every((n) => /^TIDEPOOL_[A-Z0-9_]+$/.test(n))).toBe(true);
+  });
+});
+
+describe('node agent and cluster client settings', () => {
+  it('reads the node settings with their defaults and refuses malformed ones with the variable named', () => {
+    const config = loadConfig({ TIDEPOOL_NODE_ID: 'node-1', TIDEPOOL_NODE_LISTEN: '198.19.0.11:7443', TIDEPOOL_NODE_URL: 'https://198.19.0.11:7443' });
+    expect(config).toMatchObject({ nodeId: 'node-1', nodeListen: '198.19.0.11:7443', nodeUrl: 'https://198.19.0.11:7443', nodeHeartbeatSeconds: 5, nodePlatformId: '' });
+    expect(loadConfig({}).nodeListen).toBe('0.0.0.0:7443');
+    expect(() => loadConfig({ TIDEPOOL_NODE_ID: 'Node_1' })).toThrow(/TIDEPOOL_NODE_ID/);
+    expect(() => loadConfig({ TIDEPOOL_NODE_LISTEN: '7443' })).toThrow(/TIDEPOOL_NODE_LISTEN/);
+    expect(() => loadConfig({ TIDEPOOL_NODE_URL: 'http://198.19.0.11:7443' })).toThrow(/TIDEPOOL_NODE_URL/);
+    expect(() => loadConfig({ TIDEPOOL_NODE_HEARTBEAT_SECONDS: '0' })).toThrow(/TIDEPOOL_NODE_HEARTBEAT_SECONDS/);
+    expect(() => loadConfig({ TIDEPOOL_NODE_PLATFORM_ID: 'a b' })).toThrow(/TIDEPOOL_NODE_PLATFORM_ID/);
+  });
+
+  it('asks `tidepool node` for its certificate, key and CA files, naming what is missing', () => {
+    const missing = nodeAgentProblems(loadConfig({}), 'host1');
+    expect(missing).toHaveLength(3);
+    expect(missing.join('\n')).toMatch(/TIDEPOOL_NODE_TLS_CERT: required/);
+    expect(missing.join('\n')).toMatch(/TIDEPOOL_NODE_TLS_CA: required/);
+    const wrongFiles = nodeAgentProblems(loadConfig({ TIDEPOOL_NODE_TLS_CERT: '/nonexistent/cert.pem', TIDEPOOL_NODE_TLS_KEY: '/etc/hostname', TIDEPOOL_NODE_TLS_CA: '/etc/hostname' }), 'host1');
+    expect(wrongFiles).toEqual(['TIDEPOOL_NODE_TLS_CERT: no such file /nonexistent/cert.pem']);
+    // no id and a hostname that is no node id
+    expect(nodeAgentProblems(loadConfig({ TIDEPOOL_NODE_TLS_CERT: '/etc/hostname', TIDEPOOL_NODE_TLS_KEY: '/etc/hostname', TIDEPOOL_NODE_TLS_CA: '/etc/hostname' }), 'my_host.local')[0]).toMatch(/TIDEPOOL_NODE_ID: unset/);
+  });
+
+  it('takes the API’s cluster client certificate, key and CA together or not at all', () => {
+    expect(loadConfig({ TIDEPOOL_CLUSTER_CLIENT_CERT: 'c.pem', TIDEPOOL_CLUSTER_CLIENT_KEY: 'k.pem', TIDEPOOL_CLUSTER_CA: 'ca.pem' }).clusterCa).toBe('ca.pem');
+    expect(() => loadConfig({ TIDEPOOL_CLUSTER_CLIENT_CERT: 'c.pem' })).toThrow(/go together/);
+    expect(() => loadConfig({ TIDEPOOL_CLUSTER_CLIENT_CERT: 'c.pem', TIDEPOOL_CLUSTER_CLIENT_KEY: 'k.pem' })).toThrow(/go together/);
   });
 });

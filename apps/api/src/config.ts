@@ -124,6 +124,24 @@ export const ConfigSchema = Type.Object({
   onShutdown: Type.Union([Type.Literal('keep'), Type.Literal('kill')]),
   /** Key secrets are sealed with (base64 of 32 bytes); '' = `<dataDir>/secrets.key`, created on first start. Never echoed. */
   secretsKey: Type.String(),
+  /** `tidepool node`: this node's id (lower-case letters, digits, dashes); '' = the machine's hostname. */
+  nodeId: Type.String({ maxLength: 63, pattern: '^([a-z0-9]([a-z0-9-]*[a-z0-9])?)?$' }),
+  /** `tidepool node`: `host:port` the agent listens on (mutual TLS only). */
+  nodeListen: Type.String({ pattern: '^(\\[[0-9A-Fa-f:]+\\]|[A-Za-z0-9.-]+):[0-9]{1,5}$' }),
+  /** `tidepool node`: the `https://host:port` the API reaches this agent at (advertised in its registration); '' = the bound address. */
+  nodeUrl: Type.String({ pattern: '^(https://([A-Za-z0-9.-]+|\\[[0-9A-Fa-f:]+\\]):[0-9]{1,5})?$' }),
+  /** `tidepool node`: PEM files of the agent's server certificate, its key, and the cluster CA its clients' certificates must come from. */
+  nodeTlsCert: Type.String(),
+  nodeTlsKey: Type.String(),
+  nodeTlsCa: Type.String(),
+  /** `tidepool node`: the platform id stamped on the node's containers and committed filesystems (the cluster's); '' = `node-<nodeId>`. */
+  nodePlatformId: Type.String({ pattern: '^[A-Za-z0-9_-]{0,64}$' }),
+  /** `tidepool node`: seconds between heartbeats. */
+  nodeHeartbeatSeconds: Type.Integer({ minimum: 1, maximum: 60 }),
+  /** API side of cluster mode: the client certificate and key the API presents to node agents, and the CA their certificates come from. */
+  clusterClientCert: Type.String(),
+  clusterClientKey: Type.String(),
+  clusterCa: Type.String(),
 });
 
 export type Config = Static<typeof ConfigSchema>;
@@ -181,6 +199,17 @@ const ENV_NAMES: Record<keyof Config, string> = {
   codeInterpreterImage: 'TIDEPOOL_CODE_INTERPRETER_IMAGE',
   onShutdown: 'TIDEPOOL_ON_SHUTDOWN',
   secretsKey: 'TIDEPOOL_SECRETS_KEY',
+  nodeId: 'TIDEPOOL_NODE_ID',
+  nodeListen: 'TIDEPOOL_NODE_LISTEN',
+  nodeUrl: 'TIDEPOOL_NODE_URL',
+  nodeTlsCert: 'TIDEPOOL_NODE_TLS_CERT',
+  nodeTlsKey: 'TIDEPOOL_NODE_TLS_KEY',
+  nodeTlsCa: 'TIDEPOOL_NODE_TLS_CA',
+  nodePlatformId: 'TIDEPOOL_NODE_PLATFORM_ID',
+  nodeHeartbeatSeconds: 'TIDEPOOL_NODE_HEARTBEAT_SECONDS',
+  clusterClientCert: 'TIDEPOOL_CLUSTER_CLIENT_CERT',
+  clusterClientKey: 'TIDEPOOL_CLUSTER_CLIENT_KEY',
+  clusterCa: 'TIDEPOOL_CLUSTER_CA',
 };
 
 /** Every environment variable that feeds a setting (deployment manifests are checked against it). */
@@ -340,6 +369,17 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     codeInterpreterImage: env.TIDEPOOL_CODE_INTERPRETER_IMAGE === undefined ? 'tidepool/code-interpreter:latest' : env.TIDEPOOL_CODE_INTERPRETER_IMAGE.trim(),
     onShutdown: (env.TIDEPOOL_ON_SHUTDOWN ?? '').trim().toLowerCase() || 'keep',
     secretsKey: (env.TIDEPOOL_SECRETS_KEY ?? '').trim(),
+    nodeId: (env.TIDEPOOL_NODE_ID ?? '').trim(),
+    nodeListen: (env.TIDEPOOL_NODE_LISTEN ?? '').trim() || '0.0.0.0:7443',
+    nodeUrl: (env.TIDEPOOL_NODE_URL ?? '').trim(),
+    nodeTlsCert: (env.TIDEPOOL_NODE_TLS_CERT ?? '').trim(),
+    nodeTlsKey: (env.TIDEPOOL_NODE_TLS_KEY ?? '').trim(),
+    nodeTlsCa: (env.TIDEPOOL_NODE_TLS_CA ?? '').trim(),
+    nodePlatformId: (env.TIDEPOOL_NODE_PLATFORM_ID ?? '').trim(),
+    nodeHeartbeatSeconds: integer(env.TIDEPOOL_NODE_HEARTBEAT_SECONDS, 5),
+    clusterClientCert: (env.TIDEPOOL_CLUSTER_CLIENT_CERT ?? '').trim(),
+    clusterClientKey: (env.TIDEPOOL_CLUSTER_CLIENT_KEY ?? '').trim(),
+    clusterCa: (env.TIDEPOOL_CLUSTER_CA ?? '').trim(),
     ...overrides,
   };
   if (overrides.imageAliases === undefined) {
@@ -375,8 +415,33 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
   const databaseProblem = databaseUrlProblem(config.databaseUrl);
   if (databaseProblem) throw new ConfigError(`invalid configuration:\n  TIDEPOOL_DATABASE_URL: ${databaseProblem}`);
   if (config.databasePasswordFile) config.databaseUrl = withPasswordFromFile(config.databaseUrl, config.databasePasswordFile);
+  if (Boolean(config.clusterClientCert) !== Boolean(config.clusterClientKey) || (Boolean(config.clusterClientCert) && !config.clusterCa)) {
+    throw new ConfigError('invalid configuration:\n  TIDEPOOL_CLUSTER_CLIENT_CERT, TIDEPOOL_CLUSTER_CLIENT_KEY and TIDEPOOL_CLUSTER_CA go together (the API\'s certificate for node agents, its key, and the cluster CA)');
+  }
   if (config.tls && config.httpsPort !== 0 && config.httpsPort === config.port) {
     throw new ConfigError(`invalid configuration:\n  TIDEPOOL_HTTPS_PORT (${config.httpsPort}) must differ from TIDEPOOL_PORT: the plain HTTP listener stays`);
   }
   return config;
+}
+
+/**
+ * What `tidepool node` needs beyond the common settings: its listener's certificate, key and the cluster CA (all
+ * readable files), and an id. Checked once at the agent's start; the all-in-one platform never asks for them.
+ */
+export function nodeAgentProblems(config: Config, hostname: string): string[] {
+  const problems: string[] = [];
+  if (!config.nodeId && !/^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/.test(hostname.toLowerCase())) {
+    problems.push(`TIDEPOOL_NODE_ID: unset and the hostname ${JSON.stringify(hostname)} is no node id; set it (lower-case letters, digits, dashes)`);
+  }
+  const files: [keyof Config, string][] = [
+    ['nodeTlsCert', "the agent's server certificate (PEM), signed by the cluster CA"],
+    ['nodeTlsKey', 'its private key (PEM)'],
+    ['nodeTlsCa', "the cluster CA (PEM): only clients with a certificate from it are served"],
+  ];
+  for (const [key, what] of files) {
+    const path = String(config[key]);
+    if (!path) problems.push(`${ENV_NAMES[key]}: required for \`tidepool node\`: ${what} (pnpm cluster:local up makes them for the local cluster)`);
+    else if (!existsSync(path)) problems.push(`${ENV_NAMES[key]}: no such file ${path}`);
+  }
+  return problems;
 }

@@ -2,9 +2,11 @@ import type { Logger } from 'pino';
 import { ConfigError } from './config.ts';
 import { startPlatform } from './platform.ts';
 import { installProcessGuard } from './process-guard.ts';
+import { runNodeAgent } from './node-agent/run-node-agent.ts';
 import { shutdownPlan } from './shutdown-policy.ts';
 
-async function main(): Promise<void> {
+/** `tidepool api` (and no subcommand): today's all-in-one platform, an API embedding one local node. */
+async function runApi(): Promise<void> {
   const platform = await startPlatform();
   // From here on, nothing a request triggers may take the platform down; startup errors above still exit.
   installProcessGuard(platform.app.log as unknown as Logger);
@@ -43,7 +45,21 @@ async function main(): Promise<void> {
   process.on('SIGINT', stop);
 }
 
-main().catch((error: unknown) => {
+const USAGE = 'usage: tidepool [api|node]\n  api   (default) the platform: API, sandbox proxy and the local engine\n  node  the node agent: this machine\'s engine behind a mutual-TLS listener (TIDEPOOL_NODE_*)\n';
+
+async function main(argv: string[]): Promise<void> {
+  const [command = 'api', ...rest] = argv;
+  if (rest.length > 0) throw new Error(`unexpected arguments after '${command}': ${rest.join(' ')}\n${USAGE}`);
+  if (command === 'api') return runApi();
+  if (command === 'node') return runNodeAgent();
+  if (command === 'help' || command === '--help' || command === '-h') {
+    process.stdout.write(USAGE);
+    return;
+  }
+  throw new Error(`unknown command '${command}'\n${USAGE}`);
+}
+
+main(process.argv.slice(2)).catch((error: unknown) => {
   const message = error instanceof ConfigError || error instanceof Error ? error.message : String(error);
   process.stderr.write(`tidepool failed to start: ${message}\n`);
   process.exit(1);

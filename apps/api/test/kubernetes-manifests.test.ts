@@ -14,30 +14,15 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { parseAllDocuments } from 'yaml';
 import { repoRoot, run } from '@tidepool/testkit';
 import { settingEnvNames } from '../src/config.ts';
-import { checkManifests, pendingSettingsUsed } from './support/kube-manifest-check.ts';
+import { checkManifests } from './support/kube-manifest-check.ts';
 import { type KubeObject, KustomizeError, renderKustomization } from './support/kustomize-render.ts';
 
 const dir = join(repoRoot(), 'deploy/kubernetes');
 const work = mkdtempSync(join(tmpdir(), 'tp-kube-'));
 const hasKubectl = (await run('kubectl', ['version', '--client'], { timeoutMs: 20_000 }).catch(() => ({ exitCode: 1 }))).exitCode === 0;
 
-/**
- * Settings the node agent and the API's node channel are getting in parallel (issue 17: the node agent's
- * identity, listener, advertised URL and mutual TLS). Accepted until they are in config.ts; then they are
- * simply known (remove them here).
- */
-const PENDING_SETTINGS = [
-  'TIDEPOOL_NODE_ID',
-  'TIDEPOOL_NODE_LISTEN',
-  'TIDEPOOL_NODE_URL',
-  'TIDEPOOL_NODE_TLS_CERT',
-  'TIDEPOOL_NODE_TLS_KEY',
-  'TIDEPOOL_NODE_TLS_CA',
-  'TIDEPOOL_CLUSTER_CLIENT_CERT',
-  'TIDEPOOL_CLUSTER_CLIENT_KEY',
-];
 const REGISTRY = 'registry.example.com/tidepool/';
-const options = { knownSettings: settingEnvNames(), pendingSettings: PENDING_SETTINGS, imagePrefixes: [REGISTRY] };
+const options = { knownSettings: settingEnvNames(), imagePrefixes: [REGISTRY] };
 
 function find(objects: KubeObject[], kind: string, name: string): any {
   const found = objects.find((o) => o.kind === kind && o.metadata.name === name);
@@ -87,8 +72,6 @@ describe('deploy/kubernetes (offline: rendered and schema-checked, never applied
     );
     expect(checkManifests(objects, options)).toEqual([]);
     expect(objects.filter((o) => o.kind !== 'Namespace').every((o) => o.metadata.namespace === 'tidepool')).toBe(true);
-    // Which parts wait for the node agent's settings (README "Cluster mode" says so).
-    expect(pendingSettingsUsed(objects, PENDING_SETTINGS)).toEqual([...PENDING_SETTINGS].sort());
   });
 
   it('the API runs `tidepool api` unprivileged, without the engine or the host; the agent runs `tidepool node` with the engine socket on the host network', () => {

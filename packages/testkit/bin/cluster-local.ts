@@ -1,12 +1,13 @@
 /**
  * `pnpm cluster:local <command>`: a multi-node Tidepool cluster on this machine (see README, "Cluster mode").
  *
- *   up [--nodes N] [--no-tls] [--storage-driver auto|overlay2|vfs] [--load IMAGE]... [--no-load]
+ *   up [--nodes N] [--no-tls] [--no-agents] [--storage-driver auto|overlay2|vfs] [--load IMAGE]... [--no-load]
  *   status [--json]
  *   env
  *   stop-node <id>
  *   start-node <id>
  *   load <image> [--node <id>]      (docker save on the host | docker load on every node, or one)
+ *   certs --dir DIR --node ID=ADDRESS...  (a cluster CA, the API's client certificate and node server certificates)
  *   down
  *
  * Common options: --dir DIR (default <repo>/.cluster-local), --name NAME (default cluster), --slot N (default 0:
@@ -20,7 +21,10 @@ import {
   clusterEnv,
   clusterStatus,
   downCluster,
+  ensureClusterTls,
+  ensureNodeServerTls,
   loadImageIntoNode,
+  subjectAltName,
   parseNodeId,
   readClusterState,
   repoRoot,
@@ -30,10 +34,11 @@ import {
   upCluster,
 } from '../src/index.ts';
 
-const USAGE = `usage: pnpm cluster:local <up|status|env|stop-node <id>|start-node <id>|load <image>|down> [options]
-  up          [--nodes N] [--no-tls] [--storage-driver auto|overlay2|vfs] [--load IMAGE]... [--no-load]
+const USAGE = `usage: pnpm cluster:local <up|status|env|stop-node <id>|start-node <id>|load <image>|certs|down> [options]
+  up          [--nodes N] [--no-tls] [--no-agents] [--storage-driver auto|overlay2|vfs] [--load IMAGE]... [--no-load]
   status      [--json]
   load IMAGE  [--node ID]
+  certs       --dir DIR --node ID=ADDRESS [--node ID=ADDRESS]...   (CA + API client cert + node server certs)
   common      [--dir DIR] [--name NAME] [--slot N]`;
 
 class UsageError extends Error {}
@@ -54,11 +59,12 @@ async function main(argv: string[]): Promise<void> {
       slot: { type: 'string' },
       nodes: { type: 'string' },
       'no-tls': { type: 'boolean' },
+      'no-agents': { type: 'boolean' },
       'storage-driver': { type: 'string' },
       load: { type: 'string', multiple: true },
       'no-load': { type: 'boolean' },
       json: { type: 'boolean' },
-      node: { type: 'string' },
+      node: { type: 'string', multiple: true },
       help: { type: 'boolean', short: 'h' },
     },
   });
@@ -82,6 +88,7 @@ async function main(argv: string[]): Promise<void> {
         slot: integer(values.slot, '--slot', 0),
         nodes: integer(values.nodes, '--nodes', 2),
         tls: !values['no-tls'],
+        agents: !values['no-agents'],
         storageDriver: driver as 'auto' | 'overlay2' | 'vfs',
         images,
         onProgress: say,
@@ -100,7 +107,10 @@ async function main(argv: string[]): Promise<void> {
       process.stdout.write(`cluster ${state.name}  bridge ${state.bridge} ${state.subnet}  created ${state.createdAt}\n`);
       process.stdout.write(`registry ${state.registry.host}  ${status.registryUp ? 'up' : 'DOWN'}\n`);
       process.stdout.write(`postgres (not part of the local cluster yet)\n`);
-      for (const n of status.nodes) process.stdout.write(`${n.id}  ${n.address}  ${n.running ? `running (pid ${n.pid})` : 'stopped'}\n`);
+      for (const n of status.nodes) {
+        const agent = n.agentUrl ? `  agent ${n.agentUrl} ${n.agentPid ? `running (pid ${n.agentPid})` : 'stopped'}` : '';
+        process.stdout.write(`${n.id}  ${n.address}  ${n.running ? `running (pid ${n.pid})` : 'stopped'}${agent}\n`);
+      }
       return;
     }
     case 'env': {
@@ -117,18 +127,41 @@ async function main(argv: string[]): Promise<void> {
     case 'start-node': {
       if (!arg) throw new UsageError('start-node needs a node id (e.g. node1)');
       const node = await startClusterNode(dir, arg);
-      say(`${node.id} ${node.address} engine up in ${node.startMs} ms`);
+      say(`${node.id} ${node.address} engine up in ${node.startMs} ms${node.agentUrl ? `; agent ${node.agentUrl} up in ${node.agentStartMs} ms` : ''}`);
       return;
     }
     case 'load': {
       if (!arg) throw new UsageError('load needs an image from the host engine (e.g. tidepool/base:latest)');
       const state = readClusterState(dir);
-      const targets = values.node === undefined ? state.nodes : state.nodes.filter((n) => n.index === parseNodeId(values.node!));
-      if (targets.length === 0) throw new ClusterError('invalid', `cluster '${state.name}' has no ${values.node}`);
+      const only = values.node?.[0];
+      const targets = only === undefined ? state.nodes : state.nodes.filter((n) => n.index === parseNodeId(only));
+      if (targets.length === 0) throw new ClusterError('invalid', `cluster '${state.name}' has no ${only}`);
       for (const node of targets) {
         const before = Date.now();
         await loadImageIntoNode(arg, node);
         say(`${node.id} loaded ${arg} in ${Date.now() - before} ms`);
+      }
+      return;
+    }
+    case 'certs': {
+      // For machines outside the local cluster (Swarm, Kubernetes, plain hosts): made once, kept in --dir.
+      if (values.dir === undefined) throw new UsageError('certs needs --dir DIR (where the CA and certificates are kept)');
+      const nodes = (values.node ?? []).map((spec) => {
+        const [id, address, ...rest] = spec.split('=');
+        if (!id || !address || rest.length > 0) throw new UsageError(`--node must be ID=ADDRESS (e.g. node1=10.0.0.5), got '${spec}'`);
+        return { id, address };
+      });
+      if (nodes.length === 0) throw new UsageError('certs needs at least one --node ID=ADDRESS');
+      for (const node of nodes) {
+        // every node checked before anything is made
+        if (!/^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/.test(node.id)) throw new ClusterError('invalid', `'${node.id}' is not a node id (lower-case letters, digits, dashes)`);
+        subjectAltName(node.address);
+      }
+      const client = await ensureClusterTls(values.dir);
+      process.stdout.write(`TIDEPOOL_CLUSTER_CA=${client.ca}\nTIDEPOOL_CLUSTER_CLIENT_CERT=${client.cert}\nTIDEPOOL_CLUSTER_CLIENT_KEY=${client.key}\n`);
+      for (const node of nodes) {
+        const server = await ensureNodeServerTls(values.dir, node.id, node.address);
+        process.stdout.write(`# ${node.id} (${node.address}): TIDEPOOL_NODE_ID=${node.id} TIDEPOOL_NODE_TLS_CERT=${server.cert} TIDEPOOL_NODE_TLS_KEY=${server.key} TIDEPOOL_NODE_TLS_CA=${server.ca}\n`);
       }
       return;
     }

@@ -5,6 +5,7 @@
  * CA, so nothing unauthenticated listens on a node's address. Keys never leave the cluster directory (mode 0600).
  */
 import { chmodSync, existsSync, mkdirSync, writeFileSync } from 'node:fs';
+import { isIP } from 'node:net';
 import { join } from 'node:path';
 import { ClusterError } from './cluster-error.ts';
 import { run } from './docker.ts';
@@ -48,11 +49,19 @@ export async function ensureClusterTls(dir: string): Promise<ClientTls> {
   return client;
 }
 
-/** A server certificate for one node's address, signed by the cluster CA (made once). */
+/** `IP:<address>` for an IPv4/IPv6 literal, `DNS:<name>` for a host name; anything else is refused. */
+export function subjectAltName(address: string): string {
+  if (isIP(address)) return `IP:${address}`;
+  if (/^[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$/.test(address)) return `DNS:${address}`;
+  throw new ClusterError('invalid', `'${address}' is neither an IP address nor a host name`);
+}
+
+/** A server certificate for one node's address (an IP or a host name), signed by the cluster CA (made once). */
 export async function ensureNodeServerTls(dir: string, nodeId: string, address: string): Promise<ServerTls> {
+  if (!/^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/.test(nodeId)) throw new ClusterError('invalid', `'${nodeId}' is not a node id (lower-case letters, digits, dashes)`);
   const name = `${nodeId}-server`;
   const server = { ca: join(dir, 'ca.pem'), cert: join(dir, `${name}.pem`), key: join(dir, `${name}-key.pem`) };
   if (existsSync(server.cert) && existsSync(server.key)) return server;
-  await sign(dir, name, `/CN=${nodeId}`, `subjectAltName = IP:${address}\nextendedKeyUsage = serverAuth\n`);
+  await sign(dir, name, `/CN=${nodeId}`, `subjectAltName = ${subjectAltName(address)}\nextendedKeyUsage = serverAuth\n`);
   return server;
 }

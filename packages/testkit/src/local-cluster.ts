@@ -17,6 +17,7 @@ import { clusterLayout, MAX_NODES, nodeLayout, parseNodeId, type ClusterLayout, 
 import { mountsUnder, nodeProcesses, unmountUnder } from './cluster-leftovers.ts';
 import { clusterLinks, clusterNamespaces, clusterRuleCount, createBridge, createNodeNetwork, removeClusterNetwork, subnetUsers } from './cluster-network.ts';
 import { ensureClusterTls, ensureNodeServerTls, type ClientTls } from './cluster-tls.ts';
+import { agentPid, startNodeAgentProcess, stopNodeAgentProcess } from './cluster-agents.ts';
 import { run } from './docker.ts';
 import { startLocalRegistry, stopRegistryIn } from './local-registry.ts';
 import { getFreePort } from './ports.ts';
@@ -36,6 +37,10 @@ export interface ClusterNodeState {
   /** Milliseconds from spawning dockerd to its first answer, at the last start. */
   startMs: number;
   logFile: string;
+  /** `https://<address>:7443`: the node agent (`tidepool node`, mutual TLS with `tls`); null when started without TLS. */
+  agentUrl: string | null;
+  /** Milliseconds from spawning the agent to its first answer, at the last start. */
+  agentStartMs: number | null;
 }
 
 export interface ClusterState {
@@ -70,6 +75,8 @@ export interface UpOptions {
   images?: string[];
   /** Progress lines (the CLI prints them; library code does not). */
   onProgress?: (message: string) => void;
+  /** Start a node agent per node (default true; needs TLS). */
+  agents?: boolean;
 }
 
 function requireRoot(): void {
@@ -110,7 +117,7 @@ export function readClusterState(dir: string): ClusterState {
   return state;
 }
 
-function nodeState(node: NodeLayout, started: { storageDriver: StorageDriver; startMs: number; tcpHost?: string }): ClusterNodeState {
+function nodeState(node: NodeLayout, started: { storageDriver: StorageDriver; startMs: number; tcpHost?: string }, agent?: { url: string; startMs: number }): ClusterNodeState {
   return {
     id: node.id,
     index: node.index,
@@ -123,6 +130,8 @@ function nodeState(node: NodeLayout, started: { storageDriver: StorageDriver; st
     storageDriver: started.storageDriver,
     startMs: started.startMs,
     logFile: node.logFile,
+    agentUrl: agent?.url ?? null,
+    agentStartMs: agent?.startMs ?? null,
   };
 }
 
@@ -173,6 +182,12 @@ export async function upCluster(opts: UpOptions): Promise<ClusterState> {
         await loadImageIntoNode(image, node);
         progress(`${node.id} loaded ${image} in ${Date.now() - before} ms`);
       }
+      if (tls && serverTls && opts.agents !== false) {
+        const agent = await startNodeAgentProcess(node, { serverTls, clientTls: tls, platformId: `cluster-${cluster.name}` });
+        state.nodes[state.nodes.length - 1] = nodeState(node, started, agent);
+        writeClusterState(state);
+        progress(`${node.id} agent ${agent.url} up in ${agent.startMs} ms`);
+      }
     }
     return state;
   } catch (error) {
@@ -193,11 +208,13 @@ function findNode(state: ClusterState, id: string): { cluster: ClusterLayout; no
   return { cluster, node: nodeLayout(cluster, nodeIndex), index };
 }
 
-/** Stops one node's engine (its namespace, address and data stay; start-node brings it back). */
+/** Stops one node's agent and engine (its namespace, address and data stay; start-node brings them back). */
 export async function stopClusterNode(dir: string, id: string): Promise<{ graceful: boolean }> {
   requireRoot();
   const { node } = findNode(readClusterState(dir), id);
-  return stopNodeEngine(node);
+  const agent = await stopNodeAgentProcess(node);
+  const engine = await stopNodeEngine(node);
+  return { graceful: engine.graceful && (agent?.graceful ?? true) };
 }
 
 /** Starts a stopped node's engine again, on the storage driver it had. */
@@ -208,7 +225,9 @@ export async function startClusterNode(dir: string, id: string): Promise<Cluster
   await createNodeNetwork(cluster, node); // no-op unless something removed it
   const serverTls = state.tls ? await ensureNodeServerTls(cluster.tlsDir, node.id, node.address) : undefined;
   const started = await startNodeEngine(node, { storageDriver: state.nodes[index].storageDriver, insecureRegistries: [state.registry.host], tls: serverTls });
-  state.nodes[index] = nodeState(node, started);
+  const hadAgent = state.nodes[index].agentUrl !== null && state.nodes[index].agentUrl !== undefined;
+  const agent = hadAgent && serverTls && state.tls ? await startNodeAgentProcess(node, { serverTls, clientTls: state.tls, platformId: `cluster-${state.name}` }) : undefined;
+  state.nodes[index] = nodeState(node, started, agent);
   writeClusterState(state);
   return state.nodes[index];
 }
@@ -216,7 +235,7 @@ export async function startClusterNode(dir: string, id: string): Promise<Cluster
 export interface ClusterStatus {
   state: ClusterState;
   registryUp: boolean;
-  nodes: { id: string; address: string; running: boolean; pid: number | null }[];
+  nodes: { id: string; address: string; running: boolean; pid: number | null; agentUrl: string | null; agentPid: number | null }[];
 }
 
 export async function clusterStatus(dir: string): Promise<ClusterStatus> {
@@ -225,7 +244,7 @@ export async function clusterStatus(dir: string): Promise<ClusterStatus> {
   const nodes = [];
   for (const n of state.nodes) {
     const node = nodeLayout(cluster, n.index);
-    nodes.push({ id: n.id, address: n.address, running: await pingEngine(node.socket), pid: enginePid(node) ?? null });
+    nodes.push({ id: n.id, address: n.address, running: await pingEngine(node.socket), pid: enginePid(node) ?? null, agentUrl: n.agentUrl ?? null, agentPid: agentPid(node) ?? null });
   }
   let registryUp = false;
   try {
@@ -246,6 +265,11 @@ export function clusterEnv(state: ClusterState): string[] {
     if (n.tcpHost) lines.push(`DOCKER_TCP_HOST_${n.index}=${n.tcpHost}`);
   }
   if (state.tls) lines.push(`TIDEPOOL_CLUSTER_TLS_CA=${state.tls.ca}`, `TIDEPOOL_CLUSTER_TLS_CERT=${state.tls.cert}`, `TIDEPOOL_CLUSTER_TLS_KEY=${state.tls.key}`);
+  // The node agents and the client certificate the API presents to them (the same cluster CA signs both sides).
+  for (const n of state.nodes) if (n.agentUrl) lines.push(`TIDEPOOL_NODE_AGENT_URL_${n.index}=${n.agentUrl}`);
+  if (state.tls && state.nodes.some((n) => n.agentUrl)) {
+    lines.push(`TIDEPOOL_CLUSTER_CA=${state.tls.ca}`, `TIDEPOOL_CLUSTER_CLIENT_CERT=${state.tls.cert}`, `TIDEPOOL_CLUSTER_CLIENT_KEY=${state.tls.key}`);
+  }
   lines.push(`TIDEPOOL_REGISTRY=${state.registry.host}`, `TIDEPOOL_REGISTRY_USERNAME=${state.registry.username}`, `TIDEPOOL_REGISTRY_PASSWORD=${state.registry.password}`);
   return lines;
 }
@@ -291,6 +315,7 @@ export async function downCluster(opts: { name?: string; slot?: number; dir: str
   for (const index of [...indexes].sort((a, b) => a - b)) {
     if (index < 1 || index > MAX_NODES) continue;
     const node = nodeLayout(cluster, index);
+    await stopNodeAgentProcess(node);
     await stopNodeEngine(node);
     nodesStopped.push(node.id);
   }

@@ -30,6 +30,7 @@ import {
   type ClusterState,
 } from '../src/index.ts';
 import { cgroupProcesses, nodeProcesses } from '../src/cluster-leftovers.ts';
+import { agentAnswers } from '../src/cluster-agents.ts';
 import { forwardRules } from '../src/cluster-network.ts';
 import { createConnection, createServer } from 'node:net';
 
@@ -88,6 +89,8 @@ describe.skipIf(!isRoot)('local cluster: node engines in network namespaces', ()
 
   it('brings up two engines on their own addresses in 198.18.0.0/15, each running a container from the image loaded from the host', async () => {
     expect(state.nodes.map((n) => n.id)).toEqual(['node1', 'node2']);
+    // each node's agent answers over mutual TLS on the node's address
+    for (const node of state.nodes) expect(await agentAnswers(node.agentUrl!, node.id, state.tls!)).toBe(true);
     expect(readClusterState(dir)).toEqual(state);
     for (const address of [state.bridgeAddress, ...state.nodes.map((n) => n.address), state.registry.host.split(':')[0]]) expect(inBenchmarkRange(address)).toBe(true);
     for (const node of state.nodes) {
@@ -201,8 +204,14 @@ describe.skipIf(!isRoot)('local cluster: node engines in network namespaces', ()
     await expectClusterError(stopClusterNode(dir, 'node3'), 'invalid');
     await expectClusterError(stopClusterNode(dir, 'bogus'), 'invalid');
 
+    expect(status.nodes[1].agentPid).toBeNull();
+    expect(await agentAnswers(state.nodes[1].agentUrl!, 'node2', state.tls!)).toBe(false);
+    expect(await agentAnswers(state.nodes[0].agentUrl!, 'node1', state.tls!)).toBe(true);
+
     const restarted = await startClusterNode(dir, 'node2');
     expect(restarted.startMs).toBeGreaterThan(0);
+    expect(restarted.agentUrl).toBe(`https://${state.nodes[1].address}:7443`);
+    expect(await agentAnswers(restarted.agentUrl!, 'node2', state.tls!)).toBe(true);
     expect(await inNode(2, ['run', '--rm', `${state.registry.host}/cluster-test/marker:1`, 'cat', '/marker'])).toMatch(/^made-on-node1-/);
     await expectClusterError(startClusterNode(dir, 'node2'), 'exists');
   });
@@ -214,6 +223,8 @@ describe.skipIf(!isRoot)('local cluster: node engines in network namespaces', ()
     expect(env.stdout).toContain(`DOCKER_HOST_1=unix://${state.nodes[0].socket}\n`);
     expect(env.stdout).toContain(`DOCKER_HOST_2=unix://${state.nodes[1].socket}\n`);
     expect(env.stdout).toContain(`TIDEPOOL_REGISTRY=${state.registry.host}\n`);
+    expect(env.stdout).toContain(`TIDEPOOL_NODE_AGENT_URL_1=https://${state.nodes[0].address}:7443\n`);
+    expect(env.stdout).toContain(`TIDEPOOL_CLUSTER_CLIENT_CERT=${state.tls!.cert}\n`);
     const status = await cli('status', '--json', '--dir', dir);
     expect(status.exitCode, status.stderr).toBe(0);
     expect((JSON.parse(status.stdout) as { nodes: { id: string; running: boolean }[] }).nodes.map((n) => [n.id, n.running])).toEqual([['node1', true], ['node2', true]]);

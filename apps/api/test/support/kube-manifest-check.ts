@@ -13,8 +13,6 @@ import type { KubeObject } from './kustomize-render.ts';
 export interface CheckOptions {
   /** Environment variables that feed a setting (config.ts settingEnvNames()). */
   knownSettings: Iterable<string>;
-  /** Settings other parts of the platform are adding in parallel: accepted, and reported by pendingSettingsUsed. */
-  pendingSettings?: Iterable<string>;
   /** Every container image must start with one of these (the kustomization's `images` renamed them). */
   imagePrefixes?: string[];
 }
@@ -45,7 +43,7 @@ function references(value: string): string[] {
 
 export function checkManifests(objects: KubeObject[], options: CheckOptions): string[] {
   const problems: string[] = [];
-  const known = new Set([...options.knownSettings, ...(options.pendingSettings ?? [])]);
+  const known = new Set(options.knownSettings);
 
   // 1. Structure, per kind.
   const valid: KubeObject[] = [];
@@ -234,14 +232,4 @@ export function checkManifests(objects: KubeObject[], options: CheckOptions): st
     }
   }
   return problems;
-}
-
-/** The pending settings a set of manifests uses (to say which parts wait for a parallel change). */
-export function pendingSettingsUsed(objects: KubeObject[], pending: Iterable<string>): string[] {
-  const names = new Set(pending);
-  const used = new Set<string>();
-  for (const workload of workloads(objects)) {
-    for (const container of containersOf(workload)) for (const variable of (container.env ?? []) as Any[]) if (names.has(variable.name)) used.add(variable.name);
-  }
-  return [...used].sort();
 }

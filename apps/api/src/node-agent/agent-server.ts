@@ -1,0 +1,222 @@
+/**
+ * The node agent's listener: HTTPS with mutual TLS only. The TLS layer refuses every client without a certificate
+ * from the cluster CA; a certificate that is not a client certificate (a node's own server certificate, say) is
+ * dropped right after the handshake, so one node cannot drive another. Routes:
+ *   GET  /v1/health                  → { nodeId, version }
+ *   GET  /v1/capacity                → NodeCapacity
+ *   POST /v1/runtime/watchEvents     → NDJSON event stream (event-stream.ts)
+ *   POST /v1/runtime/<method>        → { result } | { error } (runtime-dispatch.ts)
+ *   CONNECT <address>:<port>         → a tunnel to a managed container (container-tunnel.ts)
+ * Calls and streams are HTTP/1.1; tunnels are HTTP/2 CONNECT streams (many over one connection) or HTTP/1.1 CONNECT.
+ */
+import { createSecureServer, type Http2SecureServer, type Http2ServerRequest } from 'node:http2';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Duplex } from 'node:stream';
+import type { TLSSocket } from 'node:tls';
+import type { Logger } from 'pino';
+import { encodeError, NodeChannelError } from '../nodes/node-channel-errors.ts';
+import { schemaProblem, WatchEventsArgs } from '../nodes/node-rpc-methods.ts';
+import type { NodeCapacity } from '../nodes/sandbox-node.ts';
+import type { SandboxRuntime } from '../runtime/sandbox-runtime.ts';
+import { sendJson } from './agent-responses.ts';
+import { handleStreamTunnel, handleTunnel } from './container-tunnel.ts';
+import { serveEvents } from './event-stream.ts';
+import { ManagedAddresses } from './managed-addresses.ts';
+import { checkCall, runCall } from './runtime-dispatch.ts';
+
+/** Largest request body (a startContainer spec with its egress rules fits many times over). */
+export const MAX_BODY_BYTES = 1024 * 1024;
+const BODY_TIMEOUT_MS = 30_000;
+const CLIENT_AUTH_OID = '1.3.6.1.5.5.7.3.2';
+
+export interface AgentServerOptions {
+  nodeId: string;
+  version: string;
+  runtime: SandboxRuntime;
+  capacity: () => Promise<NodeCapacity>;
+  tls: { cert: string | Buffer; key: string | Buffer; ca: string | Buffer };
+  logger: Logger;
+  volumesRoot?: string;
+}
+
+class BodyError extends Error {
+  constructor(
+    readonly status: number,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+function readBody(request: IncomingMessage): Promise<unknown> {
+  return new Promise((resolve, reject) => {
+    const declared = Number(request.headers['content-length'] ?? 0);
+    if (declared > MAX_BODY_BYTES) {
+      reject(new BodyError(413, `request body over ${MAX_BODY_BYTES} bytes`));
+      return;
+    }
+    const chunks: Buffer[] = [];
+    let size = 0;
+    // A body trickled in too slowly holds a connection and a buffer: it gets this long in all.
+    const timer = setTimeout(() => {
+      reject(new BodyError(408, `request body not received within ${BODY_TIMEOUT_MS / 1000} s`));
+      request.destroy();
+    }, BODY_TIMEOUT_MS);
+    request.once('close', () => clearTimeout(timer));
+    request.on('data', (chunk: Buffer) => {
+      size += chunk.length;
+      if (size > MAX_BODY_BYTES) {
+        reject(new BodyError(413, `request body over ${MAX_BODY_BYTES} bytes`));
+        request.destroy();
+        return;
+      }
+      chunks.push(chunk);
+    });
+    request.on('error', reject);
+    request.on('end', () => {
+      clearTimeout(timer);
+      try {
+        resolve(JSON.parse(Buffer.concat(chunks).toString('utf8')) as unknown);
+      } catch {
+        reject(new BodyError(400, 'request body is not JSON'));
+      }
+    });
+  });
+}
+
+/** The sandbox a call is about, when one of its arguments names it (for the log line). */
+function sandboxOf(method: string, args: unknown[]): string | undefined {
+  if (method === 'commitSandbox' || method === 'claimSandboxImage') return String(args[1]);
+  if (method === 'removeSandboxImage' || method === 'applyEgress') return String(args[0]);
+  const spec = args[0];
+  if (typeof spec === 'object' && spec !== null && 'sandboxId' in spec) return String((spec as { sandboxId: unknown }).sandboxId);
+  return undefined;
+}
+
+export interface AgentServer {
+  server: Http2SecureServer;
+  /** Stops listening and ends every connection, open tunnels and event streams included. */
+  close(): Promise<void>;
+}
+
+export function createAgentServer(options: AgentServerOptions): AgentServer {
+  const { runtime, logger, nodeId } = options;
+  const managed = new ManagedAddresses(runtime);
+  const server = createSecureServer({
+    cert: options.tls.cert,
+    key: options.tls.key,
+    ca: options.tls.ca,
+    requestCert: true,
+    rejectUnauthorized: true,
+    minVersion: 'TLSv1.2',
+    allowHTTP1: true,
+    settings: { maxConcurrentStreams: 1024 },
+  });
+  // HTTP/1.1 limits (the fallback reads them from the server): event streams and commits are long, and each
+  // runtime call has its own engine deadline, so no request timeout; headers must come quickly.
+  Object.assign(server, { headersTimeout: 10_000, requestTimeout: 0, keepAliveTimeout: 30_000 });
+  const connections = new Set<TLSSocket>();
+  server.on('secureConnection', (socket: TLSSocket) => {
+    connections.add(socket);
+    socket.once('close', () => connections.delete(socket));
+    const usage = socket.getPeerCertificate().ext_key_usage ?? [];
+    if (!usage.includes(CLIENT_AUTH_OID)) {
+      logger.warn({ peer: socket.remoteAddress, subject: socket.getPeerCertificate().subject?.CN }, 'refused a peer whose certificate is not a client certificate');
+      socket.destroy();
+    }
+  });
+  server.on('tlsClientError', (error, socket) => {
+    logger.info({ peer: socket.remoteAddress, reason: error.message }, 'refused a TLS client');
+  });
+  // Tunnels leave the HTTP server's bookkeeping once upgraded: tracked here so close() can end them.
+  const tunnels = new Set<Duplex>();
+  server.on('connect', (request: IncomingMessage | Http2ServerRequest, socketOrResponse: unknown, head?: Buffer) => {
+    if (request.httpVersionMajor === 2) {
+      const { stream } = request as Http2ServerRequest;
+      handleStreamTunnel(stream, request.headers[':authority'] as string | undefined, managed, logger);
+      return;
+    }
+    const socket = socketOrResponse as Duplex;
+    tunnels.add(socket);
+    socket.once('close', () => tunnels.delete(socket));
+    handleTunnel(request as IncomingMessage, socket, head ?? Buffer.alloc(0), managed, logger);
+  });
+  server.on('request', (request: IncomingMessage | Http2ServerRequest, response: ServerResponse) => {
+    if (request.httpVersionMajor === 2) {
+      // HTTP/2 carries tunnels only; calls and event streams are HTTP/1.1.
+      (response as unknown as { writeHead(status: number, headers: Record<string, string>): void; end(body: string): void }).writeHead(400, { 'content-type': 'application/json' });
+      (response as unknown as { end(body: string): void }).end(JSON.stringify({ error: { code: 'bad_call', message: 'over HTTP/2 only CONNECT is served; use HTTP/1.1 for calls' } }));
+      return;
+    }
+    const http1 = request as IncomingMessage;
+    void route(http1, response).catch((error: unknown) => {
+      logger.error({ err: error }, 'agent request failed');
+      sendJson(response, 500, { error: encodeError(error) });
+    });
+  });
+
+  async function route(request: IncomingMessage, response: ServerResponse): Promise<void> {
+    const path = (request.url ?? '').split('?')[0];
+    if (request.method === 'GET' && path === '/v1/health') return sendJson(response, 200, { nodeId, version: options.version });
+    if (request.method === 'GET' && path === '/v1/capacity') {
+      try {
+        return sendJson(response, 200, await options.capacity());
+      } catch (error) {
+        return sendJson(response, 502, { error: encodeError(error) });
+      }
+    }
+    const match = /^\/v1\/runtime\/([A-Za-z]{1,64})$/.exec(path);
+    if (request.method !== 'POST' || !match) {
+      request.resume();
+      return sendJson(response, 404, { error: { code: 'bad_call', message: `no route ${String(request.method).slice(0, 16)} ${path.slice(0, 128)}` } });
+    }
+    const method = match[1];
+    let body: unknown;
+    try {
+      body = await readBody(request);
+    } catch (error) {
+      const status = error instanceof BodyError ? error.status : 400;
+      return sendJson(response, status, { error: { code: 'bad_call', message: `${method}: ${(error as Error).message}` } });
+    }
+    if (method === 'watchEvents') {
+      const args = (body as { args?: unknown } | null)?.args;
+      const problem = schemaProblem(WatchEventsArgs, args);
+      if (problem) return sendJson(response, 400, { error: { code: 'bad_call', message: `watchEvents: invalid arguments (${problem})` } });
+      return serveEvents(runtime, (args as [number | null])[0], request, response, logger);
+    }
+    let args: unknown[];
+    try {
+      args = checkCall(method, body, { volumesRoot: options.volumesRoot });
+    } catch (error) {
+      if (error instanceof NodeChannelError) logger.warn({ method: method.slice(0, 64), reason: error.message }, 'refused a malformed call');
+      return sendJson(response, 400, { error: encodeError(error) });
+    }
+    const started = Date.now();
+    try {
+      const result = await runCall(runtime, method, args);
+      logger.debug({ sandboxId: sandboxOf(method, args), method, ms: Date.now() - started }, 'runtime call');
+      if (method === 'startContainer' && (response.destroyed || request.socket.destroyed)) {
+        // The caller gave up (its deadline, a crash) before it learned of the container: nobody will ever name
+        // it, so it goes now rather than running unowned until a reconcile finds it.
+        const { containerId } = result as { containerId: string };
+        logger.warn({ sandboxId: sandboxOf(method, args), containerId, ms: Date.now() - started }, 'caller left before its container started; removing it');
+        await runtime.remove(containerId).catch((error: unknown) => logger.error({ sandboxId: sandboxOf(method, args), containerId, err: error }, 'removing an unclaimed container failed'));
+        return;
+      }
+      sendJson(response, 200, { result });
+    } catch (error) {
+      logger.warn({ sandboxId: sandboxOf(method, args), method, ms: Date.now() - started, err: error }, 'runtime call failed');
+      sendJson(response, 500, { error: encodeError(error) });
+    }
+  }
+
+  return {
+    server,
+    async close() {
+      const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+      for (const socket of tunnels) socket.destroy();
+      for (const socket of connections) socket.destroy();
+      await closed;
+    },
+  };
+}

@@ -1,0 +1,104 @@
+/**
+ * `tidepool node`: one machine's Docker engine behind an mTLS listener. The agent builds its runtime the way the
+ * all-in-one platform does (DockerRuntime with engine deadlines, its own sandbox network, hardening and
+ * isolation), serves it over the node channel (agent-server.ts) and announces itself through NodeHeartbeats.
+ */
+import type { AddressInfo } from 'node:net';
+import { hostname } from 'node:os';
+import { resolve } from 'node:path';
+import type { Http2SecureServer } from 'node:http2';
+import type { Logger } from 'pino';
+import type { Config } from '../config.ts';
+import { containerHardening } from '../runtime/docker/container-hardening.ts';
+import { DockerRuntime } from '../runtime/docker/docker-runtime.ts';
+import { dockerClient } from '../runtime/docker/docker-host.ts';
+import { withEngineDeadlines } from '../runtime/docker/engine-deadlines.ts';
+import type { SandboxRuntime } from '../runtime/sandbox-runtime.ts';
+import type { NodeCapacity, NodeHeartbeats } from '../nodes/sandbox-node.ts';
+import { createAgentServer } from './agent-server.ts';
+import { startHeartbeats, type HeartbeatLoop } from './heartbeat-loop.ts';
+import { readNodeCapacity } from './node-capacity.ts';
+
+export const NODE_AGENT_VERSION = '1';
+
+export interface NodeAgentOptions {
+  config: Config;
+  logger: Logger;
+  /** PEM contents of the node's server certificate, its key and the cluster CA. */
+  tls: { cert: Buffer | string; key: Buffer | string; ca: Buffer | string };
+  heartbeats: NodeHeartbeats;
+  heartbeatIntervalMs?: number;
+  /** Another runtime (tests); Docker on `config.dockerHost` by default. */
+  runtime?: SandboxRuntime;
+  /** Another capacity source (tests); the engine's `info` by default. */
+  capacity?: () => Promise<NodeCapacity>;
+}
+
+export interface RunningNodeAgent {
+  nodeId: string;
+  /** `https://host:port` the agent listens on. */
+  url: string;
+  server: Http2SecureServer;
+  close(): Promise<void>;
+}
+
+/** `host:port` → its parts ('[::1]:7443' too). */
+export function parseListen(listen: string): { host: string; port: number } {
+  const match = /^(\[[0-9A-Fa-f:]+\]|[^:]+):([0-9]{1,5})$/.exec(listen);
+  if (!match) throw new Error(`not host:port: ${listen}`);
+  return { host: match[1].replace(/^\[|\]$/g, ''), port: Number(match[2]) };
+}
+
+export async function startNodeAgent(options: NodeAgentOptions): Promise<RunningNodeAgent> {
+  const { config, logger: baseLogger } = options;
+  const nodeId = config.nodeId || hostname().toLowerCase();
+  const logger = baseLogger.child({ nodeId });
+  const docker = dockerClient(config.dockerHost);
+  const runtime =
+    options.runtime ??
+    withEngineDeadlines(
+      new DockerRuntime({
+        docker,
+        network: config.sandboxNetwork,
+        // Containers (and committed filesystems) carry the cluster's platform id; unset, one of the node's own.
+        platformId: config.nodePlatformId || `node-${nodeId}`,
+        logger,
+        isolation: config.sandboxIsolation,
+        helperImage: config.baseImage,
+        hardening: containerHardening(config),
+        cpuset: config.sandboxCpuset,
+      }),
+    );
+  await runtime.prepare();
+  const capacity = options.capacity ?? (() => readNodeCapacity(docker));
+  const agentServer = createAgentServer({ nodeId, version: NODE_AGENT_VERSION, runtime, capacity, tls: options.tls, logger, volumesRoot: config.volumesHostDir || resolve(config.dataDir, 'volumes') });
+  const { server } = agentServer;
+  const { host, port } = parseListen(config.nodeListen);
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, host, () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+  const bound = server.address() as AddressInfo;
+  const url = config.nodeUrl || `https://${bound.family === 'IPv6' ? `[${bound.address}]` : bound.address}:${bound.port}`;
+  let heartbeat: HeartbeatLoop | undefined = startHeartbeats({
+    heartbeats: options.heartbeats,
+    registration: { nodeId, url, version: NODE_AGENT_VERSION },
+    capacity,
+    intervalMs: options.heartbeatIntervalMs ?? config.nodeHeartbeatSeconds * 1000,
+    logger,
+  });
+  logger.info({ url, network: config.sandboxNetwork, dockerHost: config.dockerHost || '(default)' }, 'node agent listening (mutual TLS)');
+  return {
+    nodeId,
+    url,
+    server,
+    async close() {
+      await heartbeat?.stop();
+      heartbeat = undefined;
+      await agentServer.close();
+    },
+  };
+}

@@ -1,0 +1,134 @@
+/**
+ * The HTTP side of the API's node channel: one keep-alive HTTPS agent per node presenting the API's client
+ * certificate (and trusting only the cluster CA), JSON calls with a deadline each, and bounded answers. Anything
+ * but the protocol (a refused connection, a node that hangs, garbage) becomes a NodeChannelError, never a crash.
+ */
+import { connect as connectHttp2, type ClientHttp2Session } from 'node:http2';
+import { Agent, request } from 'node:https';
+import type { IncomingMessage } from 'node:http';
+import { NodeChannelError } from './node-channel-errors.ts';
+
+export interface NodeTls {
+  /** PEM of the cluster CA, the API's client certificate and its key. */
+  ca: string | Buffer;
+  cert: string | Buffer;
+  key: string | Buffer;
+}
+
+/** Largest JSON answer the client reads (a listManaged of a very full node fits easily). */
+export const MAX_ANSWER_BYTES = 64 * 1024 * 1024;
+
+export class NodeChannel {
+  readonly agent: Agent;
+  readonly base: URL;
+  /** The HTTP/2 connection tunnels are streams of (opened on first use, replaced once it closes). */
+  private session: ClientHttp2Session | undefined;
+
+  constructor(
+    readonly nodeId: string,
+    url: string,
+    private readonly tls: NodeTls,
+  ) {
+    this.base = new URL(url);
+    if (this.base.protocol !== 'https:') throw new NodeChannelError('bad_call', `node URL must be https://host:port, got ${url}`, nodeId);
+    this.agent = new Agent({ keepAlive: true, maxSockets: 128, maxFreeSockets: 16, ca: tls.ca, cert: tls.cert, key: tls.key, minVersion: 'TLSv1.2' });
+  }
+
+  fail(code: NodeChannelError['code'], message: string): NodeChannelError {
+    return new NodeChannelError(code, message, this.nodeId);
+  }
+
+  /** Sends one request; resolves with the response once its head arrived (the deadline keeps running for the body). */
+  open(method: string, path: string, body: unknown, deadlineMs: number, what: string): { response: Promise<IncomingMessage>; abort(error?: Error): void; timedOut(): boolean } {
+    const text = body === undefined ? undefined : JSON.stringify(body);
+    const req = request({
+      agent: this.agent,
+      protocol: 'https:',
+      hostname: this.base.hostname.replace(/^\[|\]$/g, ''),
+      port: this.base.port || 443,
+      method,
+      path,
+      headers: text === undefined ? {} : { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) },
+    });
+    let expired = false;
+    const timer = setTimeout(() => {
+      expired = true;
+      req.destroy(this.fail('deadline', `${what}: no answer within ${deadlineMs >= 1000 ? `${Math.round(deadlineMs / 1000)} s` : `${deadlineMs} ms`}`));
+    }, deadlineMs);
+    const response = new Promise<IncomingMessage>((resolve, reject) => {
+      req.once('response', resolve);
+      req.once('error', (error: Error) => reject(error instanceof NodeChannelError ? error : this.fail('unreachable', `${what}: ${error.message}`)));
+    });
+    response.catch(() => undefined);
+    req.once('close', () => clearTimeout(timer));
+    req.end(text);
+    return {
+      response: response.then((res) => {
+        res.once('close', () => clearTimeout(timer));
+        return res;
+      }),
+      abort: (error?: Error) => {
+        clearTimeout(timer);
+        req.destroy(error);
+      },
+      timedOut: () => expired,
+    };
+  }
+
+  /** A JSON call: the parsed answer and its status. Bounded in time (`deadlineMs`, head and body) and size. */
+  async json(method: string, path: string, body: unknown, deadlineMs: number, what: string): Promise<{ status: number; value: unknown }> {
+    const call = this.open(method, path, body, deadlineMs, what);
+    const res = await call.response;
+    const chunks: Buffer[] = [];
+    let size = 0;
+    await new Promise<void>((resolve, reject) => {
+      res.on('data', (chunk: Buffer) => {
+        size += chunk.length;
+        if (size > MAX_ANSWER_BYTES) {
+          const error = this.fail('protocol', `${what}: answer over ${MAX_ANSWER_BYTES} bytes`);
+          call.abort(error);
+          reject(error);
+          return;
+        }
+        chunks.push(chunk);
+      });
+      res.once('end', resolve);
+      res.once('error', (error: Error) =>
+        reject(error instanceof NodeChannelError ? error : call.timedOut() ? this.fail('deadline', `${what}: answer not complete within ${deadlineMs} ms`) : this.fail('unreachable', `${what}: ${error.message}`)),
+      );
+      res.once('aborted', () => reject(call.timedOut() ? this.fail('deadline', `${what}: answer not complete within ${deadlineMs} ms`) : this.fail('unreachable', `${what}: connection closed mid-answer`)));
+    });
+    const text = Buffer.concat(chunks).toString('utf8');
+    try {
+      return { status: res.statusCode ?? 0, value: JSON.parse(text) as unknown };
+    } catch {
+      throw this.fail('protocol', `${what}: answered HTTP ${res.statusCode} with a body that is not JSON (${JSON.stringify(text.slice(0, 80))})`);
+    }
+  }
+
+  /** The open HTTP/2 connection to the agent, or a new one. */
+  tunnelSession(): ClientHttp2Session {
+    if (this.session && !this.session.closed && !this.session.destroyed) return this.session;
+    const session = connectHttp2(this.base.origin, { ca: this.tls.ca, cert: this.tls.cert, key: this.tls.key, minVersion: 'TLSv1.2' });
+    session.on('error', () => undefined); // each stream reports its own failure
+    const forget = (): void => {
+      if (this.session === session) this.session = undefined;
+    };
+    session.once('close', forget);
+    session.once('goaway', forget);
+    session.unref(); // an idle connection keeps no process alive
+    this.session = session;
+    return session;
+  }
+
+  /** Drops the HTTP/2 connection (a node that stopped answering): the next tunnel opens a new one. */
+  dropTunnelSession(): void {
+    this.session?.destroy();
+    this.session = undefined;
+  }
+
+  close(): void {
+    this.agent.destroy();
+    this.dropTunnelSession();
+  }
+}
