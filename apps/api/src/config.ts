@@ -16,6 +16,8 @@ export const ConfigSchema = Type.Object({
   /** `postgres://user:password@host:port/database`: the shared database (cluster mode); '' = SQLite in the data directory. */
   databaseUrl: Type.String(),
   apiKeys: Type.Array(Type.String({ pattern: '^e2b_[0-9a-zA-Z]+$' })),
+  /** The admin key (teams and their keys, `/admin/*`): at least 24 characters of [A-Za-z0-9_-]; '' = made at the first start and logged once. */
+  adminKey: Type.String({ pattern: '^(|[A-Za-z0-9_-]{24,200})$' }),
   /** Sandbox hosts are `<port>-<sandboxID>.<domain>`: a bare DNS name (no scheme, no port). */
   domain: Type.String({ minLength: 1, maxLength: 200, pattern: '^[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?(\\.[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?)*$' }),
   maxSandboxes: Type.Integer({ minimum: 1 }),
@@ -128,6 +130,7 @@ const ENV_NAMES: Record<keyof Config, string> = {
   dataDir: 'TIDEPOOL_DATA_DIR',
   databaseUrl: 'TIDEPOOL_DATABASE_URL',
   apiKeys: 'TIDEPOOL_API_KEYS',
+  adminKey: 'TIDEPOOL_ADMIN_KEY',
   domain: 'TIDEPOOL_DOMAIN',
   maxSandboxes: 'TIDEPOOL_MAX_SANDBOXES',
   warmPool: 'TIDEPOOL_WARM_POOL',
@@ -259,6 +262,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     dataDir: env.TIDEPOOL_DATA_DIR || '.data',
     databaseUrl: (env.TIDEPOOL_DATABASE_URL ?? '').trim(),
     apiKeys: (env.TIDEPOOL_API_KEYS ?? '').split(',').map((k) => k.trim()).filter(Boolean),
+    adminKey: (env.TIDEPOOL_ADMIN_KEY ?? '').trim(),
     // A name under .localhost resolves to loopback with no DNS (browsers; Node with nss-myhostname), and, unlike
     // `localhost` itself, has room for a wildcard certificate (`*.tidepool.localhost`).
     domain: env.TIDEPOOL_DOMAIN || 'tidepool.localhost',
