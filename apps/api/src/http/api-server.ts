@@ -31,6 +31,7 @@ import { registerTeamRoutes } from '../teams/team-routes.ts';
 import { answerClientError, answerFrameworkError, installApiErrorHandler } from './api-errors.ts';
 import { installApiKeyAuth } from './api-key-auth.ts';
 import { installLenientJsonBody } from './json-body.ts';
+import { recordRouteTable } from './route-table.ts';
 
 export interface ApiServerDeps {
   lifecycle: SandboxLifecycle;
@@ -72,6 +73,7 @@ export function buildApiServer(deps: ApiServerDeps): FastifyInstance {
     frameworkErrors: answerFrameworkError,
     clientErrorHandler: answerClientError,
   }).withTypeProvider<TypeBoxTypeProvider>();
+  recordRouteTable(app);
   installSandboxProxy(app, { directory: deps.lifecycle, domain: deps.domain, logger: deps.logger, limits: deps.proxyLimits, metrics: deps.metrics });
   installApiErrorHandler(app);
   installLenientJsonBody(app);
