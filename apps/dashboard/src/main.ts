@@ -2,6 +2,7 @@ import { apiKey, setApiKey, whenUnauthorized } from './api.ts';
 import { fill, h, type View } from './dom.ts';
 import { SANDBOX_TABS, type SandboxTab, sandboxView } from './views/sandbox.ts';
 import { sandboxesView } from './views/sandboxes.ts';
+import { adminView } from './views/admin.ts';
 import { signInView } from './views/signin.ts';
 import { buildView, templatesView, templateView } from './views/templates.ts';
 
@@ -31,8 +32,14 @@ function show(view: View, section: 'sandboxes' | 'templates' | null): void {
   view.element.tabIndex = -1;
 }
 
-/** `#/sandboxes`, `#/sandboxes/<id>[/<tab>]`, `#/templates`, `#/templates/<id>`, `#/templates/<id>/builds/<build>`. */
+/** `#/admin`, `#/sandboxes`, `#/sandboxes/<id>[/<tab>]`, `#/templates`, `#/templates/<id>`, `#/templates/<id>/builds/<build>`. */
 function route(reason?: string): void {
+  // Administration takes the admin key (its own sign-in), not a team's key.
+  if (location.hash.startsWith('#/admin')) {
+    show(adminView(), null);
+    document.title = 'Tidepool · admin';
+    return;
+  }
   if (!apiKey()) {
     show({ element: signInView(() => route(), reason) }, null);
     return;
