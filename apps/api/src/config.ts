@@ -317,7 +317,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
   const problems = [...Value.Errors(ConfigSchema, candidate)].map((error) => {
     const key = error.path.split('/')[1] as keyof Config;
     const name = ENV_NAMES[key] ?? key;
-    // The secrets key is never repeated, not even a wrong one.
+    // The secrets key and the admin key are never repeated, not even wrong ones.
+    if (key === 'adminKey') return `${name}: must be 24 to 200 characters of A-Za-z0-9_- (e.g. \`openssl rand -hex 24\`), or unset to have one made at the first start`;
     return key === 'secretsKey' ? `${name}: ${error.message}` : `${name}: ${error.message} (got ${JSON.stringify(error.value)})`;
   });
   if (problems.length > 0) throw new ConfigError(`invalid configuration:\n  ${problems.join('\n  ')}`);
