@@ -103,6 +103,7 @@ describe('dashboard administration and team scoping in a browser', { timeout: 18
     await page.type('#api-key', key);
     await page.keyboard.press('Enter');
     await page.waitForSelector(`tr[data-sandbox="${teamSandbox}"]`, { timeout: 20_000 });
+    await waitForText('.top .team-name', new RegExp(`^Team: research-${run}$`));
     expect(await page.$(`tr[data-sandbox="${defaultSandbox}"]`)).toBeNull();
     await page.goto(`${platform.url}/dashboard/#/sandboxes/${defaultSandbox}`);
     // Another team's sandbox looks exactly like a missing one.

@@ -1,4 +1,4 @@
-import { apiKey, setApiKey, whenUnauthorized } from './api.ts';
+import { apiKey, request, setApiKey, whenUnauthorized } from './api.ts';
 import { fill, h, type View } from './dom.ts';
 import { SANDBOX_TABS, type SandboxTab, sandboxView } from './views/sandbox.ts';
 import { sandboxesView } from './views/sandboxes.ts';
@@ -18,6 +18,13 @@ function show(view: View, section: 'sandboxes' | 'templates' | null): void {
   }
   const link = (href: string, label: string, name: string): HTMLElement => h('a', { href, 'aria-current': section === name ? 'page' : null }, label);
   const signOut = h('button', { type: 'button', class: 'sign-out' }, 'Sign out');
+  // The key's team: everything the pages list is that team's.
+  const team = h('span', { class: 'team-name', 'aria-live': 'polite' });
+  request<Array<{ name: string }>>('GET', '/teams')
+    .then((teams) => {
+      if (teams[0]) team.textContent = `Team: ${teams[0].name}`;
+    })
+    .catch(() => undefined);
   signOut.addEventListener('click', () => {
     setApiKey(null);
     route();
@@ -25,7 +32,7 @@ function show(view: View, section: 'sandboxes' | 'templates' | null): void {
   fill(
     root,
     h('a', { class: 'skip', href: '#content', onclick: (e: Event) => { e.preventDefault(); view.element.focus(); } }, 'Skip to content'),
-    h('header', { class: 'top' }, h('span', { class: 'brand' }, 'Tidepool'), h('nav', { 'aria-label': 'Main' }, link('#/sandboxes', 'Sandboxes', 'sandboxes'), link('#/templates', 'Templates', 'templates')), signOut),
+    h('header', { class: 'top' }, h('span', { class: 'brand' }, 'Tidepool'), h('nav', { 'aria-label': 'Main' }, link('#/sandboxes', 'Sandboxes', 'sandboxes'), link('#/templates', 'Templates', 'templates')), team, signOut),
     view.element,
   );
   view.element.id = 'content';
