@@ -29,6 +29,25 @@ describe('loadConfig', () => {
     }
   });
 
+  it('takes TIDEPOOL_ADMIN_KEY of 24-200 safe characters, trimmed, and never repeats a wrong one', () => {
+    expect(loadConfig({}).adminKey).toBe('');
+    const good = `tpadmin_${randomBytes(12).toString('hex')}`;
+    expect(loadConfig({ TIDEPOOL_ADMIN_KEY: ` ${good}\n` }).adminKey).toBe(good);
+    for (const bad of ['short-secret-1', 'x'.repeat(201), `${'a'.repeat(30)} spaced`, `${'a'.repeat(30)}"quote`]) {
+      const error = (() => {
+        try {
+          loadConfig({ TIDEPOOL_ADMIN_KEY: bad });
+        } catch (e) {
+          return e as Error;
+        }
+        return undefined;
+      })();
+      expect(error).toBeInstanceOf(ConfigError);
+      expect(error!.message).toMatch(/TIDEPOOL_ADMIN_KEY: must be 24 to 200 characters/);
+      expect(error!.message).not.toContain(bad.trim());
+    }
+  });
+
   it('takes TIDEPOOL_SECRETS_KEY only as the base64 of 32 bytes, and never repeats a wrong one', () => {
     const key = randomBytes(32).toString('base64');
     expect(loadConfig({}).secretsKey).toBe('');

@@ -18,6 +18,8 @@ export const ConfigSchema = Type.Object({
   /** File holding the PostgreSQL password (a Swarm or Kubernetes secret); '' = none. Its first line is put into `databaseUrl`. */
   databasePasswordFile: Type.String(),
   apiKeys: Type.Array(Type.String({ pattern: '^e2b_[0-9a-zA-Z]+$' })),
+  /** The admin key (teams and their keys, `/admin/*`): at least 24 characters of [A-Za-z0-9_-]; '' = made at the first start and logged once. */
+  adminKey: Type.String({ pattern: '^(|[A-Za-z0-9_-]{24,200})$' }),
   /** Sandbox hosts are `<port>-<sandboxID>.<domain>`: a bare DNS name (no scheme, no port). */
   domain: Type.String({ minLength: 1, maxLength: 200, pattern: '^[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?(\\.[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?)*$' }),
   maxSandboxes: Type.Integer({ minimum: 1 }),
@@ -154,6 +156,7 @@ const ENV_NAMES: Record<keyof Config, string> = {
   databaseUrl: 'TIDEPOOL_DATABASE_URL',
   databasePasswordFile: 'TIDEPOOL_DATABASE_PASSWORD_FILE',
   apiKeys: 'TIDEPOOL_API_KEYS',
+  adminKey: 'TIDEPOOL_ADMIN_KEY',
   domain: 'TIDEPOOL_DOMAIN',
   maxSandboxes: 'TIDEPOOL_MAX_SANDBOXES',
   warmPool: 'TIDEPOOL_WARM_POOL',
@@ -322,6 +325,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     databaseUrl: (env.TIDEPOOL_DATABASE_URL ?? '').trim(),
     databasePasswordFile: (env.TIDEPOOL_DATABASE_PASSWORD_FILE ?? '').trim(),
     apiKeys: (env.TIDEPOOL_API_KEYS ?? '').split(',').map((k) => k.trim()).filter(Boolean),
+    adminKey: (env.TIDEPOOL_ADMIN_KEY ?? '').trim(),
     // A name under .localhost resolves to loopback with no DNS (browsers; Node with nss-myhostname), and, unlike
     // `localhost` itself, has room for a wildcard certificate (`*.tidepool.localhost`).
     domain: env.TIDEPOOL_DOMAIN || 'tidepool.localhost',
@@ -388,7 +392,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
   const problems = [...Value.Errors(ConfigSchema, candidate)].map((error) => {
     const key = error.path.split('/')[1] as keyof Config;
     const name = ENV_NAMES[key] ?? key;
-    // The secrets key is never repeated, not even a wrong one.
+    // The secrets key and the admin key are never repeated, not even wrong ones.
+    if (key === 'adminKey') return `${name}: must be 24 to 200 characters of A-Za-z0-9_- (e.g. \`openssl rand -hex 24\`), or unset to have one made at the first start`;
     return key === 'secretsKey' ? `${name}: ${error.message}` : `${name}: ${error.message} (got ${JSON.stringify(error.value)})`;
   });
   if (problems.length > 0) throw new ConfigError(`invalid configuration:\n  ${problems.join('\n  ')}`);

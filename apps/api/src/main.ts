@@ -17,6 +17,10 @@ async function runApi(): Promise<void> {
     platform.apiKeyGenerated
       ? `Generated API key (shown once, store it): ${platform.apiKey}`
       : 'API key: the one configured in TIDEPOOL_API_KEYS or generated on first start',
+    // Known to this start only when configured or just made; made now (no TIDEPOOL_ADMIN_KEY): shown this once.
+    ...(platform.adminKey && !platform.config.adminKey
+      ? [`Generated admin key (shown once, store it; teams and their keys: /admin, dashboard ${platform.url}/dashboard/#/admin): ${platform.adminKey}`]
+      : []),
     'Point the e2b SDK at it:',
     `  export E2B_API_URL=${platform.url} E2B_SANDBOX_URL=${platform.url} E2B_API_KEY=${platform.apiKey || '<your key>'}`,
     ...(platform.clientDomain

@@ -21,6 +21,7 @@ const images: string[] = [];
 function recordOf(id: string): SandboxRecord {
   return {
     sandboxId: id,
+    teamId: 'team-a',
     templateId: 'base',
     buildId: 'base',
     alias: 'base',

@@ -77,13 +77,13 @@ describe('Secret API through the SDK', () => {
     expect(updated.updatedAt.getTime()).toBeGreaterThanOrEqual(created.updatedAt.getTime());
     const replaced = await Secret.update(created.secretId, secretValue('crud-3'), { ...platform.sdk, metadata: { owner: 'other' } });
     expect(replaced).toMatchObject({ version: 3, metadata: { owner: 'other' } });
-    expect(await platform.secrets.resolveSecret(`crud-${run}`)).toBe(values.at(-1));
+    expect(await platform.secrets.resolveSecret(platform.defaultTeamId, `crud-${run}`)).toBe(values.at(-1));
 
     expect(await Secret.destroy(created.secretId, platform.sdk)).toBe(true);
     expect(await Secret.destroy(created.secretId, platform.sdk)).toBe(false);
     await expect(Secret.getInfo(created.secretId, platform.sdk)).rejects.toBeInstanceOf(SecretNotFoundError);
     await expect(Secret.update(`crud-${run}`, 'x', platform.sdk)).rejects.toBeInstanceOf(SecretNotFoundError);
-    expect(await platform.secrets.resolveSecret(`crud-${run}`)).toBeUndefined();
+    expect(await platform.secrets.resolveSecret(platform.defaultTeamId, `crud-${run}`)).toBeUndefined();
   });
 
   it('lists page by page in name order, every secret exactly once, metadata only', async () => {
@@ -215,9 +215,9 @@ describe('the secrets key across restarts', () => {
     await platform.close({ keepSandboxes: false });
     platform = await start();
     expect(await platform.secrets.keyMatches()).toBe(true);
-    expect(await platform.secrets.resolveSecret(`restart-${run}`)).toBe(value);
+    expect(await platform.secrets.resolveSecret(platform.defaultTeamId, `restart-${run}`)).toBe(value);
     expect((await Secret.update(`restart-${run}`, secretValue('restart-2'), platform.sdk)).version).toBe(2);
-    expect(await platform.secrets.resolveSecret(`restart-${run}`)).toBe(values.at(-1));
+    expect(await platform.secrets.resolveSecret(platform.defaultTeamId, `restart-${run}`)).toBe(values.at(-1));
   });
 
   it('another key is a clear error on writes and reads of values, not a crash; metadata stays usable', async () => {
@@ -230,7 +230,7 @@ describe('the secrets key across restarts', () => {
     const refused = await call('POST', '/secrets', { name: `new-${run}`, value: 'v' });
     expect(refused.status).toBe(500);
     expect(refused.body.message).toMatch(/restore the original key/);
-    await expect(platform.secrets.resolveSecret(`restart-${run}`)).rejects.toThrow(/another key/);
+    await expect(platform.secrets.resolveSecret(platform.defaultTeamId, `restart-${run}`)).rejects.toThrow(/another key/);
     expect(await Secret.exists(`new-${run}`, platform.sdk)).toBe(false);
     expect((await call('GET', '/health')).status).toBe(200);
   });
@@ -243,6 +243,6 @@ describe('the secrets key across restarts', () => {
       expect.objectContaining({ message: expect.not.stringContaining('not-base64!') }),
     );
     platform = await start();
-    expect(await platform.secrets.resolveSecret(`restart-${run}`)).toBe(values.at(-1));
+    expect(await platform.secrets.resolveSecret(platform.defaultTeamId, `restart-${run}`)).toBe(values.at(-1));
   });
 });

@@ -24,6 +24,7 @@ import { BACKENDS, StoreBackend } from './support/store-backends.ts';
 
 const sandbox = (id: string, overrides: Partial<SandboxRecord> = {}): SandboxRecord => ({
   sandboxId: id,
+  teamId: 'team-a',
   templateId: 'base',
   buildId: 'base',
   alias: 'base',
@@ -55,6 +56,7 @@ const sandbox = (id: string, overrides: Partial<SandboxRecord> = {}): SandboxRec
 
 const template = (id: string, overrides: Partial<TemplateRecord> = {}): TemplateRecord => ({
   templateId: id,
+  teamId: 'team-a',
   alias: id,
   kind: 'template',
   public: false,
@@ -98,8 +100,8 @@ describe.each(BACKENDS)('stores on %s', (kind) => {
       const [first, second] = await backend.open(2);
       const versions = await first!.all<{ version: number }>('SELECT version FROM schema_migrations ORDER BY version');
       expect(versions.map((v) => v.version)).toEqual(MIGRATIONS.map((_, i) => i + 1));
-      await new KeyStore(first!).addKey('e2b_abc');
-      expect(await new KeyStore(second!).isValid('e2b_abc')).toBe(true);
+      await new KeyStore(first!).addKey('e2b_abc', 'team-a');
+      expect(await new KeyStore(second!).authenticate('e2b_abc')).toEqual({ keyId: expect.stringMatching(/^key_[0-9a-f]{24}$/), teamId: 'team-a' });
     });
   });
 
@@ -126,13 +128,13 @@ describe.each(BACKENDS)('stores on %s', (kind) => {
         inside = resolve;
       });
       const failing = db.transaction(async (tx) => {
-        await tx.run("INSERT INTO volumes (volume_id, name, token, created_at) VALUES ('vol_a', 'a', 't', 'now')");
+        await tx.run("INSERT INTO volumes (volume_id, team_id, name, token, created_at) VALUES ('vol_a', 'team-a', 'a', 't', 'now')");
         inside();
         await new Promise((resolve) => setTimeout(resolve, 50));
         throw new Error('rolled back');
       });
       await entered;
-      const outside = volumes.insert({ volumeID: 'vol_b', name: 'b', token: 't', createdAt: 'now' });
+      const outside = volumes.insert({ volumeID: 'vol_b', teamId: 'team-a', name: 'b', token: 't', createdAt: 'now' });
       await expect(failing).rejects.toThrow('rolled back');
       expect(await outside).toBe(true);
       expect((await volumes.list()).map((v) => v.name)).toEqual(['b']);
@@ -185,13 +187,25 @@ describe.each(BACKENDS)('stores on %s', (kind) => {
   });
 
   describe('keys and settings', () => {
-    it('stores hashes of keys, adds idempotently and validates in constant time', async () => {
-      const keys = new KeyStore(await fresh());
+    it('stores hashes of keys, adds idempotently (a key keeps its first team) and validates', async () => {
+      const db = await fresh();
+      const keys = new KeyStore(db);
       expect(await keys.hasKeys()).toBe(false);
-      await keys.addKey('e2b_one');
-      await keys.addKey('e2b_one');
-      const generated = await keys.generateKey();
+      await keys.addKey('e2b_one', 'team-a');
+      await keys.addKey('e2b_one', 'team-b');
+      const { key: generated, info } = await keys.generateKey('team-b', 'ci');
       expect(generated).toMatch(/^e2b_[0-9a-f]{40}$/);
+      expect(info).toMatchObject({ teamId: 'team-b', name: 'ci', prefix: generated.slice(0, 8), suffix: generated.slice(-4) });
+      expect(await keys.authenticate('e2b_one')).toMatchObject({ teamId: 'team-a' });
+      const stored = await db.all<Record<string, unknown>>('SELECT * FROM api_keys');
+      expect(JSON.stringify(stored)).not.toContain(generated);
+      expect(JSON.stringify(stored)).not.toContain(generated.slice(8, -4));
+      expect((await keys.keysOf('team-b')).map((k) => k.keyId)).toEqual([info.keyId]);
+      expect(await keys.revoke('team-a', info.keyId)).toBe(false);
+      expect(await keys.isValid(generated)).toBe(true);
+      expect(await keys.revoke('team-b', info.keyId)).toBe(true);
+      expect(await keys.isValid(generated)).toBe(false);
+      await keys.addKey(generated, 'team-b');
       expect(await keys.hasKeys()).toBe(true);
       expect(await keys.isValid('e2b_one')).toBe(true);
       expect(await keys.isValid(generated)).toBe(true);
@@ -387,30 +401,30 @@ describe.each(BACKENDS)('stores on %s', (kind) => {
       const silent = pino({ level: 'silent' });
       const a = await SecretStore.open(first!, () => new SecretCipher(key), silent);
       const b = await SecretStore.open(second!, () => new SecretCipher(key), silent);
-      const created = await a.create('Api-Token', 'v1 \u00e9\u{1F30A}', { team: 'x' });
-      expect(await b.resolveSecret('api-token')).toBe('v1 \u00e9\u{1F30A}');
-      expect(await b.has('API-TOKEN')).toBe(true);
-      expect([...(await b.names())]).toEqual(['api-token']);
-      await expect(b.create('api-token', 'again')).rejects.toMatchObject({ kind: 'conflict' });
+      const created = await a.create('team-a', 'Api-Token', 'v1 \u00e9\u{1F30A}', { team: 'x' });
+      expect(await b.resolveSecret('team-a', 'api-token')).toBe('v1 \u00e9\u{1F30A}');
+      expect(await b.has('team-a', 'API-TOKEN')).toBe(true);
+      expect([...(await b.names('team-a'))]).toEqual(['api-token']);
+      await expect(b.create('team-a', 'api-token', 'again')).rejects.toMatchObject({ kind: 'conflict' });
       const raw = await first!.get<{ sealed: unknown }>('SELECT sealed FROM secrets WHERE secret_id = ?', [created.secretID]);
       expect(Buffer.isBuffer(raw!.sealed)).toBe(true);
       expect((raw!.sealed as Buffer).includes(Buffer.from('v1'))).toBe(false);
       // Racing updates (two replicas): each one either lands as its own version or is a 409, never a lost write.
-      const results = await Promise.allSettled(['v2', 'v3', 'v4'].map((value, i) => (i % 2 === 0 ? a : b).update(created.secretID, value)));
+      const results = await Promise.allSettled(['v2', 'v3', 'v4'].map((value, i) => (i % 2 === 0 ? a : b).update('team-a', created.secretID, value)));
       const landed = results.filter((r) => r.status === 'fulfilled').length;
       expect(landed).toBeGreaterThanOrEqual(1);
       for (const r of results) if (r.status === 'rejected') expect(r.reason).toMatchObject({ kind: 'conflict' });
-      expect((await a.require(created.secretID)).currentVersion).toBe(1 + landed);
+      expect((await a.require('team-a', created.secretID)).currentVersion).toBe(1 + landed);
       const other = await SecretStore.open(second!, () => new SecretCipher(randomBytes(32)), silent);
       expect(await other.keyMatches()).toBe(false);
-      await expect(other.resolveSecret('api-token')).rejects.toThrow(/another key/);
-      await other.remove('api-token');
-      expect(await a.list()).toEqual([]);
+      await expect(other.resolveSecret('team-a', 'api-token')).rejects.toThrow(/another key/);
+      await other.remove('team-a', 'api-token');
+      expect(await a.list('team-a')).toEqual([]);
     });
 
     it('the default team id is made once: replicas opening together all get the first one', async () => {
       const dbs = await backend.open(3);
-      const ids = (await Promise.all(dbs.map((db) => TeamDirectory.open(db)))).map((teams) => teams.teamsOfCaller()[0]!.teamID);
+      const ids = (await Promise.all(dbs.map((db) => TeamDirectory.open(db)))).map((teams) => teams.defaultTeamId);
       expect(new Set(ids).size).toBe(1);
       expect(ids[0]).toMatch(/^[0-9a-f-]{36}$/);
     });
@@ -419,12 +433,16 @@ describe.each(BACKENDS)('stores on %s', (kind) => {
   describe('volumes', () => {
     it('one row per volume; names unique; deleted once', async () => {
       const store = new VolumeStore(await fresh());
-      const v = { volumeID: 'vol_1', name: 'data', token: 'secret', createdAt: '2026-01-01T00:00:00.000Z' };
+      const v = { volumeID: 'vol_1', teamId: 'team-a', name: 'data', token: 'secret', createdAt: '2026-01-01T00:00:00.000Z' };
       expect(await store.insert(v)).toBe(true);
       expect(await store.insert({ ...v, volumeID: 'vol_2' })).toBe(false);
       expect(await store.insert({ ...v, volumeID: 'vol_3', name: 'other', createdAt: '2026-01-02T00:00:00.000Z' })).toBe(true);
       expect(await store.get('vol_1')).toEqual(v);
-      expect((await store.byName('other'))?.volumeID).toBe('vol_3');
+      expect((await store.byName('team-a', 'other'))?.volumeID).toBe('vol_3');
+      expect(await store.byName('team-b', 'other')).toBeUndefined();
+      expect(await store.insert({ ...v, volumeID: 'vol_4', teamId: 'team-b' })).toBe(true);
+      expect((await store.listOf('team-b')).map((x) => x.volumeID)).toEqual(['vol_4']);
+      expect(await store.delete('vol_4')).toBe(true);
       expect((await store.list()).map((x) => x.volumeID)).toEqual(['vol_1', 'vol_3']);
       expect(await store.delete('vol_1')).toBe(true);
       expect(await store.delete('vol_1')).toBe(false);

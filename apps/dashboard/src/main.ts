@@ -1,7 +1,8 @@
-import { apiKey, setApiKey, whenUnauthorized } from './api.ts';
+import { apiKey, request, setApiKey, whenUnauthorized } from './api.ts';
 import { fill, h, type View } from './dom.ts';
 import { SANDBOX_TABS, type SandboxTab, sandboxView } from './views/sandbox.ts';
 import { sandboxesView } from './views/sandboxes.ts';
+import { adminView } from './views/admin.ts';
 import { signInView } from './views/signin.ts';
 import { buildView, templatesView, templateView } from './views/templates.ts';
 
@@ -17,6 +18,13 @@ function show(view: View, section: 'sandboxes' | 'templates' | null): void {
   }
   const link = (href: string, label: string, name: string): HTMLElement => h('a', { href, 'aria-current': section === name ? 'page' : null }, label);
   const signOut = h('button', { type: 'button', class: 'sign-out' }, 'Sign out');
+  // The key's team: everything the pages list is that team's.
+  const team = h('span', { class: 'team-name', 'aria-live': 'polite' });
+  request<Array<{ name: string }>>('GET', '/teams')
+    .then((teams) => {
+      if (teams[0]) team.textContent = `Team: ${teams[0].name}`;
+    })
+    .catch(() => undefined);
   signOut.addEventListener('click', () => {
     setApiKey(null);
     route();
@@ -24,15 +32,21 @@ function show(view: View, section: 'sandboxes' | 'templates' | null): void {
   fill(
     root,
     h('a', { class: 'skip', href: '#content', onclick: (e: Event) => { e.preventDefault(); view.element.focus(); } }, 'Skip to content'),
-    h('header', { class: 'top' }, h('span', { class: 'brand' }, 'Tidepool'), h('nav', { 'aria-label': 'Main' }, link('#/sandboxes', 'Sandboxes', 'sandboxes'), link('#/templates', 'Templates', 'templates')), signOut),
+    h('header', { class: 'top' }, h('span', { class: 'brand' }, 'Tidepool'), h('nav', { 'aria-label': 'Main' }, link('#/sandboxes', 'Sandboxes', 'sandboxes'), link('#/templates', 'Templates', 'templates')), team, signOut),
     view.element,
   );
   view.element.id = 'content';
   view.element.tabIndex = -1;
 }
 
-/** `#/sandboxes`, `#/sandboxes/<id>[/<tab>]`, `#/templates`, `#/templates/<id>`, `#/templates/<id>/builds/<build>`. */
+/** `#/admin`, `#/sandboxes`, `#/sandboxes/<id>[/<tab>]`, `#/templates`, `#/templates/<id>`, `#/templates/<id>/builds/<build>`. */
 function route(reason?: string): void {
+  // Administration takes the admin key (its own sign-in), not a team's key.
+  if (location.hash.startsWith('#/admin')) {
+    show(adminView(), null);
+    document.title = 'Tidepool · admin';
+    return;
+  }
   if (!apiKey()) {
     show({ element: signInView(() => route(), reason) }, null);
     return;

@@ -24,16 +24,21 @@ import { registerTemplateBuildRoutes } from '../templates/routes/template-build-
 import type { TemplateRouteDeps } from '../templates/routes/template-route-deps.ts';
 import { registerTemplateRoutes } from '../templates/routes/template-routes.ts';
 import { registerTemplateTagRoutes } from '../templates/routes/template-tag-routes.ts';
+import type { AdminKey } from '../teams/admin-key.ts';
+import { registerAdminRoutes } from '../teams/admin-routes.ts';
 import type { TeamDirectory } from '../teams/team-directory.ts';
 import { registerTeamRoutes } from '../teams/team-routes.ts';
 import { answerClientError, answerFrameworkError, installApiErrorHandler } from './api-errors.ts';
 import { installApiKeyAuth } from './api-key-auth.ts';
 import { installLenientJsonBody } from './json-body.ts';
+import { recordRouteTable } from './route-table.ts';
 
 export interface ApiServerDeps {
   lifecycle: SandboxLifecycle;
   keys: KeyStore;
-  /** The caller's teams (`GET /teams`). */
+  /** The key of `/admin/*` (teams and their keys). */
+  admin: AdminKey;
+  /** Teams: the caller's (`GET /teams`), and all of them for the admin routes. */
   teams: TeamDirectory;
   sandboxes: SandboxStore;
   /** Volumes: their rows, tokens and content directories. */
@@ -68,15 +73,16 @@ export function buildApiServer(deps: ApiServerDeps): FastifyInstance {
     frameworkErrors: answerFrameworkError,
     clientErrorHandler: answerClientError,
   }).withTypeProvider<TypeBoxTypeProvider>();
+  recordRouteTable(app);
   installSandboxProxy(app, { directory: deps.lifecycle, domain: deps.domain, logger: deps.logger, limits: deps.proxyLimits, metrics: deps.metrics });
   installApiErrorHandler(app);
   installLenientJsonBody(app);
   app.get('/health', async (_request, reply) => reply.code(200).type('text/plain').send('Health check successful'));
-  installApiKeyAuth(app, deps.keys);
+  installApiKeyAuth(app, deps.keys, deps.admin);
   registerDashboardRoutes(app, deps.logger, deps.dashboardDir);
   if (deps.metrics) registerMetricsRoute(app, deps.metrics);
   const sandboxDomain = deps.sandboxDomain ?? (() => null);
-  registerSandboxRoutes(app, deps.lifecycle, deps.timeouts, sandboxDomain, () => deps.secrets.names());
+  registerSandboxRoutes(app, deps.lifecycle, deps.timeouts, sandboxDomain, (teamId) => deps.secrets.names(teamId));
   registerSandboxLifecycleRoutes(app, deps.lifecycle, deps.timeouts, sandboxDomain);
   registerSandboxObservabilityRoutes(app, deps.lifecycle, (id) => deps.sandboxes.events(id));
   registerSandboxSnapshotRoutes(app, { lifecycle: deps.lifecycle, runtime: deps.runtime, catalog: deps.templates.catalog, logger: deps.logger, platformMetrics: deps.metrics }, deps.timeouts, sandboxDomain);
@@ -84,6 +90,7 @@ export function buildApiServer(deps: ApiServerDeps): FastifyInstance {
   registerTemplateBuildRoutes(app, deps.templates);
   registerTemplateTagRoutes(app, deps.templates);
   registerTeamRoutes(app, deps.teams);
+  registerAdminRoutes(app, deps.teams, deps.keys);
   registerVolumeRoutes(app, deps.volumes);
   registerSecretRoutes(app, deps.secrets, deps.logger);
   registerVolumeContentRoutes(app, { volumes: deps.volumes, logger: deps.logger });

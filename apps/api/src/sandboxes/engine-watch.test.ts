@@ -20,7 +20,7 @@ const defaults = { user: 'user', workdir: '/home/user', envs: {}, startCmd: null
 const plan: LaunchPlan = {
   image: 'tidepool/base:latest',
   from: { templateId: 'base', buildId: 'b1', alias: 'base', cpuCount: 1, memoryMB: 256, diskSizeMB: 1024, envdVersion: '0.6.13', defaults },
-  settings: { timeoutSeconds: 60, autoPause: false, autoPauseMemory: false, autoResume: false, metadata: {}, envVars: {}, network: {}, allowInternetAccess: null, volumeMounts: [] },
+  settings: { teamId: 'team-a', timeoutSeconds: 60, autoPause: false, autoPauseMemory: false, autoResume: false, metadata: {}, envVars: {}, network: {}, allowInternetAccess: null, volumeMounts: [] },
   event: 'created',
 };
 

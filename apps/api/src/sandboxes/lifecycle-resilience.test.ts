@@ -17,7 +17,7 @@ vi.mock('./sandbox-boot.ts', async (original) => ({
 }));
 
 const defaults = { user: 'user', workdir: '/home/user', envs: {}, startCmd: null, readyCmd: null };
-const settings = { timeoutSeconds: 60, autoPause: false, autoPauseMemory: false, autoResume: false, metadata: {}, envVars: {}, network: {}, allowInternetAccess: null, volumeMounts: [] };
+const settings = { teamId: 'team-a', timeoutSeconds: 60, autoPause: false, autoPauseMemory: false, autoResume: false, metadata: {}, envVars: {}, network: {}, allowInternetAccess: null, volumeMounts: [] };
 const plan: LaunchPlan = {
   image: 'tidepool/base:latest',
   from: { templateId: 'base', buildId: 'b1', alias: 'base', cpuCount: 1, memoryMB: 512, diskSizeMB: 1024, envdVersion: '0.6.13', defaults },

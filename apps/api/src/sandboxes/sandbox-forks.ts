@@ -44,6 +44,7 @@ export async function forkSandbox(deps: ForkDeps, sourceId: string, count: numbe
               image,
               from: source,
               settings: {
+                teamId: source.teamId,
                 timeoutSeconds,
                 autoPause: source.autoPause,
                 autoPauseMemory: source.autoPauseMemory,

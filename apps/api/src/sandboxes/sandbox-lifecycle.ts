@@ -1,6 +1,6 @@
 import type { Logger } from 'pino';
 import { initEnvd } from '../envd/envd-client.ts';
-import { conflict, invalid, PlatformError } from '../errors.ts';
+import { conflict, invalid, PlatformError, sandboxNotFound } from '../errors.ts';
 import type { RoutableSandbox, SandboxDirectory } from '../proxy/sandbox-directory.ts';
 import type { DirectoryMount, SandboxRuntime } from '../runtime/sandbox-runtime.ts';
 import type { ResolvedTemplate } from '../templates/template-model.ts';
@@ -24,6 +24,8 @@ import type { PooledContainer, WarmPool } from './warm-pool.ts';
 
 /** How a sandbox is configured, whatever it starts from (a template, a fork checkpoint). */
 export interface SandboxSettings {
+  /** The owning team (the creating key's; a fork's source's). */
+  teamId: string;
   timeoutSeconds: number;
   autoPause: boolean;
   autoPauseMemory: boolean;
@@ -45,7 +47,8 @@ export interface CreateSandboxInput extends Omit<SandboxSettings, 'volumeMounts'
 
 /** Where the lifecycle finds volumes (by name on create, by id whenever a container is made). */
 export interface VolumeSource {
-  resolveNames(names: string[]): Promise<Array<{ volumeID: string; name: string }>>;
+  /** The team's volumes by name (another team's name is unknown). */
+  resolveNames(teamId: string, names: string[]): Promise<Array<{ volumeID: string; name: string }>>;
   /** Keeps the volumes from being deleted until `release`; refuses volumes that no longer exist. */
   hold(volumeIDs: string[]): Promise<{ release(): void }>;
   /** The volume's directory as the container engine sees it. */
@@ -54,7 +57,8 @@ export interface VolumeSource {
 
 /** Where the lifecycle finds templates: resolution and spawn counting. */
 export interface TemplateSource {
-  resolve(reference: string): Promise<ResolvedTemplate>;
+  /** The build `reference` means for `teamId`: its own templates, built-ins and public ones; anything else is not found. */
+  resolve(reference: string, teamId: string): Promise<ResolvedTemplate>;
   recordSpawn(templateId: string): Promise<void>;
 }
 
@@ -199,6 +203,18 @@ export class SandboxLifecycle implements SandboxDirectory {
     return this.registry.require(id);
   }
 
+  /** The team's sandbox; another team's answers exactly as a missing one (the same error, the same message). */
+  requireOwned(id: string, teamId: string): SandboxRecord {
+    const record = this.registry.get(id);
+    if (!record || record.teamId !== teamId) throw sandboxNotFound(id);
+    return record;
+  }
+
+  /** The team's sandboxes (running and paused). */
+  listOf(teamId: string): SandboxRecord[] {
+    return this.registry.list().filter((r) => r.teamId === teamId);
+  }
+
   list(): SandboxRecord[] {
     return this.registry.list();
   }
@@ -219,12 +235,12 @@ export class SandboxLifecycle implements SandboxDirectory {
   }
 
   /** Checks and resolves a create request's `volumeMounts` (no container exists yet). */
-  private async resolveMounts(requested: CreateSandboxInput['volumeMounts']): Promise<SandboxVolumeMount[]> {
+  private async resolveMounts(teamId: string, requested: CreateSandboxInput['volumeMounts']): Promise<SandboxVolumeMount[]> {
     if (requested.length === 0) return [];
     const problem = volumeMountsProblem(requested);
     if (problem) throw invalid(problem);
     if (!this.deps.volumes) throw invalid('volumes are not available on this platform');
-    const volumes = await this.deps.volumes.resolveNames(requested.map((m) => m.name));
+    const volumes = await this.deps.volumes.resolveNames(teamId, requested.map((m) => m.name));
     return requested.map((m, i) => ({ name: volumes[i].name, volumeID: volumes[i].volumeID, path: m.path }));
   }
 
@@ -250,8 +266,8 @@ export class SandboxLifecycle implements SandboxDirectory {
     if (hasTransforms(input.network)) await this.requireEgressTransforms();
     const { egressProxy, ...settings } = input;
     const network = egressProxy ? { ...input.network, egressProxy: await this.admitEgressProxy(egressProxy) } : input.network;
-    const { template, build } = await this.deps.templates.resolve(input.templateRef);
-    const volumeMounts = await this.resolveMounts(input.volumeMounts);
+    const { template, build } = await this.deps.templates.resolve(input.templateRef, input.teamId);
+    const volumeMounts = await this.resolveMounts(input.teamId, input.volumeMounts);
     const record = await this.launchPooledOrCold(input.templateRef, {
       image: build.image!,
       from: {
@@ -361,6 +377,7 @@ export class SandboxLifecycle implements SandboxDirectory {
       const { settings, from } = plan;
       const record: SandboxRecord = {
         sandboxId,
+        teamId: settings.teamId,
         templateId: from.templateId,
         buildId: from.buildId,
         alias: from.alias,

@@ -20,6 +20,8 @@ export interface SandboxNetwork {
 /** Everything the platform keeps about one sandbox (one row of `sandboxes`). */
 export interface SandboxRecord {
   sandboxId: string;
+  /** The team whose key created it (forks inherit it): only that team's keys see or touch it. */
+  teamId: string;
   templateId: string;
   /** The template build (image + defaults) the sandbox was started from. */
   buildId: string;

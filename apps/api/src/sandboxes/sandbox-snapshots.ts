@@ -44,6 +44,7 @@ function snapshotNow(deps: SnapshotDeps, sandboxId: string, name: string | undef
     await captureFilesystem(deps.runtime, record, image);
     try {
       const info = await deps.catalog.registerSnapshot({
+        teamId: record.teamId,
         sourceSandboxId: record.sandboxId,
         name,
         image,

@@ -3,6 +3,7 @@ import type { Sql } from '../store/sql.ts';
 
 interface Row {
   sandbox_id: string;
+  team_id: string;
   template_id: string;
   build_id: string;
   alias: string | null;
@@ -34,6 +35,7 @@ interface Row {
 function fromRow(row: Row): SandboxRecord {
   return {
     sandboxId: row.sandbox_id,
+    teamId: row.team_id,
     templateId: row.template_id,
     buildId: row.build_id,
     alias: row.alias,
@@ -66,6 +68,7 @@ function fromRow(row: Row): SandboxRecord {
 function toRow(record: SandboxRecord): Row {
   return {
     sandbox_id: record.sandboxId,
+    team_id: record.teamId,
     template_id: record.templateId,
     build_id: record.buildId,
     alias: record.alias,

@@ -85,7 +85,7 @@ export class SecretStore {
     return this.keyed;
   }
 
-  async create(rawName: string, value: string, metadata: Record<string, string> = {}): Promise<SecretInfo> {
+  async create(teamId: string, rawName: string, value: string, metadata: Record<string, string> = {}): Promise<SecretInfo> {
     const name = canonicalSecretName(rawName);
     checkSecretValue(value);
     checkSecretMetadata(metadata);
@@ -93,18 +93,18 @@ export class SecretStore {
     const secretId = `${SECRET_ID_PREFIX}${randomBytes(12).toString('hex')}`;
     const now = new Date().toISOString();
     const inserted = await this.sql.run(
-      'INSERT INTO secrets (secret_id, name, version, sealed, metadata, created_at, updated_at) VALUES (?, ?, 1, ?, ?, ?, ?) ON CONFLICT (name) DO NOTHING',
-      [secretId, name, cipher.seal(value, sealContext(secretId, 1)), JSON.stringify(metadata), now, now],
+      'INSERT INTO secrets (secret_id, team_id, name, version, sealed, metadata, created_at, updated_at) VALUES (?, ?, ?, 1, ?, ?, ?, ?) ON CONFLICT (team_id, name) DO NOTHING',
+      [secretId, teamId, name, cipher.seal(value, sealContext(secretId, 1)), JSON.stringify(metadata), now, now],
     );
     if (inserted !== 1) throw conflict(`a secret named '${name}' already exists`);
-    return this.require(secretId);
+    return this.require(teamId, secretId);
   }
 
   /** A new version of the value; metadata is replaced when given, kept otherwise. */
-  async update(reference: string, value: string, metadata?: Record<string, string>): Promise<SecretInfo> {
+  async update(teamId: string, reference: string, value: string, metadata?: Record<string, string>): Promise<SecretInfo> {
     checkSecretValue(value);
     if (metadata) checkSecretMetadata(metadata);
-    const current = await this.require(reference);
+    const current = await this.require(teamId, reference);
     const cipher = await this.cipherForWrites();
     const version = current.currentVersion + 1;
     // Only over the version read: a concurrent update (another request or replica) makes this one a 409, not a lost write.
@@ -117,42 +117,45 @@ export class SecretStore {
       current.currentVersion,
     ]);
     if (changed !== 1) throw conflict(`secret '${reference}' was changed or removed meanwhile: try again`);
-    return this.require(current.secretID);
+    return this.require(teamId, current.secretID);
   }
 
-  /** By `sec_…` identifier or by name (any case); 404 when there is none. */
-  async require(reference: string): Promise<SecretInfo> {
-    const row = await this.find(reference);
+  /** The team's secret by `sec_…` identifier or by name (any case); 404 when there is none (another team's included). */
+  async require(teamId: string, reference: string): Promise<SecretInfo> {
+    const row = await this.find(teamId, reference);
     if (!row) throw notFound(`secret '${reference}' not found`);
     return toInfo(row);
   }
 
   /** Whether a secret with this name (any case) exists; false for a name no secret could have. */
-  async has(name: string): Promise<boolean> {
-    return (await this.sql.get('SELECT 1 AS one FROM secrets WHERE name = ?', [name.toLowerCase()])) !== undefined;
+  async has(teamId: string, name: string): Promise<boolean> {
+    return (await this.sql.get('SELECT 1 AS one FROM secrets WHERE team_id = ? AND name = ?', [teamId, name.toLowerCase()])) !== undefined;
   }
 
-  /** Every stored secret name (lower-case, as stored). */
-  async names(): Promise<Set<string>> {
-    return new Set((await this.sql.all<{ name: string }>('SELECT name FROM secrets')).map((row) => row.name));
+  /** Every secret name of the team (lower-case, as stored). */
+  async names(teamId: string): Promise<Set<string>> {
+    return new Set((await this.sql.all<{ name: string }>('SELECT name FROM secrets WHERE team_id = ?', [teamId])).map((row) => row.name));
   }
 
-  /** Every secret's metadata, by name. */
-  async list(): Promise<SecretInfo[]> {
-    return (await this.sql.all<Omit<SecretRow, 'sealed'>>(`SELECT ${INFO_COLUMNS} FROM secrets ORDER BY name`)).map(toInfo);
+  /** Every secret's metadata of the team, by name. */
+  async list(teamId: string): Promise<SecretInfo[]> {
+    return (await this.sql.all<Omit<SecretRow, 'sealed'>>(`SELECT ${INFO_COLUMNS} FROM secrets WHERE team_id = ? ORDER BY name`, [teamId])).map(toInfo);
   }
 
-  async remove(reference: string): Promise<void> {
-    const row = await this.find(reference);
+  async remove(teamId: string, reference: string): Promise<void> {
+    const row = await this.find(teamId, reference);
     if (!row || (await this.sql.run('DELETE FROM secrets WHERE secret_id = ?', [row.secret_id])) !== 1) throw notFound(`secret '${reference}' not found`);
   }
 
   /**
-   * The current value of the secret with this name, for the platform's own use (network rule transforms);
-   * undefined when there is none. Never for a route's answer.
+   * The current value of the team's secret with this name, for the platform's own use (network rule transforms of
+   * that team's sandboxes); undefined when there is none. Never for a route's answer.
    */
-  async resolveSecret(name: string): Promise<string | undefined> {
-    const row = await this.sql.get<Pick<SecretRow, 'secret_id' | 'version' | 'sealed'>>('SELECT secret_id, version, sealed FROM secrets WHERE name = ?', [name.toLowerCase()]);
+  async resolveSecret(teamId: string, name: string): Promise<string | undefined> {
+    const row = await this.sql.get<Pick<SecretRow, 'secret_id' | 'version' | 'sealed'>>('SELECT secret_id, version, sealed FROM secrets WHERE team_id = ? AND name = ?', [
+      teamId,
+      name.toLowerCase(),
+    ]);
     if (!row) return undefined;
     const cipher = await this.cipherForWrites();
     try {
@@ -163,10 +166,10 @@ export class SecretStore {
     }
   }
 
-  private find(reference: string): Promise<Omit<SecretRow, 'sealed'> | undefined> {
+  private find(teamId: string, reference: string): Promise<Omit<SecretRow, 'sealed'> | undefined> {
     const ref = secretReference(reference);
     const [column, key] = 'secretId' in ref ? ['secret_id', ref.secretId] : ['name', ref.name];
-    return this.sql.get<Omit<SecretRow, 'sealed'>>(`SELECT ${INFO_COLUMNS} FROM secrets WHERE ${column} = ?`, [key]);
+    return this.sql.get<Omit<SecretRow, 'sealed'>>(`SELECT ${INFO_COLUMNS} FROM secrets WHERE team_id = ? AND ${column} = ?`, [teamId, key]);
   }
 
   /** The cipher, when the configured key is the one secrets were sealed with (else a clear 500). */

@@ -75,6 +75,36 @@ const SQLITE: string[] = [
   `ALTER TABLE sandboxes ADD COLUMN lease_owner TEXT;
    ALTER TABLE sandboxes ADD COLUMN lease_until INTEGER;
    CREATE TABLE leases (name TEXT PRIMARY KEY, owner TEXT NOT NULL, until_ms INTEGER NOT NULL);`,
+  // Teams (teams/*): every key, sandbox, template (built-ins excepted: team_id NULL, seen by all), volume and secret
+  // belongs to one; what existed goes to the default team (its id kept in settings, made here when missing).
+  // Volume and secret names become unique per team (the tables are rebuilt: SQLite cannot drop a constraint).
+  `INSERT INTO settings (key, value) VALUES ('default_team_id',
+     lower(hex(randomblob(4))) || '-' || lower(hex(randomblob(2))) || '-4' || substr(lower(hex(randomblob(2))), 2) || '-a' || substr(lower(hex(randomblob(2))), 2) || '-' || lower(hex(randomblob(6))))
+     ON CONFLICT (key) DO NOTHING;
+   CREATE TABLE teams (team_id TEXT PRIMARY KEY, name TEXT NOT NULL, created_at TEXT NOT NULL);
+   INSERT INTO teams (team_id, name, created_at) SELECT value, 'default', strftime('%Y-%m-%dT%H:%M:%fZ', 'now') FROM settings WHERE key = 'default_team_id';
+   ALTER TABLE api_keys ADD COLUMN key_id TEXT;
+   ALTER TABLE api_keys ADD COLUMN team_id TEXT;
+   ALTER TABLE api_keys ADD COLUMN name TEXT NOT NULL DEFAULT 'key';
+   ALTER TABLE api_keys ADD COLUMN suffix TEXT NOT NULL DEFAULT '';
+   UPDATE api_keys SET key_id = 'key_' || substr(hash, 1, 24), team_id = (SELECT value FROM settings WHERE key = 'default_team_id');
+   CREATE UNIQUE INDEX api_keys_by_id ON api_keys (key_id);
+   CREATE INDEX api_keys_by_team ON api_keys (team_id);
+   ALTER TABLE sandboxes ADD COLUMN team_id TEXT;
+   UPDATE sandboxes SET team_id = (SELECT value FROM settings WHERE key = 'default_team_id');
+   ALTER TABLE templates ADD COLUMN team_id TEXT;
+   UPDATE templates SET team_id = (SELECT value FROM settings WHERE key = 'default_team_id') WHERE template_id NOT IN ('base', 'code-interpreter');
+   CREATE TABLE volumes_v6 (volume_id TEXT PRIMARY KEY, team_id TEXT NOT NULL, name TEXT NOT NULL, token TEXT NOT NULL, created_at TEXT NOT NULL, UNIQUE (team_id, name));
+   INSERT INTO volumes_v6 (volume_id, team_id, name, token, created_at) SELECT volume_id, (SELECT value FROM settings WHERE key = 'default_team_id'), name, token, created_at FROM volumes;
+   DROP TABLE volumes;
+   ALTER TABLE volumes_v6 RENAME TO volumes;
+   CREATE TABLE secrets_v6 (
+     secret_id TEXT PRIMARY KEY, team_id TEXT NOT NULL, name TEXT NOT NULL, version INTEGER NOT NULL, sealed BLOB NOT NULL,
+     metadata TEXT NOT NULL, created_at TEXT NOT NULL, updated_at TEXT NOT NULL, UNIQUE (team_id, name));
+   INSERT INTO secrets_v6 (secret_id, team_id, name, version, sealed, metadata, created_at, updated_at)
+     SELECT secret_id, (SELECT value FROM settings WHERE key = 'default_team_id'), name, version, sealed, metadata, created_at, updated_at FROM secrets;
+   DROP TABLE secrets;
+   ALTER TABLE secrets_v6 RENAME TO secrets;`,
 ];
 
 const POSTGRES: string[] = [
@@ -140,6 +170,30 @@ const POSTGRES: string[] = [
   `ALTER TABLE sandboxes ADD COLUMN lease_owner TEXT;
    ALTER TABLE sandboxes ADD COLUMN lease_until BIGINT;
    CREATE TABLE leases (name TEXT PRIMARY KEY, owner TEXT NOT NULL, until_ms BIGINT NOT NULL);`,
+  `INSERT INTO settings (key, value) VALUES ('default_team_id', gen_random_uuid()::text) ON CONFLICT (key) DO NOTHING;
+   CREATE TABLE teams (team_id TEXT PRIMARY KEY, name TEXT NOT NULL, created_at TEXT NOT NULL);
+   INSERT INTO teams (team_id, name, created_at) SELECT value, 'default', to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') FROM settings WHERE key = 'default_team_id';
+   ALTER TABLE api_keys ADD COLUMN key_id TEXT;
+   ALTER TABLE api_keys ADD COLUMN team_id TEXT;
+   ALTER TABLE api_keys ADD COLUMN name TEXT NOT NULL DEFAULT 'key';
+   ALTER TABLE api_keys ADD COLUMN suffix TEXT NOT NULL DEFAULT '';
+   UPDATE api_keys SET key_id = 'key_' || substr(hash, 1, 24), team_id = (SELECT value FROM settings WHERE key = 'default_team_id');
+   CREATE UNIQUE INDEX api_keys_by_id ON api_keys (key_id);
+   CREATE INDEX api_keys_by_team ON api_keys (team_id);
+   ALTER TABLE sandboxes ADD COLUMN team_id TEXT;
+   UPDATE sandboxes SET team_id = (SELECT value FROM settings WHERE key = 'default_team_id');
+   ALTER TABLE templates ADD COLUMN team_id TEXT;
+   UPDATE templates SET team_id = (SELECT value FROM settings WHERE key = 'default_team_id') WHERE template_id NOT IN ('base', 'code-interpreter');
+   ALTER TABLE volumes ADD COLUMN team_id TEXT;
+   UPDATE volumes SET team_id = (SELECT value FROM settings WHERE key = 'default_team_id');
+   ALTER TABLE volumes ALTER COLUMN team_id SET NOT NULL;
+   ALTER TABLE volumes DROP CONSTRAINT volumes_name_key;
+   ALTER TABLE volumes ADD CONSTRAINT volumes_team_name_key UNIQUE (team_id, name);
+   ALTER TABLE secrets ADD COLUMN team_id TEXT;
+   UPDATE secrets SET team_id = (SELECT value FROM settings WHERE key = 'default_team_id');
+   ALTER TABLE secrets ALTER COLUMN team_id SET NOT NULL;
+   ALTER TABLE secrets DROP CONSTRAINT secrets_name_key;
+   ALTER TABLE secrets ADD CONSTRAINT secrets_team_name_key UNIQUE (team_id, name);`,
 ];
 
 if (SQLITE.length !== POSTGRES.length) throw new Error('store: every migration needs a SQLite and a PostgreSQL text');

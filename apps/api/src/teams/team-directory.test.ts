@@ -10,30 +10,45 @@ afterEach(() => {
   for (const dir of dirs.splice(0)) rmSync(dir, { recursive: true, force: true });
 });
 
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
+
+function freshDir(): string {
+  const dir = mkdtempSync(join(tmpdir(), 'tidepool-teams-'));
+  dirs.push(dir);
+  return dir;
+}
+
 describe('TeamDirectory', () => {
-  it('answers one default team whose id is a UUID kept in the settings across reopenings of the data directory', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'tidepool-teams-'));
-    dirs.push(dir);
+  it('has one default team whose id is a UUID kept across reopenings of the data directory', async () => {
+    const dir = freshDir();
     const first = await SqliteDatabase.open(dir);
-    const teams = (await TeamDirectory.open(first)).teamsOfCaller();
-    expect(teams).toHaveLength(1);
-    expect(teams[0]).toEqual({ teamID: expect.stringMatching(/^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/), name: DEFAULT_TEAM_NAME, isDefault: true });
-    expect((await TeamDirectory.open(first)).teamsOfCaller()[0].teamID).toBe(teams[0].teamID);
+    const teams = await (await TeamDirectory.open(first)).teams();
+    expect(teams).toEqual([{ teamID: expect.stringMatching(UUID), name: DEFAULT_TEAM_NAME, isDefault: true, createdAt: expect.any(String) }]);
+    expect((await TeamDirectory.open(first)).defaultTeamId).toBe(teams[0]!.teamID);
     await first.close();
     const reopened = await SqliteDatabase.open(dir);
-    expect((await TeamDirectory.open(reopened)).teamsOfCaller()[0].teamID).toBe(teams[0].teamID);
+    expect((await TeamDirectory.open(reopened)).defaultTeamId).toBe(teams[0]!.teamID);
     await reopened.close();
   });
 
-  it('two data directories get two different team ids', async () => {
+  it('two data directories get two different default team ids', async () => {
     const ids: string[] = [];
     for (let i = 0; i < 2; i += 1) {
-      const dir = mkdtempSync(join(tmpdir(), 'tidepool-teams-'));
-      dirs.push(dir);
-      const db = await SqliteDatabase.open(dir);
-      ids.push((await TeamDirectory.open(db)).teamsOfCaller()[0].teamID);
+      const db = await SqliteDatabase.open(freshDir());
+      ids.push((await TeamDirectory.open(db)).defaultTeamId);
       await db.close();
     }
     expect(ids[0]).not.toBe(ids[1]);
+  });
+
+  it('creates teams that are not the default and finds them by id', async () => {
+    const db = await SqliteDatabase.open(freshDir());
+    const directory = await TeamDirectory.open(db);
+    const made = await directory.createTeam('research');
+    expect(made).toMatchObject({ teamID: expect.stringMatching(UUID), name: 'research', isDefault: false });
+    expect(await directory.team(made.teamID)).toEqual(made);
+    expect(await directory.team('no-such-team')).toBeUndefined();
+    expect((await directory.teams()).map((t) => t.name)).toEqual(['default', 'research']);
+    await db.close();
   });
 });

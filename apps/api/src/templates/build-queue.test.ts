@@ -73,8 +73,8 @@ describe('build queue', () => {
 
   it('with replicas, a start-up fails only builds no live replica holds, and never removes every build container', async () => {
     const { store, catalog, leases, a, b, calls, db } = replicas(300);
-    const running = (await catalog.registerBuild({ name: 'running', cpuCount: 1, memoryMB: 128 })).build;
-    const orphan = (await catalog.registerBuild({ name: 'orphan', cpuCount: 1, memoryMB: 128 })).build;
+    const running = (await catalog.registerBuild({ teamId: 'team-a', name: 'running', cpuCount: 1, memoryMB: 128 })).build;
+    const orphan = (await catalog.registerBuild({ teamId: 'team-a', name: 'orphan', cpuCount: 1, memoryMB: 128 })).build;
     await a.start(running.templateId, running.buildId, spec);
     // A replica that died mid-build: its build is 'building' and its lease ran out.
     await store.saveBuild({ ...orphan, status: 'building', spec });
@@ -98,7 +98,7 @@ describe('build queue', () => {
 
   it('marks builds a restart interrupted as failed with a reason and removes what they left', async () => {
     const { store, catalog, queue, calls, db } = setup();
-    const { build } = await catalog.registerBuild({ name: 'interrupted', cpuCount: 1, memoryMB: 128 });
+    const { build } = await catalog.registerBuild({ teamId: 'team-a', name: 'interrupted', cpuCount: 1, memoryMB: 128 });
     await store.saveBuild({ ...build, status: 'building', spec });
     await queue().recoverAfterRestart();
     const after = (await store.build(build.buildId))!;
@@ -111,8 +111,8 @@ describe('build queue', () => {
   it('starts only waiting builds, one template build at a time wins, and a shutdown fails running builds', async () => {
     const { store, catalog, queue: makeQueue, db } = setup();
     const queue = makeQueue(2);
-    const first = (await catalog.registerBuild({ name: 'q', cpuCount: 1, memoryMB: 128 })).build;
-    const second = (await catalog.registerBuild({ name: 'q', cpuCount: 1, memoryMB: 128 })).build;
+    const first = (await catalog.registerBuild({ teamId: 'team-a', name: 'q', cpuCount: 1, memoryMB: 128 })).build;
+    const second = (await catalog.registerBuild({ teamId: 'team-a', name: 'q', cpuCount: 1, memoryMB: 128 })).build;
     await queue.start(first.templateId, first.buildId, spec);
     expect((await store.build(first.buildId))!.status).toBe('building');
     await expect(queue.start(first.templateId, first.buildId, spec)).rejects.toThrow(/not in waiting state/);
@@ -128,7 +128,7 @@ describe('build queue', () => {
   it('refuses a start past the waiting line as busy, changing nothing; a cancelled waiting build frees its place at once', async () => {
     const { store, catalog, queue: makeQueue, db } = setup();
     const queue = makeQueue(1, 1);
-    const [running, waiting, refused] = await Promise.all(['a', 'b', 'c'].map(async (name) => (await catalog.registerBuild({ name, cpuCount: 1, memoryMB: 128 })).build));
+    const [running, waiting, refused] = await Promise.all(['a', 'b', 'c'].map(async (name) => (await catalog.registerBuild({ teamId: 'team-a', name, cpuCount: 1, memoryMB: 128 })).build));
     await queue.start(running.templateId, running.buildId, spec);
     queue.ensureRoom();
     await queue.start(waiting.templateId, waiting.buildId, spec);

@@ -187,7 +187,9 @@ export class BuildQueue {
     if (spec.fromTemplate !== null) {
       let resolved;
       try {
-        resolved = await this.deps.catalog.resolve(spec.fromTemplate);
+        // What the building template's team may start sandboxes from (its own, built-ins, public ones).
+        const owner = (await this.deps.catalog.findAnyTeam(templateId))?.teamId;
+        resolved = owner ? await this.deps.catalog.resolve(spec.fromTemplate, owner) : await this.deps.catalog.resolveAnyTeam(spec.fromTemplate);
       } catch (error) {
         if (error instanceof PlatformError && error.kind === 'not_found') throw invalid(`fromTemplate '${spec.fromTemplate}': ${error.message}`);
         throw error;

@@ -30,6 +30,8 @@ export interface BuiltinTemplateInput {
 }
 
 export interface RegisterBuildInput {
+  /** The registering key's team: the template's owner (a name another team owns is refused). */
+  teamId: string;
   /** `name[:tag]`; a name that exists adds a build to that template. */
   name: string;
   tags?: string[];
@@ -43,6 +45,8 @@ export interface RegisteredBuild {
 }
 
 export interface SnapshotInput {
+  /** The sandbox's team: the snapshot's owner. */
+  teamId: string;
   sourceSandboxId: string;
   /** `name[:tag]`; absent = a new unnamed snapshot template. */
   name: string | undefined;
@@ -61,6 +65,18 @@ export interface SnapshotInfo {
 
 const nowIso = (): string => new Date().toISOString();
 
+/**
+ * How a team reaches a template: `use` (start sandboxes from it, look its alias up): its own, the built-ins and any
+ * team's public ones; `read` (details, builds, logs, tags): its own and the built-ins; `write`: its own only.
+ */
+export type TemplateAccess = 'use' | 'read' | 'write';
+
+export function mayAccess(template: TemplateRecord, teamId: string, access: TemplateAccess): boolean {
+  if (template.teamId === teamId) return true;
+  if (access === 'write') return false;
+  return template.teamId === null || (access === 'use' && template.public);
+}
+
 /** The names a template is known by (no namespaces on a self-hosted platform). */
 export const namesOf = (template: TemplateRecord): string[] => (template.alias ? [template.alias] : []);
 
@@ -71,20 +87,36 @@ export const namesOf = (template: TemplateRecord): string[] => (template.alias ?
 export class TemplateCatalog {
   constructor(private readonly store: TemplateStore) {}
 
-  /** Finds a template by id or name; throws not_found. */
-  async require(idOrName: string): Promise<TemplateRecord> {
-    const template = await this.find(idOrName);
+  /** Finds a template by id or name that `teamId` may access so; throws not_found (another team's answers as a missing one). */
+  async require(idOrName: string, teamId: string, access: TemplateAccess = 'read'): Promise<TemplateRecord> {
+    const template = await this.find(idOrName, teamId, access);
     if (!template) throw notFound(`template '${idOrName}' not found`);
     return template;
   }
 
-  async find(idOrName: string): Promise<TemplateRecord | undefined> {
+  /** A template by id or name, if `teamId` may access it so. */
+  async find(idOrName: string, teamId: string, access: TemplateAccess = 'read'): Promise<TemplateRecord | undefined> {
+    const template = await this.findAnyTeam(idOrName);
+    return template && mayAccess(template, teamId, access) ? template : undefined;
+  }
+
+  /** A template by id or name whatever its team: for the platform's own use (signed uploads, the warm pool), never a caller's. */
+  async findAnyTeam(idOrName: string): Promise<TemplateRecord | undefined> {
     const { name } = parseReference(idOrName);
     return (await this.store.template(name)) ?? (await this.store.templateByAlias(name));
   }
 
-  /** The ready build a sandbox reference (`name[:tag]`, `templateID[:tag]`, snapshot ID) starts from. */
-  async resolve(reference: string): Promise<ResolvedTemplate> {
+  /** The ready build a sandbox reference (`name[:tag]`, `templateID[:tag]`, snapshot ID) starts from, for a sandbox of `teamId`. */
+  resolve(reference: string, teamId: string, access: TemplateAccess = 'use'): Promise<ResolvedTemplate> {
+    return this.resolveVisible(reference, (template) => mayAccess(template, teamId, access));
+  }
+
+  /** `resolve` whatever the template's team: for the platform's own use (the warm pool), never a caller's. */
+  resolveAnyTeam(reference: string): Promise<ResolvedTemplate> {
+    return this.resolveVisible(reference, () => true);
+  }
+
+  private async resolveVisible(reference: string, visible: (template: TemplateRecord) => boolean): Promise<ResolvedTemplate> {
     let parsed;
     try {
       parsed = parseReference(reference);
@@ -92,7 +124,8 @@ export class TemplateCatalog {
       if (error instanceof PlatformError) throw notFound(`template '${reference}' not found`);
       throw error;
     }
-    const template = (await this.store.template(parsed.name)) ?? (await this.store.templateByAlias(parsed.name));
+    const found = (await this.store.template(parsed.name)) ?? (await this.store.templateByAlias(parsed.name));
+    const template = found && visible(found) ? found : undefined;
     if (!template) {
       if (parsed.name === CODE_INTERPRETER_TEMPLATE_ID || parsed.name === CODE_INTERPRETER_TEMPLATE_NAME) {
         throw notFound(`template '${reference}' is not available on this platform: its image was not found at start; build it with 'bash scripts/build-images.sh' (or set TIDEPOOL_CODE_INTERPRETER_IMAGE) and restart the platform`);
@@ -133,6 +166,7 @@ export class TemplateCatalog {
       const memoryMB = existing?.memoryMB ?? input.memoryMB;
       await store.saveTemplate({
         templateId,
+        teamId: null,
         alias: input.alias,
         kind: 'template',
         public: true,
@@ -179,17 +213,21 @@ export class TemplateCatalog {
 
   /** `POST /v3/templates`, `POST /v2/templates`: a template (new, or the one of that name) with a build waiting for its steps. */
   async registerBuild(input: RegisterBuildInput): Promise<RegisteredBuild> {
+    const { teamId } = input;
     const { name, tag } = parseReference(input.name);
     const tags = requestedTags(tag, input.tags);
     if (BUILTIN_TEMPLATE_NAMES.includes(name)) throw invalid(`'${name}' is a built-in template; choose another name`);
     return this.store.atomically(async (store) => {
       const now = nowIso();
       const existing = (await store.templateByAlias(name)) ?? (await store.template(name));
+      // Names are one namespace across teams (as template IDs are): another team's name is taken, never joined.
+      if (existing && existing.teamId !== teamId) throw conflict(`the name '${name}' is taken; choose another`);
       if (existing && existing.kind !== 'template') throw conflict(`'${name}' is a snapshot, not a template`);
       const template: TemplateRecord = existing
         ? { ...existing, cpuCount: input.cpuCount, memoryMB: input.memoryMB, updatedAt: now }
         : {
             templateId: newTemplateId(),
+            teamId,
             alias: name,
             kind: 'template',
             public: false,
@@ -254,8 +292,8 @@ export class TemplateCatalog {
   }
 
   /** `POST /templates/tags`: `target` is `name:tag` (or `name`, meaning its default build). */
-  async assignTags(target: string, tags: string[]): Promise<{ buildId: string; tags: string[] }> {
-    const resolved = await this.resolve(target);
+  async assignTags(target: string, tags: string[], teamId: string): Promise<{ buildId: string; tags: string[] }> {
+    const resolved = await this.resolve(target, teamId, 'write');
     const clean = requestedTags(undefined, tags);
     if (tags.length === 0) throw invalid('tags must name at least one tag');
     await this.store.atomically(async (store) => {
@@ -265,8 +303,8 @@ export class TemplateCatalog {
   }
 
   /** `DELETE /templates/tags`. */
-  async removeTags(name: string, tags: string[]): Promise<void> {
-    const template = await this.require(name);
+  async removeTags(name: string, tags: string[], teamId: string): Promise<void> {
+    const template = await this.require(name, teamId, 'write');
     if (tags.length === 0) throw invalid('tags must name at least one tag');
     await this.store.atomically(async (store) => {
       const missing: string[] = [];
@@ -276,8 +314,8 @@ export class TemplateCatalog {
     });
   }
 
-  async setPublic(idOrName: string, isPublic: boolean): Promise<TemplateRecord> {
-    const template = await this.require(idOrName);
+  async setPublic(idOrName: string, isPublic: boolean, teamId: string): Promise<TemplateRecord> {
+    const template = await this.require(idOrName, teamId, 'write');
     const updated = { ...template, public: isPublic, updatedAt: nowIso() };
     await this.store.saveTemplate(updated);
     return updated;
@@ -291,10 +329,12 @@ export class TemplateCatalog {
       const now = nowIso();
       const existing = parsed ? ((await store.templateByAlias(parsed.name)) ?? (await store.template(parsed.name))) : undefined;
       if (parsed && BUILTIN_TEMPLATE_NAMES.includes(parsed.name)) throw invalid(`'${parsed.name}' is a built-in template; choose another snapshot name`);
+      if (parsed && existing && existing.teamId !== input.teamId) throw conflict(`the name '${parsed.name}' is taken; choose another snapshot name`);
       const template: TemplateRecord = existing
         ? { ...existing, updatedAt: now }
         : {
             templateId: newTemplateId(),
+            teamId: input.teamId,
             alias: parsed?.name ?? null,
             kind: 'snapshot',
             public: false,
@@ -338,10 +378,11 @@ export class TemplateCatalog {
   }
 
   /** Every snapshot (template × tag), oldest first, optionally of one sandbox or one name. */
-  async snapshots(filter: { sandboxId?: string; name?: string }): Promise<Array<SnapshotInfo & { createdAt: string; key: string }>> {
+  async snapshots(filter: { teamId: string; sandboxId?: string; name?: string }): Promise<Array<SnapshotInfo & { createdAt: string; key: string }>> {
     const wanted = filter.name === undefined ? undefined : parseReference(filter.name);
     const found: Array<SnapshotInfo & { createdAt: string; key: string }> = [];
     for (const template of await this.store.templates('snapshot')) {
+      if (template.teamId !== filter.teamId) continue;
       if (filter.sandboxId !== undefined && template.sourceSandboxId !== filter.sandboxId) continue;
       if (wanted && wanted.name !== template.alias && wanted.name !== template.templateId) continue;
       for (const { tag, createdAt } of await this.store.tags(template.templateId)) {
@@ -356,9 +397,10 @@ export class TemplateCatalog {
    * What `DELETE /templates/{ref}` removes: with a tag on a template that has other tags, that tag
    * (and its build when nothing else points at it); otherwise the whole template.
    */
-  async deletionScope(reference: string): Promise<{ template: TemplateRecord; builds: BuildRecord[]; wholeTemplate: boolean; tag: string | undefined }> {
-    const template = await this.require(reference);
-    if (BUILTIN_TEMPLATE_NAMES.includes(template.templateId)) throw invalid(`the built-in '${template.alias ?? template.templateId}' template cannot be deleted`);
+  async deletionScope(reference: string, teamId: string): Promise<{ template: TemplateRecord; builds: BuildRecord[]; wholeTemplate: boolean; tag: string | undefined }> {
+    const readable = await this.require(reference, teamId, 'read');
+    if (BUILTIN_TEMPLATE_NAMES.includes(readable.templateId)) throw invalid(`the built-in '${readable.alias ?? readable.templateId}' template cannot be deleted`);
+    const template = await this.require(reference, teamId, 'write');
     const { tag } = parseReference(reference);
     const tags = await this.store.tags(template.templateId);
     if (tag !== undefined && tags.length > 1) {

@@ -12,6 +12,8 @@ export const DEFAULT_TAG = 'default';
 
 export interface TemplateRecord {
   templateId: string;
+  /** The owning team; null for the platform's built-in templates (every team may use and read them). */
+  teamId: string | null;
   /** The template's name (unique); null for unnamed snapshots. */
   alias: string | null;
   kind: TemplateKind;

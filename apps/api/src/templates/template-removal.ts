@@ -20,8 +20,8 @@ export interface TemplateRemovalDeps {
  * `DELETE /templates/{ref}` (and deleteSnapshot): refused while sandboxes use what would go; stops the
  * template's builds, then forgets the rows and removes the images and uploads nothing else uses.
  */
-export async function removeTemplate(reference: string, deps: TemplateRemovalDeps): Promise<void> {
-  const scope = await deps.catalog.deletionScope(reference);
+export async function removeTemplate(reference: string, teamId: string, deps: TemplateRemovalDeps): Promise<void> {
+  const scope = await deps.catalog.deletionScope(reference, teamId);
   const { template } = scope;
   const users = deps.sandboxesUsing(new Set(scope.builds.map((b) => b.buildId)));
   if (users.length > 0) {

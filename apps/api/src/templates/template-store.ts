@@ -3,6 +3,7 @@ import type { BuildLogEntry, BuildRecord, BuildStatus, LogLevel, TemplateRecord 
 
 interface TemplateRow {
   template_id: string;
+  team_id: string | null;
   alias: string | null;
   kind: TemplateRecord['kind'];
   public: number;
@@ -36,6 +37,7 @@ interface BuildRow {
 
 const templateFromRow = (row: TemplateRow): TemplateRecord => ({
   templateId: row.template_id,
+  teamId: row.team_id,
   alias: row.alias,
   kind: row.kind,
   public: row.public === 1,
@@ -69,6 +71,7 @@ const buildFromRow = (row: BuildRow): BuildRecord => ({
 
 const templateToRow = (t: TemplateRecord): TemplateRow => ({
   template_id: t.templateId,
+  team_id: t.teamId,
   alias: t.alias,
   kind: t.kind,
   public: t.public ? 1 : 0,

@@ -46,7 +46,7 @@ describe('volume names', () => {
 describe('VolumeCatalog', () => {
   it('creates a volume: a row, a directory named by its id, a 43-character token', async () => {
     const volumes = await catalog();
-    const v = await volumes.create('data');
+    const v = await volumes.create('team-a', 'data');
     expect(v.volumeID).toMatch(/^vol_[a-z0-9]{20}$/);
     expect(v.token).toMatch(/^[A-Za-z0-9_-]{43}$/);
     expect(await volumes.get(v.volumeID)).toEqual(v);
@@ -59,15 +59,15 @@ describe('VolumeCatalog', () => {
 
   it('refuses bad and duplicate names', async () => {
     const volumes = await catalog();
-    await volumes.create('data');
-    expect(await kindOf(() => volumes.create('data'))).toBe('conflict');
-    expect(await kindOf(() => volumes.create('../x'))).toBe('invalid');
+    await volumes.create('team-a', 'data');
+    expect(await kindOf(() => volumes.create('team-a', 'data'))).toBe('conflict');
+    expect(await kindOf(() => volumes.create('team-a', '../x'))).toBe('invalid');
     expect(readdirSync(join(dir, 'volumes'))).toHaveLength(1);
   });
 
   it('checks tokens', async () => {
     const volumes = await catalog();
-    const v = await volumes.create('data');
+    const v = await volumes.create('team-a', 'data');
     expect(await volumes.tokenMatches(v.volumeID, v.token)).toBe(true);
     expect(await volumes.tokenMatches(v.volumeID, `${v.token}x`)).toBe(false);
     expect(await volumes.tokenMatches(v.volumeID, '')).toBe(false);
@@ -76,20 +76,20 @@ describe('VolumeCatalog', () => {
 
   it('deletes the row and the directory; refuses while mounted or held', async () => {
     const volumes = await catalog();
-    const v = await volumes.create('data');
+    const v = await volumes.create('team-a', 'data');
     writeFileSync(join(volumes.contentDir(v.volumeID), 'f'), 'x');
     let users = ['isbx1'];
     volumes.setUsers(() => users);
-    await expect(volumes.remove(v.volumeID)).rejects.toThrow(/mounted by sandbox isbx1/);
+    await expect(volumes.remove(v.volumeID, 'team-a')).rejects.toThrow(/mounted by sandbox isbx1/);
     users = [];
     const held = await volumes.hold([v.volumeID]);
-    expect(await kindOf(() => volumes.remove(v.volumeID))).toBe('conflict');
+    expect(await kindOf(() => volumes.remove(v.volumeID, 'team-a'))).toBe('conflict');
     held.release();
     held.release();
-    await volumes.remove(v.volumeID);
+    await volumes.remove(v.volumeID, 'team-a');
     expect(await volumes.get(v.volumeID)).toBeUndefined();
     expect(readdirSync(join(dir, 'volumes'))).toEqual([]);
-    expect(await kindOf(() => volumes.remove(v.volumeID))).toBe('not_found');
+    expect(await kindOf(() => volumes.remove(v.volumeID, 'team-a'))).toBe('not_found');
   });
 
   it('holding an unknown volume is refused', async () => {
@@ -98,8 +98,8 @@ describe('VolumeCatalog', () => {
 
   it('start-up sweep: trash and ownerless directories go, a missing directory is recreated empty', async () => {
     const first = await catalog();
-    const kept = await first.create('kept');
-    const lost = await first.create('lost');
+    const kept = await first.create('team-a', 'kept');
+    const lost = await first.create('team-a', 'lost');
     rmSync(first.contentDir(lost.volumeID), { recursive: true });
     const root = join(dir, 'volumes');
     const orphan = newVolumeId();

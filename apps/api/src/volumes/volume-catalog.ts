@@ -76,18 +76,24 @@ export class VolumeCatalog {
     return this.deps.store.get(volumeID);
   }
 
-  async require(volumeID: string): Promise<Volume> {
+  /** The team's volume; another team's answers exactly as a missing one. */
+  async require(volumeID: string, teamId: string): Promise<Volume> {
     const volume = await this.get(volumeID);
-    if (!volume) throw volumeNotFound(volumeID);
+    if (!volume || volume.teamId !== teamId) throw volumeNotFound(volumeID);
     return volume;
   }
 
-  byName(name: string): Promise<Volume | undefined> {
-    return this.deps.store.byName(name);
+  byName(teamId: string, name: string): Promise<Volume | undefined> {
+    return this.deps.store.byName(teamId, name);
   }
 
+  /** Every team's volumes. */
   list(): Promise<Volume[]> {
     return this.deps.store.list();
+  }
+
+  listOf(teamId: string): Promise<Volume[]> {
+    return this.deps.store.listOf(teamId);
   }
 
   /** Absolute path of the volume's root as this process sees it. */
@@ -109,11 +115,11 @@ export class VolumeCatalog {
     return same && volume !== undefined;
   }
 
-  async create(name: string): Promise<Volume> {
+  async create(teamId: string, name: string): Promise<Volume> {
     const problem = volumeNameProblem(name);
     if (problem) throw invalid(problem);
-    if (await this.byName(name)) throw conflict(`volume "${name}" already exists`);
-    const volume: Volume = { volumeID: newVolumeId(), name, token: newVolumeToken(), createdAt: new Date().toISOString() };
+    if (await this.byName(teamId, name)) throw conflict(`volume "${name}" already exists`);
+    const volume: Volume = { volumeID: newVolumeId(), teamId, name, token: newVolumeToken(), createdAt: new Date().toISOString() };
     // Directory first: a crash before the row leaves an ownerless directory, swept at the next start.
     this.deps.storage.create(volume.volumeID);
     let inserted: boolean;
@@ -127,17 +133,17 @@ export class VolumeCatalog {
       this.deps.storage.remove(volume.volumeID);
       throw conflict(`volume "${name}" already exists`);
     }
-    this.deps.logger.info({ volumeID: volume.volumeID, name }, 'volume created');
+    this.deps.logger.info({ volumeID: volume.volumeID, teamId, name }, 'volume created');
     return volume;
   }
 
   /** Deletes the row and the content; refused (conflict) while a live sandbox mounts it. */
-  remove(volumeID: string): Promise<void> {
-    return this.one(() => this.removeNow(volumeID));
+  remove(volumeID: string, teamId: string): Promise<void> {
+    return this.one(() => this.removeNow(volumeID, teamId));
   }
 
-  private async removeNow(volumeID: string): Promise<void> {
-    const volume = await this.require(volumeID);
+  private async removeNow(volumeID: string, teamId: string): Promise<void> {
+    const volume = await this.require(volumeID, teamId);
     const users = this.users(volumeID);
     if (users.length > 0) {
       throw conflict(`volume "${volume.name}" is mounted by sandbox${users.length > 1 ? 's' : ''} ${users.join(', ')}; kill ${users.length > 1 ? 'them' : 'it'} first`);
@@ -149,11 +155,11 @@ export class VolumeCatalog {
     this.deps.logger.info({ volumeID, name: volume.name }, 'volume deleted');
   }
 
-  /** Volumes by name, in order; an unknown name is a bad request naming it. */
-  async resolveNames(names: string[]): Promise<Volume[]> {
+  /** The team's volumes by name, in order; an unknown name (another team's included) is a bad request naming it. */
+  async resolveNames(teamId: string, names: string[]): Promise<Volume[]> {
     const volumes: Volume[] = [];
     for (const name of names) {
-      const volume = await this.byName(name);
+      const volume = await this.byName(teamId, name);
       if (!volume) throw invalid(`volume "${name}" not found`);
       volumes.push(volume);
     }

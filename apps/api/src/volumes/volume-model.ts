@@ -2,7 +2,9 @@
 export interface Volume {
   /** Generated id (`vol_` + 20 of [a-z0-9]); the only part of a volume that ever becomes a path component. */
   volumeID: string;
-  /** Unique, chosen by the user (see `VOLUME_NAME_PATTERN`). */
+  /** The team it belongs to: only that team's keys see it (its content API takes its token, whoever holds it). */
+  teamId: string;
+  /** Unique in its team, chosen by the user (see `VOLUME_NAME_PATTERN`). */
   name: string;
   /** Secret for the volume-content API (`Authorization: Bearer <token>`); compare with `tokenMatches`. */
   token: string;

@@ -3,14 +3,15 @@ import type { Volume } from './volume-model.ts';
 
 interface VolumeRow {
   volume_id: string;
+  team_id: string;
   name: string;
   token: string;
   created_at: string;
 }
 
-const toVolume = (row: VolumeRow): Volume => ({ volumeID: row.volume_id, name: row.name, token: row.token, createdAt: row.created_at });
+const toVolume = (row: VolumeRow): Volume => ({ volumeID: row.volume_id, teamId: row.team_id, name: row.name, token: row.token, createdAt: row.created_at });
 
-/** The `volumes` table: one row per volume; the name is unique. */
+/** The `volumes` table: one row per volume; the name is unique within its team. */
 export class VolumeStore {
   constructor(private readonly sql: Sql) {}
 
@@ -19,19 +20,25 @@ export class VolumeStore {
     return row && toVolume(row);
   }
 
-  async byName(name: string): Promise<Volume | undefined> {
-    const row = await this.sql.get<VolumeRow>('SELECT * FROM volumes WHERE name = ?', [name]);
+  async byName(teamId: string, name: string): Promise<Volume | undefined> {
+    const row = await this.sql.get<VolumeRow>('SELECT * FROM volumes WHERE team_id = ? AND name = ?', [teamId, name]);
     return row && toVolume(row);
   }
 
+  /** Every team's volumes (start-up sweep, content directories). */
   async list(): Promise<Volume[]> {
     return (await this.sql.all<VolumeRow>('SELECT * FROM volumes ORDER BY created_at, volume_id')).map(toVolume);
   }
 
-  /** False when the name is taken. */
+  async listOf(teamId: string): Promise<Volume[]> {
+    return (await this.sql.all<VolumeRow>('SELECT * FROM volumes WHERE team_id = ? ORDER BY created_at, volume_id', [teamId])).map(toVolume);
+  }
+
+  /** False when the name is taken in the team. */
   async insert(volume: Volume): Promise<boolean> {
-    const changed = await this.sql.run('INSERT INTO volumes (volume_id, name, token, created_at) VALUES (?, ?, ?, ?) ON CONFLICT (name) DO NOTHING', [
+    const changed = await this.sql.run('INSERT INTO volumes (volume_id, team_id, name, token, created_at) VALUES (?, ?, ?, ?, ?) ON CONFLICT (team_id, name) DO NOTHING', [
       volume.volumeID,
+      volume.teamId,
       volume.name,
       volume.token,
       volume.createdAt,

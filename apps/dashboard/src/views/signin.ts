@@ -10,7 +10,7 @@ export function signInView(onSignedIn: () => void, reason?: string): HTMLElement
     'form',
     { class: 'signin', 'aria-labelledby': 'signin-title' },
     h('h1', { id: 'signin-title' }, 'Tidepool'),
-    h('p', {}, 'Sign in with one of the platform’s API keys (printed by ', h('code', {}, 'npm start'), ' on its first start, or set in ', h('code', {}, 'TIDEPOOL_API_KEYS'), ').'),
+    h('p', {}, 'Sign in with one of the platform’s API keys (printed by ', h('code', {}, 'npm start'), ' on its first start, set in ', h('code', {}, 'TIDEPOOL_API_KEYS'), ', or made for a team on the ', h('a', { href: '#/admin' }, 'administration page'), '). You see your key’s team’s sandboxes and templates only.'),
     h('label', { for: 'api-key' }, 'API key'),
     input,
     button,

@@ -17,7 +17,7 @@ const dir = mkdtempSync(join(tmpdir(), 'tidepool-egress-transforms-'));
 const cas = new SandboxCertificateAuthorities(join(dir, 'platform'), pino({ level: 'silent' }));
 const destinationCas = new SandboxCertificateAuthorities(join(dir, 'destination'), pino({ level: 'silent' }));
 const secrets: Record<string, string> = { tok: 'first' };
-const transforms = new EgressTransforms({ resolveSecret: async (name) => secrets[name], leafCertificate: (id, name) => cas.leaf(id, name) }, pino({ level: 'silent' }));
+const transforms = new EgressTransforms({ resolveSecret: async (sandboxId, name) => (sandboxId === 'sbx1' ? secrets[name] : undefined), leafCertificate: (id, name) => cas.leaf(id, name) }, pino({ level: 'silent' }));
 let destination: https.Server;
 let destinationPort = 0;
 let interceptor: net.Server;

@@ -26,8 +26,8 @@ export const egressUpstreamTrust = { extraCertificates: [] as string[] };
 const CONNECT_TIMEOUT_MS = 10_000;
 
 export interface EgressTransformDeps {
-  /** A secret's current value by name (undefined: no such secret). */
-  resolveSecret(name: string): Promise<string | undefined>;
+  /** A secret's current value by name, among the secrets of the sandbox's team (undefined: no such secret). */
+  resolveSecret(sandboxId: string, name: string): Promise<string | undefined>;
   /** A server certificate for `serverName` signed by the sandbox's CA. */
   leafCertificate(sandboxId: string, serverName: string): Promise<LeafCertificate>;
 }
@@ -84,10 +84,11 @@ export class EgressTransforms {
 
   /** The headers of the rule set that applies now, secrets resolved now (a secret update applies to the next request). */
   private async headersFor(sandboxAddress: string, name: string): Promise<Array<[string, string]>> {
-    const rules = rulesFor(this.bySandbox.get(sandboxAddress)?.rules, name) ?? [];
+    const sandbox = this.bySandbox.get(sandboxAddress);
+    const rules = rulesFor(sandbox?.rules, name) ?? [];
     const headers: Array<[string, string]> = [];
     for (const [header, template] of headerTemplates(rules)) {
-      const resolved = await resolvePlaceholders(template, (secret) => this.deps.resolveSecret(secret));
+      const resolved = await resolvePlaceholders(template, (secret) => this.deps.resolveSecret(sandbox!.sandboxId, secret));
       if ('missing' in resolved) throw new EgressRequestError(502, `network.rules refers to the secret "${resolved.missing}", which does not exist (any more)`);
       const problem = headerValueProblem(resolved.value);
       if (problem) throw new EgressRequestError(502, `the value of header ${header} cannot be sent: after its secrets are filled in it ${problem}`);

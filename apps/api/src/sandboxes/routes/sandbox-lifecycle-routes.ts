@@ -1,19 +1,18 @@
 import type { Static } from '@sinclair/typebox';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { PlatformError } from '../../errors.ts';
-import { normalizeSandboxId } from '../sandbox-identity.ts';
 import type { SandboxLifecycle } from '../sandbox-lifecycle.ts';
 import { sandboxView } from '../sandbox-views.ts';
+import { ownedSandboxId } from './owned-sandbox.ts';
 import { OptionalTimeoutBody, PauseBody, RefreshBody, SandboxParams, TimeoutBody } from './sandbox-schemas.ts';
 import { checkMaxTimeout, type TimeoutRules } from './timeout-rules.ts';
 
 /** `POST /refreshes`: `duration` defaults to, and never goes below, 15 s (reference behaviour). */
 const REFRESH_MIN_SECONDS = 15;
 
-const idOf = (request: FastifyRequest): string => normalizeSandboxId((request.params as Static<typeof SandboxParams>).sandboxID);
-
-/** Timeout, refresh, pause, resume and connect. `sandboxDomain`: the `domain` answered (see sandboxView). */
+/** Timeout, refresh, pause, resume and connect of the caller's team's sandboxes. `sandboxDomain`: the `domain` answered (see sandboxView). */
 export function registerSandboxLifecycleRoutes(app: FastifyInstance, lifecycle: SandboxLifecycle, timeouts: TimeoutRules, sandboxDomain: () => string | null = () => null): void {
+  const idOf = (request: FastifyRequest): string => ownedSandboxId(lifecycle, request);
   app.post('/sandboxes/:sandboxID/timeout', { schema: { params: SandboxParams, body: TimeoutBody } }, async (request, reply) => {
     // A negative timeout counts as 0: the sandbox expires at once (reference behaviour).
     const timeout = Math.max(0, checkMaxTimeout(timeouts, (request.body as Static<typeof TimeoutBody>).timeout));

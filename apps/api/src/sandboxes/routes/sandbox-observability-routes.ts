@@ -2,7 +2,8 @@ import { Type, type Static } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
 import { PlatformError } from '../../errors.ts';
 import type { EnvdMetricSample } from '../../envd/envd-client.ts';
-import { normalizeSandboxId } from '../sandbox-identity.ts';
+import { callerTeam } from '../../http/request-team.ts';
+import { ownedSandboxId } from './owned-sandbox.ts';
 import type { SandboxLifecycle } from '../sandbox-lifecycle.ts';
 import { SandboxParams } from './sandbox-schemas.ts';
 
@@ -50,8 +51,11 @@ export function registerSandboxObservabilityRoutes(app: FastifyInstance, lifecyc
     const ids = [...new Set((request.query as Static<typeof ManyMetricsQuery>).sandbox_ids.split(',').map((id) => id.trim()).filter(Boolean))];
     if (ids.length > 100) throw new PlatformError('invalid', 'at most 100 sandbox ids may be asked for at once');
     const sandboxes: Record<string, ReturnType<typeof metricView>> = {};
+    const teamId = callerTeam(request);
     for (const id of ids) {
       const record = lifecycle.get(id);
+      // Another team's sandbox is left out like a missing one.
+      if (record?.teamId !== teamId) continue;
       const latest = record ? await lifecycle.metrics.latest(record) : undefined;
       if (latest) sandboxes[id] = metricView(latest);
     }
@@ -59,14 +63,13 @@ export function registerSandboxObservabilityRoutes(app: FastifyInstance, lifecyc
   });
 
   app.get('/sandboxes/:sandboxID/metrics', { schema: { params: SandboxParams, querystring: MetricsQuery } }, async (request) => {
-    const record = lifecycle.require(normalizeSandboxId((request.params as Static<typeof SandboxParams>).sandboxID));
+    const record = lifecycle.require(ownedSandboxId(lifecycle, request));
     const query = request.query as Static<typeof MetricsQuery>;
     const samples = await lifecycle.metrics.range(record, query.start === undefined ? undefined : Number(query.start), query.end === undefined ? undefined : Number(query.end));
     return samples.map(metricView);
   });
 
   const selectLogs = async (id: string, query: Static<typeof LogsQuery>) => {
-    lifecycle.require(id);
     const limit = Math.min(1000, Number(query.limit ?? 1000));
     const from = Number(query.cursor ?? query.start ?? 0);
     const minLevel = LEVELS.indexOf(query.level ?? 'debug');
@@ -76,12 +79,12 @@ export function registerSandboxObservabilityRoutes(app: FastifyInstance, lifecyc
   };
 
   app.get('/v2/sandboxes/:sandboxID/logs', { schema: { params: SandboxParams, querystring: LogsQuery } }, async (request) => {
-    const id = normalizeSandboxId((request.params as Static<typeof SandboxParams>).sandboxID);
+    const id = ownedSandboxId(lifecycle, request);
     return { logs: (await selectLogs(id, request.query as Static<typeof LogsQuery>)).map((e) => ({ ...e, fields: {} })) };
   });
 
   app.get('/sandboxes/:sandboxID/logs', { schema: { params: SandboxParams, querystring: LogsQuery } }, async (request) => {
-    const id = normalizeSandboxId((request.params as Static<typeof SandboxParams>).sandboxID);
+    const id = ownedSandboxId(lifecycle, request);
     const entries = await selectLogs(id, { ...(request.query as Static<typeof LogsQuery>), direction: 'forward' });
     return { logs: entries.map((e) => ({ timestamp: e.timestamp, line: legacyLogLine(id, e) })), logEntries: entries.map((e) => ({ ...e, fields: {} })) };
   });

@@ -1,27 +1,29 @@
 import type { Static } from '@sinclair/typebox';
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import { callerTeam } from '../../http/request-team.ts';
 import { PlatformError } from '../../errors.ts';
 import { decodeMetadataFilter, matchesMetadata, type Order, page, parseStates } from '../list-query.ts';
 import { type NetworkUpdate, validateNetwork } from '../network-rules.ts';
 import { normaliseRules } from '../network-transforms.ts';
 import { parseEgressProxy } from '../egress-proxy-settings.ts';
 import { requireStoredSecrets } from '../../secrets/secret-placeholders.ts';
-import { normalizeSandboxId } from '../sandbox-identity.ts';
+import { ownedSandboxId } from './owned-sandbox.ts';
 import type { SandboxLifecycle } from '../sandbox-lifecycle.ts';
 import { listedSandboxView, sandboxDetailView, sandboxView } from '../sandbox-views.ts';
 import { ListQuery, NetworkUpdateSchema, NewSandboxSchema, SandboxParams } from './sandbox-schemas.ts';
 import { positiveTimeout, type TimeoutRules } from './timeout-rules.ts';
 
 /** Turns a validated NewSandbox body into a create request, applying the reference platform's rules. */
-async function createInput(body: Static<typeof NewSandboxSchema>, timeouts: TimeoutRules, secretNames: () => Promise<ReadonlySet<string>>) {
+async function createInput(teamId: string, body: Static<typeof NewSandboxSchema>, timeouts: TimeoutRules, secretNames: SecretNames) {
   const timeout = positiveTimeout(timeouts, body.timeout);
   if (body.autoPauseMemory === false && !body.autoPause) throw new PlatformError('invalid', 'autoPauseMemory can only be set together with autoPause');
   if (body.autoPauseMemory === false && body.autoResume?.enabled) throw new PlatformError('invalid', 'autoPauseMemory false cannot be combined with autoResume');
   const network = { ...(body.network ?? {}) };
   if (body.allow_internet_access === false) network.denyOut = ['0.0.0.0/0'];
-  await requireStoredSecrets(network.rules, secretNames);
+  await requireStoredSecrets(network.rules, () => secretNames(teamId));
   validateNetwork(network);
   return {
+    teamId,
     templateRef: body.templateID,
     timeoutSeconds: timeout,
     autoPause: body.autoPause ?? false,
@@ -43,6 +45,9 @@ async function createInput(body: Static<typeof NewSandboxSchema>, timeouts: Time
   };
 }
 
+/** The stored secret names of a team. */
+type SecretNames = (teamId: string) => Promise<ReadonlySet<string>>;
+
 function parseLimit(raw: string | undefined): number {
   if (raw === undefined) return 100;
   const limit = Number(raw);
@@ -51,25 +56,26 @@ function parseLimit(raw: string | undefined): number {
 }
 
 /**
- * Create, list, get and kill. `sandboxDomain`: the `domain` answered (see sandboxView); `secretNames`: the stored secret
- * names, which `${e2b.secrets.<name>}` placeholders in `network.rules` must refer to (unknown ones are named in a 400).
+ * Create, list, get and kill, each on the caller's team's sandboxes only. `sandboxDomain`: the `domain` answered (see sandboxView); `secretNames`: the stored secret
+ * names of a team, which `${e2b.secrets.<name>}` placeholders in `network.rules` must refer to (unknown ones are named in a 400).
  */
 export function registerSandboxRoutes(
   app: FastifyInstance,
   lifecycle: SandboxLifecycle,
   timeouts: TimeoutRules,
   sandboxDomain: () => string | null = () => null,
-  secretNames: () => Promise<ReadonlySet<string>> = async () => new Set(),
+  secretNames: SecretNames = async () => new Set(),
 ): void {
-  const create = async (body: Static<typeof NewSandboxSchema>) => sandboxView(await lifecycle.create(await createInput(body, timeouts, secretNames)), sandboxDomain());
-  app.post('/sandboxes', { schema: { body: NewSandboxSchema } }, async (request, reply) => reply.code(201).send(await create(request.body as Static<typeof NewSandboxSchema>)));
-  app.post('/v2/sandboxes', { schema: { body: NewSandboxSchema } }, async (request, reply) => reply.code(201).send(await create(request.body as Static<typeof NewSandboxSchema>)));
+  const create = async (request: FastifyRequest) =>
+    sandboxView(await lifecycle.create(await createInput(callerTeam(request), request.body as Static<typeof NewSandboxSchema>, timeouts, secretNames)), sandboxDomain());
+  app.post('/sandboxes', { schema: { body: NewSandboxSchema } }, async (request, reply) => reply.code(201).send(await create(request)));
+  app.post('/v2/sandboxes', { schema: { body: NewSandboxSchema } }, async (request, reply) => reply.code(201).send(await create(request)));
 
   app.get('/sandboxes', { schema: { querystring: ListQuery } }, async (request) => {
     const query = request.query as Static<typeof ListQuery>;
     const filter = decodeMetadataFilter(query.metadata);
     return lifecycle
-      .list()
+      .listOf(callerTeam(request))
       .filter((r) => r.state === 'running' && matchesMetadata(r, filter))
       .sort((a, b) => (a.startedAt < b.startedAt ? 1 : -1))
       .map(listedSandboxView);
@@ -82,7 +88,7 @@ export function registerSandboxRoutes(
     const startedAfter = query.startedAfter === undefined ? undefined : Date.parse(query.startedAfter);
     if (Number.isNaN(startedAfter)) throw new PlatformError('invalid', `startedAfter '${query.startedAfter}' is not a date-time`);
     const order: Order = query.order ?? 'desc';
-    const matching = lifecycle.list().filter(
+    const matching = lifecycle.listOf(callerTeam(request)).filter(
       (r) =>
         states.has(r.state) &&
         matchesMetadata(r, filter) &&
@@ -95,19 +101,18 @@ export function registerSandboxRoutes(
   });
 
   app.get('/sandboxes/:sandboxID', { schema: { params: SandboxParams } }, async (request) => {
-    const id = normalizeSandboxId((request.params as Static<typeof SandboxParams>).sandboxID);
-    return sandboxDetailView(lifecycle.require(id), sandboxDomain());
+    return sandboxDetailView(lifecycle.require(ownedSandboxId(lifecycle, request)), sandboxDomain());
   });
 
   app.put('/sandboxes/:sandboxID/network', { schema: { params: SandboxParams, body: NetworkUpdateSchema } }, async (request, reply) => {
-    const id = normalizeSandboxId((request.params as Static<typeof SandboxParams>).sandboxID);
-    await requireStoredSecrets((request.body as NetworkUpdate).rules, secretNames);
+    const id = ownedSandboxId(lifecycle, request);
+    await requireStoredSecrets((request.body as NetworkUpdate).rules, () => secretNames(callerTeam(request)));
     await lifecycle.updateNetwork(id, request.body as NetworkUpdate);
     return reply.code(204).send();
   });
 
   app.delete('/sandboxes/:sandboxID', { schema: { params: SandboxParams } }, async (request, reply) => {
-    await lifecycle.kill(normalizeSandboxId((request.params as Static<typeof SandboxParams>).sandboxID));
+    await lifecycle.kill(ownedSandboxId(lifecycle, request));
     return reply.code(204).send();
   });
 }

@@ -2,6 +2,8 @@ import { type Static, Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
 import { statusOf } from '../../http/api-errors.ts';
 import { keysetPage, parseLimit } from '../../http/keyset-page.ts';
+import { callerTeam } from '../../http/request-team.ts';
+import { ownedSandboxId } from './owned-sandbox.ts';
 import { type ForkDeps, forkSandbox } from '../sandbox-forks.ts';
 import { normalizeSandboxId } from '../sandbox-identity.ts';
 import { createSnapshot, type SnapshotDeps } from '../sandbox-snapshots.ts';
@@ -24,21 +26,21 @@ const SnapshotQuery = Type.Object(
 /** Snapshots of sandboxes (templates made from them) and forks. `sandboxDomain`: the `domain` answered for forks. */
 export function registerSandboxSnapshotRoutes(app: FastifyInstance, deps: SnapshotDeps & ForkDeps, timeouts: TimeoutRules, sandboxDomain: () => string | null = () => null): void {
   app.post('/sandboxes/:sandboxID/snapshots', { schema: { params: SandboxParams, body: SnapshotBody } }, async (request, reply) => {
-    const id = normalizeSandboxId((request.params as Static<typeof SandboxParams>).sandboxID);
+    const id = ownedSandboxId(deps.lifecycle, request);
     const info = await createSnapshot(deps, id, (request.body as Static<typeof SnapshotBody>).name);
     return reply.code(201).send(info);
   });
 
   app.get('/snapshots', { schema: { querystring: SnapshotQuery } }, async (request, reply) => {
     const query = request.query as Static<typeof SnapshotQuery>;
-    const all = await deps.catalog.snapshots({ sandboxId: query.sandboxID === undefined ? undefined : normalizeSandboxId(query.sandboxID), name: query.name });
+    const all = await deps.catalog.snapshots({ teamId: callerTeam(request), sandboxId: query.sandboxID === undefined ? undefined : normalizeSandboxId(query.sandboxID), name: query.name });
     const page = keysetPage(all, (s) => `${s.createdAt}\u0000${s.key}`, parseLimit(query.limit), query.nextToken);
     if (page.nextToken) void reply.header('x-next-token', page.nextToken);
     return page.items.map(({ snapshotID, names }) => ({ snapshotID, names }));
   });
 
   app.post('/sandboxes/:sandboxID/fork', { schema: { params: SandboxParams, body: ForkBody } }, async (request, reply) => {
-    const id = normalizeSandboxId((request.params as Static<typeof SandboxParams>).sandboxID);
+    const id = ownedSandboxId(deps.lifecycle, request);
     const body = request.body as Static<typeof ForkBody>;
     const count = body.count ?? 1;
     const results = await forkSandbox(deps, id, count, positiveTimeout(timeouts, body.timeout));

@@ -2,6 +2,8 @@ import type { Static } from '@sinclair/typebox';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { invalid, notFound, PlatformError } from '../../errors.ts';
 import { parseLimit } from '../../http/keyset-page.ts';
+import { callerTeam } from '../../http/request-team.ts';
+import type { TemplateAccess } from '../template-catalog.ts';
 import { parseBuildRequest } from '../build-request.ts';
 import { checkFilesHash } from '../context-files.ts';
 import type { BuildLogEntry, LogLevel } from '../template-model.ts';
@@ -25,28 +27,32 @@ function origin(request: FastifyRequest): string {
 export function registerTemplateBuildRoutes(app: FastifyInstance, deps: TemplateRouteDeps): void {
   const { catalog, store } = deps;
 
-  /** The build of a template; unknown template or build → not found. */
-  const buildOf = async (params: Static<typeof BuildParams>) => catalog.requireBuild((await catalog.require(params.templateID)).templateId, checkBuildId(params.buildID));
+  /** The build of a template the caller's team may access so; unknown (or another team's) template or build → not found. */
+  const buildOf = async (request: FastifyRequest, access: TemplateAccess) => {
+    const params = request.params as Static<typeof BuildParams>;
+    return catalog.requireBuild((await catalog.require(params.templateID, callerTeam(request), access)).templateId, checkBuildId(params.buildID));
+  };
 
   /** The status poll answers an unknown build with 400, as the reference does (its other routes say 404). */
-  const polledBuildOf = async (params: Static<typeof BuildParams>) => {
+  const polledBuildOf = async (request: FastifyRequest) => {
+    const params = request.params as Static<typeof BuildParams>;
     try {
-      return await buildOf(params);
+      return await buildOf(request, 'read');
     } catch (error) {
-      if (error instanceof PlatformError && error.kind === 'not_found' && (await catalog.find(params.templateID))) throw invalid(`Build '${params.buildID}' not found`);
+      if (error instanceof PlatformError && error.kind === 'not_found' && (await catalog.find(params.templateID, callerTeam(request)))) throw invalid(`Build '${params.buildID}' not found`);
       throw error;
     }
   };
 
   app.post('/v2/templates/:templateID/builds/:buildID', { schema: { params: BuildParams, body: BuildStartBody } }, async (request, reply) => {
-    const build = await buildOf(request.params as Static<typeof BuildParams>);
+    const build = await buildOf(request, 'write');
     await deps.queue.start(build.templateId, build.buildId, parseBuildRequest(request.body as Static<typeof BuildStartBody>));
     // No body: the SDK parses any other 2xx body as JSON.
     return reply.code(202).header('content-length', '0').send();
   });
 
   app.get('/templates/:templateID/builds/:buildID/status', { schema: { params: BuildParams, querystring: StatusQuery } }, async (request) => {
-    const build = await polledBuildOf(request.params as Static<typeof BuildParams>);
+    const build = await polledBuildOf(request);
     const query = request.query as Static<typeof StatusQuery>;
     const limit = parseLimit(query.limit);
     const offset = Number(query.logsOffset ?? 0);
@@ -58,7 +64,7 @@ export function registerTemplateBuildRoutes(app: FastifyInstance, deps: Template
   });
 
   app.get('/templates/:templateID/builds/:buildID/logs', { schema: { params: BuildParams, querystring: LogsQuery } }, async (request) => {
-    const build = await buildOf(request.params as Static<typeof BuildParams>);
+    const build = await buildOf(request, 'read');
     const query = request.query as Static<typeof LogsQuery>;
     const limit = parseLimit(query.limit);
     const forward = query.direction !== 'backward';
@@ -71,7 +77,7 @@ export function registerTemplateBuildRoutes(app: FastifyInstance, deps: Template
 
   app.get('/templates/:templateID/files/:hash', { schema: { params: FileParams } }, async (request, reply) => {
     const params = request.params as Static<typeof FileParams>;
-    const template = await catalog.require(params.templateID);
+    const template = await catalog.require(params.templateID, callerTeam(request), 'write');
     const hash = checkFilesHash(params.hash);
     const present = deps.contextFiles.pathOf(hash) !== undefined;
     if (present) await store.addContextFile(hash, template.templateId, deps.contextFiles.sizeOf(hash));
@@ -91,7 +97,8 @@ export function registerTemplateBuildRoutes(app: FastifyInstance, deps: Template
       if (!uploadSignatureValid(deps.signingSeed, params.templateID, hash, query.expires, query.signature)) {
         return reply.code(403).send({ code: 403, message: 'the upload URL is invalid or has expired; ask for a new one' });
       }
-      const template = await catalog.find(params.templateID);
+      // The signature names the template (made for its team's key): the upload needs no key of its own.
+      const template = await catalog.findAnyTeam(params.templateID);
       if (!template) throw notFound(`template '${params.templateID}' not found`);
       const length = request.headers['content-length'] === undefined ? undefined : Number(request.headers['content-length']);
       const size = await deps.contextFiles.receive(hash, request.raw, Number.isFinite(length) ? length : undefined);

@@ -9,8 +9,8 @@ export interface TemplateRouteDeps {
   store: TemplateStore;
   queue: BuildQueue;
   contextFiles: ContextFiles;
-  /** Deletes a template (or one tag of it) with its builds, images and uploads. */
-  remove(reference: string): Promise<void>;
+  /** Deletes a team's template (or one tag of it) with its builds, images and uploads. */
+  remove(reference: string, teamId: string): Promise<void>;
   /** Key of upload URL signatures. */
   signingSeed: string;
 }

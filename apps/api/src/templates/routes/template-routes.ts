@@ -1,8 +1,9 @@
 import type { Static } from '@sinclair/typebox';
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { invalid, notFound } from '../../errors.ts';
 import { keysetPage, parseLimit } from '../../http/keyset-page.ts';
-import { namesOf } from '../template-catalog.ts';
+import { callerTeam } from '../../http/request-team.ts';
+import { mayAccess, namesOf } from '../template-catalog.ts';
 import { buildView, templateView } from '../template-views.ts';
 import type { TemplateRouteDeps } from './template-route-deps.ts';
 import { AliasParams, PageQuery, RegisterV2Body, RegisterV3Body, TemplateParams, UpdateTemplateBody } from './template-schemas.ts';
@@ -19,7 +20,7 @@ export function registerTemplateRoutes(app: FastifyInstance, deps: TemplateRoute
     const name = body.name ?? body.alias;
     if (name === undefined) throw invalid('name is required');
     deps.queue.ensureRoom();
-    const { template, build } = await catalog.registerBuild({ name, tags: body.tags, cpuCount: body.cpuCount ?? DEFAULT_CPU, memoryMB: body.memoryMB ?? DEFAULT_MEMORY_MB });
+    const { template, build } = await catalog.registerBuild({ teamId: callerTeam(request), name, tags: body.tags, cpuCount: body.cpuCount ?? DEFAULT_CPU, memoryMB: body.memoryMB ?? DEFAULT_MEMORY_MB });
     return reply.code(202).send({
       templateID: template.templateId,
       buildID: build.buildId,
@@ -33,13 +34,15 @@ export function registerTemplateRoutes(app: FastifyInstance, deps: TemplateRoute
   app.post('/v2/templates', { schema: { body: RegisterV2Body } }, async (request, reply) => {
     const body = request.body as Static<typeof RegisterV2Body>;
     deps.queue.ensureRoom();
-    const { template } = await catalog.registerBuild({ name: body.alias, cpuCount: body.cpuCount ?? DEFAULT_CPU, memoryMB: body.memoryMB ?? DEFAULT_MEMORY_MB });
+    const { template } = await catalog.registerBuild({ teamId: callerTeam(request), name: body.alias, cpuCount: body.cpuCount ?? DEFAULT_CPU, memoryMB: body.memoryMB ?? DEFAULT_MEMORY_MB });
     return reply.code(202).send(templateView(template, await store.builds(template.templateId)));
   });
 
-  const list = async (request: { query: unknown }, reply: { header(name: string, value: string): unknown }) => {
+  /** The team's templates and the built-ins (other teams' public templates are usable by name, not listed). */
+  const list = async (request: FastifyRequest, reply: { header(name: string, value: string): unknown }) => {
     const query = request.query as Static<typeof PageQuery>;
-    const templates = await store.templates('template');
+    const teamId = callerTeam(request);
+    const templates = (await store.templates('template')).filter((t) => mayAccess(t, teamId, 'read'));
     const page = keysetPage(templates, (t) => `${t.createdAt}\u0000${t.templateId}`, parseLimit(query.limit), query.nextToken);
     if (page.nextToken) reply.header('x-next-token', page.nextToken);
     return Promise.all(page.items.map(async (t) => templateView(t, await store.builds(t.templateId))));
@@ -48,7 +51,7 @@ export function registerTemplateRoutes(app: FastifyInstance, deps: TemplateRoute
   app.get('/v2/templates', { schema: { querystring: PageQuery } }, list);
 
   app.get('/templates/:templateID', { schema: { params: TemplateParams, querystring: PageQuery } }, async (request, reply) => {
-    const template = await catalog.require((request.params as Static<typeof TemplateParams>).templateID);
+    const template = await catalog.require((request.params as Static<typeof TemplateParams>).templateID, callerTeam(request));
     const query = request.query as Static<typeof PageQuery>;
     const builds = await store.builds(template.templateId);
     const page = keysetPage(builds, (b) => `${String(9e15 - Date.parse(b.createdAt)).padStart(16, '0')}\u0000${b.buildId}`, parseLimit(query.limit), query.nextToken);
@@ -66,23 +69,24 @@ export function registerTemplateRoutes(app: FastifyInstance, deps: TemplateRoute
     };
   });
 
-  const update = async (request: { params: unknown; body: unknown }) => {
+  const update = async (request: FastifyRequest) => {
     const { templateID } = request.params as Static<typeof TemplateParams>;
     const body = request.body as Static<typeof UpdateTemplateBody>;
-    const template = body.public === undefined ? await catalog.require(templateID) : await catalog.setPublic(templateID, body.public);
+    const teamId = callerTeam(request);
+    const template = body.public === undefined ? await catalog.require(templateID, teamId, 'write') : await catalog.setPublic(templateID, body.public, teamId);
     return { names: namesOf(template) };
   };
   app.patch('/templates/:templateID', { schema: { params: TemplateParams, body: UpdateTemplateBody } }, update);
   app.patch('/v2/templates/:templateID', { schema: { params: TemplateParams, body: UpdateTemplateBody } }, update);
 
   app.delete('/templates/:templateID', { schema: { params: TemplateParams } }, async (request, reply) => {
-    await deps.remove((request.params as Static<typeof TemplateParams>).templateID);
+    await deps.remove((request.params as Static<typeof TemplateParams>).templateID, callerTeam(request));
     return reply.code(204).send();
   });
 
   app.get('/templates/aliases/:alias', { schema: { params: AliasParams } }, async (request) => {
     const { alias } = request.params as Static<typeof AliasParams>;
-    const template = await catalog.find(alias);
+    const template = await catalog.find(alias, callerTeam(request), 'use');
     if (!template || template.alias === null) throw notFound(`template alias '${alias}' not found`);
     return { templateID: template.templateId, public: template.public };
   });

@@ -1,5 +1,6 @@
 import { type Static, Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
+import { callerTeam } from '../../http/request-team.ts';
 import type { VolumeCatalog } from '../volume-catalog.ts';
 import type { Volume } from '../volume-model.ts';
 
@@ -10,21 +11,21 @@ const VolumeParams = Type.Object({ volumeID: Type.String({ minLength: 1, maxLeng
 /** `VolumeAndToken`: no `domain`, so the SDK reaches the content API at `E2B_VOLUME_API_URL` (this platform's origin). */
 const volumeAndToken = (v: Volume) => ({ volumeID: v.volumeID, name: v.name, token: v.token });
 
-/** `POST/GET /volumes`, `GET/DELETE /volumes/{volumeID}` (API key). */
+/** `POST/GET /volumes`, `GET/DELETE /volumes/{volumeID}` (API key; the caller's team's volumes only). */
 export function registerVolumeRoutes(app: FastifyInstance, volumes: VolumeCatalog): void {
   app.post('/volumes', { schema: { body: NewVolumeBody } }, async (request, reply) => {
-    const volume = await volumes.create((request.body as Static<typeof NewVolumeBody>).name);
+    const volume = await volumes.create(callerTeam(request), (request.body as Static<typeof NewVolumeBody>).name);
     return reply.code(201).send(volumeAndToken(volume));
   });
 
-  app.get('/volumes', async () => (await volumes.list()).map((v) => ({ volumeID: v.volumeID, name: v.name })));
+  app.get('/volumes', async (request) => (await volumes.listOf(callerTeam(request))).map((v) => ({ volumeID: v.volumeID, name: v.name })));
 
   app.get('/volumes/:volumeID', { schema: { params: VolumeParams } }, async (request) =>
-    volumeAndToken(await volumes.require((request.params as Static<typeof VolumeParams>).volumeID)),
+    volumeAndToken(await volumes.require((request.params as Static<typeof VolumeParams>).volumeID, callerTeam(request))),
   );
 
   app.delete('/volumes/:volumeID', { schema: { params: VolumeParams } }, async (request, reply) => {
-    await volumes.remove((request.params as Static<typeof VolumeParams>).volumeID);
+    await volumes.remove((request.params as Static<typeof VolumeParams>).volumeID, callerTeam(request));
     return reply.code(204).send();
   });
 }
