@@ -57,6 +57,8 @@ export const ConfigSchema = Type.Object({
   maxUploadMB: Type.Integer({ minimum: 1 }),
   /** Image names a build's `fromImage` is mapped through first (`e2bdev/base` → the base image unless set). */
   imageAliases: Type.Record(Type.String({ minLength: 1 }), Type.String({ minLength: 1 })),
+  /** Local images a build's `fromImage` may use besides the platform's own (`*` patterns); other names are always pulled. */
+  buildLocalImages: Type.Array(Type.String({ minLength: 1, pattern: '^[A-Za-z0-9._/:@*-]+$' })),
   /** How long a build's readyCmd may take to succeed (seconds). */
   buildReadyTimeoutSeconds: Type.Integer({ minimum: 1 }),
   /** Proxied exchanges (requests in flight, open tunnels) one sandbox may have at once; beyond it the proxy answers 429. */
@@ -174,6 +176,7 @@ const ENV_NAMES: Record<keyof Config, string> = {
   maxQueuedBuilds: 'TIDEPOOL_MAX_QUEUED_BUILDS',
   maxUploadMB: 'TIDEPOOL_MAX_UPLOAD_MB',
   imageAliases: 'TIDEPOOL_IMAGE_ALIASES',
+  buildLocalImages: 'TIDEPOOL_BUILD_LOCAL_IMAGES',
   buildReadyTimeoutSeconds: 'TIDEPOOL_BUILD_READY_TIMEOUT',
   proxyMaxConnectionsPerSandbox: 'TIDEPOOL_PROXY_MAX_CONNECTIONS_PER_SANDBOX',
   proxyMaxConnectionsPerClient: 'TIDEPOOL_PROXY_MAX_CONNECTIONS_PER_CLIENT',
@@ -344,6 +347,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     maxConcurrentBuilds: integer(env.TIDEPOOL_MAX_CONCURRENT_BUILDS, 2),
     maxQueuedBuilds: integer(env.TIDEPOOL_MAX_QUEUED_BUILDS, 32),
     maxUploadMB: integer(env.TIDEPOOL_MAX_UPLOAD_MB, 2048),
+    buildLocalImages: env.TIDEPOOL_BUILD_LOCAL_IMAGES === undefined ? ['tidepool/*'] : env.TIDEPOOL_BUILD_LOCAL_IMAGES.split(',').map((p) => p.trim()).filter(Boolean),
     buildReadyTimeoutSeconds: integer(env.TIDEPOOL_BUILD_READY_TIMEOUT, 600),
     proxyMaxConnectionsPerSandbox: integer(env.TIDEPOOL_PROXY_MAX_CONNECTIONS_PER_SANDBOX, 1000),
     proxyMaxConnectionsPerClient: integer(env.TIDEPOOL_PROXY_MAX_CONNECTIONS_PER_CLIENT, 2000),

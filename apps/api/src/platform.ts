@@ -244,6 +244,8 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
         baseImage: config.baseImage,
         runtimeImage: config.runtimeImage,
         imageAliases: config.imageAliases,
+        localImagePatterns: config.buildLocalImages,
+        knownImages: [config.codeInterpreterImage],
         cacheScope: platformId,
         readyTimeoutMs: config.buildReadyTimeoutSeconds * 1000,
         logger,
