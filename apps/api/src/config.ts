@@ -63,6 +63,12 @@ export const ConfigSchema = Type.Object({
   buildReadyTimeoutSeconds: Type.Integer({ minimum: 1 }),
   /** Proxied exchanges (requests in flight, open tunnels) one sandbox may have at once; beyond it the proxy answers 429. */
   proxyMaxConnectionsPerSandbox: Type.Integer({ minimum: 1 }),
+  /** Failed API-key attempts one client address may make per window before it gets 429 until the window ends; 0: no limit. */
+  authFailureLimit: Type.Integer({ minimum: 0 }),
+  /** The window of authFailureLimit (seconds), from an address's first failure. */
+  authFailureWindowSeconds: Type.Integer({ minimum: 1, maximum: 86_400 }),
+  /** Take the client address from the last X-Forwarded-For entry (only behind a reverse proxy that sets it). */
+  trustForwardedFor: Type.Boolean(),
   /** Proxied exchanges one client address may have at once, over all sandboxes (429 beyond it). */
   proxyMaxConnectionsPerClient: Type.Integer({ minimum: 1 }),
   /** Seconds a proxied client or sandbox socket may stay silent before it is closed. */
@@ -180,6 +186,9 @@ const ENV_NAMES: Record<keyof Config, string> = {
   buildReadyTimeoutSeconds: 'TIDEPOOL_BUILD_READY_TIMEOUT',
   proxyMaxConnectionsPerSandbox: 'TIDEPOOL_PROXY_MAX_CONNECTIONS_PER_SANDBOX',
   proxyMaxConnectionsPerClient: 'TIDEPOOL_PROXY_MAX_CONNECTIONS_PER_CLIENT',
+  authFailureLimit: 'TIDEPOOL_AUTH_FAILURE_LIMIT',
+  authFailureWindowSeconds: 'TIDEPOOL_AUTH_FAILURE_WINDOW',
+  trustForwardedFor: 'TIDEPOOL_TRUST_FORWARDED_FOR',
   proxyIdleTimeoutSeconds: 'TIDEPOOL_PROXY_IDLE_TIMEOUT',
   sandboxPidsLimit: 'TIDEPOOL_SANDBOX_PIDS_LIMIT',
   sandboxNofile: 'TIDEPOOL_SANDBOX_NOFILE',
@@ -352,6 +361,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     proxyMaxConnectionsPerSandbox: integer(env.TIDEPOOL_PROXY_MAX_CONNECTIONS_PER_SANDBOX, 1000),
     proxyMaxConnectionsPerClient: integer(env.TIDEPOOL_PROXY_MAX_CONNECTIONS_PER_CLIENT, 2000),
     proxyIdleTimeoutSeconds: integer(env.TIDEPOOL_PROXY_IDLE_TIMEOUT, 620),
+    authFailureLimit: integer(env.TIDEPOOL_AUTH_FAILURE_LIMIT, 20),
+    authFailureWindowSeconds: integer(env.TIDEPOOL_AUTH_FAILURE_WINDOW, 60),
+    trustForwardedFor: flag(env.TIDEPOOL_TRUST_FORWARDED_FOR, false),
     sandboxPidsLimit: integer(env.TIDEPOOL_SANDBOX_PIDS_LIMIT, 1024),
     sandboxNofile: integer(env.TIDEPOOL_SANDBOX_NOFILE, defaultNofile()),
     sandboxNproc: integer(env.TIDEPOOL_SANDBOX_NPROC, 65536),

@@ -3,6 +3,8 @@ import { isDashboardRequest } from '../dashboard/dashboard-assets.ts';
 import { METRICS_PATH } from '../observability/metrics-route.ts';
 import { TEAMS_PATH } from '../teams/team-routes.ts';
 import type { KeyStore } from '../store/key-store.ts';
+import type { AuthFailureLimiter } from './auth-failure-limiter.ts';
+import { clientAddress } from './client-address.ts';
 import { apiKeyOrBearer } from './presented-key.ts';
 import { VOLUME_CONTENT_PREFIX } from '../volumes/content/volume-content-routes.ts';
 
@@ -23,16 +25,26 @@ function isOpenRoute(method: string, path: string): boolean {
  */
 const BEARER_PATHS = new Set([METRICS_PATH, TEAMS_PATH]);
 
-/** `X-API-Key` on every platform route but the open ones. */
-export function installApiKeyAuth(app: FastifyInstance, keys: KeyStore): void {
+/** Failed-key limits per client address (auth-failure-limiter.ts); `trustForwardedFor` as in client-address.ts. */
+export interface AuthFailureGuard {
+  limiter: AuthFailureLimiter;
+  trustForwardedFor: boolean;
+}
+
+/** `X-API-Key` on every platform route but the open ones; an address with too many failed keys gets 429. */
+export function installApiKeyAuth(app: FastifyInstance, keys: KeyStore, guard?: AuthFailureGuard): void {
   app.addHook('onRequest', async (request, reply) => {
     const path = request.url.split('?')[0];
     if (isOpenRoute(request.method, path)) return;
+    const client = clientAddress(request.socket.remoteAddress, request.headers['x-forwarded-for'], guard?.trustForwardedFor ?? false);
+    const wait = guard?.limiter.retryAfterSeconds(client) ?? 0;
+    if (wait > 0) return reply.code(429).header('retry-after', String(wait)).send({ code: 429, message: `Too many failed API key attempts from this address; retry in ${wait} s` });
     const bearerAllowed = BEARER_PATHS.has(path);
     const key = bearerAllowed ? apiKeyOrBearer(request.headers) : request.headers['x-api-key'];
     if (typeof key === 'string' && key !== '' && (await keys.isValid(key))) return;
     const missing = bearerAllowed ? 'Missing API key: send it in the X-API-Key header or as Authorization: Bearer <key>' : 'Missing API key: send it in the X-API-Key header';
     const message = typeof key === 'string' && key !== '' ? 'Invalid API key' : missing;
+    guard?.limiter.recordFailure(client);
     await reply.code(401).send({ code: 401, message });
     return reply;
   });
