@@ -44,7 +44,7 @@ export function installApiKeyAuth(app: FastifyInstance, keys: KeyStore, guard?: 
     if (typeof key === 'string' && key !== '' && (await keys.isValid(key))) return;
     const missing = bearerAllowed ? 'Missing API key: send it in the X-API-Key header or as Authorization: Bearer <key>' : 'Missing API key: send it in the X-API-Key header';
     const message = typeof key === 'string' && key !== '' ? 'Invalid API key' : missing;
-    guard?.limiter.recordFailure(client);
+    if (guard?.limiter.recordFailure(client)) request.log.warn({ client, path }, 'too many failed API keys from this address: refusing it until the window ends');
     await reply.code(401).send({ code: 401, message });
     return reply;
   });

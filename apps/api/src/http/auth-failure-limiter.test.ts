@@ -10,10 +10,12 @@ function limiterAt(limit = 3, windowMs = 60_000, maxTracked = 100) {
 describe('AuthFailureLimiter', () => {
   it('lets an address fail `limit` times, then refuses it until its window ends', () => {
     const { clock, limiter } = limiterAt(3, 60_000);
+    const reached: boolean[] = [];
     for (let i = 0; i < 3; i++) {
       expect(limiter.retryAfterSeconds('10.0.0.1')).toBe(0);
-      limiter.recordFailure('10.0.0.1');
+      reached.push(limiter.recordFailure('10.0.0.1'));
     }
+    expect(reached).toEqual([false, false, true]);
     expect(limiter.retryAfterSeconds('10.0.0.1')).toBe(60);
     clock.now += 59_001;
     expect(limiter.retryAfterSeconds('10.0.0.1')).toBe(1);

@@ -37,8 +37,9 @@ export class AuthFailureLimiter {
     return Math.max(1, Math.ceil((window.startedAt + this.limits.windowMs - this.now()) / 1000));
   }
 
-  recordFailure(address: string): void {
-    if (this.limits.limit === 0) return;
+  /** Counts a failure; true when it is the one that reaches the limit (worth a log line). */
+  recordFailure(address: string): boolean {
+    if (this.limits.limit === 0) return false;
     const window = this.current(address) ?? { startedAt: this.now(), failures: 0 };
     window.failures += 1;
     this.windows.delete(address);
@@ -47,6 +48,7 @@ export class AuthFailureLimiter {
       const oldest = this.windows.keys().next().value as string;
       this.windows.delete(oldest);
     }
+    return window.failures === this.limits.limit;
   }
 
   /** Addresses tracked now (for tests and metrics). */
