@@ -429,6 +429,18 @@ describe('TemplateBuilder bases and layers', () => {
     expect(missing.failure.message).toMatch(/base image 'tidepool-test\/never-built-.*:nope' could not be pulled .*TIDEPOOL_BUILD_LOCAL_IMAGES/);
   }, 240_000);
 
+  it('with an empty allowlist builds only on images this platform made (its label), not on another platform’s', async () => {
+    const parent = await built(spec([step('RUN', ['echo mine > /tmp/mine'])]));
+    const own = newBuilder({ localImagePatterns: [] });
+    const child = await built(spec([step('RUN', ['cat /tmp/mine > /tmp/child'])], { fromImage: parent.result.image }), { builder: own });
+    expect(await inImage(child.result.image, 'cat /tmp/child')).toBe('mine');
+    const otherPlatform = newBuilder({ localImagePatterns: [], cacheScope: `${PLATFORM}-other` });
+    const refused = await failed(spec([], { fromImage: parent.result.image }), { builder: otherPlatform });
+    expect(refused.failure).toMatchObject({ step: 'base', message: expect.stringContaining('TIDEPOOL_BUILD_LOCAL_IMAGES') });
+    // The platform's own base (a name it uses) still works with no patterns at all.
+    await built(spec([step('RUN', ['true'])]), { builder: otherPlatform });
+  }, 240_000);
+
   it('starts fromTemplate with that template’s image and defaults', async () => {
     const nonce = randomUUID().slice(0, 8);
     const parent = await built(spec([step('ENV', ['FROM_PARENT', nonce]), step('WORKDIR', ['/srv/parent']), step('RUN', ['echo parent > marker'])], { startCmd: 'sleep 600' }));
