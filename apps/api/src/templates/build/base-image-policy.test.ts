@@ -3,8 +3,8 @@ import type { ImageInfo } from '../../runtime/image-engine.ts';
 import { PLATFORM_LABEL } from '../../runtime/docker/docker-labels.ts';
 import { localImageAllowed, matchesImagePattern } from './base-image-policy.ts';
 
-function image(labels: Record<string, string> = {}): ImageInfo {
-  return { id: 'sha256:1', tags: [], layerCount: 1, size: 1, config: { labels } } as unknown as ImageInfo;
+function image(labels: Record<string, string> = {}, tags: string[] = []): ImageInfo {
+  return { id: 'sha256:1', tags, layerCount: 1, size: 1, config: { labels } } as unknown as ImageInfo;
 }
 
 describe('matchesImagePattern', () => {
@@ -41,14 +41,18 @@ describe('localImageAllowed', () => {
 
   it('allows images this platform labelled, names it knows and allowlisted names', () => {
     expect(localImageAllowed('anything/private:1', image({ [PLATFORM_LABEL]: 'p1' }), policy)).toBe(true);
-    expect(localImageAllowed('docker.io/corp/base:7', image(), policy)).toBe(true);
-    expect(localImageAllowed('tidepool/debian:bookworm', image(), policy)).toBe(true);
+    expect(localImageAllowed('docker.io/corp/base:7', image({}, ['corp/base:7']), policy)).toBe(true);
+    expect(localImageAllowed('tidepool/debian:bookworm', image({}, ['tidepool/debian:bookworm']), policy)).toBe(true);
+    expect(localImageAllowed('tidepool/debian', image({}, ['tidepool/debian:latest']), policy)).toBe(true);
   });
 
   it("refuses another platform's images and unknown names", () => {
     expect(localImageAllowed('anything/private:1', image({ [PLATFORM_LABEL]: 'p2' }), policy)).toBe(false);
-    expect(localImageAllowed('corp/base:8', image(), policy)).toBe(false);
+    expect(localImageAllowed('corp/base:8', image({}, ['corp/base:8']), policy)).toBe(false);
     expect(localImageAllowed('anything/private:1', image(), policy)).toBe(false);
+    // An allowed-looking name the engine resolved to an image without that name (by digest, id or id prefix).
+    expect(localImageAllowed('tidepool/base@sha256:0123', image({}, ['private/app:1']), policy)).toBe(false);
+    expect(localImageAllowed('tidepool/debian:bookworm', image({}, []), policy)).toBe(false);
     // No platform id: the label proves nothing.
     expect(localImageAllowed('x:1', image({ [PLATFORM_LABEL]: '' }), { ...policy, platformId: '' })).toBe(false);
   });

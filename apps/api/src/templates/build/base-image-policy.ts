@@ -58,6 +58,9 @@ export function matchesImagePattern(ref: string, pattern: string): boolean {
 export function localImageAllowed(ref: string, image: ImageInfo, policy: LocalImagePolicy): boolean {
   if (policy.platformId !== '' && image.config.labels[PLATFORM_LABEL] === policy.platformId) return true;
   const wanted = canonicalImageRef(ref);
+  // Names count only for an image that really carries the name: the engine also resolves image ids, id
+  // prefixes and `name@digest` forms, which could reach any image behind an allowed-looking name.
+  if (!image.tags.some((tag) => canonicalImageRef(tag) === wanted)) return false;
   if (policy.knownImages.some((known) => known !== '' && canonicalImageRef(known) === wanted)) return true;
   return policy.patterns.some((pattern) => matchesImagePattern(ref, pattern));
 }
