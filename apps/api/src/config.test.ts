@@ -181,6 +181,17 @@ describe('loadConfig', () => {
     }
   });
 
+  it('reads the build allowlist and the failed-key limit, with defaults, and names a wrong value', () => {
+    expect(loadConfig({})).toMatchObject({ buildLocalImages: ['tidepool/*'], authFailureLimit: 20, authFailureWindowSeconds: 60, trustForwardedFor: false });
+    expect(loadConfig({ TIDEPOOL_BUILD_LOCAL_IMAGES: ' tidepool/*, ubuntu:22.04 ,' }).buildLocalImages).toEqual(['tidepool/*', 'ubuntu:22.04']);
+    expect(loadConfig({ TIDEPOOL_BUILD_LOCAL_IMAGES: '' }).buildLocalImages).toEqual([]);
+    expect(() => loadConfig({ TIDEPOOL_BUILD_LOCAL_IMAGES: 'tidepool/(.*)' })).toThrow(/TIDEPOOL_BUILD_LOCAL_IMAGES/);
+    expect(loadConfig({ TIDEPOOL_AUTH_FAILURE_LIMIT: '0', TIDEPOOL_TRUST_FORWARDED_FOR: 'true' })).toMatchObject({ authFailureLimit: 0, trustForwardedFor: true });
+    expect(() => loadConfig({ TIDEPOOL_AUTH_FAILURE_LIMIT: '-1' })).toThrow(/TIDEPOOL_AUTH_FAILURE_LIMIT/);
+    expect(() => loadConfig({ TIDEPOOL_AUTH_FAILURE_WINDOW: '0' })).toThrow(/TIDEPOOL_AUTH_FAILURE_WINDOW/);
+    expect(() => loadConfig({ TIDEPOOL_TRUST_FORWARDED_FOR: 'maybe' })).toThrow(/TIDEPOOL_TRUST_FORWARDED_FOR/);
+  });
+
   it('settingEnvNames lists every variable a setting is read from', () => {
     const names = settingEnvNames();
     for (const name of ['TIDEPOOL_DATABASE_URL', 'TIDEPOOL_DATABASE_PASSWORD_FILE', 'TIDEPOOL_DOCKER_HOST', 'TIDEPOOL_LXCFS', 'TIDEPOOL_DOCKER_NETWORK']) expect(names).toContain(name);

@@ -59,10 +59,18 @@ export const ConfigSchema = Type.Object({
   maxUploadMB: Type.Integer({ minimum: 1 }),
   /** Image names a build's `fromImage` is mapped through first (`e2bdev/base` → the base image unless set). */
   imageAliases: Type.Record(Type.String({ minLength: 1 }), Type.String({ minLength: 1 })),
+  /** Local images a build's `fromImage` may use besides the platform's own (`*` patterns); other names are always pulled. */
+  buildLocalImages: Type.Array(Type.String({ minLength: 1, pattern: '^[A-Za-z0-9._/:@*-]+$' })),
   /** How long a build's readyCmd may take to succeed (seconds). */
   buildReadyTimeoutSeconds: Type.Integer({ minimum: 1 }),
   /** Proxied exchanges (requests in flight, open tunnels) one sandbox may have at once; beyond it the proxy answers 429. */
   proxyMaxConnectionsPerSandbox: Type.Integer({ minimum: 1 }),
+  /** Failed API-key attempts one client address may make per window before it gets 429 until the window ends; 0: no limit. */
+  authFailureLimit: Type.Integer({ minimum: 0 }),
+  /** The window of authFailureLimit (seconds), from an address's first failure. */
+  authFailureWindowSeconds: Type.Integer({ minimum: 1, maximum: 86_400 }),
+  /** Take the client address from the last X-Forwarded-For entry (only behind a reverse proxy that sets it). */
+  trustForwardedFor: Type.Boolean(),
   /** Proxied exchanges one client address may have at once, over all sandboxes (429 beyond it). */
   proxyMaxConnectionsPerClient: Type.Integer({ minimum: 1 }),
   /** Seconds a proxied client or sandbox socket may stay silent before it is closed. */
@@ -177,9 +185,13 @@ const ENV_NAMES: Record<keyof Config, string> = {
   maxQueuedBuilds: 'TIDEPOOL_MAX_QUEUED_BUILDS',
   maxUploadMB: 'TIDEPOOL_MAX_UPLOAD_MB',
   imageAliases: 'TIDEPOOL_IMAGE_ALIASES',
+  buildLocalImages: 'TIDEPOOL_BUILD_LOCAL_IMAGES',
   buildReadyTimeoutSeconds: 'TIDEPOOL_BUILD_READY_TIMEOUT',
   proxyMaxConnectionsPerSandbox: 'TIDEPOOL_PROXY_MAX_CONNECTIONS_PER_SANDBOX',
   proxyMaxConnectionsPerClient: 'TIDEPOOL_PROXY_MAX_CONNECTIONS_PER_CLIENT',
+  authFailureLimit: 'TIDEPOOL_AUTH_FAILURE_LIMIT',
+  authFailureWindowSeconds: 'TIDEPOOL_AUTH_FAILURE_WINDOW',
+  trustForwardedFor: 'TIDEPOOL_TRUST_FORWARDED_FOR',
   proxyIdleTimeoutSeconds: 'TIDEPOOL_PROXY_IDLE_TIMEOUT',
   sandboxPidsLimit: 'TIDEPOOL_SANDBOX_PIDS_LIMIT',
   sandboxNofile: 'TIDEPOOL_SANDBOX_NOFILE',
@@ -348,10 +360,14 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     maxConcurrentBuilds: integer(env.TIDEPOOL_MAX_CONCURRENT_BUILDS, 2),
     maxQueuedBuilds: integer(env.TIDEPOOL_MAX_QUEUED_BUILDS, 32),
     maxUploadMB: integer(env.TIDEPOOL_MAX_UPLOAD_MB, 2048),
+    buildLocalImages: env.TIDEPOOL_BUILD_LOCAL_IMAGES === undefined ? ['tidepool/*'] : env.TIDEPOOL_BUILD_LOCAL_IMAGES.split(',').map((p) => p.trim()).filter(Boolean),
     buildReadyTimeoutSeconds: integer(env.TIDEPOOL_BUILD_READY_TIMEOUT, 600),
     proxyMaxConnectionsPerSandbox: integer(env.TIDEPOOL_PROXY_MAX_CONNECTIONS_PER_SANDBOX, 1000),
     proxyMaxConnectionsPerClient: integer(env.TIDEPOOL_PROXY_MAX_CONNECTIONS_PER_CLIENT, 2000),
     proxyIdleTimeoutSeconds: integer(env.TIDEPOOL_PROXY_IDLE_TIMEOUT, 620),
+    authFailureLimit: integer(env.TIDEPOOL_AUTH_FAILURE_LIMIT, 20),
+    authFailureWindowSeconds: integer(env.TIDEPOOL_AUTH_FAILURE_WINDOW, 60),
+    trustForwardedFor: flag(env.TIDEPOOL_TRUST_FORWARDED_FOR, false),
     sandboxPidsLimit: integer(env.TIDEPOOL_SANDBOX_PIDS_LIMIT, 1024),
     sandboxNofile: integer(env.TIDEPOOL_SANDBOX_NOFILE, defaultNofile()),
     sandboxNproc: integer(env.TIDEPOOL_SANDBOX_NPROC, 65536),

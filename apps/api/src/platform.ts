@@ -14,6 +14,7 @@ import { WarmPool } from './sandboxes/warm-pool.ts';
 import { readMemAvailableMB } from './runtime/host-memory.ts';
 import { LxcfsSupervisor } from './runtime/lxcfs/lxcfs-supervisor.ts';
 import { buildApiServer } from './http/api-server.ts';
+import { AuthFailureLimiter, DEFAULT_MAX_TRACKED_ADDRESSES } from './http/auth-failure-limiter.ts';
 import { type HttpsListener, listenHttps, loadTlsMaterial } from './tls/https-listener.ts';
 import { type MetricsListener, startMetricsListener } from './observability/metrics-route.ts';
 import { PlatformMetrics } from './observability/platform-metrics.ts';
@@ -259,6 +260,8 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
         baseImage: config.baseImage,
         runtimeImage: config.runtimeImage,
         imageAliases: config.imageAliases,
+        localImagePatterns: config.buildLocalImages,
+        knownImages: [config.codeInterpreterImage],
         cacheScope: platformId,
         readyTimeoutMs: config.buildReadyTimeoutSeconds * 1000,
         logger,
@@ -323,6 +326,10 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
         idleTimeoutMs: config.proxyIdleTimeoutSeconds * 1000,
       },
       metrics,
+      authFailures: {
+        limiter: new AuthFailureLimiter({ limit: config.authFailureLimit, windowMs: config.authFailureWindowSeconds * 1000, maxTracked: DEFAULT_MAX_TRACKED_ADDRESSES }),
+        trustForwardedFor: config.trustForwardedFor,
+      },
     });
     await app.listen({ host: config.host, port: config.port });
     const { port } = app.server.address() as AddressInfo;

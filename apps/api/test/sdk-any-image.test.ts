@@ -3,17 +3,21 @@
  * busybox-static (no glibc, no bash, no sudo, no user) and an `ubuntu:22.04` that is present locally (here a
  * stand-in tagged from the Debian image, since no registry is reachable) both become templates whose
  * sandboxes run commands as `user`, with files, a PTY-capable shell and the SDK's `/bin/bash -l -c`.
+ * `ubuntu:22.04` is on this platform's TIDEPOOL_BUILD_LOCAL_IMAGES; an image the test tags under a name on no
+ * allowlist (another workload's private image, as far as the platform knows) is refused.
  */
 import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { BUSYBOX_IMAGE, ensureBusyboxImage } from '@tidepool/testkit';
 import { Sandbox, Template } from 'e2b';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startTestPlatform, type TestPlatform } from './support/start-platform.ts';
-import { removeTemplatesAndSandboxes } from './support/template-testing.ts';
+import { api, startTestPlatform, type TestPlatform } from './support/start-platform.ts';
+import { buildLogCollector, idsFromLogs, rejectionOf, removeTemplatesAndSandboxes, waitForBuild } from './support/template-testing.ts';
 
 const UBUNTU = 'ubuntu:22.04';
 const run = randomBytes(4).toString('hex');
+/** A local image nobody allowed: made by the test, not by the platform, under a name no pattern matches. */
+const PRIVATE = `tidepool-private-${run}/secret:1`;
 let platform: TestPlatform;
 let taggedUbuntu = false;
 
@@ -32,13 +36,15 @@ beforeAll(async () => {
     execFileSync('docker', ['tag', 'tidepool/debian:bookworm', UBUNTU]);
     taggedUbuntu = true;
   }
-  platform = await startTestPlatform();
+  execFileSync('docker', ['tag', BUSYBOX_IMAGE, PRIVATE]);
+  platform = await startTestPlatform({ buildLocalImages: ['tidepool/*', UBUNTU] });
 }, 600_000);
 
 afterAll(async () => {
   if (platform) await removeTemplatesAndSandboxes(platform);
   await platform?.dispose();
   if (taggedUbuntu) execFileSync('docker', ['rmi', UBUNTU], { stdio: 'ignore' });
+  execFileSync('docker', ['rmi', PRIVATE], { stdio: 'ignore' });
 });
 
 describe('templates from images the platform knows nothing about', () => {
@@ -68,5 +74,32 @@ describe('templates from images the platform knows nothing about', () => {
     } finally {
       await sbx.kill();
     }
+  }, 300_000);
+});
+
+describe('local images a build may not use', () => {
+  it('refuses fromImage on a local image that is neither the platform\'s nor allowlisted, leaving nothing ready', async () => {
+    const name = `private-${run}`;
+    const logs = buildLogCollector();
+    const error = await rejectionOf(Template.build(Template().fromImage(PRIVATE).runCmd('echo stolen > /tmp/marker'), name, { ...platform.sdk, onBuildLogs: logs.onBuildLogs }));
+    expect(String(error?.message)).toContain(`the base image '${PRIVATE}' could not be pulled`);
+    expect(String(error?.message)).toContain('TIDEPOOL_BUILD_LOCAL_IMAGES');
+    // The image is still there: the build was refused by the policy, not by a missing image.
+    expect(imageExists(PRIVATE)).toBe(true);
+    const { templateId, buildId } = idsFromLogs(logs.lines);
+    const status = await waitForBuild(platform, templateId, buildId);
+    expect(status).toMatchObject({ status: 'error', reason: { step: 'base' } });
+    const templates = await api(platform, 'GET', '/templates');
+    const template = (templates.body as Array<{ templateID: string; buildStatus?: string }>).find((t) => t.templateID === templateId);
+    expect(template?.buildStatus).not.toBe('ready');
+    expect(String((await rejectionOf(Sandbox.create(name, platform.sdk)))?.message)).not.toBe('');
+    expect(logs.lines.some((line) => line.includes('stolen'))).toBe(false);
+  }, 300_000);
+
+  it('answers a name that does not exist locally with the same words (existence does not leak)', async () => {
+    const absent = `tidepool-private-${run}/absent:1`;
+    const error = await rejectionOf(Template.build(Template().fromImage(absent), `absent-${run}`, platform.sdk));
+    expect(String(error?.message)).toContain(`the base image '${absent}' could not be pulled`);
+    expect(String(error?.message)).toContain('TIDEPOOL_BUILD_LOCAL_IMAGES');
   }, 300_000);
 });

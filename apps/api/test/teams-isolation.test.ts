@@ -71,7 +71,8 @@ function raw(path: string, headers: Record<string, string>, method = 'GET'): Pro
 let previousVolumeUrl: string | undefined;
 
 beforeAll(async () => {
-  platform = await startTestPlatform();
+  // This suite presents dozens of wrong and revoked keys from one address on purpose: no failed-key limit here.
+  platform = await startTestPlatform({ authFailureLimit: 0 });
   // The SDK's volume content calls go to E2B_VOLUME_API_URL: this platform, never the default cloud host.
   previousVolumeUrl = process.env.E2B_VOLUME_API_URL;
   process.env.E2B_VOLUME_API_URL = platform.url;

@@ -403,7 +403,12 @@ describe('TemplateBuilder bases and layers', () => {
   it('resolves fromImage locally (aliases too) and adds the envd runtime to images without it', async () => {
     await docker(['tag', BASE, `tidepool-test/local-base:${PLATFORM}`]);
     try {
-      const local = await built(spec([step('RUN', ['echo local'])], { fromImage: `tidepool-test/local-base:${PLATFORM}` }));
+      // Not on the default allowlist (tidepool/*) nor made by this platform: pulled, and the pull fails.
+      const refused = await failed(spec([step('RUN', ['echo local'])], { fromImage: `tidepool-test/local-base:${PLATFORM}` }));
+      expect(refused.failure).toMatchObject({ step: 'base', message: expect.stringContaining('TIDEPOOL_BUILD_LOCAL_IMAGES') });
+      expect(refused.logs.some((l) => l.step === 'base' && l.message.startsWith('Pulling'))).toBe(true);
+      const allowing = newBuilder({ localImagePatterns: ['tidepool-test/local-base'] });
+      const local = await built(spec([step('RUN', ['echo local'])], { fromImage: `tidepool-test/local-base:${PLATFORM}` }), { builder: allowing });
       expect(local.logs.some((l) => l.step === 'base' && l.message.startsWith('Pulling'))).toBe(false);
       const aliased = await built(spec([], { fromImage: 'e2bdev/base' }));
       expect(await imageId(aliased.result.image)).toBe(await imageId(BASE));
@@ -421,7 +426,19 @@ describe('TemplateBuilder bases and layers', () => {
     expect(second.logs.some((l) => l.step === 'base' && l.message.startsWith('CACHED envd runtime'))).toBe(true);
     const missing = await failed(spec([], { fromImage: `tidepool-test/never-built-${PLATFORM}:nope` }));
     expect(missing.failure.step).toBe('base');
-    expect(missing.failure.message).toMatch(/base image 'tidepool-test\/never-built-.*:nope' is not available locally and could not be pulled/);
+    expect(missing.failure.message).toMatch(/base image 'tidepool-test\/never-built-.*:nope' could not be pulled .*TIDEPOOL_BUILD_LOCAL_IMAGES/);
+  }, 240_000);
+
+  it('with an empty allowlist builds only on images this platform made (its label), not on another platform’s', async () => {
+    const parent = await built(spec([step('RUN', ['echo mine > /tmp/mine'])]));
+    const own = newBuilder({ localImagePatterns: [] });
+    const child = await built(spec([step('RUN', ['cat /tmp/mine > /tmp/child'])], { fromImage: parent.result.image }), { builder: own });
+    expect(await inImage(child.result.image, 'cat /tmp/child')).toBe('mine');
+    const otherPlatform = newBuilder({ localImagePatterns: [], cacheScope: `${PLATFORM}-other` });
+    const refused = await failed(spec([], { fromImage: parent.result.image }), { builder: otherPlatform });
+    expect(refused.failure).toMatchObject({ step: 'base', message: expect.stringContaining('TIDEPOOL_BUILD_LOCAL_IMAGES') });
+    // The platform's own base (a name it uses) still works with no patterns at all.
+    await built(spec([step('RUN', ['true'])]), { builder: otherPlatform });
   }, 240_000);
 
   it('starts fromTemplate with that template’s image and defaults', async () => {
@@ -454,7 +471,7 @@ describe('TemplateBuilder bases and layers', () => {
       const steps = [step('USER', ['root']), step('WORKDIR', ['/root']), step('RUN', ['echo pulled > /root/pulled'])];
       const wrong = await failed(spec(steps, { fromImage: ref, fromImageRegistry: { type: 'registry', username: registry.username, password: 'wrong' } }));
       expect(wrong.failure.step).toBe('base');
-      expect(wrong.failure.message).toContain(`the base image '${ref}' is not available locally and could not be pulled`);
+      expect(wrong.failure.message).toContain(`the base image '${ref}' could not be pulled`);
       const anonymous = await failed(spec(steps, { fromImage: ref }));
       expect(anonymous.failure.step).toBe('base');
       const unsupported = await failed(spec(steps, { fromImage: ref, fromImageRegistry: { type: 'aws', awsAccessKeyId: 'a', awsSecretAccessKey: 'b', awsRegion: 'c' } }));
@@ -462,6 +479,10 @@ describe('TemplateBuilder bases and layers', () => {
       const right = await built(spec(steps, { fromImage: ref, fromImageRegistry: { type: 'registry', username: registry.username, password: registry.password } }));
       expect(right.logs.some((l) => l.step === 'base' && l.message.startsWith(`Pulling ${ref}`))).toBe(true);
       expect(await inImage(right.result.image, 'cat /root/pulled')).toBe('pulled');
+      // The pulled copy is now on the engine, but a build without the credentials pulls again and fails:
+      // a local copy of a name nobody allowed is never a fallback.
+      const again = await failed(spec(steps, { fromImage: ref }));
+      expect(again.failure).toMatchObject({ step: 'base', message: expect.stringContaining(`the base image '${ref}' could not be pulled`) });
     }, 180_000);
   });
 });

@@ -29,7 +29,7 @@ import { registerAdminRoutes } from '../teams/admin-routes.ts';
 import type { TeamDirectory } from '../teams/team-directory.ts';
 import { registerTeamRoutes } from '../teams/team-routes.ts';
 import { answerClientError, answerFrameworkError, installApiErrorHandler } from './api-errors.ts';
-import { installApiKeyAuth } from './api-key-auth.ts';
+import { type AuthFailureGuard, installApiKeyAuth } from './api-key-auth.ts';
 import { installLenientJsonBody } from './json-body.ts';
 import { recordRouteTable } from './route-table.ts';
 
@@ -56,6 +56,8 @@ export interface ApiServerDeps {
   proxyLimits?: Partial<ProxyLimits>;
   /** Prometheus metrics: what the proxy and snapshots report to, and what `GET /metrics` serves (none: no route). */
   metrics?: MetricsSink & MetricsExposition;
+  /** Per-address limit of failed API keys (none: unlimited). */
+  authFailures?: AuthFailureGuard;
   /** The built dashboard served at /dashboard (default: apps/dashboard/dist). */
   dashboardDir?: string;
 }
@@ -78,7 +80,7 @@ export function buildApiServer(deps: ApiServerDeps): FastifyInstance {
   installApiErrorHandler(app);
   installLenientJsonBody(app);
   app.get('/health', async (_request, reply) => reply.code(200).type('text/plain').send('Health check successful'));
-  installApiKeyAuth(app, deps.keys, deps.admin);
+  installApiKeyAuth(app, deps.keys, deps.admin, deps.authFailures);
   registerDashboardRoutes(app, deps.logger, deps.dashboardDir);
   if (deps.metrics) registerMetricsRoute(app, deps.metrics);
   const sandboxDomain = deps.sandboxDomain ?? (() => null);

@@ -1,12 +1,14 @@
 /**
  * Where a build starts: a template's image (`fromTemplate`), or an image (`fromImage`, the
- * platform's base when neither is given), found locally first (aliases applied), else pulled.
+ * platform's base when neither is given). A local image is used only when base-image-policy.ts allows it
+ * (made or named by the platform, or on the operator's allowlist); any other name is always pulled.
  * The start image always carries the current envd runtime (added when missing).
  */
 import type { ImageEngine, ImageInfo, RegistryLogin } from '../../runtime/image-engine.ts';
 import { BASE_DEFAULTS, type BuildSpec, type RegistryCredentials, type SandboxDefaults } from '../template-model.ts';
 import { BuildFailure } from './build-failure.ts';
 import { ENVD_VERSION_LABEL, RUNTIME_HASH_LABEL } from './build-labels.ts';
+import { LOCAL_IMAGES_SETTING, localImageAllowed, type LocalImagePolicy } from './base-image-policy.ts';
 import { applyImageAlias, parseImageRef, pullableRef } from './image-ref.ts';
 import { carriesRuntime, type EnvdRuntime, injectRuntime, type InjectionContext } from './runtime-injection.ts';
 
@@ -19,6 +21,7 @@ export interface BaseRequest {
   platformBaseImage: string;
   imageAliases: Record<string, string>;
   runtimeImage: string;
+  localImages: LocalImagePolicy;
 }
 
 export interface PreparedBase {
@@ -54,10 +57,10 @@ function loginFor(ref: string, credentials: RegistryCredentials | null): Registr
   return { username: credentials.username, password: credentials.password, server: parseImageRef(ref).registry };
 }
 
-async function findOrPull(ctx: InjectionContext, ref: string, credentials: RegistryCredentials | null): Promise<ImageInfo> {
+async function findOrPull(ctx: InjectionContext, ref: string, credentials: RegistryCredentials | null, policy: LocalImagePolicy): Promise<ImageInfo> {
   const { engine, signal } = ctx;
   const local = await engine.inspectImage(ref, signal);
-  if (local) return local;
+  if (local && localImageAllowed(ref, local, policy)) return local;
   const login = loginFor(ref, credentials);
   const pullRef = pullableRef(ref);
   ctx.log('info', `Pulling ${pullRef}${login ? ` as ${login.username}` : ''}`);
@@ -65,7 +68,9 @@ async function findOrPull(ctx: InjectionContext, ref: string, credentials: Regis
     await engine.pullImage(pullRef, login, (line) => ctx.log('info', line), signal);
   } catch (error) {
     if (signal.aborted) throw error;
-    fail(`the base image '${ref}' is not available locally and could not be pulled: ${error instanceof Error ? error.message : String(error)}`);
+    // The same words whether or not an image of that name is on the engine: a refusal must not tell which exist.
+    const reason = error instanceof Error ? error.message : String(error);
+    fail(`the base image '${ref}' could not be pulled (${reason}); local images serve a build only if this platform made them or they match ${LOCAL_IMAGES_SETTING}`);
   }
   return (await engine.inspectImage(pullRef, signal)) ?? fail(`the base image '${ref}' was pulled but cannot be found`);
 }
@@ -86,7 +91,7 @@ export async function prepareBase(ctx: InjectionContext, request: BaseRequest): 
     named = applyImageAlias(wanted, request.imageAliases);
     defaults = BASE_DEFAULTS;
     ctx.log('info', `FROM ${wanted}${named !== wanted ? ` (${named})` : ''}`);
-    image = await findOrPull(ctx, named, spec.fromImageRegistry);
+    image = await findOrPull(ctx, named, spec.fromImageRegistry, request.localImages);
   }
   const runtime = await loadRuntime(ctx.engine, request.runtimeImage, ctx.signal);
   if (carriesRuntime(image, runtime)) return { image, originalId: image.id, defaults, runtime, madeTag: undefined, platformImages: [] };

@@ -6,6 +6,7 @@ import type { Logger } from 'pino';
 import type { ImageEngine, ImageInfo } from '../../runtime/image-engine.ts';
 import type { BuildStep, LogLevel } from '../template-model.ts';
 import { BASE_STEP, prepareBase, type PreparedBase } from './base-image.ts';
+import type { LocalImagePolicy } from './base-image-policy.ts';
 import type { BuildJob, BuildReporter, BuiltTemplate } from './build-contract.ts';
 import { BuildCancelled, BuildFailure } from './build-failure.ts';
 import { isPlatformMade, type MadeByBuild, removeBuildContainers, removeMade, tagPart, templateImageRef } from './build-housekeeping.ts';
@@ -27,6 +28,8 @@ export interface BuildSettings {
   baseImage: string;
   imageAliases: Record<string, string>;
   runtimeImage: string;
+  /** Which local images a build may start from (base-image-policy.ts). */
+  localImages: LocalImagePolicy;
   cacheScope: string;
   readyTimeoutMs: number;
   readyIntervalMs: number;
@@ -123,6 +126,7 @@ export class BuildRun {
         platformBaseImage: settings.baseImage,
         imageAliases: settings.imageAliases,
         runtimeImage: settings.runtimeImage,
+        localImages: settings.localImages,
       },
     );
     if (base.madeTag) {

@@ -10,6 +10,7 @@ import { isLayerTag, isPlatformMade, removeBuildContainers, removeMade } from '.
 import { BUILD_ID_LABEL, LAYER_LABELS } from './build-labels.ts';
 import { BuildRun, type BuildSettings } from './build-run.ts';
 import type { ContextFileSource } from './copy-step.ts';
+import { DEFAULT_LOCAL_IMAGE_PATTERNS } from './base-image-policy.ts';
 
 export type { BuildJob, BuildReporter, BuiltTemplate } from './build-contract.ts';
 export { BuildCancelled, BuildFailure } from './build-failure.ts';
@@ -24,6 +25,13 @@ export interface TemplateBuilderDeps {
   baseImage: string;
   /** `fromImage` names served by local images; `e2bdev/base` → `baseImage` unless given. */
   imageAliases?: Record<string, string>;
+  /**
+   * Patterns of local images builds may start from besides the platform's own (default `tidepool/*`);
+   * any other `fromImage` is pulled. See base-image-policy.ts.
+   */
+  localImagePatterns?: string[];
+  /** More images the platform uses by name (e.g. the code-interpreter image): usable locally. */
+  knownImages?: string[];
   /** Image carrying the current envd runtime (`/opt/tidepool`, labelled with its hash). */
   runtimeImage?: string;
   logger: Logger;
@@ -49,12 +57,19 @@ export class TemplateBuilder {
   constructor(deps: TemplateBuilderDeps) {
     this.engine = deps.engine;
     this.logger = deps.logger;
+    const imageAliases = { 'e2bdev/base': deps.baseImage, ...(deps.imageAliases ?? {}) };
+    const runtimeImage = deps.runtimeImage ?? DEFAULT_RUNTIME_IMAGE;
     this.settings = {
       engine: deps.engine,
       contextFiles: deps.contextFiles,
       baseImage: deps.baseImage,
-      imageAliases: { 'e2bdev/base': deps.baseImage, ...(deps.imageAliases ?? {}) },
-      runtimeImage: deps.runtimeImage ?? DEFAULT_RUNTIME_IMAGE,
+      imageAliases,
+      runtimeImage,
+      localImages: {
+        patterns: deps.localImagePatterns ?? DEFAULT_LOCAL_IMAGE_PATTERNS,
+        knownImages: [deps.baseImage, runtimeImage, ...Object.values(imageAliases), ...(deps.knownImages ?? [])],
+        platformId: deps.cacheScope ?? '',
+      },
       cacheScope: deps.cacheScope ?? '',
       readyTimeoutMs: deps.readyTimeoutMs ?? 10 * 60_000,
       readyIntervalMs: deps.readyIntervalMs ?? 1_000,
