@@ -72,7 +72,8 @@ async function lookInside(sbx: Sandbox): Promise<Record<string, string>> {
     cwd: await run('pwd'),
     home: await run('find /home/user -printf "%p %s %m %u:%g %y\\n" | sort'),
     run: await run('find /run /tmp -printf "%p %m %u %y\\n" 2>/dev/null | sort', 'root'),
-    processes: await run('ps -e -o user=,comm=,args= | sort'),
+    // One simple command (bash execs ps itself), sorted here: a pipeline's own processes race each other.
+    processes: (await run('ps -e -o user=,comm=,args=')).split('\n').sort().join('\n'),
   };
 }
 
