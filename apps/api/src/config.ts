@@ -117,6 +117,10 @@ export const ConfigSchema = Type.Object({
   onShutdown: Type.Union([Type.Literal('keep'), Type.Literal('kill')]),
   /** Key secrets are sealed with (base64 of 32 bytes); '' = `<dataDir>/secrets.key`, created on first start. Never echoed. */
   secretsKey: Type.String(),
+  /** Id of the node this process embeds (`clientID` of its sandboxes); '' = the platform id. */
+  nodeId: Type.String({ pattern: '^$|^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$' }),
+  /** A node whose last heartbeat is older than this (seconds) is marked lost. */
+  nodeLostAfterSeconds: Type.Integer({ minimum: 1, maximum: 86400 }),
 });
 
 export type Config = Static<typeof ConfigSchema>;
@@ -172,6 +176,8 @@ const ENV_NAMES: Record<keyof Config, string> = {
   codeInterpreterImage: 'TIDEPOOL_CODE_INTERPRETER_IMAGE',
   onShutdown: 'TIDEPOOL_ON_SHUTDOWN',
   secretsKey: 'TIDEPOOL_SECRETS_KEY',
+  nodeId: 'TIDEPOOL_NODE_ID',
+  nodeLostAfterSeconds: 'TIDEPOOL_NODE_LOST_AFTER_SECONDS',
 };
 
 export class ConfigError extends Error {}
@@ -305,6 +311,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     codeInterpreterImage: env.TIDEPOOL_CODE_INTERPRETER_IMAGE === undefined ? 'tidepool/code-interpreter:latest' : env.TIDEPOOL_CODE_INTERPRETER_IMAGE.trim(),
     onShutdown: (env.TIDEPOOL_ON_SHUTDOWN ?? '').trim().toLowerCase() || 'keep',
     secretsKey: (env.TIDEPOOL_SECRETS_KEY ?? '').trim(),
+    nodeId: (env.TIDEPOOL_NODE_ID ?? '').trim(),
+    nodeLostAfterSeconds: integer(env.TIDEPOOL_NODE_LOST_AFTER_SECONDS, 30),
     ...overrides,
   };
   if (overrides.imageAliases === undefined) {

@@ -3,6 +3,9 @@ import { initEnvd } from '../envd/envd-client.ts';
 import { conflict, invalid, PlatformError } from '../errors.ts';
 import type { RoutableSandbox, SandboxDirectory } from '../proxy/sandbox-directory.ts';
 import type { DirectoryMount, SandboxRuntime } from '../runtime/sandbox-runtime.ts';
+import type { NodeSet } from '../nodes/node-set.ts';
+import { startOnPlacedNode } from '../nodes/placed-start.ts';
+import { dialDirect } from '../nodes/local-node.ts';
 import type { ResolvedTemplate } from '../templates/template-model.ts';
 import { bootSandbox, initFor } from './sandbox-boot.ts';
 import { envdAccessToken, newSandboxId, trafficAccessToken } from './sandbox-identity.ts';
@@ -56,7 +59,8 @@ export interface TemplateSource {
 export interface LifecycleDeps {
   store: SandboxStore;
   templates: TemplateSource;
-  runtime: SandboxRuntime;
+  /** The nodes sandboxes run on; every engine call for a sandbox goes to its node's runtime. */
+  nodes: NodeSet;
   tokenSeed: string;
   maxSandboxes: number;
   /** Timeout of a sandbox resumed without one and without a usable timeout of its own. */
@@ -66,13 +70,15 @@ export interface LifecycleDeps {
   volumes?: VolumeSource;
   /** Prometheus: operation durations and orphan cleanups (none: not reported). */
   platformMetrics?: MetricsSink;
-  /** Ready containers creates are served from first (warm-pool.ts); none = every create starts cold. */
+  /** Ready containers creates are served from first (warm-pool.ts; on the embedded node); none = every create starts cold. */
   pool?: WarmPool;
 }
 
 /** Everything `launch` needs: what to run and how the sandbox is configured. */
 export interface LaunchPlan {
   sandboxId?: string;
+  /** The node it must start on (a fork: where its checkpoint image is); placed otherwise. */
+  nodeId?: string;
   image: string;
   from: Pick<SandboxRecord, 'templateId' | 'buildId' | 'alias' | 'cpuCount' | 'memoryMB' | 'diskSizeMB' | 'envdVersion' | 'defaults'>;
   settings: SandboxSettings;
@@ -96,7 +102,7 @@ export class SandboxLifecycle implements SandboxDirectory {
   private readonly creating = new Map<string, Promise<SandboxRecord>>();
 
   constructor(private readonly deps: LifecycleDeps) {
-    this.registry = new SandboxRegistry(deps.store, deps.maxSandboxes);
+    this.registry = new SandboxRegistry(deps.store, deps.maxSandboxes, (record) => deps.nodes.lostReason(record, record.sandboxId));
     this.timers = new SandboxTimers((id) => this.expire(id));
     this.metrics = new MetricsRecorder(() => this.registry.running(), deps.logger);
   }
@@ -112,19 +118,36 @@ export class SandboxLifecycle implements SandboxDirectory {
     return this.creating.size;
   }
 
-  /** Adopts what survived a restart, then starts the timers and the metrics sampler. */
-  async start(): Promise<void> {
-    await reconcileAfterRestart({ registry: this.registry, runtime: this.deps.runtime, logger: this.deps.logger, adopted: (r) => this.timers.arm(r), metrics: this.deps.platformMetrics });
-    this.timers.startSweep(() => this.registry.running());
-    this.metrics.start();
-    await this.reapplyEgress();
+  /** The nodes sandboxes run on. */
+  get nodes(): NodeSet {
+    return this.deps.nodes;
   }
 
-  /** Egress rules live in the records: after a restart they are put in force again (replacing what the host kept). */
-  private async reapplyEgress(): Promise<void> {
-    for (const record of this.registry.list()) {
-      if (!record.address || !record.containerId) continue;
-      await this.deps.runtime.applyEgress?.(record.sandboxId, record.address, egressPolicy(record.network)).catch((error: unknown) => this.log(record.sandboxId).error({ err: error }, 'egress rules not re-applied'));
+  /** The engine of the sandbox's node. */
+  private runtimeOf(record: SandboxRecord): SandboxRuntime {
+    return this.deps.nodes.runtime(record.nodeId);
+  }
+
+  /** Adopts what survived a restart on every node, then starts the timers and the metrics sampler. */
+  async start(): Promise<void> {
+    const records = await this.registry.stored();
+    for (const node of this.deps.nodes.all()) await this.reconcileNode(node.nodeId, records);
+    this.timers.startSweep(() => this.registry.running());
+    this.metrics.start();
+  }
+
+  /**
+   * Makes one node's containers and the records naming it agree (after a restart, or when a lost node returns):
+   * adopts what it still runs that records name, removes what the platform forgot, and puts egress rules in force again.
+   */
+  async reconcileNode(nodeId: string, stored?: SandboxRecord[]): Promise<void> {
+    const records = (stored ?? (await this.registry.stored())).filter((r) => r.nodeId === nodeId && !this.creating.has(r.sandboxId));
+    const runtime = this.deps.nodes.runtime(nodeId);
+    await reconcileAfterRestart({ registry: this.registry, runtime, records, logger: this.deps.logger.child({ nodeId }), adopted: (r) => this.timers.arm(r), metrics: this.deps.platformMetrics, keep: (id) => this.creating.has(id) || Boolean(this.deps.pool?.owns(id)) });
+    // Egress rules live in the records: they are put in force again (replacing what the host kept).
+    for (const record of this.registry.all()) {
+      if (record.nodeId !== nodeId || !record.address || !record.containerId) continue;
+      await runtime.applyEgress?.(record.sandboxId, record.address, egressPolicy(record.network)).catch((error: unknown) => this.log(record.sandboxId).error({ err: error }, 'egress rules not re-applied'));
     }
   }
 
@@ -132,7 +155,7 @@ export class SandboxLifecycle implements SandboxDirectory {
   updateNetwork(id: string, update: NetworkUpdate): Promise<void> {
     return this.withSandbox(id, async (record) => {
       const network = egressUpdate(record.network, update);
-      if (record.address && record.containerId) await this.deps.runtime.applyEgress?.(record.sandboxId, record.address, egressPolicy(network));
+      if (record.address && record.containerId) await this.runtimeOf(record).applyEgress?.(record.sandboxId, record.address, egressPolicy(network));
       record.network = network;
       record.allowInternetAccess = update.allow_internet_access ?? null;
       await this.registry.persist(record, 'sandbox network updated');
@@ -338,10 +361,26 @@ export class SandboxLifecycle implements SandboxDirectory {
         autoPauseMemory: settings.autoPauseMemory,
         autoResume: settings.autoResume,
         volumeMounts: settings.volumeMounts,
+        nodeId: plan.nodeId ?? this.deps.nodes.embeddedId,
       };
-      const booted = plan.pooled
-        ? await claimPooled(this.deps.runtime, record, plan.pooled, this.log(sandboxId))
-        : await bootSandbox(this.deps.runtime, record, plan.image, this.log(sandboxId), this.directoriesOf(record));
+      const log = this.log(sandboxId);
+      const { result: booted, nodeId } = plan.pooled
+        ? { result: await claimPooled(this.deps.nodes.runtime(this.deps.nodes.embeddedId), record, plan.pooled, log), nodeId: this.deps.nodes.embeddedId }
+        : await startOnPlacedNode(
+            this.deps.nodes,
+            () => this.registry.all(),
+            {
+              cpuCount: record.cpuCount,
+              memoryMB: record.memoryMB,
+              image: plan.image,
+              poolKey: poolKey(from),
+              // Volumes live on the embedded node's disk; a fork's checkpoint on its source's node.
+              requiredNode: plan.nodeId ?? (settings.volumeMounts.length > 0 ? this.deps.nodes.embeddedId : undefined),
+            },
+            (node) => bootSandbox(node.runtime, { ...record, nodeId: node.nodeId }, plan.image, log.child({ nodeId: node.nodeId }), this.directoriesOf(record)),
+            log,
+          );
+      record.nodeId = nodeId;
       record.containerId = booted.containerId;
       record.address = booted.address;
       record.envdVersion = booted.envdVersion;
@@ -351,11 +390,11 @@ export class SandboxLifecycle implements SandboxDirectory {
       try {
         await this.registry.persist(record, plan.event);
       } catch (error) {
-        await this.deps.runtime.remove(booted.containerId);
+        await this.runtimeOf(record).remove(booted.containerId);
         throw error;
       }
       this.timers.arm(record);
-      this.log(sandboxId).info({ templateId: record.templateId, buildId: record.buildId, containerId: record.containerId, warmPool: Boolean(plan.pooled) }, plan.pooled ? 'sandbox created (claimed from the warm pool)' : 'sandbox created');
+      this.log(sandboxId).info({ templateId: record.templateId, buildId: record.buildId, containerId: record.containerId, nodeId: record.nodeId, warmPool: Boolean(plan.pooled) }, plan.pooled ? 'sandbox created (claimed from the warm pool)' : 'sandbox created');
       return record;
     } finally {
       release(1);
@@ -383,7 +422,7 @@ export class SandboxLifecycle implements SandboxDirectory {
     return this.registry.serial(id, async () => {
       const record = this.registry.get(id);
       if (!record || record.containerId !== containerId) return false;
-      const { status } = await this.deps.runtime.inspect(containerId);
+      const { status } = await this.runtimeOf(record).inspect(containerId);
       if (status === 'running' || status === 'paused') return false;
       await this.registry.recordEvent(id, reason, 'error');
       this.log(id).warn({ containerId, reason, state: record.state }, 'sandbox container is gone; removing the sandbox');
@@ -394,8 +433,9 @@ export class SandboxLifecycle implements SandboxDirectory {
 
   private async destroy(record: SandboxRecord): Promise<void> {
     this.timers.clear(record.sandboxId);
-    if (record.containerId) await this.deps.runtime.remove(record.containerId);
-    await this.deps.runtime.removeSandboxImage(record.sandboxId);
+    const runtime = this.runtimeOf(record);
+    if (record.containerId) await runtime.remove(record.containerId);
+    await runtime.removeSandboxImage(record.sandboxId);
     await this.registry.forget(record.sandboxId);
     this.metrics.forget(record.sandboxId);
     this.timers.forget(record.sandboxId);
@@ -439,18 +479,19 @@ export class SandboxLifecycle implements SandboxDirectory {
   private async pauseNow(record: SandboxRecord, keepMemory: boolean): Promise<void> {
     this.timers.clear(record.sandboxId);
     const containerId = record.containerId!;
+    const runtime = this.runtimeOf(record);
     if (keepMemory) {
-      await this.deps.runtime.pause(containerId);
+      await runtime.pause(containerId);
       record.state = 'paused';
       record.pausedAt = nowIso();
       await this.registry.persist(record, 'sandbox paused');
     } else {
       // Record the image before the container goes, so a crash in between leaves a resumable sandbox.
-      record.pausedImage = await this.deps.runtime.commitSandbox(containerId, record.sandboxId);
+      record.pausedImage = await runtime.commitSandbox(containerId, record.sandboxId);
       record.state = 'paused';
       record.pausedAt = nowIso();
       await this.registry.persist(record);
-      await this.deps.runtime.remove(containerId);
+      await runtime.remove(containerId);
       record.containerId = null;
       record.address = null;
       await this.registry.persist(record, 'sandbox paused (filesystem only)');
@@ -484,7 +525,8 @@ export class SandboxLifecycle implements SandboxDirectory {
       try {
         // The token stays the same across a cold boot, as in the reference: an SDK object's own connect()
         // keeps the token it has, so a rotated one would lock it out of its sandbox.
-        const booted = await bootSandbox(this.deps.runtime, record, record.pausedImage, this.log(record.sandboxId), this.directoriesOf(record));
+        // Its committed filesystem is on its node: it resumes there.
+        const booted = await bootSandbox(this.runtimeOf(record), record, record.pausedImage, this.log(record.sandboxId), this.directoriesOf(record));
         record.containerId = booted.containerId;
         record.address = booted.address;
         record.envdVersion = booted.envdVersion;
@@ -495,8 +537,9 @@ export class SandboxLifecycle implements SandboxDirectory {
       record.pausedImage = null;
     } else {
       // A resume that failed half-way (thawed, /init failed) may be retried: only thaw what is frozen.
-      const { status } = await this.deps.runtime.inspect(record.containerId!);
-      if (status === 'paused') await this.deps.runtime.unpause(record.containerId!);
+      const runtime = this.runtimeOf(record);
+      const { status } = await runtime.inspect(record.containerId!);
+      if (status === 'paused') await runtime.unpause(record.containerId!);
       else if (status !== 'running') throw new PlatformError('internal', `Sandbox "${record.sandboxId}" cannot be resumed: its container is ${status}`);
       await initEnvd(record.address!, initFor(record));
     }
@@ -554,23 +597,34 @@ export class SandboxLifecycle implements SandboxDirectory {
 
   find(sandboxId: string): RoutableSandbox | undefined {
     const record = this.registry.get(sandboxId);
-    return record ? routable(record) : undefined;
+    return record ? this.routable(record) : undefined;
+  }
+
+  unavailableReason(sandboxId: string): string | undefined {
+    return this.registry.unavailableReason(sandboxId);
   }
 
   *running(): Iterable<RoutableSandbox> {
-    for (const record of this.registry.running()) yield routable(record);
+    for (const record of this.registry.running()) yield this.routable(record);
+  }
+
+  /** Routing facts; streams of a node on another machine are opened through its dial. */
+  private routable(record: SandboxRecord): RoutableSandbox {
+    const node = this.deps.nodes.has(record.nodeId) ? this.deps.nodes.node(record.nodeId) : undefined;
+    return routable(record, node && node.dial !== dialDirect ? (address, port) => node.dial(address, port) : undefined);
   }
 
   async resumeForTraffic(sandboxId: string): Promise<RoutableSandbox> {
     const record = this.registry.require(sandboxId);
-    if (record.state === 'running') return routable(record);
+    if (record.state === 'running') return this.routable(record);
     const { record: resumed } = await this.connect(sandboxId, undefined);
-    return routable(resumed);
+    return this.routable(resumed);
   }
 }
 
-function routable(record: SandboxRecord): RoutableSandbox {
+function routable(record: SandboxRecord, dial: RoutableSandbox['dial']): RoutableSandbox {
   return {
+    dial,
     sandboxId: record.sandboxId,
     state: record.state,
     address: record.address ?? undefined,
