@@ -11,7 +11,7 @@ import Docker from 'dockerode';
 import { Sandbox } from 'e2b';
 import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { localNode } from '../src/nodes/local-node.ts';
+import { dialDirect } from '../src/nodes/local-node.ts';
 import { DockerRuntime } from '../src/runtime/docker/docker-runtime.ts';
 import type { SandboxRuntime } from '../src/runtime/sandbox-runtime.ts';
 import { api, removeLabelled, startTestPlatform, type TestPlatform } from './support/start-platform.ts';
@@ -19,6 +19,8 @@ import { api, removeLabelled, startTestPlatform, type TestPlatform } from './sup
 const NODE_B_NETWORK = `tidepool-test-nodeb-${process.pid}`;
 let platform: TestPlatform;
 let runtimeB: SandboxRuntime;
+/** Streams opened through node-b's dial (the path a node on another machine takes: proxy and envd calls). */
+const dialsB: Array<{ address: string; port: number }> = [];
 
 async function until<T>(what: string, check: () => Promise<T | undefined | false>, timeoutMs = 30_000): Promise<T> {
   const deadline = Date.now() + timeoutMs;
@@ -39,7 +41,8 @@ beforeAll(async () => {
   platform = await startTestPlatform({ nodeId: 'node-a', nodeLostAfterSeconds: 3 }, undefined, {
     extraNodes: ({ platformId, docker, config }) => {
       runtimeB = new DockerRuntime({ docker, network: NODE_B_NETWORK, platformId: `${platformId}-nodeb`, logger: pino({ level: 'silent' }), isolation: config.sandboxIsolation, helperImage: config.baseImage });
-      return [localNode('node-b', runtimeB)];
+      // Not the direct dial: the platform opens every stream to node-b's containers through it, as for a remote node.
+      return [{ nodeId: 'node-b', runtime: runtimeB, dial: (address: string, port: number) => (dialsB.push({ address, port }), dialDirect(address, port)) }];
     },
   });
 }, 600_000);
@@ -76,7 +79,17 @@ describe('two nodes', () => {
     const nodes = await Promise.all(created.map((s) => clientIdOf(s.sandboxId)));
     expect(nodes.filter((n) => n === 'node-a')).toHaveLength(2);
     expect(nodes.filter((n) => n === 'node-b')).toHaveLength(2);
-    for (const sbx of created) expect((await sbx.commands.run('echo hi from $(hostname)')).stdout).toMatch(/^hi from sbx-/);
+    // Booting node-b's sandboxes reached their envd (health, /init) through its dial.
+    expect(dialsB.filter((d) => d.port === 49983).length).toBeGreaterThanOrEqual(4);
+    for (const [i, sbx] of created.entries()) {
+      const before = dialsB.length;
+      expect((await sbx.commands.run('echo hi from $(hostname)')).stdout).toMatch(/^hi from sbx-/);
+      await sbx.files.write('/tmp/where', nodes[i]!);
+      expect(await sbx.files.read('/tmp/where')).toBe(nodes[i]);
+      // The SDK's envd traffic through the proxy took node-b's dial only for node-b's sandboxes.
+      if (nodes[i] === 'node-b') expect(dialsB.length).toBeGreaterThan(before);
+      else expect(dialsB.length).toBe(before);
+    }
     const listed = (await api(platform, 'GET', '/v2/sandboxes')).body as Array<{ sandboxID: string; clientID: string }>;
     expect(Object.fromEntries(listed.map((s) => [s.sandboxID, s.clientID]))).toEqual(Object.fromEntries(created.map((s, i) => [s.sandboxId, nodes[i]])));
     const b = (await api(platform, 'GET', '/nodes/node-b')).body;

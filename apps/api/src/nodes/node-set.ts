@@ -1,4 +1,6 @@
+import type { EnvdDial } from '../envd/envd-client.ts';
 import { PlatformError } from '../errors.ts';
+import { dialDirect } from './local-node.ts';
 import type { SandboxRuntime } from '../runtime/sandbox-runtime.ts';
 import type { NodeRow, NodeStatus } from './node-store.ts';
 import { type NodeLoad, type Placement, type PlacementRequest, place } from './placement.ts';
@@ -103,6 +105,13 @@ export class NodeSet {
 
   runtime(nodeId: string): SandboxRuntime {
     return this.node(nodeId).runtime;
+  }
+
+  /** How the platform reaches containers of the node: its dial, or undefined for a direct connection from this process. */
+  dialOf(nodeId: string): EnvdDial | undefined {
+    const node = this.nodes.get(nodeId);
+    if (!node || node.dial === dialDirect) return undefined;
+    return (address, port) => node.dial(address, port);
   }
 
   /** Every held node's load, from the sandboxes holding containers and the creates in flight. */

@@ -41,7 +41,8 @@ export function upstreamRequest(target: UpstreamTarget, options: http.RequestOpt
       );
       return undefined;
     };
-    return http.request({ ...options, agent: false, createConnection } as http.RequestOptions);
+    // No agent at all: with `agent: false` Node makes a throwaway Agent that ignores `createConnection`.
+    return http.request({ ...options, agent: undefined, createConnection } as http.RequestOptions);
   }
   return target.tls ? https.request({ ...options, rejectUnauthorized: false }) : http.request(options);
 }

@@ -5,7 +5,6 @@ import type { RoutableSandbox, SandboxDirectory } from '../proxy/sandbox-directo
 import type { DirectoryMount, SandboxRuntime } from '../runtime/sandbox-runtime.ts';
 import type { NodeSet } from '../nodes/node-set.ts';
 import { startOnPlacedNode } from '../nodes/placed-start.ts';
-import { dialDirect } from '../nodes/local-node.ts';
 import type { ResolvedTemplate } from '../templates/template-model.ts';
 import { bootSandbox, initFor } from './sandbox-boot.ts';
 import { envdAccessToken, newSandboxId, trafficAccessToken } from './sandbox-identity.ts';
@@ -104,7 +103,7 @@ export class SandboxLifecycle implements SandboxDirectory {
   constructor(private readonly deps: LifecycleDeps) {
     this.registry = new SandboxRegistry(deps.store, deps.maxSandboxes, (record) => deps.nodes.lostReason(record, record.sandboxId));
     this.timers = new SandboxTimers((id) => this.expire(id));
-    this.metrics = new MetricsRecorder(() => this.registry.running(), deps.logger);
+    this.metrics = new MetricsRecorder(() => this.registry.running(), deps.logger, (record) => deps.nodes.dialOf(record.nodeId));
   }
 
   /** Reports to the platform's metrics how long `operation` took and whether it failed. */
@@ -377,7 +376,7 @@ export class SandboxLifecycle implements SandboxDirectory {
               // Volumes live on the embedded node's disk; a fork's checkpoint on its source's node.
               requiredNode: plan.nodeId ?? (settings.volumeMounts.length > 0 ? this.deps.nodes.embeddedId : undefined),
             },
-            (node) => bootSandbox(node.runtime, { ...record, nodeId: node.nodeId }, plan.image, log.child({ nodeId: node.nodeId }), this.directoriesOf(record)),
+            (node) => bootSandbox(node.runtime, { ...record, nodeId: node.nodeId }, plan.image, log.child({ nodeId: node.nodeId }), this.directoriesOf(record), this.deps.nodes.dialOf(node.nodeId)),
             log,
           );
       record.nodeId = nodeId;
@@ -526,7 +525,7 @@ export class SandboxLifecycle implements SandboxDirectory {
         // The token stays the same across a cold boot, as in the reference: an SDK object's own connect()
         // keeps the token it has, so a rotated one would lock it out of its sandbox.
         // Its committed filesystem is on its node: it resumes there.
-        const booted = await bootSandbox(this.runtimeOf(record), record, record.pausedImage, this.log(record.sandboxId), this.directoriesOf(record));
+        const booted = await bootSandbox(this.runtimeOf(record), record, record.pausedImage, this.log(record.sandboxId), this.directoriesOf(record), this.deps.nodes.dialOf(record.nodeId));
         record.containerId = booted.containerId;
         record.address = booted.address;
         record.envdVersion = booted.envdVersion;
@@ -541,7 +540,7 @@ export class SandboxLifecycle implements SandboxDirectory {
       const { status } = await runtime.inspect(record.containerId!);
       if (status === 'paused') await runtime.unpause(record.containerId!);
       else if (status !== 'running') throw new PlatformError('internal', `Sandbox "${record.sandboxId}" cannot be resumed: its container is ${status}`);
-      await initEnvd(record.address!, initFor(record));
+      await initEnvd(record.address!, initFor(record), this.deps.nodes.dialOf(record.nodeId));
     }
     // Paused time does not count: a fresh window starts now.
     record.state = 'running';
@@ -610,8 +609,7 @@ export class SandboxLifecycle implements SandboxDirectory {
 
   /** Routing facts; streams of a node on another machine are opened through its dial. */
   private routable(record: SandboxRecord): RoutableSandbox {
-    const node = this.deps.nodes.has(record.nodeId) ? this.deps.nodes.node(record.nodeId) : undefined;
-    return routable(record, node && node.dial !== dialDirect ? (address, port) => node.dial(address, port) : undefined);
+    return routable(record, this.deps.nodes.dialOf(record.nodeId));
   }
 
   async resumeForTraffic(sandboxId: string): Promise<RoutableSandbox> {
