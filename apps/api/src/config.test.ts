@@ -19,6 +19,15 @@ describe('loadConfig', () => {
     expect(() => loadConfig({ TIDEPOOL_DEFAULT_TIMEOUT: '600', TIDEPOOL_MAX_TIMEOUT_SECONDS: '60' })).toThrow(/must not exceed TIDEPOOL_MAX_TIMEOUT_SECONDS/);
   });
 
+  it('node settings: the embedded node id (default: the platform id) and the lost-node deadline', () => {
+    expect(loadConfig({})).toMatchObject({ nodeId: '', nodeLostAfterSeconds: 30 });
+    expect(loadConfig({ TIDEPOOL_NODE_ID: ' node-1.eu ', TIDEPOOL_NODE_LOST_AFTER_SECONDS: '10' })).toMatchObject({ nodeId: 'node-1.eu', nodeLostAfterSeconds: 10 });
+    expect(() => loadConfig({ TIDEPOOL_NODE_ID: '../x' })).toThrow(/TIDEPOOL_NODE_ID/);
+    expect(() => loadConfig({ TIDEPOOL_NODE_ID: 'n'.repeat(64) })).toThrow(/TIDEPOOL_NODE_ID/);
+    expect(() => loadConfig({ TIDEPOOL_NODE_LOST_AFTER_SECONDS: '0' })).toThrow(/TIDEPOOL_NODE_LOST_AFTER_SECONDS/);
+    expect(() => loadConfig({ TIDEPOOL_NODE_LOST_AFTER_SECONDS: 'soon' })).toThrow(/TIDEPOOL_NODE_LOST_AFTER_SECONDS/);
+  });
+
   it('takes TIDEPOOL_SECRETS_KEY only as the base64 of 32 bytes, and never repeats a wrong one', () => {
     const key = randomBytes(32).toString('base64');
     expect(loadConfig({}).secretsKey).toBe('');

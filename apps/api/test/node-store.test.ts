@@ -1,5 +1,10 @@
 import { afterAll, describe, expect, it } from 'vitest';
+import pino from 'pino';
+import { NodeMonitor } from '../src/nodes/node-monitor.ts';
+import { NodeSet } from '../src/nodes/node-set.ts';
 import { NodeStore } from '../src/nodes/node-store.ts';
+import type { SandboxRuntime } from '../src/runtime/sandbox-runtime.ts';
+import { LeaseStore } from '../src/store/lease-store.ts';
 import { SandboxStore } from '../src/sandboxes/sandbox-store.ts';
 import { PlatformError } from '../src/errors.ts';
 import { BACKENDS, StoreBackend } from './support/store-backends.ts';
@@ -62,6 +67,46 @@ describe.each(BACKENDS)('node store on %s', (kind) => {
     const reported = results.flat().sort();
     expect(reported).toEqual(Array.from({ length: 12 }, (_, i) => `n${i}`).sort());
     expect(new Set(reported).size).toBe(12);
+  });
+
+  it('a returning node is reconciled by exactly one of two replicas sweeping together, then ready; a failed reconcile leaves it returning', async () => {
+    const [first, second] = await backend.open(2);
+    let now = 20_000_000;
+    await new NodeStore(first!, () => now).register({ nodeId: 'x', url: 'u', version: 'v', capacity: capacity() });
+    now += 60_000;
+    expect(await new NodeStore(first!, () => now).markLost(30_000)).toEqual(['x']);
+    await new NodeStore(first!, () => now).heartbeat('x', capacity());
+    const reconciled: string[] = [];
+    let failing = true;
+    const monitors = [first!, second!].map((db, i) => {
+      const nodes = new NodeSet('x');
+      nodes.add({ nodeId: 'x', runtime: {} as SandboxRuntime, dial: () => Promise.reject(new Error('no')) });
+      const monitor = new NodeMonitor({
+        store: new NodeStore(db, () => now),
+        nodes,
+        leases: new LeaseStore(db),
+        owner: `replica-${i}`,
+        lostAfterMs: 30_000,
+        reconcile: async (nodeId) => {
+          reconciled.push(`${i}:${nodeId}`);
+          // Long enough that the other replica's sweep reaches the lease while this one holds it.
+          await new Promise((resolve) => setTimeout(resolve, 300));
+          if (failing) throw new Error('engine unreachable');
+        },
+        logger: pino({ level: 'silent' }),
+      });
+      return { monitor, nodes };
+    });
+    await Promise.all(monitors.map((m) => m.monitor.sweep()));
+    expect(reconciled).toHaveLength(1);
+    expect((await new NodeStore(first!).get('x'))!.status).toBe('returning');
+    failing = false;
+    await Promise.all(monitors.map((m) => m.monitor.sweep()));
+    expect(reconciled).toHaveLength(2);
+    expect((await new NodeStore(first!).get('x'))!.status).toBe('ready');
+    await Promise.all(monitors.map((m) => m.monitor.sweep()));
+    expect(reconciled).toHaveLength(2);
+    expect(monitors.map((m) => m.nodes.status('x'))).toEqual(['ready', 'ready']);
   });
 
   it('sandbox rows carry their node; rows from before nodes existed are given the embedded node', async () => {
