@@ -33,6 +33,13 @@ describe.each(BACKENDS)('node store on %s', (kind) => {
     expect(await store.get('forged')).toBeUndefined();
     await expect(store.register({ nodeId: "x'; DROP TABLE nodes; --", url: 'u', version: 'v', capacity: capacity() })).rejects.toBeInstanceOf(PlatformError);
     expect(await store.list()).toHaveLength(2);
+    // A node reporting nonsense capacity (it would steer placement) is refused and changes nothing.
+    for (const bad of [{ ...capacity(), memoryAvailableMB: Number.NaN }, { ...capacity(), cpuCount: -1 }, { ...capacity(), images: [42] }, { ...capacity(), poolReady: { base: 1.5 } }, null]) {
+      await expect(store.heartbeat('node-a', bad as never)).rejects.toMatchObject({ kind: 'invalid', message: expect.stringContaining('invalid capacity') });
+    }
+    await expect(store.register({ nodeId: 'node-c', url: 'u', version: 'v', capacity: { cpuCount: 1 } as never })).rejects.toMatchObject({ kind: 'invalid' });
+    expect(await store.get('node-a')).toMatchObject({ capacity: { memoryMB: 4096 }, lastHeartbeat: 1_000_500 });
+    expect(await store.get('node-c')).toBeUndefined();
   });
 
   it('marks lost only nodes past the deadline; one that heartbeats again is returning until reconciled; draining survives a re-register', async () => {

@@ -1,12 +1,11 @@
 import type { Logger } from 'pino';
-import { initEnvd } from '../envd/envd-client.ts';
 import { conflict, invalid, PlatformError } from '../errors.ts';
 import type { RoutableSandbox, SandboxDirectory } from '../proxy/sandbox-directory.ts';
 import type { DirectoryMount, SandboxRuntime } from '../runtime/sandbox-runtime.ts';
 import type { NodeSet } from '../nodes/node-set.ts';
 import { startOnPlacedNode } from '../nodes/placed-start.ts';
 import type { ResolvedTemplate } from '../templates/template-model.ts';
-import { bootSandbox, initFor } from './sandbox-boot.ts';
+import { bootSandbox } from './sandbox-boot.ts';
 import { envdAccessToken, newSandboxId, trafficAccessToken } from './sandbox-identity.ts';
 import { MetricsRecorder } from './metrics-recorder.ts';
 import { type MetricsSink, noMetrics, type SandboxOperation, timed } from '../observability/metrics-sink.ts';
@@ -16,6 +15,7 @@ import { SandboxRegistry } from './sandbox-registry.ts';
 import type { SandboxStore } from './sandbox-store.ts';
 import { SandboxTimers } from './sandbox-timers.ts';
 import { reconcileAfterRestart } from './restart-reconcile.ts';
+import { type PauseResumeContext, pauseSandbox, resumeSandbox } from './sandbox-pause-resume.ts';
 import { type SandboxVolumeMount, volumeMountsProblem } from './volume-mounts.ts';
 import { claimPooled } from './pool-claim.ts';
 import { poolKey } from './pool-settings.ts';
@@ -100,9 +100,21 @@ export class SandboxLifecycle implements SandboxDirectory {
   /** Creations in flight by sandbox id: their containers exist before their records do. */
   private readonly creating = new Map<string, Promise<SandboxRecord>>();
 
+  /** What the pause and resume transitions (sandbox-pause-resume.ts) work with. */
+  private readonly transitions: PauseResumeContext;
+
   constructor(private readonly deps: LifecycleDeps) {
     this.registry = new SandboxRegistry(deps.store, deps.maxSandboxes, (record) => deps.nodes.lostReason(record, record.sandboxId));
     this.timers = new SandboxTimers((id) => this.expire(id));
+    this.transitions = {
+      registry: this.registry,
+      nodes: deps.nodes,
+      timers: this.timers,
+      logger: deps.logger,
+      defaultTimeoutSeconds: deps.defaultTimeoutSeconds,
+      reserveSlot: () => this.reserveSlot(),
+      directoriesOf: (record) => this.directoriesOf(record),
+    };
     this.metrics = new MetricsRecorder(() => this.registry.running(), deps.logger, (record) => deps.nodes.dialOf(record.nodeId));
   }
 
@@ -179,9 +191,10 @@ export class SandboxLifecycle implements SandboxDirectory {
     return this.registry.list();
   }
 
-  /** Sandboxes (running or paused) that mount the volume; creations in flight hold their volumes themselves. */
+  /** Sandboxes (running or paused, on a lost node too) that mount the volume; creations in flight hold their volumes themselves. */
   usingVolume(volumeID: string): string[] {
-    return this.list()
+    return this.registry
+      .all()
       .filter((r) => r.volumeMounts.some((m) => m.volumeID === volumeID))
       .map((r) => r.sandboxId);
   }
@@ -204,9 +217,9 @@ export class SandboxLifecycle implements SandboxDirectory {
     return requested.map((m, i) => ({ name: volumes[i].name, volumeID: volumes[i].volumeID, path: m.path }));
   }
 
-  /** Sandboxes (running or paused) started from any of these builds. */
+  /** Sandboxes (running or paused, on a lost node too) started from any of these builds. */
   usingBuilds(buildIds: Set<string>): SandboxRecord[] {
-    return this.list().filter((r) => buildIds.has(r.buildId));
+    return this.registry.all().filter((r) => buildIds.has(r.buildId));
   }
 
   private log(id: string): Logger {
@@ -475,27 +488,8 @@ export class SandboxLifecycle implements SandboxDirectory {
     });
   }
 
-  private async pauseNow(record: SandboxRecord, keepMemory: boolean): Promise<void> {
-    this.timers.clear(record.sandboxId);
-    const containerId = record.containerId!;
-    const runtime = this.runtimeOf(record);
-    if (keepMemory) {
-      await runtime.pause(containerId);
-      record.state = 'paused';
-      record.pausedAt = nowIso();
-      await this.registry.persist(record, 'sandbox paused');
-    } else {
-      // Record the image before the container goes, so a crash in between leaves a resumable sandbox.
-      record.pausedImage = await runtime.commitSandbox(containerId, record.sandboxId);
-      record.state = 'paused';
-      record.pausedAt = nowIso();
-      await this.registry.persist(record);
-      await runtime.remove(containerId);
-      record.containerId = null;
-      record.address = null;
-      await this.registry.persist(record, 'sandbox paused (filesystem only)');
-    }
-    this.log(record.sandboxId).info({ keepMemory }, 'sandbox paused');
+  private pauseNow(record: SandboxRecord, keepMemory: boolean): Promise<void> {
+    return pauseSandbox(this.transitions, record, keepMemory);
   }
 
   /** `POST /resume`: 409 when running. Without a timeout the sandbox gets its own (create/last set) timeout again. */
@@ -516,42 +510,8 @@ export class SandboxLifecycle implements SandboxDirectory {
     });
   }
 
-  private async resumeNow(record: SandboxRecord, requestedTimeout: number | undefined): Promise<SandboxRecord> {
-    const own = record.timeoutSeconds > 0 ? record.timeoutSeconds : this.deps.defaultTimeoutSeconds;
-    const timeoutSeconds = requestedTimeout !== undefined && requestedTimeout > 0 ? requestedTimeout : own;
-    if (record.pausedImage) {
-      const release = this.reserveSlot();
-      try {
-        // The token stays the same across a cold boot, as in the reference: an SDK object's own connect()
-        // keeps the token it has, so a rotated one would lock it out of its sandbox.
-        // Its committed filesystem is on its node: it resumes there.
-        const booted = await bootSandbox(this.runtimeOf(record), record, record.pausedImage, this.log(record.sandboxId), this.directoriesOf(record), this.deps.nodes.dialOf(record.nodeId));
-        record.containerId = booted.containerId;
-        record.address = booted.address;
-        record.envdVersion = booted.envdVersion;
-      } finally {
-        release();
-      }
-      // The image stays (tagged) under the new container until the sandbox is killed or paused again.
-      record.pausedImage = null;
-    } else {
-      // A resume that failed half-way (thawed, /init failed) may be retried: only thaw what is frozen.
-      const runtime = this.runtimeOf(record);
-      const { status } = await runtime.inspect(record.containerId!);
-      if (status === 'paused') await runtime.unpause(record.containerId!);
-      else if (status !== 'running') throw new PlatformError('internal', `Sandbox "${record.sandboxId}" cannot be resumed: its container is ${status}`);
-      await initEnvd(record.address!, initFor(record), this.deps.nodes.dialOf(record.nodeId));
-    }
-    // Paused time does not count: a fresh window starts now.
-    record.state = 'running';
-    record.pausedAt = null;
-    record.startedAt = nowIso();
-    record.timeoutSeconds = timeoutSeconds;
-    record.endAt = inSeconds(timeoutSeconds);
-    await this.registry.persist(record, 'sandbox resumed');
-    this.timers.arm(record);
-    this.log(record.sandboxId).info('sandbox resumed');
-    return record;
+  private resumeNow(record: SandboxRecord, requestedTimeout: number | undefined): Promise<SandboxRecord> {
+    return resumeSandbox(this.transitions, record, requestedTimeout);
   }
 
   /** Timer callback: the sandbox ran out of time. */
