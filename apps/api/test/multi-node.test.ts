@@ -8,7 +8,7 @@
  * forgot removed).
  */
 import Docker from 'dockerode';
-import { Sandbox } from 'e2b';
+import { Sandbox, Volume } from 'e2b';
 import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { dialDirect } from '../src/nodes/local-node.ts';
@@ -95,6 +95,43 @@ describe('two nodes', () => {
     const b = (await api(platform, 'GET', '/nodes/node-b')).body;
     expect(b).toMatchObject({ sandboxCount: 2, createSuccesses: 2 });
     expect(b.metrics.allocatedCPU).toBeGreaterThan(0);
+  }, 300_000);
+
+  it('a sandbox stays on its node: paused to its filesystem and resumed there, forked there; one mounting a volume goes to the embedded node', async () => {
+    let onB: Sandbox | undefined;
+    for (const sbx of sandboxes) if ((await clientIdOf(sbx.sandboxId)) === 'node-b') onB = sbx;
+    await onB!.files.write('/home/user/kept.txt', 'kept on node-b');
+    const before = dialsB.length;
+    await Sandbox.pause(onB!.sandboxId, { ...platform.sdk, keepMemory: false } as never);
+    expect((await api(platform, 'GET', `/sandboxes/${onB!.sandboxId}`)).body).toMatchObject({ state: 'paused', clientID: 'node-b' });
+    const resumed = await Sandbox.connect(onB!.sandboxId, { ...platform.sdk, timeoutMs: 300_000 });
+    expect(await clientIdOf(onB!.sandboxId)).toBe('node-b');
+    expect(await resumed.files.read('/home/user/kept.txt')).toBe('kept on node-b');
+    expect(dialsB.length).toBeGreaterThan(before);
+
+    const forks = await onB!.fork();
+    try {
+      for (const fork of forks as Sandbox[]) {
+        expect(fork).toBeInstanceOf(Sandbox);
+        expect(await clientIdOf(fork.sandboxId)).toBe('node-b');
+        expect(await fork.files.read('/home/user/kept.txt')).toBe('kept on node-b');
+      }
+    } finally {
+      for (const fork of forks) if (fork instanceof Sandbox) await fork.kill();
+    }
+
+    const volume = await Volume.create(`multinode${process.pid}`, platform.sdk);
+    // Two at once over equally loaded nodes would spread; mounting a volume, both go to its node.
+    const mounting = await Promise.all([0, 1].map(() => Sandbox.create('base', { ...platform.sdk, timeoutMs: 300_000, volumeMounts: { '/data': volume } } as never)));
+    try {
+      for (const sbx of mounting) {
+        expect(await clientIdOf(sbx.sandboxId)).toBe('node-a');
+        await sbx.files.write('/data/from', sbx.sandboxId);
+      }
+    } finally {
+      for (const sbx of mounting) await sbx.kill();
+      await Volume.destroy(volume.volumeId, platform.sdk).catch(() => undefined);
+    }
   }, 300_000);
 
   it('a node that stops heartbeating is lost: its sandboxes 404 with the reason (REST, proxy, SDK), the others keep working, new creates avoid it', async () => {
