@@ -40,7 +40,7 @@ import { VolumeStorage } from './volumes/volume-storage.ts';
 import { VolumeStore } from './volumes/volume-store.ts';
 import { localCapacity, localNode } from './nodes/local-node.ts';
 import { LocalNodeAgent, NodeMonitor } from './nodes/node-monitor.ts';
-import { NodeSet } from './nodes/node-set.ts';
+import { type NodeFactory, NodeSet } from './nodes/node-set.ts';
 import { NodeStore } from './nodes/node-store.ts';
 import type { SandboxNode } from './nodes/sandbox-node.ts';
 import type Docker from 'dockerode';
@@ -105,6 +105,8 @@ export interface PlatformOptions {
    * heartbeated like the embedded node; cluster mode builds remote nodes from the node table instead.
    */
   extraNodes?: (context: { platformId: string; docker: Docker; config: Config; logger: Logger }) => SandboxNode[];
+  /** Builds the SandboxNode of a node table row this process does not run (cluster mode: `connectRemoteNode`). */
+  nodeFor?: NodeFactory;
 }
 
 /**
@@ -119,7 +121,7 @@ function lxcfsWanted(config: Config, env: NodeJS.ProcessEnv): boolean {
 
 /** Starts the whole platform in this process: store, Docker runtime, lifecycle, API and proxy. */
 export async function startPlatform(overrides: Partial<Config> = {}, options: PlatformOptions | SandboxRuntime = {}): Promise<RunningPlatform> {
-  const { runtime: runtimeOverride, env = process.env, builder: builderOverride, logger: loggerOverride, extraNodes } = 'prepare' in options ? { runtime: options } : (options as PlatformOptions);
+  const { runtime: runtimeOverride, env = process.env, builder: builderOverride, logger: loggerOverride, extraNodes, nodeFor } = 'prepare' in options ? { runtime: options } : (options as PlatformOptions);
   const config = loadConfig(env, overrides);
   const logger = loggerOverride ?? createPlatformLogger(config.logLevel);
   const dataLock = lockDataDir(config.dataDir, logger);
@@ -187,7 +189,7 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
     const assigned = await sandboxes.assignUnplaced(nodeId);
     if (assigned > 0) logger.info({ nodeId, sandboxes: assigned }, 'sandboxes from before nodes existed belong to the embedded node');
     const nodeStore = new NodeStore(db);
-    const nodes = new NodeSet(nodeId, { lostAfterSeconds: config.nodeLostAfterSeconds });
+    const nodes = new NodeSet(nodeId, { lostAfterSeconds: config.nodeLostAfterSeconds, nodeFor });
     nodes.add(localNode(nodeId, runtime));
     const others = extraNodes?.({ platformId, docker, config, logger }) ?? [];
     for (const node of others) {

@@ -116,6 +116,32 @@ describe.each(BACKENDS)('node store on %s', (kind) => {
     expect(monitors.map((m) => m.nodes.status('x'))).toEqual(['ready', 'ready']);
   });
 
+  it('a node row this API does not run is built with the factory once and its sandboxes adopted by one replica', async () => {
+    const [first, second] = await backend.open(2);
+    await new NodeStore(first!).register({ nodeId: 'remote-1', url: 'https://198.18.0.10:7443', version: 'v', capacity: capacity() });
+    const adopted: string[] = [];
+    const built: string[] = [];
+    const monitors = [first!, second!].map((db, i) => {
+      const nodes = new NodeSet('embedded', { nodeFor: (row) => (built.push(`${i}:${row.nodeId}`), { nodeId: row.nodeId, runtime: {} as SandboxRuntime, dial: () => Promise.reject(new Error('no')) }) });
+      return new NodeMonitor({
+        store: new NodeStore(db),
+        nodes,
+        leases: new LeaseStore(db),
+        owner: `replica-${i}`,
+        lostAfterMs: 30_000,
+        reconcile: async (nodeId) => {
+          adopted.push(nodeId);
+          await new Promise((resolve) => setTimeout(resolve, 300));
+        },
+        logger: pino({ level: 'silent' }),
+      });
+    });
+    await Promise.all(monitors.map((m) => m.sweep()));
+    await Promise.all(monitors.map((m) => m.sweep()));
+    expect(built.sort()).toEqual(['0:remote-1', '1:remote-1']);
+    expect(adopted).toEqual(['remote-1']);
+  });
+
   it('sandbox rows carry their node; rows from before nodes existed are given the embedded node', async () => {
     const [db] = await backend.open();
     await db!.run(

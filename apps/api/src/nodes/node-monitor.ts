@@ -95,8 +95,24 @@ export class NodeMonitor {
     for (const nodeId of await store.markLost(this.options.lostAfterMs)) {
       logger.warn({ nodeId, lostAfterSeconds: this.options.lostAfterMs / 1000 }, 'node stopped heartbeating; marked lost (its sandboxes with a container answer 404 until it returns)');
     }
-    const returning = nodes.update(await store.list());
+    const { returning, added } = nodes.update(await store.list());
+    for (const nodeId of added) await this.reconcileAdded(nodeId);
     for (const nodeId of returning) await this.reconcileReturning(nodeId);
+  }
+
+  /** A node this API just built from its row (cluster mode): its sandboxes are adopted and its engine reconciled. */
+  private async reconcileAdded(nodeId: string): Promise<void> {
+    const { leases, owner, logger } = this.options;
+    const lease = `node-reconcile:${nodeId}`;
+    if (!(await leases.acquire(lease, owner, RECONCILE_LEASE_MS))) return;
+    try {
+      await this.options.reconcile(nodeId);
+      logger.info({ nodeId }, 'node joined; its sandboxes adopted');
+    } catch (error) {
+      logger.error({ err: error, nodeId }, 'adopting the sandboxes of a new node failed');
+    } finally {
+      await leases.release(lease, owner);
+    }
   }
 
   private async reconcileReturning(nodeId: string): Promise<void> {

@@ -52,9 +52,13 @@ describe('NodeSet', () => {
     const built: string[] = [];
     const set = new NodeSet('a', { nodeFor: (r) => (built.push(r.nodeId), fakeNode(r.nodeId)) });
     set.add(fakeNode('a'));
-    expect(set.update([row('a', 'ready'), row('c', 'returning'), row('d', 'lost')])).toEqual(['c']);
+    expect(set.update([row('a', 'ready'), row('c', 'returning'), row('d', 'lost')])).toEqual({ returning: ['c'], added: ['d'] });
     expect(built).toEqual(['c', 'd']);
     expect(set.status('d')).toBe('lost');
+    // Built once: the next rows only update them.
+    expect(set.update([row('c', 'ready'), row('d', 'ready')])).toEqual({ returning: [], added: [] });
+    expect(built).toEqual(['c', 'd']);
+    expect(set.status('d')).toBe('ready');
     const withoutFactory = new NodeSet('a');
     withoutFactory.add(fakeNode('a'));
     withoutFactory.update([row('x', 'ready')]);

@@ -68,17 +68,22 @@ export class NodeSet {
 
   /**
    * Takes in the node store's rows: statuses and capacities of held nodes; a row of a node not held yet is built with
-   * the factory (when there is one). Resolves with the held nodes that are `returning` (to reconcile).
+   * the factory (when there is one). Answers the held nodes that are `returning` and the ones just built (both to
+   * reconcile: a node just built has records this API has not adopted yet).
    */
-  update(rows: readonly NodeRow[]): string[] {
+  update(rows: readonly NodeRow[]): { returning: string[]; added: string[] } {
     const returning: string[] = [];
+    const added: string[] = [];
     for (const row of rows) {
-      if (!this.nodes.has(row.nodeId) && this.options.nodeFor) this.nodes.set(row.nodeId, this.options.nodeFor(row));
+      if (!this.nodes.has(row.nodeId) && this.options.nodeFor) {
+        this.nodes.set(row.nodeId, this.options.nodeFor(row));
+        added.push(row.nodeId);
+      }
       if (!this.nodes.has(row.nodeId)) continue;
       this.facts.set(row.nodeId, { status: row.status, capacity: row.capacity });
       if (row.status === 'returning') returning.push(row.nodeId);
     }
-    return returning;
+    return { returning, added: added.filter((id) => !returning.includes(id)) };
   }
 
   /** Sets one node's status here at once (the store row is the truth; this is for the replica that changed it). */
