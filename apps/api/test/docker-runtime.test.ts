@@ -47,6 +47,7 @@ function recordOf(id: string): SandboxRecord {
     autoPauseMemory: true,
     autoResume: false,
     volumeMounts: [],
+    nodeId: 'local',
   };
 }
 const record = recordOf(sandboxId);

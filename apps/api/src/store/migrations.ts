@@ -75,6 +75,12 @@ const SQLITE: string[] = [
   `ALTER TABLE sandboxes ADD COLUMN lease_owner TEXT;
    ALTER TABLE sandboxes ADD COLUMN lease_until INTEGER;
    CREATE TABLE leases (name TEXT PRIMARY KEY, owner TEXT NOT NULL, until_ms INTEGER NOT NULL);`,
+  // 6 is the teams migration (its own branch); this placeholder holds the number until it is merged in.
+  `SELECT 1;`,
+  `CREATE TABLE nodes (
+     node_id TEXT PRIMARY KEY, url TEXT NOT NULL, version TEXT NOT NULL, capacity TEXT NOT NULL,
+     status TEXT NOT NULL, last_heartbeat INTEGER NOT NULL, registered_at TEXT NOT NULL);
+   ALTER TABLE sandboxes ADD COLUMN node_id TEXT;`,
 ];
 
 const POSTGRES: string[] = [
@@ -140,6 +146,11 @@ const POSTGRES: string[] = [
   `ALTER TABLE sandboxes ADD COLUMN lease_owner TEXT;
    ALTER TABLE sandboxes ADD COLUMN lease_until BIGINT;
    CREATE TABLE leases (name TEXT PRIMARY KEY, owner TEXT NOT NULL, until_ms BIGINT NOT NULL);`,
+  `SELECT 1;`,
+  `CREATE TABLE nodes (
+     node_id TEXT PRIMARY KEY, url TEXT NOT NULL, version TEXT NOT NULL, capacity TEXT NOT NULL,
+     status TEXT NOT NULL, last_heartbeat BIGINT NOT NULL, registered_at TEXT NOT NULL);
+   ALTER TABLE sandboxes ADD COLUMN node_id TEXT;`,
 ];
 
 if (SQLITE.length !== POSTGRES.length) throw new Error('store: every migration needs a SQLite and a PostgreSQL text');
