@@ -41,6 +41,7 @@ import { registerBaseTemplate, registerCodeInterpreterTemplate } from './templat
 import { VolumeCatalog } from './volumes/volume-catalog.ts';
 import { VolumeStorage } from './volumes/volume-storage.ts';
 import { VolumeStore } from './volumes/volume-store.ts';
+import { clusterClientTls, remoteNodeFactory } from './nodes/cluster-nodes.ts';
 import { localCapacity, localNode } from './nodes/local-node.ts';
 import { LocalNodeAgent, NodeMonitor } from './nodes/node-monitor.ts';
 import { type NodeFactory, NodeSet } from './nodes/node-set.ts';
@@ -200,7 +201,10 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
     const assigned = await sandboxes.assignUnplaced(nodeId);
     if (assigned > 0) logger.info({ nodeId, sandboxes: assigned }, 'sandboxes from before nodes existed belong to the embedded node');
     const nodeStore = new NodeStore(db);
-    const nodes = new NodeSet(nodeId, { lostAfterSeconds: config.nodeLostAfterSeconds, nodeFor });
+    // Cluster mode (TIDEPOOL_CLUSTER_CLIENT_*): node agents in the table are driven over mutual TLS.
+    const clusterTls = clusterClientTls(config);
+    const nodeFactory = nodeFor ?? (clusterTls ? remoteNodeFactory(clusterTls, logger) : undefined);
+    const nodes = new NodeSet(nodeId, { lostAfterSeconds: config.nodeLostAfterSeconds, nodeFor: nodeFactory });
     nodes.add(localNode(nodeId, runtime));
     const others = extraNodes?.({ platformId, docker, config, logger }) ?? [];
     for (const node of others) {

@@ -6,8 +6,11 @@ import type { NodeRow, NodeStatus } from './node-store.ts';
 import { type NodeLoad, type Placement, type PlacementRequest, place } from './placement.ts';
 import type { NodeCapacity, SandboxNode } from './sandbox-node.ts';
 
-/** Builds the SandboxNode of a node row the API does not hold yet (cluster mode: `connectRemoteNode`). */
-export type NodeFactory = (row: NodeRow) => SandboxNode;
+/**
+ * Builds the SandboxNode of a node row the API does not hold yet (cluster mode: `connectRemoteNode`); undefined for
+ * a row this API cannot drive (another replica's in-process node): it stays unheld, and nothing is placed there.
+ */
+export type NodeFactory = (row: NodeRow) => SandboxNode | undefined;
 
 /** What placement and the node-loss classifier need of a sandbox. */
 export interface PlacedSandbox {
@@ -76,8 +79,11 @@ export class NodeSet {
     const added: string[] = [];
     for (const row of rows) {
       if (!this.nodes.has(row.nodeId) && this.options.nodeFor) {
-        this.nodes.set(row.nodeId, this.options.nodeFor(row));
-        added.push(row.nodeId);
+        const built = this.options.nodeFor(row);
+        if (built) {
+          this.nodes.set(row.nodeId, built);
+          added.push(row.nodeId);
+        }
       }
       if (!this.nodes.has(row.nodeId)) continue;
       this.facts.set(row.nodeId, { status: row.status, capacity: row.capacity });
