@@ -6,33 +6,23 @@ import type { NodeSet } from '../nodes/node-set.ts';
 import { startOnPlacedNode } from '../nodes/placed-start.ts';
 import type { ResolvedTemplate } from '../templates/template-model.ts';
 import { bootSandbox } from './sandbox-boot.ts';
-import { envdAccessToken, newSandboxId, trafficAccessToken } from './sandbox-identity.ts';
+import { newSandboxId } from './sandbox-identity.ts';
 import { MetricsRecorder } from './metrics-recorder.ts';
 import { type MetricsSink, noMetrics, type SandboxOperation, timed } from '../observability/metrics-sink.ts';
 import { egressPolicy, egressUpdate, type NetworkUpdate } from './network-rules.ts';
-import type { SandboxNetwork, SandboxRecord } from './sandbox-record.ts';
+import type { SandboxRecord } from './sandbox-record.ts';
 import { SandboxRegistry } from './sandbox-registry.ts';
 import type { SandboxStore } from './sandbox-store.ts';
 import { SandboxTimers } from './sandbox-timers.ts';
 import { reconcileAfterRestart } from './restart-reconcile.ts';
+import { type LaunchPlan, newSandboxRecord, type SandboxSettings } from './sandbox-launch.ts';
 import { type PauseResumeContext, pauseSandbox, resumeSandbox } from './sandbox-pause-resume.ts';
 import { type SandboxVolumeMount, volumeMountsProblem } from './volume-mounts.ts';
 import { claimPooled } from './pool-claim.ts';
 import { poolKey } from './pool-settings.ts';
-import type { PooledContainer, WarmPool } from './warm-pool.ts';
+import type { WarmPool } from './warm-pool.ts';
 
-/** How a sandbox is configured, whatever it starts from (a template, a fork checkpoint). */
-export interface SandboxSettings {
-  timeoutSeconds: number;
-  autoPause: boolean;
-  autoPauseMemory: boolean;
-  autoResume: boolean;
-  metadata: Record<string, string>;
-  envVars: Record<string, string>;
-  network: SandboxNetwork;
-  allowInternetAccess: boolean | null;
-  volumeMounts: SandboxVolumeMount[];
-}
+export type { LaunchPlan, SandboxSettings };
 
 export interface CreateSandboxInput extends Omit<SandboxSettings, 'volumeMounts'> {
   templateRef: string;
@@ -71,19 +61,6 @@ export interface LifecycleDeps {
   platformMetrics?: MetricsSink;
   /** Ready containers creates are served from first (warm-pool.ts; on the embedded node); none = every create starts cold. */
   pool?: WarmPool;
-}
-
-/** Everything `launch` needs: what to run and how the sandbox is configured. */
-export interface LaunchPlan {
-  sandboxId?: string;
-  /** The node it must start on (a fork: where its checkpoint image is); placed otherwise. */
-  nodeId?: string;
-  image: string;
-  from: Pick<SandboxRecord, 'templateId' | 'buildId' | 'alias' | 'cpuCount' | 'memoryMB' | 'diskSizeMB' | 'envdVersion' | 'defaults'>;
-  settings: SandboxSettings;
-  event: string;
-  /** A warm-pool container to claim instead of starting one (its sandbox id is `sandboxId`). */
-  pooled?: PooledContainer;
 }
 
 const nowIso = (): string => new Date().toISOString();
@@ -345,36 +322,7 @@ export class SandboxLifecycle implements SandboxDirectory {
     try {
       const sandboxId = plan.sandboxId ?? newSandboxId();
       const { settings, from } = plan;
-      const record: SandboxRecord = {
-        sandboxId,
-        templateId: from.templateId,
-        buildId: from.buildId,
-        alias: from.alias,
-        cpuCount: from.cpuCount,
-        memoryMB: from.memoryMB,
-        diskSizeMB: from.diskSizeMB,
-        envdVersion: from.envdVersion,
-        defaults: from.defaults,
-        state: 'running',
-        containerId: null,
-        address: null,
-        pausedImage: null,
-        startedAt: nowIso(),
-        endAt: inSeconds(settings.timeoutSeconds),
-        timeoutSeconds: settings.timeoutSeconds,
-        pausedAt: null,
-        envdAccessToken: envdAccessToken(this.deps.tokenSeed, sandboxId),
-        trafficAccessToken: settings.network.allowPublicTraffic === false ? trafficAccessToken(this.deps.tokenSeed, sandboxId) : null,
-        metadata: settings.metadata,
-        envVars: settings.envVars,
-        network: settings.network,
-        allowInternetAccess: settings.allowInternetAccess,
-        autoPause: settings.autoPause,
-        autoPauseMemory: settings.autoPauseMemory,
-        autoResume: settings.autoResume,
-        volumeMounts: settings.volumeMounts,
-        nodeId: plan.nodeId ?? this.deps.nodes.embeddedId,
-      };
+      const record = newSandboxRecord(plan, sandboxId, this.deps.tokenSeed, plan.nodeId ?? this.deps.nodes.embeddedId);
       const log = this.log(sandboxId);
       const { result: booted, nodeId } = plan.pooled
         ? { result: await claimPooled(this.deps.nodes.runtime(this.deps.nodes.embeddedId), record, plan.pooled, log), nodeId: this.deps.nodes.embeddedId }
