@@ -7,36 +7,26 @@ import { startOnPlacedNode } from '../nodes/placed-start.ts';
 import type { ResolvedTemplate } from '../templates/template-model.ts';
 import { initEnvd } from '../envd/envd-client.ts';
 import { bootSandbox, initFor } from './sandbox-boot.ts';
-import { envdAccessToken, newSandboxId, trafficAccessToken } from './sandbox-identity.ts';
+import { newSandboxId } from './sandbox-identity.ts';
 import { MetricsRecorder } from './metrics-recorder.ts';
 import { type MetricsSink, noMetrics, type SandboxOperation, timed } from '../observability/metrics-sink.ts';
 import { type EgressTrustSource, hasTransforms, installEgressCa } from './egress-trust.ts';
 import { egressPolicy, egressUpdate, type NetworkUpdate } from './network-rules.ts';
-import type { SandboxNetwork, SandboxRecord } from './sandbox-record.ts';
+import type { SandboxRecord } from './sandbox-record.ts';
 import { SandboxRegistry } from './sandbox-registry.ts';
 import type { EgressProxyGate } from './egress-proxy-gate.ts';
 import { type EgressProxyRequest, parseEgressProxy } from './egress-proxy-settings.ts';
 import type { SandboxStore } from './sandbox-store.ts';
 import { SandboxTimers } from './sandbox-timers.ts';
 import { reconcileAfterRestart } from './restart-reconcile.ts';
+import { type LaunchPlan, newSandboxRecord, type SandboxSettings } from './sandbox-launch.ts';
 import { type PauseResumeContext, pauseSandbox, resumeSandbox } from './sandbox-pause-resume.ts';
 import { type SandboxVolumeMount, volumeMountsProblem } from './volume-mounts.ts';
 import { claimPooled } from './pool-claim.ts';
 import { poolKey } from './pool-settings.ts';
 import type { PooledContainer, WarmPool } from './warm-pool.ts';
 
-/** How a sandbox is configured, whatever it starts from (a template, a fork checkpoint). */
-export interface SandboxSettings {
-  timeoutSeconds: number;
-  autoPause: boolean;
-  autoPauseMemory: boolean;
-  autoResume: boolean;
-  metadata: Record<string, string>;
-  envVars: Record<string, string>;
-  network: SandboxNetwork;
-  allowInternetAccess: boolean | null;
-  volumeMounts: SandboxVolumeMount[];
-}
+export type { LaunchPlan, SandboxSettings };
 
 export interface CreateSandboxInput extends Omit<SandboxSettings, 'volumeMounts'> {
   templateRef: string;
@@ -81,19 +71,6 @@ export interface LifecycleDeps {
   egressTrust?: EgressTrustSource;
   /** Admits `network.egressProxy` and keeps its password sealed; none = such sandboxes are refused. */
   egressProxies?: EgressProxyGate;
-}
-
-/** Everything `launch` needs: what to run and how the sandbox is configured. */
-export interface LaunchPlan {
-  sandboxId?: string;
-  /** The node it must start on (a fork: where its checkpoint image is); placed otherwise. */
-  nodeId?: string;
-  image: string;
-  from: Pick<SandboxRecord, 'templateId' | 'buildId' | 'alias' | 'cpuCount' | 'memoryMB' | 'diskSizeMB' | 'envdVersion' | 'defaults'>;
-  settings: SandboxSettings;
-  event: string;
-  /** A warm-pool container to claim instead of starting one (its sandbox id is `sandboxId`). */
-  pooled?: PooledContainer;
 }
 
 const transformsUnavailable = (): PlatformError =>
@@ -418,36 +395,7 @@ export class SandboxLifecycle implements SandboxDirectory {
     try {
       const sandboxId = plan.sandboxId ?? newSandboxId();
       const { settings, from } = plan;
-      const record: SandboxRecord = {
-        sandboxId,
-        templateId: from.templateId,
-        buildId: from.buildId,
-        alias: from.alias,
-        cpuCount: from.cpuCount,
-        memoryMB: from.memoryMB,
-        diskSizeMB: from.diskSizeMB,
-        envdVersion: from.envdVersion,
-        defaults: from.defaults,
-        state: 'running',
-        containerId: null,
-        address: null,
-        pausedImage: null,
-        startedAt: nowIso(),
-        endAt: inSeconds(settings.timeoutSeconds),
-        timeoutSeconds: settings.timeoutSeconds,
-        pausedAt: null,
-        envdAccessToken: envdAccessToken(this.deps.tokenSeed, sandboxId),
-        trafficAccessToken: settings.network.allowPublicTraffic === false ? trafficAccessToken(this.deps.tokenSeed, sandboxId) : null,
-        metadata: settings.metadata,
-        envVars: settings.envVars,
-        network: settings.network,
-        allowInternetAccess: settings.allowInternetAccess,
-        autoPause: settings.autoPause,
-        autoPauseMemory: settings.autoPauseMemory,
-        autoResume: settings.autoResume,
-        volumeMounts: settings.volumeMounts,
-        nodeId: plan.nodeId ?? this.deps.nodes.embeddedId,
-      };
+      const record = newSandboxRecord(plan, sandboxId, this.deps.tokenSeed, plan.nodeId ?? this.deps.nodes.embeddedId);
       const log = this.log(sandboxId);
       const embedded = this.deps.nodes.embeddedId;
       const { result: booted, nodeId } = plan.pooled
