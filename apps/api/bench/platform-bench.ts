@@ -16,7 +16,8 @@
  *
  * Sizes: BENCH_SERIAL (30), BENCH_CONCURRENT (50), BENCH_CONCURRENCY (20,50), BENCH_EXEC (200), BENCH_PAUSE (10),
  * BENCH_PROXY (1000), BENCH_POOL_CONCURRENCY (20,50), BENCH_DENSITY (300).
- * BENCH_SECTIONS: comma list of `sandboxes`, `templates`, `pool`, `pool-adaptive`, `density`, `code-interpreter` (default
+ * BENCH_SECTIONS: comma list of `sandboxes`, `templates`, `pool`, `pool-adaptive`, `density`, `code-interpreter`, `placement`
+ * (placement-bench.ts: a placement decision over 1,000 sandboxes; pure, no engine) (default
  * `sandboxes,templates,pool,pool-adaptive`).
  */
 import { Sandbox } from 'e2b';
@@ -31,6 +32,7 @@ import { benchColdConcurrency } from './concurrency-bench.ts';
 import { benchExec } from './exec-bench.ts';
 import { benchDensity } from './density-bench.ts';
 import { benchCodeInterpreter } from './code-interpreter-bench.ts';
+import { benchPlacement } from './placement-bench.ts';
 
 const SERIAL = Number(process.env.BENCH_SERIAL ?? 30);
 const PAUSES = Number(process.env.BENCH_PAUSE ?? 10);
@@ -55,7 +57,10 @@ async function main(): Promise<void> {
     }
   }
   // Sections that start their own API process, printed alone when nothing else was asked for.
-  const ownProcess: Array<[string, () => Promise<Row[]>]> = [['code-interpreter', () => benchCodeInterpreter(log)]];
+  const ownProcess: Array<[string, () => Promise<Row[]>]> = [
+    ['code-interpreter', () => benchCodeInterpreter(log)],
+    ['placement', async () => benchPlacement(log)],
+  ];
   for (const [name, bench] of ownProcess) {
     if (!SECTIONS.has(name)) continue;
     rows.push(...(await bench()));

@@ -48,6 +48,15 @@ describe('loadConfig', () => {
     }
   });
 
+  it('node settings: the embedded node id (default: the platform id) and the lost-node deadline', () => {
+    expect(loadConfig({})).toMatchObject({ nodeId: '', nodeLostAfterSeconds: 30 });
+    expect(loadConfig({ TIDEPOOL_NODE_ID: ' node-1.eu ', TIDEPOOL_NODE_LOST_AFTER_SECONDS: '10' })).toMatchObject({ nodeId: 'node-1.eu', nodeLostAfterSeconds: 10 });
+    expect(() => loadConfig({ TIDEPOOL_NODE_ID: '../x' })).toThrow(/TIDEPOOL_NODE_ID/);
+    expect(() => loadConfig({ TIDEPOOL_NODE_ID: 'n'.repeat(64) })).toThrow(/TIDEPOOL_NODE_ID/);
+    expect(() => loadConfig({ TIDEPOOL_NODE_LOST_AFTER_SECONDS: '0' })).toThrow(/TIDEPOOL_NODE_LOST_AFTER_SECONDS/);
+    expect(() => loadConfig({ TIDEPOOL_NODE_LOST_AFTER_SECONDS: 'soon' })).toThrow(/TIDEPOOL_NODE_LOST_AFTER_SECONDS/);
+  });
+
   it('takes TIDEPOOL_SECRETS_KEY only as the base64 of 32 bytes, and never repeats a wrong one', () => {
     const key = randomBytes(32).toString('base64');
     expect(loadConfig({}).secretsKey).toBe('');
@@ -204,7 +213,7 @@ describe('node agent and cluster client settings', () => {
     const config = loadConfig({ TIDEPOOL_NODE_ID: 'node-1', TIDEPOOL_NODE_LISTEN: '198.19.0.11:7443', TIDEPOOL_NODE_URL: 'https://198.19.0.11:7443' });
     expect(config).toMatchObject({ nodeId: 'node-1', nodeListen: '198.19.0.11:7443', nodeUrl: 'https://198.19.0.11:7443', nodeHeartbeatSeconds: 5, nodePlatformId: '' });
     expect(loadConfig({}).nodeListen).toBe('0.0.0.0:7443');
-    expect(() => loadConfig({ TIDEPOOL_NODE_ID: 'Node_1' })).toThrow(/TIDEPOOL_NODE_ID/);
+    expect(() => loadConfig({ TIDEPOOL_NODE_ID: '_node1' })).toThrow(/TIDEPOOL_NODE_ID/);
     expect(() => loadConfig({ TIDEPOOL_NODE_LISTEN: '7443' })).toThrow(/TIDEPOOL_NODE_LISTEN/);
     expect(() => loadConfig({ TIDEPOOL_NODE_URL: 'http://198.19.0.11:7443' })).toThrow(/TIDEPOOL_NODE_URL/);
     expect(() => loadConfig({ TIDEPOOL_NODE_HEARTBEAT_SECONDS: '0' })).toThrow(/TIDEPOOL_NODE_HEARTBEAT_SECONDS/);

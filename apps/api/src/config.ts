@@ -134,8 +134,8 @@ export const ConfigSchema = Type.Object({
   onShutdown: Type.Union([Type.Literal('keep'), Type.Literal('kill')]),
   /** Key secrets are sealed with (base64 of 32 bytes); '' = `<dataDir>/secrets.key`, created on first start. Never echoed. */
   secretsKey: Type.String(),
-  /** `tidepool node`: this node's id (lower-case letters, digits, dashes); '' = the machine's hostname. */
-  nodeId: Type.String({ maxLength: 63, pattern: '^([a-z0-9]([a-z0-9-]*[a-z0-9])?)?$' }),
+  /** This node's id (`clientID` of its sandboxes): `tidepool node`'s, or the embedded node's; '' = the machine's hostname (agent) or the platform id (embedded). */
+  nodeId: Type.String({ pattern: '^$|^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$' }),
   /** `tidepool node`: `host:port` the agent listens on (mutual TLS only). */
   nodeListen: Type.String({ pattern: '^(\\[[0-9A-Fa-f:]+\\]|[A-Za-z0-9.-]+):[0-9]{1,5}$' }),
   /** `tidepool node`: the `https://host:port` the API reaches this agent at (advertised in its registration); '' = the bound address. */
@@ -152,6 +152,8 @@ export const ConfigSchema = Type.Object({
   clusterClientCert: Type.String(),
   clusterClientKey: Type.String(),
   clusterCa: Type.String(),
+  /** A node whose last heartbeat is older than this (seconds) is marked lost. */
+  nodeLostAfterSeconds: Type.Integer({ minimum: 1, maximum: 86400 }),
 });
 
 export type Config = Static<typeof ConfigSchema>;
@@ -225,6 +227,7 @@ const ENV_NAMES: Record<keyof Config, string> = {
   clusterClientCert: 'TIDEPOOL_CLUSTER_CLIENT_CERT',
   clusterClientKey: 'TIDEPOOL_CLUSTER_CLIENT_KEY',
   clusterCa: 'TIDEPOOL_CLUSTER_CA',
+  nodeLostAfterSeconds: 'TIDEPOOL_NODE_LOST_AFTER_SECONDS',
 };
 
 /** Every environment variable that feeds a setting (deployment manifests are checked against it). */
@@ -400,6 +403,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     clusterClientCert: (env.TIDEPOOL_CLUSTER_CLIENT_CERT ?? '').trim(),
     clusterClientKey: (env.TIDEPOOL_CLUSTER_CLIENT_KEY ?? '').trim(),
     clusterCa: (env.TIDEPOOL_CLUSTER_CA ?? '').trim(),
+    nodeLostAfterSeconds: integer(env.TIDEPOOL_NODE_LOST_AFTER_SECONDS, 30),
     ...overrides,
   };
   if (overrides.imageAliases === undefined) {

@@ -43,6 +43,13 @@ import { registerBaseTemplate, registerCodeInterpreterTemplate } from './templat
 import { VolumeCatalog } from './volumes/volume-catalog.ts';
 import { VolumeStorage } from './volumes/volume-storage.ts';
 import { VolumeStore } from './volumes/volume-store.ts';
+import { clusterClientTls, remoteNodeFactory } from './nodes/cluster-nodes.ts';
+import { localCapacity, localNode } from './nodes/local-node.ts';
+import { LocalNodeAgent, NodeMonitor } from './nodes/node-monitor.ts';
+import { type NodeFactory, NodeSet } from './nodes/node-set.ts';
+import { NodeStore } from './nodes/node-store.ts';
+import type { SandboxNode } from './nodes/sandbox-node.ts';
+import type Docker from 'dockerode';
 
 /** How long shutdown waits for sandbox operations in flight. */
 const SHUTDOWN_DRAIN_MS = 15_000;
@@ -78,8 +85,10 @@ export interface RunningPlatform {
   platformId: string;
   config: Config;
   lifecycle: SandboxLifecycle;
-  /** Follows the engine's events (containers dying under sandboxes, engine restarts). */
+  /** Follows the embedded node's engine events (containers dying under sandboxes, engine restarts). */
   engineWatch: EngineWatch;
+  /** The nodes sandboxes run on: the set the lifecycle drives, their table, the sweep, and the agents of in-process nodes. */
+  nodes: { set: NodeSet; store: NodeStore; monitor: NodeMonitor; agents: Map<string, LocalNodeAgent> };
   /** Ready containers creates are served from (TIDEPOOL_WARM_POOL); undefined when the pool is off. */
   warmPool: WarmPool | undefined;
   /** Secrets (metadata routes; `resolveSecret` for the platform's own use). */
@@ -101,6 +110,13 @@ export interface PlatformOptions {
   builder?: BuildRunner;
   /** Where the platform logs (tests capture it); pino on stdout at the configured level by default. */
   logger?: Logger;
+  /**
+   * More nodes run in this process beside the embedded one (tests: a second engine). Each is registered and
+   * heartbeated like the embedded node; cluster mode builds remote nodes from the node table instead.
+   */
+  extraNodes?: (context: { platformId: string; docker: Docker; config: Config; logger: Logger }) => SandboxNode[];
+  /** Builds the SandboxNode of a node table row this process does not run (cluster mode: `connectRemoteNode`). */
+  nodeFor?: NodeFactory;
 }
 
 /**
@@ -115,7 +131,7 @@ function lxcfsWanted(config: Config, env: NodeJS.ProcessEnv): boolean {
 
 /** Starts the whole platform in this process: store, Docker runtime, lifecycle, API and proxy. */
 export async function startPlatform(overrides: Partial<Config> = {}, options: PlatformOptions | SandboxRuntime = {}): Promise<RunningPlatform> {
-  const { runtime: runtimeOverride, env = process.env, builder: builderOverride, logger: loggerOverride } = 'prepare' in options ? { runtime: options } : (options as PlatformOptions);
+  const { runtime: runtimeOverride, env = process.env, builder: builderOverride, logger: loggerOverride, extraNodes, nodeFor } = 'prepare' in options ? { runtime: options } : (options as PlatformOptions);
   const config = loadConfig(env, overrides);
   const logger = loggerOverride ?? createPlatformLogger(config.logLevel);
   const dataLock = lockDataDir(config.dataDir, logger);
@@ -133,6 +149,9 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
   let engineWatch: EngineWatch | undefined;
   let pool: WarmPool | undefined;
   let lxcfs: LxcfsSupervisor | undefined;
+  let monitor: NodeMonitor | undefined;
+  const agents = new Map<string, LocalNodeAgent>();
+  const extraWatches: EngineWatch[] = [];
   try {
     const keys = new KeyStore(db);
     const teams = await TeamDirectory.open(db);
@@ -192,6 +211,22 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
     });
     await volumes.start();
     const sandboxes = new SandboxStore(db);
+    // The embedded node: this process's engine. Sandboxes stored before nodes existed are its own.
+    const nodeId = config.nodeId || platformId;
+    const assigned = await sandboxes.assignUnplaced(nodeId);
+    if (assigned > 0) logger.info({ nodeId, sandboxes: assigned }, 'sandboxes from before nodes existed belong to the embedded node');
+    const nodeStore = new NodeStore(db);
+    // Cluster mode (TIDEPOOL_CLUSTER_CLIENT_*): node agents in the table are driven over mutual TLS.
+    const clusterTls = clusterClientTls(config);
+    const nodeFactory = nodeFor ?? (clusterTls ? remoteNodeFactory(clusterTls, logger) : undefined);
+    const nodes = new NodeSet(nodeId, { lostAfterSeconds: config.nodeLostAfterSeconds, nodeFor: nodeFactory });
+    nodes.add(localNode(nodeId, runtime));
+    const others = extraNodes?.({ platformId, docker, config, logger }) ?? [];
+    for (const node of others) {
+      await node.runtime.prepare();
+      nodes.add(node);
+    }
+    const heartbeatMs = Math.min(5_000, (config.nodeLostAfterSeconds * 1000) / 3);
     let poolUser: SandboxLifecycle | undefined;
     if (Object.keys(config.warmPool).length > 0 || config.warmPoolAdaptive) {
       pool = new WarmPool({
@@ -214,10 +249,16 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
         logger,
       });
     }
+    for (const node of nodes.all()) {
+      const embedded = node.nodeId === nodeId;
+      const agent = new LocalNodeAgent(nodeStore, { nodeId: node.nodeId, url: `embedded://${node.nodeId}`, version: 'embedded' }, () => localCapacity(embedded ? () => pool?.readyByKey() ?? {} : undefined), logger);
+      await agent.start(heartbeatMs);
+      agents.set(node.nodeId, agent);
+    }
     lifecycle = new SandboxLifecycle({
       store: sandboxes,
       templates,
-      runtime,
+      nodes,
       tokenSeed,
       maxSandboxes: config.maxSandboxes,
       defaultTimeoutSeconds: config.defaultTimeoutSeconds,
@@ -240,10 +281,27 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
     });
     volumes.setUsers((volumeID) => sandboxLifecycle.usingVolume(volumeID));
     // Events from just before the restart reconcile on, so a container dying meanwhile is not missed.
-    engineWatch = new EngineWatch({ runtime, lifecycle, logger, since: Date.now() / 1000 - 1, metrics });
+    const since = Date.now() / 1000 - 1;
+    engineWatch = new EngineWatch({ runtime, nodeId, lifecycle, logger, since, metrics });
+    for (const node of others) extraWatches.push(new EngineWatch({ runtime: node.runtime, nodeId: node.nodeId, lifecycle, logger: logger.child({ nodeId: node.nodeId }), since, metrics }));
     await lifecycle.start();
     egressCas.prune(new Set(lifecycle.list().map((record) => record.sandboxId)));
+    // Every held node was reconciled just now: one that was lost before this start is ready again.
+    for (const node of nodes.all()) await nodeStore.transition(node.nodeId, 'returning', 'ready');
+    const reconciling = lifecycle;
+    monitor = new NodeMonitor({
+      store: nodeStore,
+      nodes,
+      leases: new LeaseStore(db),
+      owner: lifecycle.registry.replicaId,
+      lostAfterMs: config.nodeLostAfterSeconds * 1000,
+      reconcile: (id) => reconciling.reconcileNode(id),
+      logger,
+    });
+    await monitor.sweep();
+    monitor.start(heartbeatMs);
     engineWatch.start();
+    for (const watch of extraWatches) watch.start();
     if (pool) {
       metrics.observePool(pool);
       pool.onClaim = (waitSeconds) => metrics.poolClaimed(waitSeconds);
@@ -310,7 +368,7 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
       sandboxDomain: () => sandboxDomain,
       lifecycle,
       templates: templateDeps,
-      runtime,
+      nodes: { store: nodeStore, set: nodes, lostAfterSeconds: config.nodeLostAfterSeconds },
       keys,
       admin,
       teams,
@@ -358,6 +416,7 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
       }
     }
     let closed = false;
+    const nodeMonitor = monitor;
     return {
       app,
       url,
@@ -375,6 +434,7 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
       config,
       lifecycle: running,
       engineWatch: watch,
+      nodes: { set: nodes, store: nodeStore, monitor: nodeMonitor, agents },
       warmPool,
       secrets,
       metrics,
@@ -383,7 +443,10 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
         if (closed) return;
         closed = true;
         running.stop();
+        await nodeMonitor.stop();
+        for (const agent of agents.values()) agent.stop();
         await watch.stop();
+        for (const extra of extraWatches) await extra.stop();
         // The pool's containers are no sandboxes: they go whatever happens to the sandboxes (kept ones included).
         await warmPool?.stop({ drain: true });
         // Creations and per-sandbox operations in flight finish (bounded) before the store closes.
@@ -403,6 +466,9 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
     await queue?.stop();
     await pool?.stop({ drain: true });
     await engineWatch?.stop();
+    for (const extra of extraWatches) await extra.stop();
+    await monitor?.stop();
+    for (const agent of agents.values()) agent.stop();
     lifecycle?.stop();
     lxcfs?.stop();
     await db.close().catch((closeError: unknown) => logger.warn({ err: closeError }, 'closing the database failed'));

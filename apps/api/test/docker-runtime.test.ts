@@ -48,6 +48,7 @@ function recordOf(id: string): SandboxRecord {
     autoPauseMemory: true,
     autoResume: false,
     volumeMounts: [],
+    nodeId: 'local',
   };
 }
 const record = recordOf(sandboxId);

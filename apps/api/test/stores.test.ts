@@ -51,6 +51,7 @@ const sandbox = (id: string, overrides: Partial<SandboxRecord> = {}): SandboxRec
   autoPauseMemory: false,
   autoResume: true,
   volumeMounts: [{ name: 'v', volumeID: 'vol_1', path: '/data' }],
+  nodeId: 'node-1',
   ...overrides,
 });
 

@@ -1,9 +1,30 @@
 /** HTTP calls the platform makes to a sandbox's envd (health, `/init`, `/metrics`), and their wire shapes. */
 
-import { request as httpRequest } from 'node:http';
+import { type RequestOptions, request as httpRequest } from 'node:http';
 import { connect } from 'node:net';
+import type { Duplex } from 'node:stream';
 
 export const ENVD_PORT = 49983;
+
+/**
+ * Opens a TCP stream to a container port through the sandbox's node (a node on another machine); the platform's
+ * envd calls take one where the container is not reachable from this process. None: a direct connection.
+ */
+export type EnvdDial = (address: string, port: number) => Promise<Duplex>;
+
+/** http.request options that open the connection through `dial` (no pooling: one exchange per stream). */
+export function dialledRequestOptions(dial: EnvdDial | undefined, address: string, port: number): RequestOptions {
+  if (!dial) return {};
+  const createConnection = (_options: unknown, done: (error: Error | null, stream?: Duplex) => void): undefined => {
+    dial(address, port).then(
+      (stream) => done(null, stream),
+      (error: Error) => done(error),
+    );
+    return undefined;
+  };
+  // No agent at all: with `agent: false` Node makes a throwaway Agent that ignores `createConnection`.
+  return { agent: undefined, createConnection } as RequestOptions;
+}
 
 /**
  * Whatever answers on a sandbox's envd port is the sandbox's to choose (root inside can replace envd): an
@@ -85,7 +106,21 @@ const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout
  * Resolves once something accepts a TCP connection on the address's envd port, false when the attempt was
  * refused or timed out. A refused connect costs one syscall, where a refused fetch builds a whole request.
  */
-function envdPortOpen(address: string, timeoutMs: number): Promise<boolean> {
+function envdPortOpen(address: string, timeoutMs: number, dial?: EnvdDial): Promise<boolean> {
+  if (dial) {
+    let timer: NodeJS.Timeout | undefined;
+    const expired = new Promise<boolean>((resolve) => {
+      timer = setTimeout(() => resolve(false), timeoutMs);
+    });
+    const dialled = dial(address, ENVD_PORT).then(
+      (stream) => {
+        stream.destroy();
+        return true;
+      },
+      () => false,
+    );
+    return Promise.race([dialled, expired]).finally(() => clearTimeout(timer));
+  }
   return new Promise((resolve) => {
     const socket = connect({ host: address, port: ENVD_PORT, noDelay: true });
     const finish = (open: boolean): void => {
@@ -105,12 +140,17 @@ function envdPortOpen(address: string, timeoutMs: number): Promise<boolean> {
  * `/health` is asked once it accepts: the wait ends within a few ms of envd listening without building an
  * HTTP request per attempt on a machine that is busy starting the container.
  */
-export async function waitForEnvd(address: string, timeoutMs: number, isAlive: () => Promise<boolean>): Promise<void> {
+export async function waitForEnvd(address: string, timeoutMs: number, isAlive: () => Promise<boolean>, dial?: EnvdDial): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   let attempt = 0;
   while (Date.now() < deadline) {
-    if (await envdPortOpen(address, 1_000)) {
+    if (await envdPortOpen(address, 1_000, dial)) {
       try {
+        if (dial) {
+          const answer = await plainRequest('GET', address, '/health', {}, undefined, 1_000, dial);
+          if (answer.status >= 200 && answer.status < 300) return;
+          continue;
+        }
         const response = await fetch(envdUrl(address, '/health'), { signal: AbortSignal.timeout(1_000) });
         await boundedText(response, '/health');
         if (response.ok) return;
@@ -121,7 +161,8 @@ export async function waitForEnvd(address: string, timeoutMs: number, isAlive: (
     attempt += 1;
     // Check the container now and then: a crashed envd should fail fast, not at the deadline.
     if (attempt % 100 === 0 && !(await isAlive())) throw new EnvdUnavailableError('the sandbox container exited before envd started');
-    await sleep(attempt < 500 ? 2 : 50);
+    // Through a node's dial each probe is a stream over the node's channel: probed less often.
+    await sleep(attempt < 500 ? (dial ? 20 : 2) : 50);
   }
   throw new EnvdUnavailableError(`envd did not answer within ${timeoutMs} ms`);
 }
@@ -137,9 +178,11 @@ interface PlainAnswer {
  * spends most of its API time here, and fetch costs several times the CPU per call). Rejects on network
  * errors and after `timeoutMs` in total.
  */
-function postJson(url: string, headers: Record<string, string>, body: string, timeoutMs: number): Promise<PlainAnswer> {
+function plainRequest(method: 'GET' | 'POST', address: string, path: string, headers: Record<string, string>, body: string | undefined, timeoutMs: number, dial?: EnvdDial): Promise<PlainAnswer> {
+  const url = envdUrl(address, path);
+  const sized = body === undefined ? headers : { ...headers, 'content-length': String(Buffer.byteLength(body)) };
   return new Promise((resolve, reject) => {
-    const req = httpRequest(url, { method: 'POST', agent: false, headers: { ...headers, 'content-length': String(Buffer.byteLength(body)) } }, (res) => {
+    const req = httpRequest(url, { method, agent: false, headers: sized, ...dialledRequestOptions(dial, address, ENVD_PORT) }, (res) => {
       const parts: Buffer[] = [];
       let length = 0;
       res.on('data', (chunk: Buffer) => {
@@ -148,7 +191,7 @@ function postJson(url: string, headers: Record<string, string>, body: string, ti
           clearTimeout(timer);
           res.destroy();
           req.destroy();
-          reject(replyTooLong(new URL(url).pathname));
+          reject(replyTooLong(path));
           return;
         }
         parts.push(chunk);
@@ -173,12 +216,12 @@ function postJson(url: string, headers: Record<string, string>, body: string, ti
 }
 
 /** Sends `/init` with the token envd got at birth; returns the version envd reports in `X-Envd-Version`. */
-export async function initEnvd(address: string, init: EnvdInit): Promise<string> {
+export async function initEnvd(address: string, init: EnvdInit, dial?: EnvdDial): Promise<string> {
   const headers: Record<string, string> = { 'content-type': 'application/json', 'x-access-token': init.accessToken };
   let lastError = '';
   for (let attempt = 0; attempt < 20; attempt++) {
     try {
-      const answer = await postJson(envdUrl(address, '/init'), headers, JSON.stringify({ ...init, timestamp: new Date().toISOString() }), 5_000);
+      const answer = await plainRequest('POST', address, '/init', headers, JSON.stringify({ ...init, timestamp: new Date().toISOString() }), 5_000, dial);
       if (answer.status >= 200 && answer.status < 300) return answer.envdVersion ?? '0.0.0';
       lastError = `status ${answer.status}: ${answer.text}`;
       if (answer.status >= 400 && answer.status < 500) break;
@@ -203,15 +246,23 @@ interface EnvdMetricsBody {
   disk_total?: number;
 }
 
-export async function readEnvdMetrics(address: string, accessToken: string): Promise<EnvdMetricSample> {
-  const response = await fetch(envdUrl(address, '/metrics'), {
-    headers: { 'x-access-token': accessToken },
-    signal: AbortSignal.timeout(5_000),
-  });
-  if (!response.ok) throw new EnvdUnavailableError(`envd /metrics answered ${response.status}`);
+export async function readEnvdMetrics(address: string, accessToken: string, dial?: EnvdDial): Promise<EnvdMetricSample> {
+  let text: string;
+  if (dial) {
+    const answer = await plainRequest('GET', address, '/metrics', { 'x-access-token': accessToken }, undefined, 5_000, dial);
+    if (answer.status < 200 || answer.status >= 300) throw new EnvdUnavailableError(`envd /metrics answered ${answer.status}`);
+    text = answer.text;
+  } else {
+    const response = await fetch(envdUrl(address, '/metrics'), {
+      headers: { 'x-access-token': accessToken },
+      signal: AbortSignal.timeout(5_000),
+    });
+    if (!response.ok) throw new EnvdUnavailableError(`envd /metrics answered ${response.status}`);
+    text = await boundedText(response, '/metrics');
+  }
   let body: EnvdMetricsBody;
   try {
-    body = JSON.parse(await boundedText(response, '/metrics')) as EnvdMetricsBody;
+    body = JSON.parse(text) as EnvdMetricsBody;
   } catch (error) {
     if (error instanceof EnvdUnavailableError) throw error;
     throw new EnvdUnavailableError(`envd /metrics answered with invalid JSON: ${(error as Error).message}`);

@@ -6,7 +6,7 @@
 import { Code, ConnectError, createClient, type Client } from '@connectrpc/connect';
 import { createConnectTransport } from '@connectrpc/connect-node';
 import { Process, Signal, type StartResponse } from '@tidepool/protocol/process';
-import { envdUrl } from './envd-client.ts';
+import { dialledRequestOptions, ENVD_PORT, type EnvdDial, envdUrl } from './envd-client.ts';
 
 export interface EnvdCommand {
   /** Executable, e.g. `/bin/bash`. */
@@ -65,6 +65,8 @@ export interface EnvdProcessClientOptions {
   baseUrl?: string;
   /** Connect's JSON codec instead of binary (what the e2b SDK speaks). */
   json?: boolean;
+  /** Streams through the sandbox's node (a node on another machine); none: direct connections. */
+  dial?: EnvdDial;
 }
 
 const KEEPALIVE_SECONDS = 30;
@@ -135,6 +137,7 @@ export class EnvdProcessClient {
       acceptCompression: [],
       // One message of the sandbox's answer (process output comes in small chunks) is never buffered beyond this.
       readMaxBytes: MAX_ENVD_MESSAGE_BYTES,
+      ...(options.dial ? { nodeOptions: dialledRequestOptions(options.dial, address, ENVD_PORT) } : {}),
     });
     this.client = createClient(Process, transport);
   }

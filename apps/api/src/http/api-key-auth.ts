@@ -28,6 +28,9 @@ function isOpenRoute(method: string, path: string): boolean {
  */
 const BEARER_PATHS = new Set([METRICS_PATH, TEAMS_PATH]);
 
+/** Routes of the platform's operator, not of a team: the admin key only (`/nodes` is admin in the reference too). */
+const ADMIN_ONLY = [ADMIN_PREFIX, '/nodes'];
+
 /** Failed-key limits per client address (auth-failure-limiter.ts); `trustForwardedFor` as in client-address.ts. */
 export interface AuthFailureGuard {
   limiter: AuthFailureLimiter;
@@ -36,7 +39,7 @@ export interface AuthFailureGuard {
 
 /**
  * `X-API-Key` on every platform route but the open ones; the key's team becomes the request's (request-team.ts).
- * `/admin/*` takes the admin key only (a team's key is 401 there, and the admin key is 401 everywhere else).
+ * `/admin/*` and `/nodes*` take the admin key only (a team's key is 401 there, and the admin key is 401 everywhere else).
  * Keys are looked up at every request: a revoked key is refused from the next request on. An address with too
  * many failed keys (admin or team) gets 429 until its window ends.
  */
@@ -53,7 +56,7 @@ export function installApiKeyAuth(app: FastifyInstance, keys: KeyStore, admin: A
       await reply.code(401).send({ code: 401, message });
       return reply;
     };
-    if (path === ADMIN_PREFIX || path.startsWith(`${ADMIN_PREFIX}/`)) {
+    if (ADMIN_ONLY.some((prefix) => path === prefix || path.startsWith(`${prefix}/`))) {
       const presented = apiKeyOrBearer(request.headers);
       if (admin.matches(presented)) return;
       return refuse(presented ? 'Invalid admin key' : 'Missing admin key: send it in the X-API-Key header');

@@ -16,7 +16,7 @@ import type { SandboxStore } from '../sandboxes/sandbox-store.ts';
 import type { KeyStore } from '../store/key-store.ts';
 import { registerSecretRoutes } from '../secrets/secret-routes.ts';
 import type { SecretStore } from '../secrets/secret-store.ts';
-import type { SandboxRuntime } from '../runtime/sandbox-runtime.ts';
+import { type NodeRouteDeps, registerNodeRoutes } from '../nodes/node-routes.ts';
 import type { VolumeCatalog } from '../volumes/volume-catalog.ts';
 import { registerVolumeRoutes } from '../volumes/routes/volume-routes.ts';
 import { registerVolumeContentRoutes } from '../volumes/content/volume-content-routes.ts';
@@ -50,7 +50,8 @@ export interface ApiServerDeps {
   sandboxDomain?: () => string | null;
   timeouts: TimeoutRules;
   templates: TemplateRouteDeps;
-  runtime: SandboxRuntime;
+  /** The node table and set (`GET /nodes`); none: no node routes. */
+  nodes?: NodeRouteDeps;
   logger: Logger;
   /** Sandbox proxy connection caps and idle timeouts (defaults otherwise). */
   proxyLimits?: Partial<ProxyLimits>;
@@ -87,12 +88,13 @@ export function buildApiServer(deps: ApiServerDeps): FastifyInstance {
   registerSandboxRoutes(app, deps.lifecycle, deps.timeouts, sandboxDomain, (teamId) => deps.secrets.names(teamId));
   registerSandboxLifecycleRoutes(app, deps.lifecycle, deps.timeouts, sandboxDomain);
   registerSandboxObservabilityRoutes(app, deps.lifecycle, (id) => deps.sandboxes.events(id));
-  registerSandboxSnapshotRoutes(app, { lifecycle: deps.lifecycle, runtime: deps.runtime, catalog: deps.templates.catalog, logger: deps.logger, platformMetrics: deps.metrics }, deps.timeouts, sandboxDomain);
+  registerSandboxSnapshotRoutes(app, { lifecycle: deps.lifecycle, catalog: deps.templates.catalog, logger: deps.logger, platformMetrics: deps.metrics }, deps.timeouts, sandboxDomain);
   registerTemplateRoutes(app, deps.templates);
   registerTemplateBuildRoutes(app, deps.templates);
   registerTemplateTagRoutes(app, deps.templates);
   registerTeamRoutes(app, deps.teams);
   registerAdminRoutes(app, deps.teams, deps.keys);
+  if (deps.nodes) registerNodeRoutes(app, deps.nodes, deps.lifecycle);
   registerVolumeRoutes(app, deps.volumes);
   registerSecretRoutes(app, deps.secrets, deps.logger);
   registerVolumeContentRoutes(app, { volumes: deps.volumes, logger: deps.logger });

@@ -1,8 +1,10 @@
 /**
  * The agent's announcements: it registers once (retried until it succeeds), then heartbeats its capacity every
- * interval. A failure is logged and retried at the next tick; it never stops the agent.
+ * interval. A failure is logged and retried at the next tick; it never stops the agent. A heartbeat the store refuses
+ * because it does not know the node makes the next tick register again.
  */
 import type { Logger } from 'pino';
+import { PlatformError } from '../errors.ts';
 import type { NodeCapacity, NodeHeartbeats, NodeRegistration } from '../nodes/sandbox-node.ts';
 
 export interface HeartbeatLoop {
@@ -35,6 +37,8 @@ export function startHeartbeats(options: {
       }
     } catch (error) {
       logger.warn({ err: error }, registered ? 'heartbeat failed; retrying at the next one' : 'node registration failed; retrying');
+      // The table no longer knows this node (its row was removed, the database was reset): announce it again.
+      if (registered && error instanceof PlatformError && error.kind === 'not_found') registered = false;
     }
   };
   const schedule = (): void => {

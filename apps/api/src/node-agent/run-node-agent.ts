@@ -4,7 +4,7 @@ import { hostname } from 'node:os';
 import { ConfigError, loadConfig, nodeAgentProblems } from '../config.ts';
 import { createPlatformLogger } from '../observability/platform-logger.ts';
 import { installProcessGuard } from '../process-guard.ts';
-import { LoggedHeartbeats } from './logged-heartbeats.ts';
+import { openNodeAnnouncements } from './database-heartbeats.ts';
 import { startNodeAgent } from './node-agent.ts';
 
 export async function runNodeAgent(env: NodeJS.ProcessEnv = process.env): Promise<void> {
@@ -13,7 +13,15 @@ export async function runNodeAgent(env: NodeJS.ProcessEnv = process.env): Promis
   if (problems.length > 0) throw new ConfigError(`invalid configuration for \`tidepool node\`:\n  ${problems.join('\n  ')}`);
   const logger = createPlatformLogger(config.logLevel);
   const tls = { cert: readFileSync(config.nodeTlsCert), key: readFileSync(config.nodeTlsKey), ca: readFileSync(config.nodeTlsCa) };
-  const agent = await startNodeAgent({ config, logger, tls, heartbeats: new LoggedHeartbeats(logger.child({ nodeId: config.nodeId || hostname().toLowerCase() })) });
+  const announcements = await openNodeAnnouncements(config, logger.child({ nodeId: config.nodeId || hostname().toLowerCase() }));
+  let agent;
+  try {
+    agent = await startNodeAgent({ config, logger, tls, heartbeats: announcements.heartbeats });
+  } catch (error) {
+    await announcements.close().catch(() => undefined);
+    throw error;
+  }
+  logger.info({ nodeId: agent.nodeId, heartbeats: announcements.destination }, 'node agent announces itself');
   // From here on, nothing a request triggers may take the agent down; startup errors above still exit.
   installProcessGuard(logger);
   process.stdout.write(`tidepool node ${agent.nodeId} is serving its engine at ${agent.url} (mutual TLS)\n`);
@@ -24,6 +32,7 @@ export async function runNodeAgent(env: NodeJS.ProcessEnv = process.env): Promis
     logger.info({ nodeId: agent.nodeId }, 'node agent stopping (its sandboxes keep running)');
     void agent
       .close()
+      .then(() => announcements.close())
       .catch((error: unknown) => logger.error({ err: error }, 'node agent shutdown failed'))
       .finally(() => process.exit(0));
   };

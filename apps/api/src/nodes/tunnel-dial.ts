@@ -7,6 +7,7 @@
 import type { ClientHttp2Stream } from 'node:http2';
 import type { Duplex } from 'node:stream';
 import type { NodeChannel } from './node-channel-client.ts';
+import { buffersOnlyWritev } from './tunnel-writes.ts';
 
 const DIAL_DEADLINE_MS = 15_000;
 const MAX_REFUSAL_BYTES = 8 * 1024;
@@ -59,6 +60,7 @@ export function dialThroughAgent(channel: NodeChannel, address: string, port: nu
     stream.once('response', (headers) => {
       const status = Number(headers[':status']);
       if (status === 200) {
+        buffersOnlyWritev(stream);
         settle(undefined);
         return;
       }

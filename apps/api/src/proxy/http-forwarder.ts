@@ -1,6 +1,8 @@
 import http, { type ClientRequest, type IncomingMessage, type ServerResponse } from 'node:http';
 import https from 'node:https';
 import type { Socket } from 'node:net';
+import type { Duplex } from 'node:stream';
+import { connect as tlsConnect } from 'node:tls';
 import type { Logger } from 'pino';
 import { CONNECT_TIMEOUT_MS, DIAL_RETRY_DELAYS_MS, DialTimeoutError } from './dial-policy.ts';
 import { upstreamHeadProblem } from './message-checks.ts';
@@ -20,10 +22,28 @@ export interface UpstreamTarget {
   port: number;
   /** The sandbox service speaks TLS on this port (`network.httpsPorts`): dialled over HTTPS, certificate not verified. */
   tls: boolean;
+  /** Opens the TCP stream through the sandbox's node (a node of another machine); none: a direct connect. */
+  dial?: (address: string, port: number) => Promise<Duplex>;
 }
 
-/** `http.request` or `https.request` for the target; a self-signed certificate in the sandbox is accepted. */
+/**
+ * `http.request` or `https.request` for the target; a self-signed certificate in the sandbox is accepted. Through a
+ * node's dial the stream is that node's (no keep-alive pool: each exchange dials), TLS on top of it when the port
+ * speaks TLS.
+ */
 export function upstreamRequest(target: UpstreamTarget, options: http.RequestOptions): ClientRequest {
+  const { dial } = target;
+  if (dial) {
+    const createConnection = (_options: unknown, done: (error: Error | null, stream?: Duplex) => void): undefined => {
+      dial(target.address, target.port).then(
+        (stream) => done(null, target.tls ? tlsConnect({ socket: stream, rejectUnauthorized: false }) : stream),
+        (error: Error) => done(error),
+      );
+      return undefined;
+    };
+    // No agent at all: with `agent: false` Node makes a throwaway Agent that ignores `createConnection`.
+    return http.request({ ...options, agent: undefined, createConnection } as http.RequestOptions);
+  }
   return target.tls ? https.request({ ...options, rejectUnauthorized: false }) : http.request(options);
 }
 
@@ -189,7 +209,7 @@ export function forwardHttp(
       fail(proxyErrors.invalidUpstreamResponse(target.sandboxId, target.port));
     });
     upstream.once('socket', (socket) => {
-      socket.setNoDelay(true);
+      (socket as Partial<Socket>).setNoDelay?.(true);
       if (socket.connecting) socket.once('connect', onConnected);
       else onConnected();
     });

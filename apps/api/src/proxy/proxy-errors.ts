@@ -35,6 +35,12 @@ export const proxyErrors = {
     status: 502,
     body: { sandboxId, message: 'The sandbox was not found', code: 502 },
   }),
+  /** The sandbox exists but its node was lost: 404 with the reason (the REST API answers the same). */
+  sandboxUnavailable: (sandboxId: string, message: string): ProxyErrorReply => ({
+    reason: 'sandbox_node_lost',
+    status: 404,
+    body: { sandboxId, message, code: 404 },
+  }),
   portNotOpen: (sandboxId: string, port: number): ProxyErrorReply => ({
     reason: 'port_not_open',
     status: 502,

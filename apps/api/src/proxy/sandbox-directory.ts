@@ -1,3 +1,4 @@
+import type { Duplex } from 'node:stream';
 import { ENVD_PORT } from '../envd/envd-client.ts';
 
 export { ENVD_PORT };
@@ -18,12 +19,16 @@ export interface RoutableSandbox {
   httpsPorts: readonly number[];
   /** `autoResume.enabled`: traffic may resume the sandbox when it is paused. */
   autoResume: boolean;
+  /** Opens streams to the container through its node (a node of another machine); none: a direct connect. */
+  dial?: (address: string, port: number) => Promise<Duplex>;
 }
 
 /** The lifecycle side of the platform, as seen by the proxy. Implemented by the sandbox lifecycle. */
 export interface SandboxDirectory {
-  /** Current routing facts for one sandbox, or undefined when it does not exist. */
+  /** Current routing facts for one sandbox, or undefined when it does not exist (or cannot be reached). */
   find(sandboxId: string): RoutableSandbox | undefined;
+  /** Why a sandbox `find` does not answer for exists but cannot be reached (its node was lost), or undefined. */
+  unavailableReason?(sandboxId: string): string | undefined;
   /** Every running sandbox: used to find the owner of a signed `/files` URL that carries no routing headers. */
   running(): Iterable<RoutableSandbox>;
   /** Resumes a paused sandbox on behalf of proxy traffic (only called when `autoResume` is true). */

@@ -43,7 +43,7 @@ function isReply(value: Admission): value is ProxyErrorReply {
 }
 
 function upstreamTarget(sandbox: RoutableSandbox & { address: string }, port: number): UpstreamTarget {
-  return { sandboxId: sandbox.sandboxId, address: sandbox.address, port, tls: port !== ENVD_PORT && sandbox.httpsPorts.includes(port) };
+  return { sandboxId: sandbox.sandboxId, address: sandbox.address, port, tls: port !== ENVD_PORT && sandbox.httpsPorts.includes(port), dial: sandbox.dial };
 }
 
 const POOL_OPTIONS: http.AgentOptions = {
@@ -234,7 +234,10 @@ export class SandboxProxy {
       return proxyErrors.controlRoute(cleanRequestPath(req.url ?? '/'));
     }
     const sandbox = this.options.directory.find(sandboxId);
-    if (!sandbox) return proxyErrors.sandboxNotFound(sandboxId);
+    if (!sandbox) {
+      const unavailable = this.options.directory.unavailableReason?.(sandboxId);
+      return unavailable ? proxyErrors.sandboxUnavailable(sandboxId, unavailable) : proxyErrors.sandboxNotFound(sandboxId);
+    }
     if (sandbox.state === 'paused') {
       if (!sandbox.autoResume) return proxyErrors.sandboxNotFound(sandboxId);
       if (!mayAutoResume(sandbox, port, req.headers)) return proxyErrors.resumeForbidden(sandboxId);

@@ -77,8 +77,9 @@ export function forwardUpgrade(
       return;
     }
     options.track?.(upstream);
-    upstream.setNoDelay(true);
-    if (idleTimeoutMs > 0) upstream.setTimeout(idleTimeoutMs, () => upstream.destroy());
+    // Through a node's dial the stream may be no TCP socket (no Nagle or idle timer of its own).
+    upstream.setNoDelay?.(true);
+    if (idleTimeoutMs > 0) upstream.setTimeout?.(idleTimeoutMs, () => upstream.destroy());
     upstream.on('error', () => client.destroy());
     client.on('error', () => upstream.destroy());
     upstream.on('close', () => client.destroy());
@@ -117,11 +118,14 @@ export function forwardUpgrade(
       if (!connected) upstream.destroy(new DialTimeoutError(target.address, target.port));
     }, CONNECT_TIMEOUT_MS);
     upstream.once('socket', (socket: net.Socket) => {
-      socket.once('connect', () => {
+      const onConnected = (): void => {
         connected = true;
         clearTimeout(timer);
         if (idleTimeoutMs > 0) upstream.setTimeout(idleTimeoutMs, () => upstream.destroy(new UpstreamIdleTimeout('upstream idle')));
-      });
+      };
+      // A stream from a node's dial is connected already.
+      if (socket.connecting) socket.once('connect', onConnected);
+      else onConnected();
     });
     upstream.end();
 

@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import pino from 'pino';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { SandboxRuntime } from '../runtime/sandbox-runtime.ts';
+import { NodeSet } from '../nodes/node-set.ts';
 import { SqliteDatabase } from '../store/sqlite-database.ts';
 import { EGRESS_CA_FILE, egressTrustEnv, type EgressTrustSource, SYSTEM_CA_BUNDLE } from './egress-trust.ts';
 import { SandboxLifecycle } from './sandbox-lifecycle.ts';
@@ -34,7 +35,7 @@ describe('network.rules where they cannot be applied', () => {
   const trust: EgressTrustSource = { caCertificate: async () => 'pem', forget: () => undefined };
   const lifecycle = (runtime: Partial<SandboxRuntime>, egressTrust?: EgressTrustSource): SandboxLifecycle => {
     const templates = { resolve: () => Promise.reject(new Error('template resolution reached')), recordSpawn: async () => undefined };
-    return new SandboxLifecycle({ store: new SandboxStore(db), templates, runtime: runtime as SandboxRuntime, tokenSeed: 'seed', maxSandboxes: 10, defaultTimeoutSeconds: 15, logger: pino({ level: 'silent' }), egressTrust });
+    return new SandboxLifecycle({ store: new SandboxStore(db), templates, nodes: NodeSet.single('local', runtime as SandboxRuntime), tokenSeed: 'seed', maxSandboxes: 10, defaultTimeoutSeconds: 15, logger: pino({ level: 'silent' }), egressTrust });
   };
   const input = (network: Record<string, unknown>) =>
     ({ templateRef: 'base', timeoutSeconds: 60, autoPause: false, autoPauseMemory: true, autoResume: false, metadata: {}, envVars: {}, network, allowInternetAccess: null, volumeMounts: [] }) as never;
@@ -46,5 +47,16 @@ describe('network.rules where they cannot be applied', () => {
     // Where they can be applied, the create goes on (here: to the template lookup); without rules nothing is asked.
     await expect(lifecycle({ egressTransformsAvailable: async () => true }, trust).create(input({ rules }))).rejects.toThrow('template resolution reached');
     await expect(lifecycle({}).create(input({}))).rejects.toThrow('template resolution reached');
+  });
+
+  it('with several nodes, are refused only when no node applies them', async () => {
+    const withNodes = (...available: boolean[]): SandboxLifecycle => {
+      const nodes = new NodeSet('n0');
+      available.forEach((yes, i) => nodes.add({ nodeId: `n${i}`, runtime: { egressTransformsAvailable: async () => yes } as unknown as SandboxRuntime, dial: () => Promise.reject(new Error('no dial')) }));
+      const templates = { resolve: () => Promise.reject(new Error('template resolution reached')), recordSpawn: async () => undefined };
+      return new SandboxLifecycle({ store: new SandboxStore(db), templates, nodes, tokenSeed: 'seed', maxSandboxes: 10, defaultTimeoutSeconds: 15, logger: pino({ level: 'silent' }), egressTrust: trust });
+    };
+    await expect(withNodes(false, false).create(input({ rules }))).rejects.toMatchObject({ kind: 'invalid', message: expect.stringMatching(/network.rules cannot be applied here/) });
+    await expect(withNodes(false, true).create(input({ rules }))).rejects.toThrow('template resolution reached');
   });
 });

@@ -2,6 +2,7 @@
  * The sandbox side of network.rules transforms over HTTPS: the sandbox's own egress CA *certificate* (never its
  * key) is put into the sandbox's trust store, and the environment points the usual libraries at it.
  */
+import type { EnvdDial } from '../envd/envd-client.ts';
 import { EnvdProcessClient, shellCommand } from '../envd/envd-process-client.ts';
 import { PlatformError } from '../errors.ts';
 import type { SandboxNetwork } from './sandbox-record.ts';
@@ -38,9 +39,9 @@ const INSTALL_SCRIPT = [
   `if ! grep -qxF -- "$marker" ${SYSTEM_CA_BUNDLE} 2>/dev/null; then printf '%s\\n' "$TIDEPOOL_EGRESS_CA" >> ${SYSTEM_CA_BUNDLE}; fi`,
 ].join('\n');
 
-/** Installs the CA certificate in the sandbox (as root, through envd). */
-export async function installEgressCa(address: string, accessToken: string, caPem: string): Promise<void> {
-  const envd = new EnvdProcessClient(address, { accessToken });
+/** Installs the CA certificate in the sandbox (as root, through envd; over its node's dial when given). */
+export async function installEgressCa(address: string, accessToken: string, caPem: string, dial?: EnvdDial): Promise<void> {
+  const envd = new EnvdProcessClient(address, { accessToken, ...(dial ? { dial } : {}) });
   let stderr = '';
   const result = await envd.run(shellCommand(INSTALL_SCRIPT, { user: 'root', envs: { TIDEPOOL_EGRESS_CA: caPem.trim() }, timeoutMs: 30_000 }), { stderr: (text) => (stderr += text) });
   if (result.exitCode !== 0) throw new PlatformError('internal', `could not install the sandbox's egress CA certificate (${result.status}): ${stderr.trim().slice(0, 300)}`);

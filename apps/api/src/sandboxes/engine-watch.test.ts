@@ -10,6 +10,7 @@ import { SqliteDatabase } from '../store/sqlite-database.ts';
 import { EngineWatch } from './engine-watch.ts';
 import { type LaunchPlan, SandboxLifecycle } from './sandbox-lifecycle.ts';
 import { SandboxStore } from './sandbox-store.ts';
+import { NodeSet } from '../nodes/node-set.ts';
 
 vi.mock('./sandbox-boot.ts', async (original) => ({
   ...(await original<typeof import('./sandbox-boot.ts')>()),
@@ -65,7 +66,7 @@ function setup(failures = 0) {
   const logger = pino({ level: 'debug' }, new Writable({ write(chunk, _e, done) { for (const l of String(chunk).split('\n')) if (l.trim()) lines.push(JSON.parse(l)); done(); } }));
   const engine = fakeEngine(failures);
   const templates = { resolve: () => { throw new Error('unused'); }, recordSpawn: async () => undefined };
-  const lifecycle = new SandboxLifecycle({ store: new SandboxStore(db), templates, runtime: engine.runtime, tokenSeed: 's', maxSandboxes: 10, defaultTimeoutSeconds: 15, logger });
+  const lifecycle = new SandboxLifecycle({ store: new SandboxStore(db), templates, nodes: NodeSet.single('local', engine.runtime), tokenSeed: 's', maxSandboxes: 10, defaultTimeoutSeconds: 15, logger });
   const watch = new EngineWatch({ runtime: engine.runtime, lifecycle, logger, since: 1000, firstBackoffMs: 10, maxBackoffMs: 40 });
   return { lines, engine, lifecycle, watch };
 }

@@ -10,7 +10,9 @@ const OOM_BEFORE_DEATH_S = 2;
 const RESYNC_DELAY_MS = 1_000;
 
 export interface EngineWatchOptions {
+  /** The engine of one node, and that node's id (its sandboxes are the ones checked); none: every sandbox. */
   runtime: SandboxRuntime;
+  nodeId?: string;
   lifecycle: SandboxLifecycle;
   logger: Logger;
   /** Engine time (seconds) to follow events from; the platform passes the moment before its restart reconcile. */
@@ -150,13 +152,13 @@ export class EngineWatch {
   async resync(): Promise<void> {
     const { runtime, lifecycle, logger } = this.options;
     for (const record of lifecycle.list()) {
-      if (!record.containerId) continue;
+      if (!record.containerId || (this.options.nodeId !== undefined && record.nodeId !== this.options.nodeId)) continue;
       await lifecycle
         .containerLost(record.sandboxId, record.containerId, 'sandbox container stopped or vanished while the engine was unreachable (engine restart?)')
         .catch((error: unknown) => logger.child({ sandboxId: record.sandboxId }).error({ err: error }, 'checking the sandbox container failed'));
     }
     for (const container of await runtime.listManaged()) {
-      if (container.unclaimed || lifecycle.get(container.sandboxId) || lifecycle.isCreating(container.sandboxId) || lifecycle.pool?.owns(container.sandboxId)) continue;
+      if (container.unclaimed || lifecycle.registry.peek(container.sandboxId) || lifecycle.isCreating(container.sandboxId) || lifecycle.pool?.owns(container.sandboxId)) continue;
       logger.child({ sandboxId: container.sandboxId }).warn({ containerId: container.containerId }, 'removing container without a sandbox record');
       await runtime.remove(container.containerId);
       this.options.metrics?.orphansRemoved('container');

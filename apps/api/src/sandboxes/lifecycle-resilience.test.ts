@@ -9,6 +9,7 @@ import { SqliteDatabase } from '../store/sqlite-database.ts';
 import { type LaunchPlan, SandboxLifecycle } from './sandbox-lifecycle.ts';
 import type { SandboxRecord } from './sandbox-record.ts';
 import { SandboxStore } from './sandbox-store.ts';
+import { NodeSet } from '../nodes/node-set.ts';
 
 const boot = vi.hoisted(() => ({ next: undefined as Promise<{ containerId: string; address: string; envdVersion: string }> | undefined }));
 vi.mock('./sandbox-boot.ts', async (original) => ({
@@ -79,7 +80,7 @@ afterEach(async () => {
 
 function lifecycleWith(runtime: SandboxRuntime, maxSandboxes = 10): SandboxLifecycle {
   const templates = { resolve: () => { throw new Error('unused'); }, recordSpawn: async () => undefined };
-  return new SandboxLifecycle({ store, templates, runtime, tokenSeed: 'seed', maxSandboxes, defaultTimeoutSeconds: 15, logger });
+  return new SandboxLifecycle({ store, templates, nodes: NodeSet.single('local', runtime), tokenSeed: 'seed', maxSandboxes, defaultTimeoutSeconds: 15, logger });
 }
 
 describe('create rollback', () => {
@@ -134,7 +135,7 @@ describe('timeout action backoff', () => {
     const past = new Date(Date.now() - 1000).toISOString();
     store.save({
       sandboxId: 'iexpired', ...plan.from, state: 'running', containerId: 'c-old', address: '10.9.0.4', pausedImage: null,
-      ...settings, startedAt: past, endAt: past, timeoutSeconds: 1, pausedAt: null, envdAccessToken: 't', trafficAccessToken: null,
+      ...settings, startedAt: past, endAt: past, timeoutSeconds: 1, pausedAt: null, envdAccessToken: 't', trafficAccessToken: null, nodeId: 'local',
     } as SandboxRecord);
     const lifecycle = lifecycleWith(runtime);
     await lifecycle.start();

@@ -1,5 +1,5 @@
 import type { Logger } from 'pino';
-import { type EnvdMetricSample, readEnvdMetrics } from '../envd/envd-client.ts';
+import { type EnvdDial, type EnvdMetricSample, readEnvdMetrics } from '../envd/envd-client.ts';
 import type { SandboxRecord } from './sandbox-record.ts';
 
 const SAMPLE_INTERVAL_MS = 5_000;
@@ -10,7 +10,12 @@ export class MetricsRecorder {
   private readonly samples = new Map<string, EnvdMetricSample[]>();
   private timer: NodeJS.Timeout | undefined;
 
-  constructor(private readonly running: () => SandboxRecord[], private readonly logger: Logger) {}
+  /** `dialOf`: how to reach a sandbox's envd when its node is on another machine (none: directly). */
+  constructor(
+    private readonly running: () => SandboxRecord[],
+    private readonly logger: Logger,
+    private readonly dialOf: (record: SandboxRecord) => EnvdDial | undefined = () => undefined,
+  ) {}
 
   start(): void {
     this.timer = setInterval(() => void this.sampleAll(), SAMPLE_INTERVAL_MS);
@@ -57,7 +62,7 @@ export class MetricsRecorder {
   private async sample(record: SandboxRecord): Promise<void> {
     if (!record.address) return;
     try {
-      const sample = await readEnvdMetrics(record.address, record.envdAccessToken);
+      const sample = await readEnvdMetrics(record.address, record.envdAccessToken, this.dialOf(record));
       const ring = this.samples.get(record.sandboxId) ?? [];
       ring.push(sample);
       if (ring.length > SAMPLES_KEPT) ring.shift();

@@ -6,7 +6,11 @@ import type { SandboxRegistry } from './sandbox-registry.ts';
 
 export interface ReconcileDeps {
   registry: SandboxRegistry;
+  /** The engine of one node, and the stored records that name that node. */
   runtime: SandboxRuntime;
+  records: SandboxRecord[];
+  /** Containers of these sandbox ids are left alone (creations in flight, the warm pool's). */
+  keep?: (sandboxId: string) => boolean;
   logger: Logger;
   /** A sandbox adopted as running: arm its timer (one that ran out while the platform was down fires at once). */
   adopted(record: SandboxRecord): void;
@@ -14,11 +18,11 @@ export interface ReconcileDeps {
   metrics?: MetricsSink;
 }
 
-/** Brings the store and the engine back in line after a restart (even after SIGKILL). */
-export async function reconcileAfterRestart({ registry, runtime, logger, adopted, metrics }: ReconcileDeps): Promise<void> {
+/** Brings the store and one node's engine back in line after a restart (even after SIGKILL) or the node's return. */
+export async function reconcileAfterRestart({ registry, runtime, records, keep, logger, adopted, metrics }: ReconcileDeps): Promise<void> {
   const containers = new Map((await runtime.listManaged()).map((c) => [c.sandboxId, c]));
   const sandboxImages = await runtime.listSandboxImages();
-  for (const record of await registry.stored()) {
+  for (const record of records) {
     const log = logger.child({ sandboxId: record.sandboxId });
     const container = containers.get(record.sandboxId);
     containers.delete(record.sandboxId);
@@ -57,6 +61,7 @@ export async function reconcileAfterRestart({ registry, runtime, logger, adopted
   }
   for (const orphan of containers.values()) {
     const log = logger.child({ sandboxId: orphan.sandboxId });
+    if (keep?.(orphan.sandboxId)) continue;
     if (orphan.unclaimed) {
       log.debug({ containerId: orphan.containerId }, 'leaving a sandbox container of no known platform alone');
       continue;
@@ -69,7 +74,7 @@ export async function reconcileAfterRestart({ registry, runtime, logger, adopted
     metrics?.orphansRemoved(orphan.pooled ? 'pool_container' : 'container');
   }
   for (const { image, sandboxId } of sandboxImages) {
-    if (registry.get(sandboxId)) continue;
+    if (registry.peek(sandboxId) || keep?.(sandboxId)) continue;
     logger.warn({ image, sandboxId }, 'removing sandbox image without a sandbox record');
     await runtime.removeImage(image);
     metrics?.orphansRemoved('sandbox_image');

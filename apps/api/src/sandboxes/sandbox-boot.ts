@@ -1,5 +1,5 @@
 import type { Logger } from 'pino';
-import { type EnvdInit, type InitialisedEnvd, initEnvd, sameInit, waitForEnvd } from '../envd/envd-client.ts';
+import { type EnvdDial, type EnvdInit, type InitialisedEnvd, initEnvd, sameInit, waitForEnvd } from '../envd/envd-client.ts';
 import { EnvdProcessClient, shellCommand } from '../envd/envd-process-client.ts';
 import { PlatformError } from '../errors.ts';
 import { PhaseClock } from '../observability/phase-clock.ts';
@@ -33,7 +33,7 @@ export function initFor(record: SandboxRecord): EnvdInit {
  * Starts a container for the record from `image`, waits for envd and initialises it. Returns when
  * the sandbox is usable; on any failure the container is removed before the error propagates.
  */
-export async function bootSandbox(runtime: SandboxRuntime, record: SandboxRecord, image: string, logger: Logger, directories: DirectoryMount[] = [], openPassword?: (sealed: string) => string): Promise<BootedSandbox> {
+export async function bootSandbox(runtime: SandboxRuntime, record: SandboxRecord, image: string, logger: Logger, directories: DirectoryMount[] = [], dial?: EnvdDial, openPassword?: (sealed: string) => string): Promise<BootedSandbox> {
   const phases = new PhaseClock();
   const started = await runtime.startContainer({
     sandboxId: record.sandboxId,
@@ -49,11 +49,11 @@ export async function bootSandbox(runtime: SandboxRuntime, record: SandboxRecord
   phases.mark('container');
   try {
     await Promise.all([
-      waitForEnvd(started.address, ENVD_READY_TIMEOUT_MS, async () => (await runtime.inspect(started.containerId)).status === 'running'),
+      waitForEnvd(started.address, ENVD_READY_TIMEOUT_MS, async () => (await runtime.inspect(started.containerId)).status === 'running', dial),
       started.egressApplied,
     ]);
     phases.mark('envd');
-    const envdVersion = await readySandbox(started.address, record, logger);
+    const envdVersion = await readySandbox(started.address, record, logger, undefined, false, dial);
     phases.mark('init');
     logger.debug({ containerId: started.containerId, address: started.address, phasesMs: phases.done() }, 'sandbox container ready');
     return { ...started, envdVersion };
@@ -71,14 +71,14 @@ export async function bootSandbox(runtime: SandboxRuntime, record: SandboxRecord
  * exactly this `/init` while it warmed (a create without env vars of its own) is not told again.
  * Returns envd's version.
  */
-export async function readySandbox(address: string, record: SandboxRecord, logger: Logger, initialised?: InitialisedEnvd, startCommandRunning = false): Promise<string> {
+export async function readySandbox(address: string, record: SandboxRecord, logger: Logger, initialised?: InitialisedEnvd, startCommandRunning = false, dial?: EnvdDial): Promise<string> {
   const init = initFor(record);
   const unchanged = initialised !== undefined && sameInit(initialised.init, init);
   // A start command begun while the container warmed saw the warm-up's environment: only a claim with the
   // same /init may keep it (the lifecycle does not offer such containers to other creates; this is the guard).
   if (startCommandRunning && !unchanged) throw new PlatformError('internal', 'a warm-pool container whose start command already runs was offered to a create with another environment');
-  const envdVersion = unchanged ? initialised.envdVersion : await initEnvd(address, init);
-  if (!startCommandRunning) await runStartCommand(address, record.envdAccessToken, record.defaults, logger);
+  const envdVersion = unchanged ? initialised.envdVersion : await initEnvd(address, init, dial);
+  if (!startCommandRunning) await runStartCommand(address, record.envdAccessToken, record.defaults, logger, dial);
   return envdVersion;
 }
 
@@ -86,10 +86,10 @@ export async function readySandbox(address: string, record: SandboxRecord, logge
  * The template's start command runs in the background in every sandbox (tag `startCmd`, no lifetime
  * limit); when the template has a readyCmd, the sandbox is usable only once it exits 0.
  */
-export async function runStartCommand(address: string, accessToken: string, defaults: SandboxDefaults, logger: Logger): Promise<void> {
+export async function runStartCommand(address: string, accessToken: string, defaults: SandboxDefaults, logger: Logger, dial?: EnvdDial): Promise<void> {
   const { startCmd, readyCmd, user, workdir } = defaults;
   if (!startCmd && !readyCmd) return;
-  const envd = new EnvdProcessClient(address, { accessToken });
+  const envd = new EnvdProcessClient(address, { accessToken, dial });
   const where = { user, ...(workdir ? { cwd: workdir } : {}) };
   if (startCmd) {
     const process = await envd.start(shellCommand(startCmd, { ...where, tag: 'startCmd' }));

@@ -1,7 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import type { Logger } from 'pino';
 import { invalid, PlatformError } from '../errors.ts';
-import type { SandboxRuntime } from '../runtime/sandbox-runtime.ts';
 import { newSandboxId } from './sandbox-identity.ts';
 import type { SandboxLifecycle } from './sandbox-lifecycle.ts';
 import type { SandboxRecord } from './sandbox-record.ts';
@@ -10,7 +9,6 @@ export const MAX_FORKS = 100;
 
 export interface ForkDeps {
   lifecycle: SandboxLifecycle;
-  runtime: SandboxRuntime;
   logger: Logger;
 }
 
@@ -26,21 +24,25 @@ export async function forkSandbox(deps: ForkDeps, sourceId: string, count: numbe
   // The checkpoint is named like a sandbox image, so a crash before it is dropped leaves nothing: restart reconcile removes it.
   const checkpointOwner = `fork${randomBytes(8).toString('hex')}`;
   const { source, checkpoint } = await deps.lifecycle.withSandbox(sourceId, async (record) => {
+    const runtime = deps.lifecycle.nodes.runtime(record.nodeId);
     const image = record.containerId
-      ? await deps.runtime.commitSandbox(record.containerId, checkpointOwner)
-      : await deps.runtime.claimSandboxImage(record.pausedImage!, checkpointOwner);
+      ? await runtime.commitSandbox(record.containerId, checkpointOwner)
+      : await runtime.claimSandboxImage(record.pausedImage!, checkpointOwner);
     return { source: { ...record }, checkpoint: image };
   });
+  // The checkpoint is an image on the source's node: the forks start there.
+  const runtime = deps.lifecycle.nodes.runtime(source.nodeId);
   const release = deps.lifecycle.registry.reserveSlots(count);
   try {
     return await Promise.all(
       Array.from({ length: count }, async (): Promise<ForkResult> => {
         const sandboxId = newSandboxId();
         try {
-          const image = await deps.runtime.claimSandboxImage(checkpoint, sandboxId);
+          const image = await runtime.claimSandboxImage(checkpoint, sandboxId);
           const record = await deps.lifecycle.launch(
             {
               sandboxId,
+              nodeId: source.nodeId,
               image,
               from: source,
               settings: {
@@ -62,7 +64,7 @@ export async function forkSandbox(deps: ForkDeps, sourceId: string, count: numbe
           );
           return { ok: true, record };
         } catch (error) {
-          await deps.runtime.removeSandboxImage(sandboxId).catch(() => undefined);
+          await runtime.removeSandboxImage(sandboxId).catch(() => undefined);
           deps.logger.warn({ sandboxId, sourceId, err: error }, 'fork failed');
           return { ok: false, error: error instanceof PlatformError ? error : new PlatformError('internal', error instanceof Error ? error.message : String(error)) };
         }
@@ -70,6 +72,6 @@ export async function forkSandbox(deps: ForkDeps, sourceId: string, count: numbe
     );
   } finally {
     release();
-    await deps.runtime.removeSandboxImage(checkpointOwner).catch(() => undefined);
+    await runtime.removeSandboxImage(checkpointOwner).catch(() => undefined);
   }
 }

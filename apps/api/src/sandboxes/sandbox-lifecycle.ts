@@ -1,41 +1,32 @@
 import type { Logger } from 'pino';
-import { initEnvd } from '../envd/envd-client.ts';
 import { conflict, invalid, PlatformError, sandboxNotFound } from '../errors.ts';
 import type { RoutableSandbox, SandboxDirectory } from '../proxy/sandbox-directory.ts';
 import type { DirectoryMount, SandboxRuntime } from '../runtime/sandbox-runtime.ts';
+import type { NodeSet } from '../nodes/node-set.ts';
+import { startOnPlacedNode } from '../nodes/placed-start.ts';
 import type { ResolvedTemplate } from '../templates/template-model.ts';
+import { initEnvd } from '../envd/envd-client.ts';
 import { bootSandbox, initFor } from './sandbox-boot.ts';
-import { envdAccessToken, newSandboxId, trafficAccessToken } from './sandbox-identity.ts';
+import { newSandboxId } from './sandbox-identity.ts';
 import { MetricsRecorder } from './metrics-recorder.ts';
 import { type MetricsSink, noMetrics, type SandboxOperation, timed } from '../observability/metrics-sink.ts';
 import { type EgressTrustSource, hasTransforms, installEgressCa } from './egress-trust.ts';
 import { egressPolicy, egressUpdate, type NetworkUpdate } from './network-rules.ts';
-import type { SandboxNetwork, SandboxRecord } from './sandbox-record.ts';
+import type { SandboxRecord } from './sandbox-record.ts';
 import { SandboxRegistry } from './sandbox-registry.ts';
 import type { EgressProxyGate } from './egress-proxy-gate.ts';
 import { type EgressProxyRequest, parseEgressProxy } from './egress-proxy-settings.ts';
 import type { SandboxStore } from './sandbox-store.ts';
 import { SandboxTimers } from './sandbox-timers.ts';
 import { reconcileAfterRestart } from './restart-reconcile.ts';
+import { type LaunchPlan, newSandboxRecord, type SandboxSettings } from './sandbox-launch.ts';
+import { type PauseResumeContext, pauseSandbox, resumeSandbox } from './sandbox-pause-resume.ts';
 import { type SandboxVolumeMount, volumeMountsProblem } from './volume-mounts.ts';
 import { claimPooled } from './pool-claim.ts';
 import { poolKey } from './pool-settings.ts';
 import type { PooledContainer, WarmPool } from './warm-pool.ts';
 
-/** How a sandbox is configured, whatever it starts from (a template, a fork checkpoint). */
-export interface SandboxSettings {
-  /** The owning team (the creating key's; a fork's source's). */
-  teamId: string;
-  timeoutSeconds: number;
-  autoPause: boolean;
-  autoPauseMemory: boolean;
-  autoResume: boolean;
-  metadata: Record<string, string>;
-  envVars: Record<string, string>;
-  network: SandboxNetwork;
-  allowInternetAccess: boolean | null;
-  volumeMounts: SandboxVolumeMount[];
-}
+export type { LaunchPlan, SandboxSettings };
 
 export interface CreateSandboxInput extends Omit<SandboxSettings, 'volumeMounts'> {
   templateRef: string;
@@ -65,7 +56,8 @@ export interface TemplateSource {
 export interface LifecycleDeps {
   store: SandboxStore;
   templates: TemplateSource;
-  runtime: SandboxRuntime;
+  /** The nodes sandboxes run on; every engine call for a sandbox goes to its node's runtime. */
+  nodes: NodeSet;
   tokenSeed: string;
   maxSandboxes: number;
   /** Timeout of a sandbox resumed without one and without a usable timeout of its own. */
@@ -75,7 +67,7 @@ export interface LifecycleDeps {
   volumes?: VolumeSource;
   /** Prometheus: operation durations and orphan cleanups (none: not reported). */
   platformMetrics?: MetricsSink;
-  /** Ready containers creates are served from first (warm-pool.ts); none = every create starts cold. */
+  /** Ready containers creates are served from first (warm-pool.ts; on the embedded node); none = every create starts cold. */
   pool?: WarmPool;
   /** Per-sandbox egress CAs for network.rules transforms over HTTPS (none: sandboxes are given no CA). */
   egressTrust?: EgressTrustSource;
@@ -83,16 +75,11 @@ export interface LifecycleDeps {
   egressProxies?: EgressProxyGate;
 }
 
-/** Everything `launch` needs: what to run and how the sandbox is configured. */
-export interface LaunchPlan {
-  sandboxId?: string;
-  image: string;
-  from: Pick<SandboxRecord, 'templateId' | 'buildId' | 'alias' | 'cpuCount' | 'memoryMB' | 'diskSizeMB' | 'envdVersion' | 'defaults'>;
-  settings: SandboxSettings;
-  event: string;
-  /** A warm-pool container to claim instead of starting one (its sandbox id is `sandboxId`). */
-  pooled?: PooledContainer;
-}
+const transformsUnavailable = (): PlatformError =>
+  new PlatformError(
+    'invalid',
+    'network.rules cannot be applied here: header transforms need the egress proxy, which runs only when the platform runs on the Docker host with its isolation rules installed',
+  );
 
 const nowIso = (): string => new Date().toISOString();
 const inSeconds = (seconds: number): string => new Date(Date.now() + seconds * 1000).toISOString();
@@ -108,10 +95,24 @@ export class SandboxLifecycle implements SandboxDirectory {
   /** Creations in flight by sandbox id: their containers exist before their records do. */
   private readonly creating = new Map<string, Promise<SandboxRecord>>();
 
+  /** What the pause and resume transitions (sandbox-pause-resume.ts) work with. */
+  private readonly transitions: PauseResumeContext;
+
   constructor(private readonly deps: LifecycleDeps) {
-    this.registry = new SandboxRegistry(deps.store, deps.maxSandboxes);
+    this.registry = new SandboxRegistry(deps.store, deps.maxSandboxes, (record) => deps.nodes.lostReason(record, record.sandboxId));
     this.timers = new SandboxTimers((id) => this.expire(id));
-    this.metrics = new MetricsRecorder(() => this.registry.running(), deps.logger);
+    this.transitions = {
+      registry: this.registry,
+      nodes: deps.nodes,
+      timers: this.timers,
+      logger: deps.logger,
+      defaultTimeoutSeconds: deps.defaultTimeoutSeconds,
+      reserveSlot: () => this.reserveSlot(),
+      directoriesOf: (record) => this.directoriesOf(record),
+      openProxyPassword: this.openProxyPassword,
+      trustEgressCa: (record) => this.trustEgressCa(record),
+    };
+    this.metrics = new MetricsRecorder(() => this.registry.running(), deps.logger, (record) => deps.nodes.dialOf(record.nodeId));
   }
 
   /** Reports to the platform's metrics how long `operation` took and whether it failed. */
@@ -125,19 +126,38 @@ export class SandboxLifecycle implements SandboxDirectory {
     return this.creating.size;
   }
 
-  /** Adopts what survived a restart, then starts the timers and the metrics sampler. */
-  async start(): Promise<void> {
-    await reconcileAfterRestart({ registry: this.registry, runtime: this.deps.runtime, logger: this.deps.logger, adopted: (r) => this.timers.arm(r), metrics: this.deps.platformMetrics });
-    this.timers.startSweep(() => this.registry.running());
-    this.metrics.start();
-    await this.reapplyEgress();
+  /** The nodes sandboxes run on. */
+  get nodes(): NodeSet {
+    return this.deps.nodes;
   }
 
-  /** Egress rules live in the records: after a restart they are put in force again (replacing what the host kept). */
-  private async reapplyEgress(): Promise<void> {
-    for (const record of this.registry.list()) {
-      if (!record.address || !record.containerId) continue;
-      await this.deps.runtime.applyEgress?.(record.sandboxId, record.address, egressPolicy(record.network, this.openProxyPassword)).catch((error: unknown) => this.log(record.sandboxId).error({ err: error }, 'egress rules not re-applied'));
+  /** The engine of the sandbox's node. */
+  private runtimeOf(record: SandboxRecord): SandboxRuntime {
+    return this.deps.nodes.runtime(record.nodeId);
+  }
+
+  /** Adopts what survived a restart on every node, then starts the timers and the metrics sampler. */
+  async start(): Promise<void> {
+    const records = await this.registry.stored();
+    for (const node of this.deps.nodes.all()) await this.reconcileNode(node.nodeId, records);
+    this.timers.startSweep(() => this.registry.running());
+    this.metrics.start();
+  }
+
+  /**
+   * Makes one node's containers and the records naming it agree (after a restart, or when a lost node returns):
+   * adopts what it still runs that records name, removes what the platform forgot, and puts egress rules in force again.
+   */
+  async reconcileNode(nodeId: string, stored?: SandboxRecord[]): Promise<void> {
+    const records = (stored ?? (await this.registry.stored())).filter((r) => r.nodeId === nodeId && !this.creating.has(r.sandboxId));
+    const runtime = this.deps.nodes.runtime(nodeId);
+    await reconcileAfterRestart({ registry: this.registry, runtime, records, logger: this.deps.logger.child({ nodeId }), adopted: (r) => this.timers.arm(r), metrics: this.deps.platformMetrics, keep: (id) => this.creating.has(id) || Boolean(this.deps.pool?.owns(id)) });
+    // Egress rules live in the records: they are put in force again (replacing what the host kept).
+    for (const record of this.registry.all()) {
+      if (record.nodeId !== nodeId || !record.address || !record.containerId) continue;
+      await Promise.resolve()
+        .then(() => runtime.applyEgress?.(record.sandboxId, record.address!, egressPolicy(record.network, this.openProxyPassword)))
+        .catch((error: unknown) => this.log(record.sandboxId).error({ err: error, nodeId }, 'egress rules not re-applied'));
     }
   }
 
@@ -148,14 +168,15 @@ export class SandboxLifecycle implements SandboxDirectory {
     const proxy = request ? await this.admitEgressProxy(request) : undefined;
     return this.withSandbox(id, async (record) => {
       const network = egressUpdate(record.network, update, proxy);
-      if (hasTransforms(network)) await this.requireEgressTransforms();
+      const runtime = this.runtimeOf(record);
+      if (hasTransforms(network)) await this.requireEgressTransforms(runtime);
       const newlyTransformed = hasTransforms(network) && !hasTransforms(record.network);
       if (newlyTransformed && record.state === 'running' && record.address) {
         // The sandbox trusts its CA (and new processes are pointed at it) before any connection is terminated.
         await this.trustEgressCa({ ...record, network });
-        await initEnvd(record.address, initFor({ ...record, network }));
+        await initEnvd(record.address, initFor({ ...record, network }), this.deps.nodes.dialOf(record.nodeId));
       }
-      if (record.address && record.containerId) await this.deps.runtime.applyEgress?.(record.sandboxId, record.address, egressPolicy(network, this.openProxyPassword));
+      if (record.address && record.containerId) await runtime.applyEgress?.(record.sandboxId, record.address, egressPolicy(network, this.openProxyPassword));
       record.network = network;
       record.allowInternetAccess = update.allow_internet_access ?? null;
       await this.registry.persist(record, 'sandbox network updated');
@@ -163,19 +184,30 @@ export class SandboxLifecycle implements SandboxDirectory {
     });
   }
 
-  /** network.rules are refused (400) where they would not be applied, never accepted and ignored. */
-  private async requireEgressTransforms(): Promise<void> {
-    if (this.deps.egressTrust && (await this.deps.runtime.egressTransformsAvailable?.())) return;
-    throw new PlatformError(
-      'invalid',
-      'network.rules cannot be applied here: header transforms need the egress proxy, which runs only when the platform runs on the Docker host with its isolation rules installed',
-    );
+  /** network.rules are refused (400) where they would not be applied (on the sandbox's node), never accepted and ignored. */
+  private async requireEgressTransforms(runtime: SandboxRuntime): Promise<void> {
+    if (this.deps.egressTrust && (await runtime.egressTransformsAvailable?.())) return;
+    throw transformsUnavailable();
+  }
+
+  /** At least one node applies network.rules (the create is placed, and its node asked again, before it starts). */
+  private async requireEgressTransformsSomewhere(): Promise<void> {
+    if (!this.deps.egressTrust) throw transformsUnavailable();
+    const available = await Promise.all(this.deps.nodes.all().map((node) => Promise.resolve(node.runtime.egressTransformsAvailable?.()).catch(() => false)));
+    if (!available.some(Boolean)) throw transformsUnavailable();
+  }
+
+  /** A warm-pool container (on the embedded node) becomes the record's sandbox. */
+  private async claimOnEmbedded(record: SandboxRecord, pooled: PooledContainer, log: Logger) {
+    const runtime = this.deps.nodes.runtime(this.deps.nodes.embeddedId);
+    if (hasTransforms(record.network)) await this.requireEgressTransforms(runtime);
+    return claimPooled(runtime, record, pooled, log, this.openProxyPassword);
   }
 
   /** A running sandbox with transforms trusts its own egress CA (idempotent: resumes and retries run it again). */
   private async trustEgressCa(record: SandboxRecord): Promise<void> {
     if (!this.deps.egressTrust || !hasTransforms(record.network) || !record.address) return;
-    await installEgressCa(record.address, record.envdAccessToken, await this.deps.egressTrust.caCertificate(record.sandboxId));
+    await installEgressCa(record.address, record.envdAccessToken, await this.deps.egressTrust.caCertificate(record.sandboxId), this.deps.nodes.dialOf(record.nodeId));
     this.log(record.sandboxId).debug('sandbox egress CA certificate installed');
   }
 
@@ -205,9 +237,7 @@ export class SandboxLifecycle implements SandboxDirectory {
 
   /** The team's sandbox; another team's answers exactly as a missing one (the same error, the same message). */
   requireOwned(id: string, teamId: string): SandboxRecord {
-    const record = this.registry.get(id);
-    if (!record || record.teamId !== teamId) throw sandboxNotFound(id);
-    return record;
+    return this.registry.require(id, teamId);
   }
 
   /** The team's sandboxes (running and paused). */
@@ -219,9 +249,10 @@ export class SandboxLifecycle implements SandboxDirectory {
     return this.registry.list();
   }
 
-  /** Sandboxes (running or paused) that mount the volume; creations in flight hold their volumes themselves. */
+  /** Sandboxes (running or paused, on a lost node too) that mount the volume; creations in flight hold their volumes themselves. */
   usingVolume(volumeID: string): string[] {
-    return this.list()
+    return this.registry
+      .all()
       .filter((r) => r.volumeMounts.some((m) => m.volumeID === volumeID))
       .map((r) => r.sandboxId);
   }
@@ -244,9 +275,9 @@ export class SandboxLifecycle implements SandboxDirectory {
     return requested.map((m, i) => ({ name: volumes[i].name, volumeID: volumes[i].volumeID, path: m.path }));
   }
 
-  /** Sandboxes (running or paused) started from any of these builds. */
+  /** Sandboxes (running or paused, on a lost node too) started from any of these builds. */
   usingBuilds(buildIds: Set<string>): SandboxRecord[] {
-    return this.list().filter((r) => buildIds.has(r.buildId));
+    return this.registry.all().filter((r) => buildIds.has(r.buildId));
   }
 
   private log(id: string): Logger {
@@ -263,7 +294,8 @@ export class SandboxLifecycle implements SandboxDirectory {
   }
 
   private async createNow(input: CreateSandboxInput): Promise<SandboxRecord> {
-    if (hasTransforms(input.network)) await this.requireEgressTransforms();
+    // Refused before anything is made when no node could apply them; the placed node is asked again before it starts one.
+    if (hasTransforms(input.network)) await this.requireEgressTransformsSomewhere();
     const { egressProxy, ...settings } = input;
     const network = egressProxy ? { ...input.network, egressProxy: await this.admitEgressProxy(egressProxy) } : input.network;
     const { template, build } = await this.deps.templates.resolve(input.templateRef, input.teamId);
@@ -375,46 +407,36 @@ export class SandboxLifecycle implements SandboxDirectory {
     try {
       const sandboxId = plan.sandboxId ?? newSandboxId();
       const { settings, from } = plan;
-      const record: SandboxRecord = {
-        sandboxId,
-        teamId: settings.teamId,
-        templateId: from.templateId,
-        buildId: from.buildId,
-        alias: from.alias,
-        cpuCount: from.cpuCount,
-        memoryMB: from.memoryMB,
-        diskSizeMB: from.diskSizeMB,
-        envdVersion: from.envdVersion,
-        defaults: from.defaults,
-        state: 'running',
-        containerId: null,
-        address: null,
-        pausedImage: null,
-        startedAt: nowIso(),
-        endAt: inSeconds(settings.timeoutSeconds),
-        timeoutSeconds: settings.timeoutSeconds,
-        pausedAt: null,
-        envdAccessToken: envdAccessToken(this.deps.tokenSeed, sandboxId),
-        trafficAccessToken: settings.network.allowPublicTraffic === false ? trafficAccessToken(this.deps.tokenSeed, sandboxId) : null,
-        metadata: settings.metadata,
-        envVars: settings.envVars,
-        network: settings.network,
-        allowInternetAccess: settings.allowInternetAccess,
-        autoPause: settings.autoPause,
-        autoPauseMemory: settings.autoPauseMemory,
-        autoResume: settings.autoResume,
-        volumeMounts: settings.volumeMounts,
-      };
-      const booted = plan.pooled
-        ? await claimPooled(this.deps.runtime, record, plan.pooled, this.log(sandboxId), this.openProxyPassword)
-        : await bootSandbox(this.deps.runtime, record, plan.image, this.log(sandboxId), this.directoriesOf(record), this.openProxyPassword);
+      const record = newSandboxRecord(plan, sandboxId, this.deps.tokenSeed, plan.nodeId ?? this.deps.nodes.embeddedId);
+      const log = this.log(sandboxId);
+      const embedded = this.deps.nodes.embeddedId;
+      const { result: booted, nodeId } = plan.pooled
+        ? { result: await this.claimOnEmbedded(record, plan.pooled, log), nodeId: embedded }
+        : await startOnPlacedNode(
+            this.deps.nodes,
+            () => this.registry.all(),
+            {
+              cpuCount: record.cpuCount,
+              memoryMB: record.memoryMB,
+              image: plan.image,
+              poolKey: poolKey(from),
+              // Volumes live on the embedded node's disk; a fork's checkpoint on its source's node.
+              requiredNode: plan.nodeId ?? (settings.volumeMounts.length > 0 ? embedded : undefined),
+            },
+            async (node) => {
+              if (hasTransforms(settings.network)) await this.requireEgressTransforms(node.runtime);
+              return bootSandbox(node.runtime, { ...record, nodeId: node.nodeId }, plan.image, log.child({ nodeId: node.nodeId }), this.directoriesOf(record), this.deps.nodes.dialOf(node.nodeId), this.openProxyPassword);
+            },
+            log,
+          );
+      record.nodeId = nodeId;
       record.containerId = booted.containerId;
       record.address = booted.address;
       record.envdVersion = booted.envdVersion;
       try {
         await this.trustEgressCa(record);
       } catch (error) {
-        await this.deps.runtime.remove(booted.containerId);
+        await this.runtimeOf(record).remove(booted.containerId);
         this.deps.egressTrust?.forget(sandboxId);
         throw error;
       }
@@ -424,11 +446,11 @@ export class SandboxLifecycle implements SandboxDirectory {
       try {
         await this.registry.persist(record, plan.event);
       } catch (error) {
-        await this.deps.runtime.remove(booted.containerId);
+        await this.runtimeOf(record).remove(booted.containerId);
         throw error;
       }
       this.timers.arm(record);
-      this.log(sandboxId).info({ templateId: record.templateId, buildId: record.buildId, containerId: record.containerId, warmPool: Boolean(plan.pooled) }, plan.pooled ? 'sandbox created (claimed from the warm pool)' : 'sandbox created');
+      this.log(sandboxId).info({ templateId: record.templateId, buildId: record.buildId, containerId: record.containerId, nodeId: record.nodeId, warmPool: Boolean(plan.pooled) }, plan.pooled ? 'sandbox created (claimed from the warm pool)' : 'sandbox created');
       return record;
     } finally {
       release(1);
@@ -456,7 +478,7 @@ export class SandboxLifecycle implements SandboxDirectory {
     return this.registry.serial(id, async () => {
       const record = this.registry.get(id);
       if (!record || record.containerId !== containerId) return false;
-      const { status } = await this.deps.runtime.inspect(containerId);
+      const { status } = await this.runtimeOf(record).inspect(containerId);
       if (status === 'running' || status === 'paused') return false;
       await this.registry.recordEvent(id, reason, 'error');
       this.log(id).warn({ containerId, reason, state: record.state }, 'sandbox container is gone; removing the sandbox');
@@ -467,8 +489,9 @@ export class SandboxLifecycle implements SandboxDirectory {
 
   private async destroy(record: SandboxRecord): Promise<void> {
     this.timers.clear(record.sandboxId);
-    if (record.containerId) await this.deps.runtime.remove(record.containerId);
-    await this.deps.runtime.removeSandboxImage(record.sandboxId);
+    const runtime = this.runtimeOf(record);
+    if (record.containerId) await runtime.remove(record.containerId);
+    await runtime.removeSandboxImage(record.sandboxId);
     await this.registry.forget(record.sandboxId);
     this.deps.egressTrust?.forget(record.sandboxId);
     this.metrics.forget(record.sandboxId);
@@ -510,26 +533,8 @@ export class SandboxLifecycle implements SandboxDirectory {
     });
   }
 
-  private async pauseNow(record: SandboxRecord, keepMemory: boolean): Promise<void> {
-    this.timers.clear(record.sandboxId);
-    const containerId = record.containerId!;
-    if (keepMemory) {
-      await this.deps.runtime.pause(containerId);
-      record.state = 'paused';
-      record.pausedAt = nowIso();
-      await this.registry.persist(record, 'sandbox paused');
-    } else {
-      // Record the image before the container goes, so a crash in between leaves a resumable sandbox.
-      record.pausedImage = await this.deps.runtime.commitSandbox(containerId, record.sandboxId);
-      record.state = 'paused';
-      record.pausedAt = nowIso();
-      await this.registry.persist(record);
-      await this.deps.runtime.remove(containerId);
-      record.containerId = null;
-      record.address = null;
-      await this.registry.persist(record, 'sandbox paused (filesystem only)');
-    }
-    this.log(record.sandboxId).info({ keepMemory }, 'sandbox paused');
+  private pauseNow(record: SandboxRecord, keepMemory: boolean): Promise<void> {
+    return pauseSandbox(this.transitions, record, keepMemory);
   }
 
   /** `POST /resume`: 409 when running. Without a timeout the sandbox gets its own (create/last set) timeout again. */
@@ -550,41 +555,8 @@ export class SandboxLifecycle implements SandboxDirectory {
     });
   }
 
-  private async resumeNow(record: SandboxRecord, requestedTimeout: number | undefined): Promise<SandboxRecord> {
-    const own = record.timeoutSeconds > 0 ? record.timeoutSeconds : this.deps.defaultTimeoutSeconds;
-    const timeoutSeconds = requestedTimeout !== undefined && requestedTimeout > 0 ? requestedTimeout : own;
-    if (record.pausedImage) {
-      const release = this.reserveSlot();
-      try {
-        // The token stays the same across a cold boot, as in the reference: an SDK object's own connect()
-        // keeps the token it has, so a rotated one would lock it out of its sandbox.
-        const booted = await bootSandbox(this.deps.runtime, record, record.pausedImage, this.log(record.sandboxId), this.directoriesOf(record), this.openProxyPassword);
-        record.containerId = booted.containerId;
-        record.address = booted.address;
-        record.envdVersion = booted.envdVersion;
-      } finally {
-        release();
-      }
-      // The image stays (tagged) under the new container until the sandbox is killed or paused again.
-      record.pausedImage = null;
-    } else {
-      // A resume that failed half-way (thawed, /init failed) may be retried: only thaw what is frozen.
-      const { status } = await this.deps.runtime.inspect(record.containerId!);
-      if (status === 'paused') await this.deps.runtime.unpause(record.containerId!);
-      else if (status !== 'running') throw new PlatformError('internal', `Sandbox "${record.sandboxId}" cannot be resumed: its container is ${status}`);
-      await initEnvd(record.address!, initFor(record));
-    }
-    await this.trustEgressCa(record);
-    // Paused time does not count: a fresh window starts now.
-    record.state = 'running';
-    record.pausedAt = null;
-    record.startedAt = nowIso();
-    record.timeoutSeconds = timeoutSeconds;
-    record.endAt = inSeconds(timeoutSeconds);
-    await this.registry.persist(record, 'sandbox resumed');
-    this.timers.arm(record);
-    this.log(record.sandboxId).info('sandbox resumed');
-    return record;
+  private resumeNow(record: SandboxRecord, requestedTimeout: number | undefined): Promise<SandboxRecord> {
+    return resumeSandbox(this.transitions, record, requestedTimeout);
   }
 
   /** Timer callback: the sandbox ran out of time. */
@@ -629,23 +601,33 @@ export class SandboxLifecycle implements SandboxDirectory {
 
   find(sandboxId: string): RoutableSandbox | undefined {
     const record = this.registry.get(sandboxId);
-    return record ? routable(record) : undefined;
+    return record ? this.routable(record) : undefined;
+  }
+
+  unavailableReason(sandboxId: string): string | undefined {
+    return this.registry.unavailableReason(sandboxId);
   }
 
   *running(): Iterable<RoutableSandbox> {
-    for (const record of this.registry.running()) yield routable(record);
+    for (const record of this.registry.running()) yield this.routable(record);
+  }
+
+  /** Routing facts; streams of a node on another machine are opened through its dial. */
+  private routable(record: SandboxRecord): RoutableSandbox {
+    return routable(record, this.deps.nodes.dialOf(record.nodeId));
   }
 
   async resumeForTraffic(sandboxId: string): Promise<RoutableSandbox> {
     const record = this.registry.require(sandboxId);
-    if (record.state === 'running') return routable(record);
+    if (record.state === 'running') return this.routable(record);
     const { record: resumed } = await this.connect(sandboxId, undefined);
-    return routable(resumed);
+    return this.routable(resumed);
   }
 }
 
-function routable(record: SandboxRecord): RoutableSandbox {
+function routable(record: SandboxRecord, dial: RoutableSandbox['dial']): RoutableSandbox {
   return {
+    dial,
     sandboxId: record.sandboxId,
     state: record.state,
     address: record.address ?? undefined,

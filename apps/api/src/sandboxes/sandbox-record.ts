@@ -52,4 +52,6 @@ export interface SandboxRecord {
   autoResume: boolean;
   /** Volumes bound into the sandbox, mounted again whenever its container is (re)created. */
   volumeMounts: SandboxVolumeMount[];
+  /** The node whose engine holds the sandbox's container and images (answered as `clientID`). */
+  nodeId: string;
 }

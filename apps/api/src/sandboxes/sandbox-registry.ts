@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { PlatformError, sandboxNotFound } from '../errors.ts';
+import { notFound, PlatformError, sandboxNotFound } from '../errors.ts';
 import type { SandboxRecord } from './sandbox-record.ts';
 import type { SandboxStore } from './sandbox-store.ts';
 
@@ -18,20 +18,53 @@ export class SandboxRegistry {
   /** Creations in flight: they count against the concurrency limit before they exist. */
   private reserved = 0;
 
-  constructor(private readonly store: SandboxStore, private readonly maxSandboxes: number) {}
+  /**
+   * `unavailable` says why a record cannot be used now (its node was lost), or undefined: the one place that decides
+   * which sandboxes answer 404 although their records are kept (they are back when their node is).
+   */
+  constructor(
+    private readonly store: SandboxStore,
+    private readonly maxSandboxes: number,
+    private readonly unavailable: (record: SandboxRecord) => string | undefined = () => undefined,
+  ) {}
 
+  /** The record, unless it is unavailable (its node was lost). */
   get(id: string): SandboxRecord | undefined {
-    return this.records.get(id);
+    const record = this.records.get(id);
+    return record && !this.unavailable(record) ? record : undefined;
   }
 
-  require(id: string): SandboxRecord {
+  /**
+   * The record, or 404: "doesn't exist" (also for another team's sandbox when `teamId` is given: the same error,
+   * the same message), or why it cannot be reached (its node was lost).
+   */
+  require(id: string, teamId?: string): SandboxRecord {
     const record = this.records.get(id);
-    if (!record) throw sandboxNotFound(id);
+    if (!record || (teamId !== undefined && record.teamId !== teamId)) throw sandboxNotFound(id);
+    const reason = this.unavailable(record);
+    if (reason) throw notFound(reason);
     return record;
   }
 
+  /** Why the sandbox cannot be reached although it exists (its node was lost), or undefined. */
+  unavailableReason(id: string): string | undefined {
+    const record = this.records.get(id);
+    return record && this.unavailable(record);
+  }
+
+  /** Available records (those of lost nodes left out). */
   list(): SandboxRecord[] {
+    return [...this.records.values()].filter((r) => !this.unavailable(r));
+  }
+
+  /** Every record held, those of lost nodes included. */
+  all(): SandboxRecord[] {
     return [...this.records.values()];
+  }
+
+  /** The record whether or not it is available. */
+  peek(id: string): SandboxRecord | undefined {
+    return this.records.get(id);
   }
 
   running(): SandboxRecord[] {

@@ -11,7 +11,6 @@ const SNAPSHOT_REPOSITORY = 'tidepool/snapshot';
 
 export interface SnapshotDeps {
   lifecycle: SandboxLifecycle;
-  runtime: SandboxRuntime;
   catalog: TemplateCatalog;
   logger: Logger;
   /** Prometheus: snapshot durations (none: not reported). */
@@ -41,7 +40,9 @@ function snapshotNow(deps: SnapshotDeps, sandboxId: string, name: string | undef
   return deps.lifecycle.withSandbox(sandboxId, async (record) => {
     const started = Date.now();
     const image = `${SNAPSHOT_REPOSITORY}:${randomBytes(10).toString('hex')}`;
-    await captureFilesystem(deps.runtime, record, image);
+    // The image is made on the sandbox's node (templates from snapshots start where it is; images do not move yet).
+    const runtime = deps.lifecycle.nodes.runtime(record.nodeId);
+    await captureFilesystem(runtime, record, image);
     try {
       const info = await deps.catalog.registerSnapshot({
         teamId: record.teamId,
@@ -58,7 +59,7 @@ function snapshotNow(deps: SnapshotDeps, sandboxId: string, name: string | undef
       deps.logger.info({ sandboxId: record.sandboxId, snapshotId: info.snapshotID, image, ms: Date.now() - started }, 'snapshot taken');
       return info;
     } catch (error) {
-      await deps.runtime.removeImage(image);
+      await runtime.removeImage(image);
       throw error;
     }
   });

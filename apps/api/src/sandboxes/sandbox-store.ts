@@ -30,6 +30,7 @@ interface Row {
   auto_pause_memory: number;
   auto_resume: number;
   volume_mounts: string;
+  node_id: string | null;
 }
 
 function fromRow(row: Row): SandboxRecord {
@@ -62,6 +63,7 @@ function fromRow(row: Row): SandboxRecord {
     autoPauseMemory: row.auto_pause_memory === 1,
     autoResume: row.auto_resume === 1,
     volumeMounts: JSON.parse(row.volume_mounts) as SandboxRecord['volumeMounts'],
+    nodeId: row.node_id ?? '',
   };
 }
 
@@ -95,6 +97,7 @@ function toRow(record: SandboxRecord): Row {
     auto_pause_memory: record.autoPauseMemory ? 1 : 0,
     auto_resume: record.autoResume ? 1 : 0,
     volume_mounts: JSON.stringify(record.volumeMounts),
+    node_id: record.nodeId,
   };
 }
 
@@ -110,6 +113,11 @@ export class SandboxStore {
   async save(record: SandboxRecord): Promise<void> {
     const row = toRow(record) as unknown as Record<string, string | number | null>;
     await this.sql.run(UPSERT, COLUMNS.map((c) => row[c] ?? null));
+  }
+
+  /** Rows made before sandboxes had nodes belong to the embedded node `nodeId`; resolves with how many were given it. */
+  assignUnplaced(nodeId: string): Promise<number> {
+    return this.sql.run('UPDATE sandboxes SET node_id = ? WHERE node_id IS NULL', [nodeId]);
   }
 
   /** Forgets a sandbox and its log lines (a killed sandbox answers 404 everywhere, its logs included). */

@@ -1,8 +1,7 @@
 import type { SandboxRecord } from './sandbox-record.ts';
 import { egressProxyView } from './egress-proxy-settings.ts';
 
-/** The deprecated `clientID`, constant as in the reference platform. */
-export const CLIENT_ID = '6532622b';
+/** The deprecated `clientID`: the node the sandbox runs on (the reference answers its orchestrator node there too). */
 
 /**
  * `Sandbox`: the answer of create, connect and resume. `domain` is where the SDK finds the sandbox's hosts
@@ -13,7 +12,7 @@ export function sandboxView(record: SandboxRecord, domain: string | null = null)
     templateID: record.templateId,
     sandboxID: record.sandboxId,
     alias: record.alias ?? undefined,
-    clientID: CLIENT_ID,
+    clientID: record.nodeId,
     envdVersion: record.envdVersion,
     envdAccessToken: record.envdAccessToken,
     trafficAccessToken: record.trafficAccessToken,
@@ -27,7 +26,7 @@ export function listedSandboxView(record: SandboxRecord) {
     templateID: record.templateId,
     alias: record.alias ?? undefined,
     sandboxID: record.sandboxId,
-    clientID: CLIENT_ID,
+    clientID: record.nodeId,
     startedAt: record.startedAt,
     endAt: record.state === 'paused' && record.pausedAt ? record.pausedAt : record.endAt,
     cpuCount: record.cpuCount,

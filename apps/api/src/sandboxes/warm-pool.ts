@@ -142,6 +142,13 @@ export class WarmPool {
     this.count(pooled.key).fallbacks += 1;
   }
 
+  /** Ready containers per pool key (what the node reports to placement). */
+  readyByKey(): Record<string, number> {
+    const counts: Record<string, number> = {};
+    for (const [key, list] of this.ready) if (list.length > 0) counts[key] = list.length;
+    return counts;
+  }
+
   /** True while the container of this sandbox id is the pool's (warming or ready). */
   owns(sandboxId: string): boolean {
     if (this.warming.has(sandboxId)) return true;

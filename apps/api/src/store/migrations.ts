@@ -105,6 +105,10 @@ const SQLITE: string[] = [
      SELECT secret_id, (SELECT value FROM settings WHERE key = 'default_team_id'), name, version, sealed, metadata, created_at, updated_at FROM secrets;
    DROP TABLE secrets;
    ALTER TABLE secrets_v6 RENAME TO secrets;`,
+  `CREATE TABLE nodes (
+     node_id TEXT PRIMARY KEY, url TEXT NOT NULL, version TEXT NOT NULL, capacity TEXT NOT NULL,
+     status TEXT NOT NULL, last_heartbeat INTEGER NOT NULL, registered_at TEXT NOT NULL);
+   ALTER TABLE sandboxes ADD COLUMN node_id TEXT;`,
 ];
 
 const POSTGRES: string[] = [
@@ -194,6 +198,10 @@ const POSTGRES: string[] = [
    ALTER TABLE secrets ALTER COLUMN team_id SET NOT NULL;
    ALTER TABLE secrets DROP CONSTRAINT secrets_name_key;
    ALTER TABLE secrets ADD CONSTRAINT secrets_team_name_key UNIQUE (team_id, name);`,
+  `CREATE TABLE nodes (
+     node_id TEXT PRIMARY KEY, url TEXT NOT NULL, version TEXT NOT NULL, capacity TEXT NOT NULL,
+     status TEXT NOT NULL, last_heartbeat BIGINT NOT NULL, registered_at TEXT NOT NULL);
+   ALTER TABLE sandboxes ADD COLUMN node_id TEXT;`,
 ];
 
 if (SQLITE.length !== POSTGRES.length) throw new Error('store: every migration needs a SQLite and a PostgreSQL text');

@@ -89,6 +89,8 @@ export interface PostgresOptions {
   logger: Logger;
   /** Connections in the pool (default 10). */
   maxConnections?: number;
+  /** How the connections show in pg_stat_activity (default `tidepool-api`). */
+  applicationName?: string;
 }
 
 /**
@@ -112,7 +114,7 @@ export class PostgresDatabase implements Database {
       connectionTimeoutMillis: 10_000,
       statement_timeout: 30_000,
       idle_in_transaction_session_timeout: 60_000,
-      application_name: 'tidepool-api',
+      application_name: options.applicationName ?? 'tidepool-api',
       types: {
         getTypeParser: ((oid: number, format?: 'text' | 'binary') =>
           oid === INT8_OID ? (value: string) => Number(value) : pg.types.getTypeParser(oid, format as 'text')) as typeof pg.types.getTypeParser,

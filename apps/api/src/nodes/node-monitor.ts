@@ -1,0 +1,133 @@
+import type { Logger } from 'pino';
+import type { LeaseStore } from '../store/lease-store.ts';
+import type { NodeSet } from './node-set.ts';
+import type { NodeStore } from './node-store.ts';
+import type { NodeCapacity, NodeRegistration } from './sandbox-node.ts';
+
+/** How long one replica may take to reconcile a returning node before another may try. */
+const RECONCILE_LEASE_MS = 120_000;
+
+/**
+ * A node run by this process (the embedded one; in-process test nodes): registers it, then heartbeats its capacity
+ * until stopped. A node agent process (`tidepool node`) does the same through its own store handle.
+ */
+export class LocalNodeAgent {
+  private timer: NodeJS.Timeout | undefined;
+
+  constructor(
+    private readonly store: NodeStore,
+    private readonly registration: Omit<NodeRegistration, 'capacity'>,
+    private readonly capacity: () => NodeCapacity,
+    private readonly logger: Logger,
+  ) {}
+
+  get nodeId(): string {
+    return this.registration.nodeId;
+  }
+
+  async start(intervalMs: number): Promise<void> {
+    await this.store.register({ ...this.registration, capacity: this.capacity() });
+    this.timer = setInterval(() => {
+      this.store.heartbeat(this.nodeId, this.capacity()).catch((error: unknown) => this.logger.warn({ err: error, nodeId: this.nodeId }, 'node heartbeat failed'));
+    }, intervalMs);
+    this.timer.unref();
+  }
+
+  /** Stops heartbeating (the node will be marked lost once its last heartbeat is old enough). */
+  stop(): void {
+    clearInterval(this.timer);
+    this.timer = undefined;
+  }
+
+  /** Heartbeats now (after a stop: the node comes back). */
+  async beat(): Promise<void> {
+    await this.store.heartbeat(this.nodeId, this.capacity());
+  }
+}
+
+export interface NodeMonitorOptions {
+  store: NodeStore;
+  nodes: NodeSet;
+  /** Named leases: one replica reconciles a returning node. */
+  leases: LeaseStore;
+  /** This replica (lease owner). */
+  owner: string;
+  lostAfterMs: number;
+  /** Adopts what a returning node still runs that records name, removes what the platform forgot. */
+  reconcile(nodeId: string): Promise<void>;
+  logger: Logger;
+}
+
+/**
+ * Every replica sweeps the node table: nodes past the heartbeat deadline are marked lost (one replica makes each
+ * change), every replica takes in the statuses and capacities, and a node heartbeating again after it was lost is
+ * reconciled by the one replica that takes its lease, then placeable again.
+ */
+export class NodeMonitor {
+  private timer: NodeJS.Timeout | undefined;
+  private running: Promise<void> | undefined;
+
+  constructor(private readonly options: NodeMonitorOptions) {}
+
+  start(intervalMs: number): void {
+    this.timer = setInterval(() => void this.sweep(), intervalMs);
+    this.timer.unref();
+  }
+
+  async stop(): Promise<void> {
+    clearInterval(this.timer);
+    this.timer = undefined;
+    await this.running;
+  }
+
+  /** One sweep (sweeps never overlap: a second call waits for the one running). */
+  sweep(): Promise<void> {
+    this.running ??= this.sweepNow()
+      .catch((error: unknown) => this.options.logger.error({ err: error }, 'node sweep failed'))
+      .finally(() => {
+        this.running = undefined;
+      });
+    return this.running;
+  }
+
+  private async sweepNow(): Promise<void> {
+    const { store, nodes, logger } = this.options;
+    for (const nodeId of await store.markLost(this.options.lostAfterMs)) {
+      logger.warn({ nodeId, lostAfterSeconds: this.options.lostAfterMs / 1000 }, 'node stopped heartbeating; marked lost (its sandboxes with a container answer 404 until it returns)');
+    }
+    const { returning, added } = nodes.update(await store.list());
+    for (const nodeId of added) await this.reconcileAdded(nodeId);
+    for (const nodeId of returning) await this.reconcileReturning(nodeId);
+  }
+
+  /** A node this API just built from its row (cluster mode): its sandboxes are adopted and its engine reconciled. */
+  private async reconcileAdded(nodeId: string): Promise<void> {
+    const { leases, owner, logger } = this.options;
+    const lease = `node-reconcile:${nodeId}`;
+    if (!(await leases.acquire(lease, owner, RECONCILE_LEASE_MS))) return;
+    try {
+      await this.options.reconcile(nodeId);
+      logger.info({ nodeId }, 'node joined; its sandboxes adopted');
+    } catch (error) {
+      logger.error({ err: error, nodeId }, 'adopting the sandboxes of a new node failed');
+    } finally {
+      await leases.release(lease, owner);
+    }
+  }
+
+  private async reconcileReturning(nodeId: string): Promise<void> {
+    const { store, nodes, leases, owner, logger } = this.options;
+    const lease = `node-reconcile:${nodeId}`;
+    if (!(await leases.acquire(lease, owner, RECONCILE_LEASE_MS))) return;
+    try {
+      logger.info({ nodeId }, 'node is heartbeating again; reconciling its containers');
+      await this.options.reconcile(nodeId);
+      if (await store.transition(nodeId, 'returning', 'ready')) nodes.setStatus(nodeId, 'ready');
+      logger.info({ nodeId }, 'node reconciled and ready again');
+    } catch (error) {
+      logger.error({ err: error, nodeId }, 'reconciling a returning node failed; retried at the next sweep');
+    } finally {
+      await leases.release(lease, owner);
+    }
+  }
+}
