@@ -1,5 +1,5 @@
 import type { Logger } from 'pino';
-import { conflict, invalid, PlatformError, sandboxNotFound } from '../errors.ts';
+import { conflict, invalid, PlatformError } from '../errors.ts';
 import type { RoutableSandbox, SandboxDirectory } from '../proxy/sandbox-directory.ts';
 import type { DirectoryMount, SandboxRuntime } from '../runtime/sandbox-runtime.ts';
 import type { NodeSet } from '../nodes/node-set.ts';
