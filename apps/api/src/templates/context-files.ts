@@ -1,4 +1,4 @@
-import { createReadStream, createWriteStream, existsSync, mkdirSync, readdirSync, rmSync, statSync } from 'node:fs';
+import { createReadStream, existsSync, mkdirSync, readdirSync, rmSync, statSync } from 'node:fs';
 import { open, rename, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Readable } from 'node:stream';
@@ -75,6 +75,9 @@ export class ContextFiles {
     const final = join(this.dir, hash);
     const part = `${final}.part-${randomBytes(6).toString('hex')}`;
     let received = 0;
+    // The file exists before anything is written: a failed upload's cleanup below cannot run before a stream's
+    // asynchronous open and leave the file to be created after it.
+    const handle = await open(part, 'wx', 0o600);
     try {
       const counter = async function* (source: AsyncIterable<Buffer>) {
         for await (const chunk of source) {
@@ -83,12 +86,13 @@ export class ContextFiles {
           yield chunk;
         }
       };
-      await pipeline(body, counter, createWriteStream(part, { mode: 0o600 }));
+      await pipeline(body, counter, handle.createWriteStream());
       if (received !== declaredLength) throw invalid(`the upload ended after ${received} of ${declaredLength} bytes`);
       await checkArchive(part);
       await rename(part, final);
       return received;
     } finally {
+      await handle.close().catch(() => undefined);
       await rm(part, { force: true });
     }
   }
