@@ -112,7 +112,9 @@ describe('sandbox containers are hardened', () => {
   it('contains a fork bomb: the pids limit is reached, the platform and other sandboxes are fine, the sandbox can be killed', async () => {
     const bombed = await Sandbox.create('base', { ...platform.sdk, timeoutMs: 120_000 });
     const container = (await containerOf(bombed.sandboxId))!;
-    await bombed.commands.run('bomb() { bomb | bomb & }; bomb', { background: true });
+    // Every process forks two more and waits for them: none exits, so the count climbs to the limit however slowly
+    // a busy machine runs it (a bomb whose processes exit hovers below the limit when CPU is scarce).
+    await bombed.commands.run('bomb() { bomb & bomb & wait; }; bomb', { background: true });
     let peak = 0;
     // The bomb reaches the limit in seconds on an idle machine; allow for a CI machine busy with other suites.
     const deadline = Date.now() + 90_000;
