@@ -38,7 +38,8 @@ async function ip(...args: string[]): Promise<void> {
   await exec('ip', args);
 }
 
-async function waitForPort(namespace: string, address: string, port: number): Promise<void> {
+/** Waits (10 s at most) until something in `namespace` accepts TCP on `address:port`. */
+export async function waitForPort(namespace: string, address: string, port: number): Promise<void> {
   const deadline = Date.now() + 10_000;
   while (Date.now() < deadline) {
     try {

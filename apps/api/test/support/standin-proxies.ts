@@ -8,6 +8,7 @@ import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
+import { waitForPort } from './standin-hosts.ts';
 
 const exec = promisify(execFile);
 const SERVER = fileURLToPath(new URL('./standin-proxies-server.cjs', import.meta.url));
@@ -27,19 +28,6 @@ export interface StandinProxies {
   /** Everything the proxies were asked so far, oldest first. */
   records: ProxyRecord[];
   stop(): Promise<void>;
-}
-
-async function waitForPort(namespace: string, address: string, port: number): Promise<void> {
-  const deadline = Date.now() + 10_000;
-  while (Date.now() < deadline) {
-    try {
-      await exec('ip', ['netns', 'exec', namespace, 'bash', '-c', `echo > /dev/tcp/${address}/${port}`]);
-      return;
-    } catch {
-      await new Promise((resolve) => setTimeout(resolve, 100));
-    }
-  }
-  throw new Error(`stand-in proxy server on ${address}:${port} did not start`);
 }
 
 export async function startStandinProxies(username: string, password: string): Promise<StandinProxies> {
