@@ -1,11 +1,24 @@
-import { defineConfig } from 'vitest/config';
+import { configDefaults, defineConfig } from 'vitest/config';
+
+/**
+ * Suites that put stand-in hosts on the host's network (namespaces, veths, /32 routes and firewall rules in
+ * 198.18.0.0/15, sysctls): they run one at a time, beside the other suites, never beside each other.
+ */
+const STANDIN_NETWORK_SUITES = ['network-isolation', 'egress-rules', 'egress-transforms', 'sdk-egress-proxy', 'ipv6-isolation', 'sdk-network'].map(
+  (name) => `apps/api/test/${name}.test.ts`,
+);
+
+const ALL_SUITES = ['apps/*/src/**/*.test.ts', 'apps/*/test/**/*.test.ts', 'packages/*/src/**/*.test.ts', 'packages/*/test/**/*.test.ts'];
 
 export default defineConfig({
   test: {
-    include: ['apps/*/src/**/*.test.ts', 'apps/*/test/**/*.test.ts', 'packages/*/src/**/*.test.ts', 'packages/*/test/**/*.test.ts'],
     testTimeout: 60_000,
     hookTimeout: 600_000,
     pool: 'forks',
     poolOptions: { forks: { maxForks: 2, minForks: 1 } },
+    projects: [
+      { extends: true, test: { name: 'platform', include: ALL_SUITES, exclude: [...configDefaults.exclude, ...STANDIN_NETWORK_SUITES] } },
+      { extends: true, test: { name: 'standin-network', include: STANDIN_NETWORK_SUITES, poolOptions: { forks: { maxForks: 1, minForks: 1 } } } },
+    ],
   },
 });

@@ -8,6 +8,7 @@
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { writeFileSync, mkdtempSync, rmSync } from 'node:fs';
+import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -50,6 +51,33 @@ export async function waitForPort(namespace: string, address: string, port: numb
     }
   }
   throw new Error(`stand-in server on ${address}:${port} did not start`);
+}
+
+function connectsFromHost(address: string, port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const socket = connect({ host: address, port, timeout: 2_000 });
+    const done = (ok: boolean) => {
+      socket.destroy();
+      resolve(ok);
+    };
+    socket.once('connect', () => done(true));
+    socket.once('error', () => done(false));
+    socket.once('timeout', () => done(false));
+  });
+}
+
+/**
+ * Waits (10 s at most) until the host itself reaches `address:port` (the path sandboxes' traffic takes: the host's
+ * route to the namespace); when it never does, the error shows the host's route and links for the address.
+ */
+export async function waitForHostRoute(address: string, port: number): Promise<void> {
+  const deadline = Date.now() + 10_000;
+  while (Date.now() < deadline) {
+    if (await connectsFromHost(address, port)) return;
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+  const show = async (...args: string[]) => (await exec('ip', args).catch((error: Error) => ({ stdout: error.message }))).stdout.trim();
+  throw new Error(`the host does not reach the stand-in server ${address}:${port}\nip route get: ${await show('route', 'get', address)}\nip -br addr:\n${await show('-br', 'addr')}`);
 }
 
 /**
@@ -96,6 +124,7 @@ export async function startStandinHosts(slot: number, options: { tls?: { key: st
     await inNs('route', 'add', 'default', 'via', hostLink);
     server = spawn('ip', ['netns', 'exec', namespace, process.execPath, join(dir, 'server.cjs'), dir], { stdio: 'ignore' });
     for (const port of [8099, 80, 443]) await waitForPort(namespace, internet[0], port);
+    await waitForHostRoute(internet[0], 8099);
     return { internet, privateAddresses, stop };
   } catch (error) {
     await stop();

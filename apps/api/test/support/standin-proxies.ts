@@ -8,7 +8,7 @@ import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
-import { waitForPort } from './standin-hosts.ts';
+import { waitForHostRoute, waitForPort } from './standin-hosts.ts';
 
 const exec = promisify(execFile);
 const SERVER = fileURLToPath(new URL('./standin-proxies-server.cjs', import.meta.url));
@@ -72,6 +72,7 @@ export async function startStandinProxies(username: string, password: string): P
     for (const [address, port] of [[PROXY_ADDRESSES.http, 3128], [PROXY_ADDRESSES.socks5, 1080], [PROXY_ADDRESSES.destination, 8080], [PROXY_ADDRESSES.destination, 2222]] as const) {
       await waitForPort(namespace, address, port);
     }
+    await waitForHostRoute(PROXY_ADDRESSES.destination, 2222);
     records.splice(0); // the readiness probes
     return { records, stop };
   } catch (error) {
