@@ -3,7 +3,6 @@
  * all-in-one platform does (DockerRuntime with engine deadlines, its own sandbox network, hardening and
  * isolation), serves it over the node channel (agent-server.ts) and announces itself through NodeHeartbeats.
  */
-import type { AddressInfo } from 'node:net';
 import { hostname } from 'node:os';
 import { resolve } from 'node:path';
 import type { Http2SecureServer } from 'node:http2';
@@ -15,6 +14,7 @@ import { dockerClient } from '../runtime/docker/docker-host.ts';
 import { withEngineDeadlines } from '../runtime/docker/engine-deadlines.ts';
 import type { SandboxRuntime } from '../runtime/sandbox-runtime.ts';
 import type { NodeCapacity, NodeHeartbeats } from '../nodes/sandbox-node.ts';
+import { listenerOrigin, listenOn } from '../http/listen.ts';
 import { createAgentServer } from './agent-server.ts';
 import { startHeartbeats, type HeartbeatLoop } from './heartbeat-loop.ts';
 import { readNodeCapacity } from './node-capacity.ts';
@@ -74,15 +74,8 @@ export async function startNodeAgent(options: NodeAgentOptions): Promise<Running
   const agentServer = createAgentServer({ nodeId, version: NODE_AGENT_VERSION, runtime, capacity, tls: options.tls, logger, volumesRoot: config.volumesHostDir || resolve(config.dataDir, 'volumes') });
   const { server } = agentServer;
   const { host, port } = parseListen(config.nodeListen);
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(port, host, () => {
-      server.off('error', reject);
-      resolve();
-    });
-  });
-  const bound = server.address() as AddressInfo;
-  const url = config.nodeUrl || `https://${bound.family === 'IPv6' ? `[${bound.address}]` : bound.address}:${bound.port}`;
+  const bound = await listenOn(server, port, host);
+  const url = config.nodeUrl || listenerOrigin('https', bound);
   let heartbeat: HeartbeatLoop | undefined = startHeartbeats({
     heartbeats: options.heartbeats,
     registration: { nodeId, url, version: NODE_AGENT_VERSION },

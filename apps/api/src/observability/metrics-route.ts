@@ -1,7 +1,7 @@
 import http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
+import { listenerOrigin, listenOn } from '../http/listen.ts';
 
 export const METRICS_PATH = '/metrics';
 
@@ -57,15 +57,7 @@ export async function startMetricsListener(address: string, metrics: MetricsExpo
     );
   });
   server.keepAliveTimeout = 65_000;
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(port, host, () => {
-      server.off('error', reject);
-      resolve();
-    });
-  });
-  const bound = server.address() as AddressInfo;
-  const url = `http://${bound.family === 'IPv6' ? `[${bound.address}]` : bound.address}:${bound.port}${METRICS_PATH}`;
+  const url = `${listenerOrigin('http', await listenOn(server, port, host))}${METRICS_PATH}`;
   logger.info({ url }, 'metrics listening (no authentication on this address)');
   return {
     url,

@@ -9,6 +9,7 @@ import type { Duplex } from 'node:stream';
 import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import type { Config } from '../config.ts';
+import { listenOn } from '../http/listen.ts';
 import { certificateFromFiles, localCertificate, type TlsMaterial } from './local-ca.ts';
 
 /** How often the certificate is looked at again (renewed local leaf, replaced operator files). */
@@ -54,18 +55,9 @@ export async function listenHttps(
     logger.debug({ err: err.message, client: socket.remoteAddress }, 'TLS handshake failed');
     socket.destroy();
   });
-  await new Promise<void>((resolve, reject) => {
-    const onError = (err: NodeJS.ErrnoException): void => {
-      reject(
-        Object.assign(new Error(`cannot listen on ${options.host}:${options.port} for HTTPS (TIDEPOOL_HTTPS_PORT): ${err.code ?? err.message}${err.code === 'EACCES' ? ' — ports below 1024 need root or CAP_NET_BIND_SERVICE' : ''}`), {
-          code: 'https_listen',
-        }),
-      );
-    };
-    server.once('error', onError);
-    server.listen(options.port, options.host, () => {
-      server.off('error', onError);
-      resolve();
+  await listenOn(server, options.port, options.host).catch((err: NodeJS.ErrnoException) => {
+    throw Object.assign(new Error(`cannot listen on ${options.host}:${options.port} for HTTPS (TIDEPOOL_HTTPS_PORT): ${err.code ?? err.message}${err.code === 'EACCES' ? ' — ports below 1024 need root or CAP_NET_BIND_SERVICE' : ''}`), {
+      code: 'https_listen',
     });
   });
   server.on('error', (err) => logger.error({ err }, 'HTTPS listener error'));
