@@ -41,6 +41,23 @@ export function domainAllowed(name: string, patterns: string[]): boolean {
   return patterns.some((pattern) => pattern === '*' || (pattern.startsWith('*.') ? host.endsWith(pattern.slice(1)) : host === pattern));
 }
 
+/**
+ * Reads the connection's first bytes until `nameOf` finds the name it carries (or finds there is none, or 16 KiB came
+ * without one), then pauses the socket and hands over what was read: the bytes go on to the destination.
+ */
+export function peekName(socket: net.Socket, nameOf: (head: Buffer) => string | undefined | null, then: (head: Buffer, name: string | undefined) => void): void {
+  let head = Buffer.alloc(0);
+  const onData = (chunk: Buffer): void => {
+    head = Buffer.concat([head, chunk]);
+    const name = nameOf(head);
+    if (name === null && head.length < MAX_PEEK) return;
+    socket.off('data', onData);
+    socket.pause();
+    then(head, name ?? undefined);
+  };
+  socket.on('data', onData);
+}
+
 /** The Host header of an HTTP/1 request head; undefined until the head is complete (or without one). */
 export function httpHost(head: Buffer): string | undefined | null {
   const text = head.toString('latin1');
@@ -142,18 +159,11 @@ export class EgressProxy {
       socket.destroy();
       return;
     }
-    let head = Buffer.alloc(0);
     socket.setTimeout(PEEK_TIMEOUT_MS, () => socket.destroy());
     socket.on('error', () => socket.destroy());
-    const onData = (chunk: Buffer): void => {
-      head = Buffer.concat([head, chunk]);
-      const name = nameOf(head);
-      if (name === null && head.length < MAX_PEEK) return;
-      socket.off('data', onData);
-      socket.pause();
-      void this.forward(socket, head, name ?? undefined, upstreamPort, patterns, this.domains.has(address) ? undefined : this.transformOnly.get(address));
-    };
-    socket.on('data', onData);
+    peekName(socket, nameOf, (head, name) => {
+      void this.forward(socket, head, name, upstreamPort, patterns, this.domains.has(address) ? undefined : this.transformOnly.get(address));
+    });
   }
 
   private async forward(socket: net.Socket, head: Buffer, name: string | undefined, port: number, patterns: string[], cidrs?: CidrPolicy): Promise<void> {

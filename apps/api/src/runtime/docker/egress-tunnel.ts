@@ -1,6 +1,6 @@
 import net from 'node:net';
 import type { Logger } from 'pino';
-import { deniedDestination, domainAllowed, httpHost, tlsServerName } from './egress-proxy.ts';
+import { deniedDestination, domainAllowed, httpHost, peekName, tlsServerName } from './egress-proxy.ts';
 import { dialThroughUpstream, type EgressUpstream, type UpstreamTarget } from './egress-upstream.ts';
 import { ConntrackReader, type TrackedDestination } from './original-destination.ts';
 import type { UpstreamAddressPolicy } from './upstream-address.ts';
@@ -16,7 +16,6 @@ export interface TunnelRoute {
 }
 
 /** Largest request head / ClientHello read for a name on 80/443, and how long the sandbox may take to send it. */
-const MAX_PEEK = 16 * 1024;
 const PEEK_TIMEOUT_MS = 10_000;
 /** Connect plus proxy handshake. */
 export const UPSTREAM_DEADLINE_MS = 10_000;
@@ -152,16 +151,7 @@ export class EgressTunnel {
 
   private peekName(socket: net.Socket, destination: TrackedDestination, route: TunnelRoute, established: () => void): void {
     const nameOf = destination.port === 80 ? httpHost : tlsServerName;
-    let head = Buffer.alloc(0);
-    const onData = (chunk: Buffer): void => {
-      head = Buffer.concat([head, chunk]);
-      const name = nameOf(head);
-      if (name === null && head.length < MAX_PEEK) return;
-      socket.off('data', onData);
-      socket.pause();
-      void this.forward(socket, head, destination, name ?? undefined, route, established);
-    };
-    socket.on('data', onData);
+    peekName(socket, nameOf, (head, name) => void this.forward(socket, head, destination, name, route, established));
     socket.resume();
   }
 
