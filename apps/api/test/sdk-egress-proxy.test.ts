@@ -24,7 +24,7 @@ const create = (network: Record<string, unknown>): Promise<Sandbox> => Sandbox.c
 
 /** curl from inside the sandbox; `seconds` bounds it. */
 async function curl(sbx: Sandbox, url: string, extra = '', seconds = 8): Promise<{ ok: boolean; body: string; ms: number }> {
-  const script = `s=$(date +%s%N); out=$(curl -s --max-time ${seconds} ${extra} '${url}' 2>&1); rc=$?; echo "$rc $(( ($(date +%s%N) - s) / 1000000 )) $out"`;
+  const script = `s=$(date +%s%N); out=$(curl -sS --max-time ${seconds} ${extra} '${url}' 2>&1); rc=$?; echo "$rc $(( ($(date +%s%N) - s) / 1000000 )) $out"`;
   const result = await sbx.commands.run(script, { timeoutMs: (seconds + 20) * 1000 });
   const [rc, ms, ...rest] = result.stdout.trim().split(' ');
   return { ok: rc === '0', body: rest.join(' '), ms: Number(ms) };

@@ -4,20 +4,24 @@ export interface Probe {
   open: boolean;
   ms: number;
   output: string;
+  /** What bash said when the connection failed ("Connection refused", "No route to host", ...). */
+  error?: string;
 }
 
 /** Opens a TCP connection from inside the sandbox (bash's /dev/tcp, 5 s at most) and reads what comes back. */
 export async function tcpProbe(sbx: Sandbox, address: string, port: number): Promise<Probe> {
   const script = [
     's=$(date +%s%N)',
-    `out=$(timeout 5 bash -c 'exec 3<>/dev/tcp/${address}/${port}; timeout 2 cat <&3' 2>/dev/null); rc=$?`,
+    `out=$(timeout 5 bash -c 'exec 3<>/dev/tcp/${address}/${port}; timeout 2 cat <&3' 2>/tmp/.tcp-probe-$$); rc=$?`,
     'e=$(( ($(date +%s%N) - s) / 1000000 ))',
+    'echo "$(head -c 300 /tmp/.tcp-probe-$$ | tr -s "\\n" " "; rm -f /tmp/.tcp-probe-$$)"',
     'echo "$rc $e $out"',
   ].join('; ');
   const result = await sbx.commands.run(script, { timeoutMs: 30_000 });
-  const [rc, ms, ...rest] = result.stdout.trim().split(' ');
+  const [error, ...lines] = result.stdout.split('\n');
+  const [rc, ms, ...rest] = lines.join('\n').trim().split(' ');
   // 124: the 2 s read timed out on an open connection that sent nothing.
-  return { open: rc === '0' || rc === '124', ms: Number(ms), output: rest.join(' ') };
+  return { open: rc === '0' || rc === '124', ms: Number(ms), output: rest.join(' '), ...(rc === '0' || rc === '124' ? {} : { error: error!.trim() }) };
 }
 
 /** An HTTP(S) request from inside the sandbox with curl; `resolve` pins the name to an address (no DNS). */
