@@ -53,7 +53,7 @@ async function eventMatching(id: string, match: (message: string) => boolean): P
 }
 
 beforeAll(async () => {
-  platform = await startTestPlatform({ sandboxNetwork: 'tidepool-upstream-test' });
+  platform = await startTestPlatform({ sandboxNetwork: 'tidepool-upstream-test', ...(process.env.EGRESS_TEST_LOG ? { logLevel: 'info' } : {}) } as never);
   proxies = await startStandinProxies(USER, PASSWORD);
 }, 600_000);
 

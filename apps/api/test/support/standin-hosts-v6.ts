@@ -21,7 +21,7 @@ export interface StandinHostsV6 {
   stop(): Promise<void>;
 }
 
-const SERVER = `require('node:net').createServer((s) => s.end('hi ' + s.localAddress + '\\n')).listen(8099, '::');`;
+const SERVER = `require('node:net').createServer((s) => s.on('error', () => s.destroy()).end('hi ' + s.localAddress + '\\n')).listen(8099, '::');`;
 
 async function ip(...args: string[]): Promise<void> {
   await exec('ip', args);

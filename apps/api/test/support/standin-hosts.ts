@@ -26,7 +26,8 @@ export interface StandinHosts {
 
 const SERVER = `
 const net = require('node:net'), http = require('node:http'), https = require('node:https'), fs = require('node:fs');
-net.createServer((s) => s.end('hi ' + s.localAddress + '\\n')).listen(8099, '0.0.0.0');
+// A peer that resets the connection must not end this server (an unhandled socket error would).
+net.createServer((s) => s.on('error', () => s.destroy()).end('hi ' + s.localAddress + '\\n')).listen(8099, '0.0.0.0');
 // Authorization is answered as its SHA-256 only: a test can check an injected credential without handing it to the sandbox.
 const digest = (v) => v === undefined ? undefined : 'sha256:' + require('node:crypto').createHash('sha256').update(v).digest('hex');
 const headers = (req, res) => res.end(JSON.stringify({ ...req.headers, authorization: digest(req.headers.authorization) }));
@@ -56,13 +57,15 @@ export async function waitForPort(namespace: string, address: string, port: numb
 function connectsFromHost(address: string, port: number): Promise<boolean> {
   return new Promise((resolve) => {
     const socket = connect({ host: address, port, timeout: 2_000 });
-    const done = (ok: boolean) => {
-      socket.destroy();
-      resolve(ok);
-    };
-    socket.once('connect', () => done(true));
-    socket.once('error', () => done(false));
-    socket.once('timeout', () => done(false));
+    let connected = false;
+    // Closed in order (our FIN, the server's answer read, its FIN): destroying at once would reset the connection.
+    socket.once('connect', () => {
+      connected = true;
+      socket.resume().end();
+    });
+    socket.once('close', () => resolve(connected));
+    socket.once('error', () => socket.destroy());
+    socket.once('timeout', () => socket.destroy());
   });
 }
 

@@ -27,7 +27,8 @@ function splice(client, upstream, rest) {
 const answer = (req, res) => res.end(`dest from=${req.socket.remoteAddress} host=${req.headers.host}\n`);
 http.createServer(answer).listen(8080, DEST);
 http.createServer(answer).listen(80, DEST);
-net.createServer((socket) => socket.end(`SSH-2.0-standin from=${socket.remoteAddress}\r\n`)).listen(2222, DEST);
+// A peer that resets the connection must not end this server (an unhandled socket error would).
+net.createServer((socket) => socket.on('error', () => socket.destroy()).end(`SSH-2.0-standin from=${socket.remoteAddress}\r\n`)).listen(2222, DEST);
 
 net
   .createServer((client) => {
