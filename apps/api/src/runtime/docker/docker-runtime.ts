@@ -19,6 +19,7 @@ import { UpstreamAddressPolicy } from './upstream-address.ts';
 import { type IsolationMode, isolateSandboxNetwork, networkSpec, recreateIfOpen } from './sandbox-network.ts';
 import type { ProcFileMount } from '../lxcfs/lxcfs-files.ts';
 import { CpuSets } from './cpu-sets.ts';
+import { pauseWithRetries } from './freeze-retry.ts';
 
 /** Every sandbox runs envd under tini, whatever the image's own entrypoint and command are. */
 export const ENVD_ENTRYPOINT = ['/opt/tidepool/bin/tini', '--', '/opt/tidepool/bin/envd'];
@@ -321,7 +322,7 @@ export class DockerRuntime implements SandboxRuntime {
   }
 
   async pause(containerId: string): Promise<void> {
-    await this.docker.getContainer(containerId).pause();
+    await pauseWithRetries(() => this.docker.getContainer(containerId).pause());
   }
 
   async unpause(containerId: string): Promise<void> {
