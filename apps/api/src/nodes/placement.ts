@@ -51,7 +51,7 @@ const IMAGE_BONUS = 1;
  * counting each create in flight at its whole memory limit (1 GiB for `base`) made a node with 7 GiB available
  * "full" while six creates were in flight.
  */
-export const STARTING_SANDBOX_MB = 64;
+const STARTING_SANDBOX_MB = 64;
 
 /**
  * True when the node can hold `request` now: its measured available memory, less what creates in flight will take
