@@ -71,12 +71,14 @@ async function withNoisy(sdk: Sdk, script: string, ready: (noisy: Sandbox) => Pr
 export async function benchNeighbours(log: Log): Promise<Row[]> {
   const platform = await startPlatformForBench();
   const sdk: Sdk = { apiKey: platform.apiKey, apiUrl: platform.url, sandboxUrl: platform.url, requestTimeoutMs: 120_000 };
-  const neighbour = await Sandbox.create('base', { ...sdk, timeoutMs: 1_800_000 });
+  let neighbour: Sandbox | undefined;
   try {
+    const idle = await Sandbox.create('base', { ...sdk, timeoutMs: 1_800_000 });
+    neighbour = idle;
     // Warm-up: the first create pays for lazy initialisation on both sides.
     await Sandbox.kill((await Sandbox.create('base', sdk)).sandboxId, sdk);
     log(`neighbours: quiet, ${CREATES} cold creates`);
-    const quietBefore = await measure(sdk, neighbour);
+    const quietBefore = await measure(sdk, idle);
 
     log('neighbours: a fork bomb in one sandbox');
     let peak = 0;
@@ -91,14 +93,14 @@ export async function benchNeighbours(log: Log): Promise<Row[]> {
         }
         log(`neighbours: the bombed sandbox reached ${peak} processes`);
       },
-      () => measure(sdk, neighbour),
+      () => measure(sdk, idle),
     );
 
     log('neighbours: one sandbox filling its memory');
-    const memory = await withNoisy(sdk, 'while true; do tail /dev/zero; done', () => new Promise((r) => setTimeout(r, 3_000)), () => measure(sdk, neighbour));
+    const memory = await withNoisy(sdk, 'while true; do tail /dev/zero; done', () => new Promise((r) => setTimeout(r, 3_000)), () => measure(sdk, idle));
 
     log(`neighbours: quiet again`);
-    const quietAfter = await measure(sdk, neighbour);
+    const quietAfter = await measure(sdk, idle);
     const quiet: Phase = { creates: [...quietBefore.creates, ...quietAfter.creates], execs: [...quietBefore.execs, ...quietAfter.execs], load: (quietBefore.load + quietAfter.load) / 2 };
     const p = (xs: number[]): string => `${ms(percentile(xs, 50))} / ${ms(percentile(xs, 99))}`;
     const quietP50 = percentile(quiet.creates, 50);
@@ -117,7 +119,7 @@ export async function benchNeighbours(log: Log): Promise<Row[]> {
     };
     return [...row(`one sandbox fork-bombs (${peak} processes)`, bomb), ...row('one sandbox fills its memory (OOM-killed, again)', memory)];
   } finally {
-    await Sandbox.kill(neighbour.sandboxId, sdk).catch(() => undefined);
+    if (neighbour) await Sandbox.kill(neighbour.sandboxId, sdk).catch(() => undefined);
     await platform.close();
   }
 }
