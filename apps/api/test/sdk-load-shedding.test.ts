@@ -1,8 +1,9 @@
 /**
  * Capacity refusals as the published e2b SDK understands them, against a real platform and real Docker:
  * TIDEPOOL_MAX_SANDBOXES reached → 429 with an integer Retry-After (the SDK retries by itself, then raises
- * RateLimitError; nothing half-made); a full build queue → 503 with Retry-After (ServiceBusyError; no
- * template or build registered).
+ * RateLimitError; nothing half-made); a storm of creates beyond capacity with a warm pool (what fits is served, the
+ * rest refused with nothing made for them, and ready pool containers give their slots to cold creates); a full build
+ * queue → 503 with Retry-After (ServiceBusyError; no template or build registered).
  */
 import { randomBytes } from 'node:crypto';
 import { createServer, request as httpRequest } from 'node:http';
