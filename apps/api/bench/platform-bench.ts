@@ -10,13 +10,15 @@
  *   templates   cached rebuild, snapshot, create from a snapshot, 150 steps (template-bench.ts)
  *   pool        warm pool: serial and c=20/c=50 bursts of create→first command, cold beside it (pool-bench.ts)
  *   pool-adaptive  the default adaptive pool: a c=20 burst from the floor, then a second one after it grew (pool-adaptive-bench.ts)
- *   density     300 idle sandboxes: memory per sandbox, API RSS, responsiveness (density-bench.ts; minutes)
+ *   density     500 idle sandboxes: memory per sandbox, API RSS, responsiveness (density-bench.ts; minutes)
+ *   neighbours  cold creates and an idle neighbour's commands while one sandbox fork-bombs or fills its memory,
+ *               beside the same quiet (neighbour-bench.ts; ~3 min)
  *   code-interpreter  runCode('1+1') warm beside commands.run('python3 -c …'), create→first runCode from a warm
  *               pool of code-interpreter-v1 (code-interpreter-bench.ts; BENCH_CI_RUNS, BENCH_CI_CREATES, BENCH_CI_POOL)
  *
  * Sizes: BENCH_SERIAL (30), BENCH_CONCURRENT (50), BENCH_CONCURRENCY (20,50), BENCH_EXEC (200), BENCH_PAUSE (10),
- * BENCH_PROXY (1000), BENCH_POOL_CONCURRENCY (20,50), BENCH_DENSITY (300).
- * BENCH_SECTIONS: comma list of `sandboxes`, `templates`, `pool`, `pool-adaptive`, `density`, `code-interpreter`, `placement`
+ * BENCH_PROXY (1000), BENCH_POOL_CONCURRENCY (20,50), BENCH_DENSITY (500).
+ * BENCH_SECTIONS: comma list of `sandboxes`, `templates`, `pool`, `pool-adaptive`, `density`, `neighbours`, `code-interpreter`, `placement`
  * (placement-bench.ts: a placement decision over 1,000 sandboxes; pure, no engine) (default
  * `sandboxes,templates,pool,pool-adaptive`).
  */
@@ -33,6 +35,7 @@ import { benchExec } from './exec-bench.ts';
 import { benchDensity } from './density-bench.ts';
 import { benchCodeInterpreter } from './code-interpreter-bench.ts';
 import { benchPlacement } from './placement-bench.ts';
+import { benchNeighbours } from './neighbour-bench.ts';
 
 const SERIAL = Number(process.env.BENCH_SERIAL ?? 30);
 const PAUSES = Number(process.env.BENCH_PAUSE ?? 10);
@@ -60,6 +63,7 @@ async function main(): Promise<void> {
   const ownProcess: Array<[string, () => Promise<Row[]>]> = [
     ['code-interpreter', () => benchCodeInterpreter(log)],
     ['placement', async () => benchPlacement(log)],
+    ['neighbours', () => benchNeighbours(log)],
   ];
   for (const [name, bench] of ownProcess) {
     if (!SECTIONS.has(name)) continue;

@@ -1,14 +1,21 @@
 import { randomBytes } from 'node:crypto';
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { tmpdir, totalmem } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { ConfigError, defaultIsolationMode, loadConfig, nodeAgentProblems, settingEnvNames } from './config.ts';
+import { ConfigError, defaultIsolationMode, defaultMaxSandboxes, loadConfig, nodeAgentProblems, settingEnvNames } from './config.ts';
 
 describe('loadConfig', () => {
   it('applies defaults and reads TIDEPOOL_* variables', () => {
     const config = loadConfig({ TIDEPOOL_PORT: '8080', TIDEPOOL_API_KEYS: 'e2b_abc, e2b_def' });
-    expect(config).toMatchObject({ port: 8080, host: '127.0.0.1', apiKeys: ['e2b_abc', 'e2b_def'], maxSandboxes: 100, baseImage: 'tidepool/base:latest' });
+    expect(config).toMatchObject({ port: 8080, host: '127.0.0.1', apiKeys: ['e2b_abc', 'e2b_def'], maxSandboxes: defaultMaxSandboxes(totalmem()), baseImage: 'tidepool/base:latest' });
+  });
+
+  it('sizes the default sandbox limit from the machine memory: one per 40 MiB, at least 100', () => {
+    const gib = 1024 ** 3;
+    expect(defaultMaxSandboxes(24 * gib)).toBe(614);
+    expect(defaultMaxSandboxes(2 * gib)).toBe(100);
+    expect(loadConfig({ TIDEPOOL_MAX_SANDBOXES: '7' }).maxSandboxes).toBe(7);
   });
 
   it('names the variable and the problem when a value is wrong', () => {

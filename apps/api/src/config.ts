@@ -1,4 +1,5 @@
 import { existsSync, readFileSync } from 'node:fs';
+import { totalmem } from 'node:os';
 import { delimiter, join } from 'node:path';
 import { type Static, Type } from '@sinclair/typebox';
 import { Value } from '@sinclair/typebox/value';
@@ -330,6 +331,15 @@ function probeIsolation(env: NodeJS.ProcessEnv): IsolationProbe {
   return { uid: process.getuid?.(), iptables: path.split(delimiter).some((dir) => dir !== '' && existsSync(join(dir, 'iptables'))) };
 }
 
+/**
+ * TIDEPOOL_MAX_SANDBOXES when unset: one sandbox per 40 MiB of the machine's memory, at least 100 (24 GiB: 614).
+ * An idle sandbox takes ~24 MB of the host's memory, so a machine full of idle ones keeps over a third free;
+ * sandboxes that use more are refused by placement's memory check (429) before the machine runs out.
+ */
+export function defaultMaxSandboxes(totalBytes: number): number {
+  return Math.max(100, Math.floor(totalBytes / (40 * 1024 * 1024)));
+}
+
 /** Reads the whole configuration once from the environment (plus programmatic overrides) and validates it. */
 export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Partial<Config> = {}): Config {
   const candidate = {
@@ -344,7 +354,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     // A name under .localhost resolves to loopback with no DNS (browsers; Node with nss-myhostname), and, unlike
     // `localhost` itself, has room for a wildcard certificate (`*.tidepool.localhost`).
     domain: env.TIDEPOOL_DOMAIN || 'tidepool.localhost',
-    maxSandboxes: integer(env.TIDEPOOL_MAX_SANDBOXES, 100),
+    maxSandboxes: integer(env.TIDEPOOL_MAX_SANDBOXES, defaultMaxSandboxes(totalmem())),
     warmPool: parseWarmPool(env.TIDEPOOL_WARM_POOL),
     // `TIDEPOOL_WARM_POOL=off` turns the whole pool off unless adaptive sizing is asked for explicitly.
     warmPoolAdaptive: flag(env.TIDEPOOL_WARM_POOL_ADAPTIVE, !isPoolOff(env.TIDEPOOL_WARM_POOL)),

@@ -1,4 +1,5 @@
-// Container hardening against real containers: pids limit (a fork bomb stays inside its sandbox),
+// Container hardening against real containers: pids limit (a fork bomb stays inside its sandbox; a memory fill stays
+// inside its limit; a new neighbour starts and works meanwhile),
 // no swap beyond the memory limit, capabilities cut down to what sudo, useradd and apt-get need.
 import Docker from 'dockerode';
 import { Sandbox } from 'e2b';
@@ -27,6 +28,16 @@ async function sh(sandbox: Sandbox, script: string, user: 'root' | 'user' = 'use
     const failed = error as { exitCode?: number; stdout?: string; stderr?: string };
     if (failed.exitCode === undefined) throw error;
     return { exitCode: failed.exitCode, stdout: failed.stdout ?? '', stderr: failed.stderr ?? '' };
+  }
+}
+
+/** A sandbox created now starts and runs a command (it is killed after). */
+async function expectNewNeighbourWorks(): Promise<void> {
+  const neighbour = await Sandbox.create('base', { ...platform.sdk, timeoutMs: 120_000 });
+  try {
+    expect((await sh(neighbour, 'echo neighbour')).stdout.trim()).toBe('neighbour');
+  } finally {
+    await neighbour.kill();
   }
 }
 
@@ -109,6 +120,27 @@ describe('sandbox containers are hardened', () => {
     expect((await sh(sbx, 'echo alive')).stdout.trim()).toBe('alive');
   }, 120_000);
 
+  it('keeps a sandbox that fills its memory again and again inside it: a new neighbour starts and works meanwhile', async () => {
+    const filling = await Sandbox.create('base', { ...platform.sdk, timeoutMs: 120_000 });
+    try {
+      // Grows to the memory limit, is OOM-killed, starts again; the loop counts the kills.
+      await filling.commands.run('n=0; while true; do tail /dev/zero; n=$((n+1)); echo $n > /tmp/oom-kills; done', { background: true });
+      const kills = async (): Promise<number> => Number((await sh(filling, 'cat /tmp/oom-kills 2>/dev/null || echo 0')).stdout.trim());
+      const deadline = Date.now() + 60_000;
+      while ((await kills()) < 1 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 250));
+      const before = await kills();
+      expect(before).toBeGreaterThanOrEqual(1);
+      await expectNewNeighbourWorks();
+      expect((await sh(sbx, 'echo fine')).stdout.trim()).toBe('fine');
+      // It went on filling meanwhile.
+      while ((await kills()) <= before && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 250));
+      expect(await kills()).toBeGreaterThan(before);
+    } finally {
+      expect(await Sandbox.kill(filling.sandboxId, platform.sdk)).toBe(true);
+    }
+    expect(await containerOf(filling.sandboxId)).toBeUndefined();
+  }, 180_000);
+
   it('contains a fork bomb: the pids limit is reached, the platform and other sandboxes are fine, the sandbox can be killed', async () => {
     const bombed = await Sandbox.create('base', { ...platform.sdk, timeoutMs: 120_000 });
     const container = (await containerOf(bombed.sandboxId))!;
@@ -125,10 +157,11 @@ describe('sandbox containers are hardened', () => {
     }
     expect(peak).toBeGreaterThanOrEqual(PIDS_LIMIT - 5);
     expect(peak).toBeLessThanOrEqual(PIDS_LIMIT);
-    // The neighbour and the platform do not notice.
+    // The neighbour and the platform do not notice, and a new neighbour starts and works (its timing: the neighbours bench).
     expect((await sh(sbx, 'echo fine')).stdout.trim()).toBe('fine');
     const listed = await Sandbox.list(platform.sdk).nextItems();
     expect(listed.map((s) => s.sandboxId)).toContain(bombed.sandboxId);
+    await expectNewNeighbourWorks();
     // And the bombed sandbox goes away on kill.
     expect(await Sandbox.kill(bombed.sandboxId, platform.sdk)).toBe(true);
     expect(await containerOf(bombed.sandboxId)).toBeUndefined();

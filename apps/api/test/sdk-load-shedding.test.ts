@@ -1,16 +1,17 @@
 /**
  * Capacity refusals as the published e2b SDK understands them, against a real platform and real Docker:
  * TIDEPOOL_MAX_SANDBOXES reached → 429 with an integer Retry-After (the SDK retries by itself, then raises
- * RateLimitError; nothing half-made); a full build queue → 503 with Retry-After (ServiceBusyError; no
- * template or build registered).
+ * RateLimitError; nothing half-made); a storm of creates beyond capacity with a warm pool (what fits is served, the
+ * rest refused with nothing made for them, and ready pool containers give their slots to cold creates); a full build
+ * queue → 503 with Retry-After (ServiceBusyError; no template or build registered).
  */
 import { randomBytes } from 'node:crypto';
 import { createServer, request as httpRequest } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import Docker from 'dockerode';
-import { RateLimitError, Sandbox, ServiceBusyError, Template } from 'e2b';
+import { RateLimitError, Sandbox, ServiceBusyError, Template, Volume } from 'e2b';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { PLATFORM_LABEL } from '../src/runtime/docker/docker-labels.ts';
+import { PLATFORM_LABEL, POOL_LABEL, SANDBOX_LABEL } from '../src/runtime/docker/docker-labels.ts';
 import { api, startTestPlatform, type TestPlatform } from './support/start-platform.ts';
 import { rejectionOf, until } from './support/template-testing.ts';
 
@@ -88,6 +89,60 @@ describe('sandbox limit', () => {
       expect((await second.commands.run('echo ok')).stdout.trim()).toBe('ok');
     } finally {
       await Sandbox.kill(second.sandboxId, platform.sdk);
+    }
+  });
+});
+
+describe('a create storm beyond capacity, with a warm pool', () => {
+  it('serves what fits, refuses the rest with 429 + Retry-After and makes nothing for them; the pool gives its slots to cold creates', { timeout: 600_000 }, async () => {
+    const pooled = await startTestPlatform({ maxSandboxes: 3, warmPool: { base: 2 } });
+    const containers = async (): Promise<Array<{ sandboxId: string; pooledOnly: boolean }>> => {
+      const list = await docker.listContainers({ all: true, filters: { label: [`${PLATFORM_LABEL}=${pooled.platformId}`] } });
+      const sandboxes = new Set(((await api(pooled, 'GET', '/v2/sandboxes?state=running,paused')).body as Array<{ sandboxID: string }>).map((s) => s.sandboxID));
+      return list.map((c) => ({ sandboxId: c.Labels[SANDBOX_LABEL]!, pooledOnly: c.Labels[POOL_LABEL] !== undefined && !sandboxes.has(c.Labels[SANDBOX_LABEL]!) }));
+    };
+    const ready = async (count: number): Promise<void> => {
+      await until(async () => pooled.warmPool!.stats(), (s) => s.ready === count && s.warming === 0, 120_000);
+    };
+    try {
+      await ready(2);
+      // One sandbox and two ready containers: every slot is taken.
+      const first = await Sandbox.create('base', { ...pooled.sdk, timeoutMs: 300_000 });
+      await ready(2);
+
+      const storm = await Promise.all(Array.from({ length: 12 }, () => api(pooled, 'POST', '/sandboxes', { templateID: 'base', timeout: 300 })));
+      const served = storm.filter((r) => r.status === 201);
+      const refused = storm.filter((r) => r.status === 429);
+      // The two ready containers serve two creates; there is no slot for any other.
+      expect(served).toHaveLength(2);
+      expect(refused).toHaveLength(10);
+      for (const r of refused) {
+        expect(r.headers.get('retry-after')).toBe('1');
+        expect(r.body).toEqual({ code: 429, message: expect.stringMatching(/maximum number of concurrent sandboxes \(3\)/) });
+      }
+      // Nothing was made for the refused ones: the three containers are the three sandboxes (a ready container that gave
+      // its slot to a cold start of the storm may still be on its way out).
+      const after = await until(containers, (list) => list.length <= 3, 30_000);
+      expect(after.map((c) => c.sandboxId).sort()).toEqual([first.sandboxId, ...served.map((r) => r.body.sandboxID as string)].sort());
+      expect(pooled.warmPool!.stats()).toMatchObject({ ready: 0, warming: 0 });
+
+      // With two slots free the pool refills them; a create that must start cold (it mounts a volume) still gets a slot.
+      for (const r of served) await Sandbox.kill(r.body.sandboxID as string, pooled.sdk);
+      await ready(2);
+      const volume = await Volume.create(`tp-storm-${run}`, pooled.sdk);
+      const cold = await Sandbox.create('base', { ...pooled.sdk, timeoutMs: 300_000, volumeMounts: { '/data': volume } } as never);
+      try {
+        expect((await cold.commands.run('echo cold')).stdout.trim()).toBe('cold');
+        // The ready container that gave its slot up is being removed.
+        const now = await until(containers, (list) => list.filter((c) => c.pooledOnly).length === 1, 30_000);
+        expect(now.map((c) => c.sandboxId)).toEqual(expect.arrayContaining([first.sandboxId, cold.sandboxId]));
+      } finally {
+        await cold.kill();
+        await Volume.destroy(volume.volumeId, pooled.sdk).catch(() => undefined);
+      }
+      await first.kill();
+    } finally {
+      await pooled.dispose();
     }
   });
 });

@@ -139,6 +139,7 @@ export class NodeSet {
         allocatedMemoryMB: 0,
         inFlightCpu: flying?.cpu ?? 0,
         inFlightMemoryMB: flying?.memoryMB ?? 0,
+        inFlightCount: flying?.count ?? 0,
       });
     }
     for (const sandbox of sandboxes) {

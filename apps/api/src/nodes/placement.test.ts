@@ -44,6 +44,18 @@ describe('placement', () => {
     expect(place(nodes, small)).toEqual({ kind: 'placed', nodeId: 'z' });
   });
 
+  it('counts creates in flight at what a starting sandbox takes (when their number is known), the new one at its whole limit', () => {
+    const request = { cpuCount: 2, memoryMB: 1024 };
+    // 7,000 MiB available, six 1 GiB creates in flight: room for one more 1 GiB sandbox beside six starting ones.
+    const busy = node('a', { inFlightMemoryMB: 6 * 1024, inFlightCount: 6 }, { memoryAvailableMB: 7000 });
+    expect(place([busy], request)).toEqual({ kind: 'placed', nodeId: 'a' });
+    // Without the count every create counts at its limit.
+    expect(place([node('a', { inFlightMemoryMB: 6 * 1024 }, { memoryAvailableMB: 7000 })], request)).toMatchObject({ kind: 'full' });
+    // The new sandbox's own limit must still fit: 6 × 64 MiB starting + 1024 > 1400.
+    expect(place([node('a', { inFlightMemoryMB: 6 * 1024, inFlightCount: 6 }, { memoryAvailableMB: 1400 })], request)).toMatchObject({ kind: 'full' });
+    expect(place([node('a', { inFlightMemoryMB: 6 * 1024, inFlightCount: 6 }, { memoryAvailableMB: 1024 + 6 * 64 })], request)).toEqual({ kind: 'placed', nodeId: 'a' });
+  });
+
   it('full (429) only when every ready node is full; unavailable when no node is ready at all', () => {
     const full = place([node('a', {}, { memoryAvailableMB: 100 }), node('b', { inFlightMemoryMB: 11900 }), node('c', { status: 'lost' })], small);
     expect(full).toMatchObject({ kind: 'full', message: expect.stringMatching(/every node is full/) });

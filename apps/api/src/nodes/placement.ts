@@ -5,7 +5,8 @@ import type { NodeStatus } from './node-store.ts';
  * Where a new sandbox goes: a pure decision over what the API knows of each node (no I/O, so it is unit-tested with
  * fake nodes and benchmarked). Free CPU and memory are the node's capacity minus the sizes of the sandboxes that hold
  * a container there minus the creates already placed there and still in flight; CPU may be overcommitted (it only
- * scores), memory may not beyond what the node measures as available (that is what makes a node full).
+ * scores), memory may not beyond what the node measures as available (that is what makes a node full): a new
+ * sandbox's whole memory limit must fit in it, beside what the creates in flight take while they start.
  */
 
 export interface NodeLoad {
@@ -18,6 +19,8 @@ export interface NodeLoad {
   /** CPUs and MiB of creates placed on the node and not finished yet. */
   inFlightCpu: number;
   inFlightMemoryMB: number;
+  /** How many creates those are (when known: the memory check then counts each at what a starting sandbox takes). */
+  inFlightCount?: number;
 }
 
 export interface PlacementRequest {
@@ -43,9 +46,20 @@ export type Placement =
 const POOL_BONUS = 2;
 const IMAGE_BONUS = 1;
 
-/** True when the node can hold `request` now: its measured available memory, less what creates in flight will take. */
+/**
+ * What a sandbox being started takes before the node's MemAvailable shows it (MiB): an idle sandbox takes ~24 MB, so
+ * counting each create in flight at its whole memory limit (1 GiB for `base`) made a node with 7 GiB available
+ * "full" while six creates were in flight.
+ */
+const STARTING_SANDBOX_MB = 64;
+
+/**
+ * True when the node can hold `request` now: its measured available memory, less what creates in flight will take
+ * before it shows them, still has room for the request's whole memory limit.
+ */
 function fits(node: NodeLoad, request: PlacementRequest): boolean {
-  return node.capacity.memoryAvailableMB - node.inFlightMemoryMB >= request.memoryMB;
+  const starting = node.inFlightCount === undefined ? node.inFlightMemoryMB : Math.min(node.inFlightMemoryMB, node.inFlightCount * STARTING_SANDBOX_MB);
+  return node.capacity.memoryAvailableMB - starting >= request.memoryMB;
 }
 
 /** Higher is better: the share of CPU and memory left after this sandbox, plus bonuses for a ready pool container and a present image. */

@@ -1,6 +1,6 @@
 import pino from 'pino';
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { MetricsRecorder } from './metrics-recorder.ts';
+import { MetricsRecorder, sampleRoundMs } from './metrics-recorder.ts';
 import type { SandboxRecord } from './sandbox-record.ts';
 
 const reads: Array<{ address: string; at: number }> = [];
@@ -42,5 +42,26 @@ describe('MetricsRecorder', () => {
     await vi.advanceTimersByTimeAsync(4_999);
     expect(reads.map((r) => r.address)).toEqual(['10.0.0.1', '10.0.0.2', '10.0.0.3', '10.0.0.5']);
     recorder.stop();
+  });
+
+  it('stretches the round beyond 100 sandboxes so that at most 20 samples a second are taken', async () => {
+    expect(sampleRoundMs(1)).toBe(5_000);
+    expect(sampleRoundMs(100)).toBe(5_000);
+    expect(sampleRoundMs(500)).toBe(25_000);
+    vi.useFakeTimers();
+    const running = Array.from({ length: 200 }, (_, i) => record(i + 1));
+    const recorder = new MetricsRecorder(() => running, pino({ level: 'silent' }));
+    recorder.start();
+    await vi.advanceTimersByTimeAsync(5_000 + 10_000 - 1);
+    // A 10 s round for 200 sandboxes: each once, 50 ms apart.
+    expect(reads).toHaveLength(200);
+    expect(new Set(reads.map((r) => r.address)).size).toBe(200);
+    expect(reads[1]!.at - reads[0]!.at).toBe(50);
+    await vi.advanceTimersByTimeAsync(1);
+    expect(reads).toHaveLength(201);
+    // Stopped mid-round: the rest of the round is not sampled.
+    recorder.stop();
+    await vi.advanceTimersByTimeAsync(20_000);
+    expect(reads).toHaveLength(201);
   });
 });

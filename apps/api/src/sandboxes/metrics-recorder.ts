@@ -4,11 +4,23 @@ import type { SandboxRecord } from './sandbox-record.ts';
 
 const SAMPLE_INTERVAL_MS = 5_000;
 const SAMPLES_KEPT = 720; // an hour at one sample every five seconds
+/**
+ * Most samples a second over all sandboxes: up to 100 running sandboxes each is sampled every 5 s; beyond, the
+ * interval stretches (500 sandboxes: every 25 s). Each sample wakes the sandbox's envd and costs the API an HTTP
+ * exchange, so a fixed 5 s would make idle sandboxes cost CPU in proportion to their number (~1 ms/s each).
+ */
+const MAX_SAMPLES_PER_SECOND = 20;
+
+/** How long one round of samples (every running sandbox once) takes for `count` sandboxes (ms). */
+export function sampleRoundMs(count: number): number {
+  return Math.max(SAMPLE_INTERVAL_MS, Math.ceil((count / MAX_SAMPLES_PER_SECOND) * 1000));
+}
 
 /** Keeps a ring of recent resource samples per running sandbox, read from its envd. */
 export class MetricsRecorder {
   private readonly samples = new Map<string, EnvdMetricSample[]>();
   private timer: NodeJS.Timeout | undefined;
+  private stopped = false;
 
   /** `dialOf`: how to reach a sandbox's envd when its node is on another machine (none: directly). */
   constructor(
@@ -18,12 +30,23 @@ export class MetricsRecorder {
   ) {}
 
   start(): void {
-    this.timer = setInterval(() => void this.sampleAll(), SAMPLE_INTERVAL_MS);
-    this.timer.unref();
+    this.schedule(SAMPLE_INTERVAL_MS);
   }
 
   stop(): void {
-    clearInterval(this.timer);
+    this.stopped = true;
+    clearTimeout(this.timer);
+  }
+
+  /** The next round in `ms`; each round lasts as long as its sandboxes need (sampleRoundMs), the next follows it. */
+  private schedule(ms: number): void {
+    if (this.stopped) return;
+    this.timer = setTimeout(() => {
+      const round = sampleRoundMs(this.running().length);
+      void this.sampleAll(round);
+      this.schedule(round);
+    }, ms);
+    this.timer.unref();
   }
 
   forget(sandboxId: string): void {
@@ -44,17 +67,17 @@ export class MetricsRecorder {
   }
 
   /**
-   * One sample of each running sandbox, spread evenly over the interval: sampled all at once, hundreds of
+   * One sample of each running sandbox, spread evenly over the round: sampled all at once, hundreds of
    * envds and the API were busy at the same moment every 5 s, and a command landing then waited up to a second.
    */
-  private async sampleAll(): Promise<void> {
+  private async sampleAll(roundMs: number): Promise<void> {
     const records = this.running();
-    const gapMs = SAMPLE_INTERVAL_MS / Math.max(1, records.length);
+    const gapMs = roundMs / Math.max(1, records.length);
     await Promise.all(
       records.map(async (record, index) => {
         if (index > 0) await new Promise((resolve) => setTimeout(resolve, index * gapMs).unref());
-        // Killed or paused meanwhile: nothing to sample (and no ring to leave behind after forget()).
-        if (this.running().some((r) => r.sandboxId === record.sandboxId)) await this.sample(record);
+        // Stopped, or killed or paused meanwhile: nothing to sample (and no ring to leave behind after forget()).
+        if (!this.stopped && this.running().some((r) => r.sandboxId === record.sandboxId)) await this.sample(record);
       }),
     );
   }

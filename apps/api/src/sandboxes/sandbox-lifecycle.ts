@@ -450,7 +450,7 @@ export class SandboxLifecycle implements SandboxDirectory {
         throw error;
       }
       this.timers.arm(record);
-      this.log(sandboxId).info({ templateId: record.templateId, buildId: record.buildId, containerId: record.containerId, nodeId: record.nodeId, warmPool: Boolean(plan.pooled) }, plan.pooled ? 'sandbox created (claimed from the warm pool)' : 'sandbox created');
+      log.info({ templateId: record.templateId, buildId: record.buildId, containerId: record.containerId, nodeId: record.nodeId, warmPool: Boolean(plan.pooled) }, plan.pooled ? 'sandbox created (claimed from the warm pool)' : 'sandbox created');
       return record;
     } finally {
       release(1);
