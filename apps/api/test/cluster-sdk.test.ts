@@ -13,17 +13,23 @@
  * Cases that need other parts of issue 17 are `it.todo` until those parts are merged (flip the constants below at
  * merge): a sandbox used through the replica that did not create it, a replica killed mid-burst (wt/replicas);
  * templates, snapshots and disk-paused sandboxes moving between nodes (wt/images).
- * Root only (namespaces, engines, iptables). CLUSTER_SDK_KEEP=1 leaves the cluster up after the run for a look.
+ * Last, `down` itself: nothing of the cluster (processes of the database and the replicas included) is left.
+ * Root only (namespaces, engines, iptables).
  */
 import { request } from 'node:http';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Sandbox, Template } from 'e2b';
+import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   BASE_IMAGE,
   apiFiles,
+  clusterLayout,
+  clusterLeftovers,
+  replicaSandboxNetwork,
+  run,
   downCluster,
   ensureBaseImage,
   freeClusterSlot,
@@ -45,6 +51,7 @@ const LOST_AFTER_SECONDS = 6;
 const name = `s${process.pid % 10_000_000}`;
 const dir = mkdtempSync(join(tmpdir(), 'tp-cluster-sdk-test-'));
 let state: ClusterState | undefined;
+let downDone = false;
 /** Every sandbox made, with the replica (0 or 1) that made it. */
 const made: { sandbox: Sandbox; replica: number }[] = [];
 
@@ -117,14 +124,26 @@ describe.skipIf(!isRoot)('three-node local cluster: the e2b SDK through two API 
   }, 900_000);
 
   afterAll(async () => {
-    if (process.env.CLUSTER_SDK_KEEP === '1') {
-      process.stderr.write(`[cluster-sdk] CLUSTER_SDK_KEEP=1: cluster left up in ${dir} (pnpm cluster:local down --dir ${dir})\n`);
-      return;
-    }
-    await Promise.all(made.map(({ sandbox }) => sandbox.kill().catch(() => undefined)));
-    await downCluster({ name, dir }).catch((error: unknown) => process.stderr.write(`[cluster-sdk] down failed: ${String(error)}\n`));
+    if (!downDone) await downCluster({ name, dir }).catch((error: unknown) => process.stderr.write(`[cluster-sdk] down failed: ${String(error)}\n`));
     rmSync(dir, { recursive: true, force: true });
   }, 600_000);
+
+  it('the cluster\'s PostgreSQL: the agents and replicas are in its node table; only the password gets in', async () => {
+    const url = new URL(state!.postgres!.url);
+    const connection = { host: url.hostname, port: Number(url.port), user: url.username, database: url.pathname.slice(1) };
+    const client = new pg.Client({ ...connection, password: readFileSync(state!.postgres!.passwordFile, 'utf8').trim() });
+    await client.connect();
+    try {
+      const rows = (await client.query<{ node_id: string; status: string }>('SELECT node_id, status FROM nodes ORDER BY node_id')).rows;
+      expect(rows).toEqual([...['api1', 'api2'].map((id) => ({ node_id: id, status: 'draining' })), ...NODES.map((id) => ({ node_id: id, status: 'ready' }))]);
+    } finally {
+      await client.end();
+    }
+    const intruder = new pg.Client({ ...connection, password: 'not-the-password' });
+    intruder.on('error', () => undefined);
+    await expect(intruder.connect()).rejects.toThrow(/password authentication failed/);
+    await intruder.end().catch(() => undefined);
+  });
 
   it('creates through both replicas spread over all three nodes (clientID, GET /nodes), none on the drained embedded nodes', async () => {
     const sandboxes = await Promise.all([0, 0, 0, 0, 0, 0, 1, 1, 1].map((index) => create(index)));
@@ -269,5 +288,13 @@ describe.skipIf(!isRoot)('three-node local cluster: the e2b SDK through two API 
     const resumedOn = await nodeOf(0, sandbox.sandboxId);
     expect(resumedOn).not.toBe(nodeId);
     expect(await resumed.files.read('/home/user/paused.txt')).toBe('kept on disk');
+  }, 600_000);
+
+  it('down removes everything: nodes, database, replicas, their host network; no process, namespace, link, mount or rule left', async () => {
+    const report = await downCluster({ name, dir });
+    downDone = true;
+    expect(report.leftovers).toEqual({ namespaces: [], links: [], mounts: [], rules: 0, processes: [] });
+    expect(await clusterLeftovers(clusterLayout(name, state!.slot, dir))).toEqual({ namespaces: [], links: [], mounts: [], rules: 0, processes: [] });
+    expect((await run('docker', ['network', 'inspect', replicaSandboxNetwork(clusterLayout(name, state!.slot, dir))])).exitCode).not.toBe(0);
   }, 600_000);
 });
