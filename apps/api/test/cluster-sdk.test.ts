@@ -135,7 +135,9 @@ describe.skipIf(!isRoot)('three-node local cluster: the e2b SDK through two API 
     await client.connect();
     try {
       const rows = (await client.query<{ node_id: string; status: string }>('SELECT node_id, status FROM nodes ORDER BY node_id')).rows;
-      expect(rows).toEqual([...['api1', 'api2'].map((id) => ({ node_id: id, status: 'draining' })), ...NODES.map((id) => ({ node_id: id, status: 'ready' }))]);
+      expect(rows.filter((r) => NODES.includes(r.node_id))).toEqual(NODES.map((id) => ({ node_id: id, status: 'ready' })));
+      // A replica with an engine of its own registers it as api<i>: drained, so only agents take sandboxes.
+      for (const row of rows.filter((r) => !NODES.includes(r.node_id))) expect(row).toEqual({ node_id: expect.stringMatching(/^api[12]$/), status: 'draining' });
     } finally {
       await client.end();
     }
@@ -159,8 +161,7 @@ describe.skipIf(!isRoot)('three-node local cluster: the e2b SDK through two API 
         // What this replica placed there (each replica counts the sandboxes it holds).
         expect(byId.get(id)?.sandboxCount).toBe(placed.filter((p) => p.index === index && p.nodeId === id).length);
       }
-      expect(byId.get('api1')?.status).toBe('draining');
-      expect(byId.get('api2')?.status).toBe('draining');
+      for (const id of ['api1', 'api2']) if (byId.has(id)) expect(byId.get(id)?.status).toBe('draining');
     }
     const detail = await rest(0, 'GET', '/nodes/node1');
     expect(detail.status).toBe(200);

@@ -108,7 +108,9 @@ export async function startApiReplica(opts: StartApiOptions): Promise<{ id: stri
     TIDEPOOL_CLUSTER_CLIENT_CERT: opts.clientTls.cert,
     TIDEPOOL_CLUSTER_CLIENT_KEY: opts.clientTls.key,
     TIDEPOOL_NODE_LOST_AFTER_SECONDS: String(opts.nodeLostAfterSeconds),
-    // The embedded node (until an engine-free API exists): its own id, network and no pool, drained by `up`.
+    // No engine of its own where the API supports it (TIDEPOOL_EMBEDDED_NODE, wt/nodeside; an unknown setting is
+    // ignored before that). Otherwise the embedded node gets its own id, network, no pool, and `up` drains it.
+    TIDEPOOL_EMBEDDED_NODE: 'off',
     TIDEPOOL_NODE_ID: files.id,
     TIDEPOOL_SANDBOX_NETWORK: replicaSandboxNetwork(opts.cluster),
     TIDEPOOL_WARM_POOL: 'off',
