@@ -17,13 +17,12 @@ import { join } from 'node:path';
 import { ClusterError } from './cluster-error.ts';
 import { enginePid, loadImageIntoNode, pingEngine, startNodeEngine, stopNodeEngine, type StorageDriver } from './cluster-engines.ts';
 import { clusterLayout, MAX_NODES, nodeLayout, parseNodeId, type ClusterLayout, type NodeLayout } from './cluster-layout.ts';
-import { mountsUnder, nodeProcesses, unmountUnder } from './cluster-leftovers.ts';
+import { killAll, mountsUnder, nodeProcesses, unmountUnder } from './cluster-leftovers.ts';
 import { clusterLinks, clusterNamespaces, clusterRuleCount, createBridge, createNodeNetwork, removeClusterNetwork, subnetUsers } from './cluster-network.ts';
 import { ensureClusterTls, ensureNodeServerTls, type ClientTls } from './cluster-tls.ts';
 import { agentPid, startNodeAgentProcess, stopNodeAgentProcess } from './cluster-agents.ts';
 import { apiFiles, apiPid, processesWithDataDirUnder, replicaSandboxNetwork, startApiReplica, stopApiReplica } from './cluster-apis.ts';
 import { clusterPsql, postgresPid, startClusterPostgres, stopClusterPostgres, type ClusterPostgres } from './cluster-postgres.ts';
-import { killAll } from './cluster-leftovers.ts';
 import { repoRoot, run } from './docker.ts';
 import { startLocalRegistry, stopRegistryIn } from './local-registry.ts';
 import { getFreePort } from './ports.ts';
@@ -74,7 +73,7 @@ export interface ClusterState {
 }
 
 export interface ClusterApiState {
-  /** `api<i>` (also its embedded node's id, drained). */
+  /** `api<i>` (also the id of its embedded node, drained, where it has one). */
   id: string;
   index: number;
   /** `http://127.0.0.1:<port>`: REST API and the sandbox proxy (routing headers or `<port>-<id>.<domain>` Host). */
@@ -220,7 +219,6 @@ export async function upCluster(opts: UpOptions): Promise<ClusterState> {
       await migrateClusterDatabase(state.postgres);
       progress(`postgres ${state.postgres.host}:${state.postgres.port} up and migrated in ${Date.now() - before} ms (password in ${state.postgres.passwordFile})`);
     }
-
     for (let index = 1; index <= opts.nodes; index += 1) {
       const node = nodeLayout(cluster, index);
       await createNodeNetwork(cluster, node);
@@ -294,16 +292,17 @@ async function startReplicas(state: ClusterState, cluster: ClusterLayout, tls: C
     writeClusterState(state);
     progress(`${started.id} ${started.url} up in ${started.startMs} ms`);
   }
-  // Each replica still embeds a node on the host's engine: draining keeps sandboxes off it (the agents take them).
+  // A replica of an API that cannot run engine-free embeds a node on the host's engine: drained, the agents take all.
   const embedded = EMBEDDED_NODE_IDS(count).map((id) => `'${id}'`).join(', ');
-  await clusterPsql(cluster.dir, 'tidepool', `UPDATE nodes SET status = 'draining' WHERE node_id IN (${embedded})`, postgres.port);
+  const drained = await clusterPsql(cluster.dir, 'tidepool', `UPDATE nodes SET status = 'draining' WHERE node_id IN (${embedded}) RETURNING node_id`, postgres.port);
   const agents = state.nodes.filter((n) => n.agentUrl).map((n) => n.id);
   for (const api of state.apis ?? []) await waitForNodesReady(api.url, state.adminKey, agents);
-  progress(`replicas see ${agents.join(', ')} ready; their embedded nodes ${EMBEDDED_NODE_IDS(count).join(', ')} draining`);
+  const drainedIds = drained.split('\n').filter(Boolean);
+  progress(`replicas see ${agents.join(', ')} ready; ${drainedIds.length > 0 ? `their embedded nodes ${drainedIds.join(', ')} draining` : 'they run no engine of their own'}`);
 }
 
 /** Polls `GET /nodes` (admin key) of a replica until every node in `ids` is `ready` there. */
-async function waitForNodesReady(url: string, adminKey: string, ids: string[], timeoutMs = 60_000): Promise<void> {
+async function waitForNodesReady(url: string, adminKey: string, ids: string[], timeoutMs = 120_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   let seen = '';
   while (Date.now() < deadline) {
