@@ -20,6 +20,9 @@ import { atConcurrency, ms, now, percentile, type Row } from './bench-stats.ts';
 const CREATES = Number(process.env.BENCH_CLUSTER_CREATES ?? 50);
 const CONCURRENCY = Number(process.env.BENCH_CLUSTER_CONCURRENCY ?? 50);
 const NODES = ['node1', 'node2', 'node3'];
+const LOST_AFTER_SECONDS = 30;
+/** The replica's node sweep: min(5 s, lost deadline / 3). */
+const SWEEP_MS = Math.min(5_000, (LOST_AFTER_SECONDS * 1000) / 3);
 
 interface Burst {
   seconds: number;
@@ -47,7 +50,11 @@ async function useNodes(state: ClusterState, count: 1 | 3): Promise<void> {
   const deadline = Date.now() + 60_000;
   while (Date.now() < deadline) {
     const seen = await nodesSeen(state);
-    if (NODES.slice(1).every((id) => seen.get(id) === want) && seen.get('node1') === 'ready') return;
+    if (NODES.slice(1).every((id) => seen.get(id) === want) && seen.get('node1') === 'ready') {
+      // GET /nodes shows the table; placement uses what the replica took in at its last sweep (every 5 s here).
+      await new Promise((r) => setTimeout(r, SWEEP_MS + 1_000));
+      return;
+    }
     await new Promise((r) => setTimeout(r, 250));
   }
   throw new Error(`the replica does not see node2/node3 ${want} within 60 s`);
@@ -104,7 +111,7 @@ export async function benchCluster(log: (message: string) => void): Promise<Row[
   log(`cluster: up 3 nodes + PostgreSQL + 1 replica in ${dir} (load ${load()})`);
   try {
     const upStart = now();
-    const state = await upCluster({ name, slot: await freeClusterSlot(), dir, nodes: 3, images: [BASE_IMAGE], postgres: true, apis: 1, nodeLostAfterSeconds: 30, onProgress: (m) => log(`cluster: ${m}`) });
+    const state = await upCluster({ name, slot: await freeClusterSlot(), dir, nodes: 3, images: [BASE_IMAGE], postgres: true, apis: 1, nodeLostAfterSeconds: LOST_AFTER_SECONDS, onProgress: (m) => log(`cluster: ${m}`) });
     log(`cluster: up in ${((now() - upStart) / 1000).toFixed(0)} s`);
     // Warm-up: one create per node pays for each engine's and the replica's first-use costs.
     const warm = { apiKey: state.apiKey!, apiUrl: state.apis![0].url, sandboxUrl: state.apis![0].url, requestTimeoutMs: 300_000 };

@@ -297,6 +297,8 @@ async function startReplicas(state: ClusterState, cluster: ClusterLayout, tls: C
   const drained = await clusterPsql(cluster.dir, 'tidepool', `UPDATE nodes SET status = 'draining' WHERE node_id IN (${embedded}) RETURNING node_id`, postgres.port);
   const agents = state.nodes.filter((n) => n.agentUrl).map((n) => n.id);
   for (const api of state.apis ?? []) await waitForNodesReady(api.url, state.adminKey, agents);
+  // GET /nodes shows the table; placement follows at each replica's next sweep (at most 5 s).
+  await new Promise((r) => setTimeout(r, 6_000));
   const drainedIds = drained.split('\n').filter(Boolean);
   progress(`replicas see ${agents.join(', ')} ready; ${drainedIds.length > 0 ? `their embedded nodes ${drainedIds.join(', ')} draining` : 'they run no engine of their own'}`);
 }
