@@ -45,12 +45,13 @@ function environOf(pid: number): string[] {
   }
 }
 
-/** Processes whose TIDEPOOL_DATA_DIR lies under `dir` (the replicas; never a shell that merely cd'd there). */
-export function processesWithDataDirUnder(dir: string): number[] {
+/** Replica processes of a cluster: TIDEPOOL_DATA_DIR is `<dir>/api<i>/data` (never a shell that merely cd'd there). */
+export function replicaProcesses(clusterDir: string): number[] {
   const pids: number[] = [];
   for (const entry of readdirSync('/proc')) {
     if (!/^\d+$/.test(entry) || Number(entry) === process.pid) continue;
-    if (environOf(Number(entry)).some((line) => line.startsWith(`TIDEPOOL_DATA_DIR=${dir}/`))) pids.push(Number(entry));
+    const dataDir = environOf(Number(entry)).find((line) => line.startsWith('TIDEPOOL_DATA_DIR='))?.slice('TIDEPOOL_DATA_DIR='.length);
+    if (dataDir !== undefined && dataDir.startsWith(`${clusterDir}/`) && /^api\d+\/data$/.test(dataDir.slice(clusterDir.length + 1))) pids.push(Number(entry));
   }
   return pids;
 }

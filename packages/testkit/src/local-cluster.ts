@@ -21,7 +21,7 @@ import { killAll, mountsUnder, nodeProcesses, unmountUnder } from './cluster-lef
 import { clusterLinks, clusterNamespaces, clusterRuleCount, createBridge, createNodeNetwork, removeClusterNetwork, subnetUsers } from './cluster-network.ts';
 import { ensureClusterTls, ensureNodeServerTls, type ClientTls } from './cluster-tls.ts';
 import { agentPid, startNodeAgentProcess, stopNodeAgentProcess } from './cluster-agents.ts';
-import { apiFiles, apiPid, processesWithDataDirUnder, replicaSandboxNetwork, startApiReplica, stopApiReplica } from './cluster-apis.ts';
+import { apiFiles, apiPid, replicaProcesses, replicaSandboxNetwork, startApiReplica, stopApiReplica } from './cluster-apis.ts';
 import { clusterPsql, postgresPid, startClusterPostgres, stopClusterPostgres, type ClusterPostgres } from './cluster-postgres.ts';
 import { repoRoot, run } from './docker.ts';
 import { startLocalRegistry, stopRegistryIn } from './local-registry.ts';
@@ -487,7 +487,7 @@ export async function downCluster(opts: { name?: string; slot?: number; dir: str
     const match = /^api(\d+)$/.exec(entry);
     if (match) await stopApiReplica(apiFiles(cluster, Number(match[1])));
   }
-  await killAll(processesWithDataDirUnder(cluster.dir));
+  await killAll(replicaProcesses(cluster.dir));
   await removeReplicaSandboxes(cluster);
   const nodesStopped: string[] = [];
   for (const index of [...indexes].sort((a, b) => a - b)) {
@@ -521,6 +521,6 @@ export async function clusterLeftovers(cluster: ClusterLayout): Promise<DownRepo
     links: await clusterLinks(cluster),
     mounts: mountsUnder(cluster.dir),
     rules: await clusterRuleCount(cluster),
-    processes: [...nodeProcesses({ dir: cluster.dir }), ...processesWithDataDirUnder(cluster.dir)],
+    processes: [...nodeProcesses({ dir: cluster.dir }), ...replicaProcesses(cluster.dir)],
   };
 }
