@@ -120,7 +120,9 @@ describe.skipIf(!isRoot)('three-node local cluster: the e2b SDK through two API 
   beforeAll(async () => {
     await ensureBaseImage();
     const slot = await freeClusterSlot();
-    state = await upCluster({ name, slot, dir, nodes: 3, images: [BASE_IMAGE], postgres: true, apis: 2, nodeLostAfterSeconds: LOST_AFTER_SECONDS });
+    // Template builds on the nodes need the envd runtime image there too.
+    const images = IMAGES_MOVE_BETWEEN_NODES ? [BASE_IMAGE, 'tidepool/envd-runtime:latest'] : [BASE_IMAGE];
+    state = await upCluster({ name, slot, dir, nodes: 3, images, postgres: true, apis: 2, nodeLostAfterSeconds: LOST_AFTER_SECONDS });
   }, 900_000);
 
   afterAll(async () => {

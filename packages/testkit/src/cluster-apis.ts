@@ -85,6 +85,8 @@ export interface StartApiOptions {
   apiKey: string;
   adminKey: string;
   nodeLostAfterSeconds: number;
+  /** The cluster's registry (plain HTTP on the bridge): images made anywhere are pushed there (wt/images' settings). */
+  registry: { host: string; username: string; passwordFile: string };
   timeoutMs?: number;
 }
 
@@ -109,6 +111,11 @@ export async function startApiReplica(opts: StartApiOptions): Promise<{ id: stri
     TIDEPOOL_CLUSTER_CLIENT_CERT: opts.clientTls.cert,
     TIDEPOOL_CLUSTER_CLIENT_KEY: opts.clientTls.key,
     TIDEPOOL_NODE_LOST_AFTER_SECONDS: String(opts.nodeLostAfterSeconds),
+    // Images across nodes (an API without these settings ignores them, and images stay on the node that made them).
+    TIDEPOOL_REGISTRY: opts.registry.host,
+    TIDEPOOL_REGISTRY_USERNAME: opts.registry.username,
+    TIDEPOOL_REGISTRY_PASSWORD_FILE: opts.registry.passwordFile,
+    TIDEPOOL_REGISTRY_INSECURE: 'on',
     // No engine of its own where the API supports it (TIDEPOOL_EMBEDDED_NODE, wt/nodeside; an unknown setting is
     // ignored before that). Otherwise the embedded node gets its own id, network, no pool, and `up` drains it.
     TIDEPOOL_EMBEDDED_NODE: 'off',

@@ -277,6 +277,9 @@ async function startReplicas(state: ClusterState, cluster: ClusterLayout, tls: C
   state.apiKey = `e2b_${randomBytes(20).toString('hex')}`;
   state.adminKey = randomBytes(24).toString('hex');
   writeClusterState(state);
+  const registryPasswordFile = join(cluster.dir, 'registry-password');
+  writeFileSync(registryPasswordFile, `${state.registry.password}\n`, { mode: 0o600 });
+  const registry = { host: state.registry.host, username: state.registry.username, passwordFile: registryPasswordFile };
   for (let index = 1; index <= count; index += 1) {
     const started = await startApiReplica({
       cluster,
@@ -287,6 +290,7 @@ async function startReplicas(state: ClusterState, cluster: ClusterLayout, tls: C
       apiKey: state.apiKey,
       adminKey: state.adminKey,
       nodeLostAfterSeconds: state.nodeLostAfterSeconds ?? 15,
+      registry,
     });
     state.apis = [...(state.apis ?? []), { id: started.id, index, url: started.url, port: Number(new URL(started.url).port), logFile: started.logFile, startMs: started.startMs }];
     writeClusterState(state);
