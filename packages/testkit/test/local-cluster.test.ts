@@ -247,7 +247,7 @@ describe.skipIf(!isRoot)('local cluster: node engines in network namespaces', ()
     expect(loadMissing.stderr).toContain('loading tidepool/no-such-image:never into node1 failed');
     const badCount = await cli('up', '--nodes', 'many', '--dir', join(dir, 'other'));
     expect(badCount.exitCode).toBe(2);
-  });
+  }, 240_000); // ten CLI runs, each compiling the CLI with tsx: 10-12 s apiece on the shared 2-core VM
 
   it('refuses a second up of the same cluster and leaves the first untouched', async () => {
     await expectClusterError(upCluster({ name, slot, dir, nodes: 1 }), 'exists');
