@@ -19,7 +19,9 @@
  * Sizes: BENCH_SERIAL (30), BENCH_CONCURRENT (50), BENCH_CONCURRENCY (20,50), BENCH_EXEC (200), BENCH_PAUSE (10),
  * BENCH_PROXY (1000), BENCH_POOL_CONCURRENCY (20,50), BENCH_DENSITY (500).
  * BENCH_SECTIONS: comma list of `sandboxes`, `templates`, `pool`, `pool-adaptive`, `density`, `neighbours`, `code-interpreter`, `placement`
- * (placement-bench.ts: a placement decision over 1,000 sandboxes; pure, no engine) (default
+ * (placement-bench.ts: a placement decision over 1,000 sandboxes; pure, no engine), `cluster` (cluster-bench.ts: c=50
+ * creates through the SDK on a three-node local cluster vs one node of it; root; BENCH_CLUSTER_CREATES,
+ * BENCH_CLUSTER_CONCURRENCY) (default
  * `sandboxes,templates,pool,pool-adaptive`).
  */
 import { Sandbox } from 'e2b';
@@ -36,6 +38,7 @@ import { benchDensity } from './density-bench.ts';
 import { benchCodeInterpreter } from './code-interpreter-bench.ts';
 import { benchPlacement } from './placement-bench.ts';
 import { benchNeighbours } from './neighbour-bench.ts';
+import { benchCluster } from './cluster-bench.ts';
 
 const SERIAL = Number(process.env.BENCH_SERIAL ?? 30);
 const PAUSES = Number(process.env.BENCH_PAUSE ?? 10);
@@ -64,6 +67,7 @@ async function main(): Promise<void> {
     ['code-interpreter', () => benchCodeInterpreter(log)],
     ['placement', async () => benchPlacement(log)],
     ['neighbours', () => benchNeighbours(log)],
+    ['cluster', () => benchCluster(log)],
   ];
   for (const [name, bench] of ownProcess) {
     if (!SECTIONS.has(name)) continue;

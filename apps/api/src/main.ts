@@ -3,6 +3,7 @@ import { ConfigError } from './config.ts';
 import { startPlatform } from './platform.ts';
 import { installProcessGuard } from './process-guard.ts';
 import { runNodeAgent } from './node-agent/run-node-agent.ts';
+import { runMigrate } from './store/migrate-command.ts';
 import { shutdownPlan } from './shutdown-policy.ts';
 
 /** `tidepool api` (and no subcommand): today's all-in-one platform, an API embedding one local node. */
@@ -49,13 +50,15 @@ async function runApi(): Promise<void> {
   process.on('SIGINT', stop);
 }
 
-const USAGE = 'usage: tidepool [api|node]\n  api   (default) the platform: API, sandbox proxy and the local engine\n  node  the node agent: this machine\'s engine behind a mutual-TLS listener (TIDEPOOL_NODE_*)\n';
+const USAGE =
+  'usage: tidepool [api|node|migrate]\n  api      (default) the platform: API, sandbox proxy and the local engine\n  node     the node agent: this machine\'s engine behind a mutual-TLS listener (TIDEPOOL_NODE_*)\n  migrate  apply the database migrations (TIDEPOOL_DATABASE_URL, else SQLite in TIDEPOOL_DATA_DIR) and exit\n';
 
 async function main(argv: string[]): Promise<void> {
   const [command = 'api', ...rest] = argv;
   if (rest.length > 0) throw new Error(`unexpected arguments after '${command}': ${rest.join(' ')}\n${USAGE}`);
   if (command === 'api') return runApi();
   if (command === 'node') return runNodeAgent();
+  if (command === 'migrate') return runMigrate();
   if (command === 'help' || command === '--help' || command === '-h') {
     process.stdout.write(USAGE);
     return;

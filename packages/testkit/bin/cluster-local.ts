@@ -1,11 +1,13 @@
 /**
  * `pnpm cluster:local <command>`: a multi-node Tidepool cluster on this machine (see README, "Cluster mode").
  *
- *   up [--nodes N] [--no-tls] [--no-agents] [--storage-driver auto|overlay2|vfs] [--load IMAGE]... [--no-load]
+ *   up [--nodes N] [--apis N | --no-api] [--no-postgres] [--node-lost-after S] [--no-tls] [--no-agents]
+ *      [--storage-driver auto|overlay2|vfs] [--load IMAGE]... [--no-load]
  *   status [--json]
  *   env
  *   stop-node <id>
  *   start-node <id>
+ *   drain <id> / undrain <id>       (take a node out of placement / put it back, in the node table)
  *   load <image> [--node <id>]      (docker save on the host | docker load on every node, or one)
  *   certs --dir DIR --node ID=ADDRESS...  (a cluster CA, the API's client certificate and node server certificates)
  *   down
@@ -29,13 +31,16 @@ import {
   readClusterState,
   repoRoot,
   run,
+  setClusterNodePlacement,
   startClusterNode,
   stopClusterNode,
   upCluster,
 } from '../src/index.ts';
 
-const USAGE = `usage: pnpm cluster:local <up|status|env|stop-node <id>|start-node <id>|load <image>|certs|down> [options]
-  up          [--nodes N] [--no-tls] [--no-agents] [--storage-driver auto|overlay2|vfs] [--load IMAGE]... [--no-load]
+const USAGE = `usage: pnpm cluster:local <up|status|env|stop-node <id>|start-node <id>|drain <id>|undrain <id>|load <image>|certs|down> [options]
+  up          [--nodes N] [--apis N | --no-api] [--no-postgres] [--node-lost-after SECONDS] [--no-tls] [--no-agents]
+              [--storage-driver auto|overlay2|vfs] [--load IMAGE]... [--no-load]
+  drain ID / undrain ID   take a node out of placement (its sandboxes keep running) / put it back
   status      [--json]
   load IMAGE  [--node ID]
   certs       --dir DIR --node ID=ADDRESS [--node ID=ADDRESS]...   (CA + API client cert + node server certs)
@@ -60,6 +65,10 @@ async function main(argv: string[]): Promise<void> {
       nodes: { type: 'string' },
       'no-tls': { type: 'boolean' },
       'no-agents': { type: 'boolean' },
+      'no-postgres': { type: 'boolean' },
+      'no-api': { type: 'boolean' },
+      apis: { type: 'string' },
+      'node-lost-after': { type: 'string' },
       'storage-driver': { type: 'string' },
       load: { type: 'string', multiple: true },
       'no-load': { type: 'boolean' },
@@ -82,6 +91,8 @@ async function main(argv: string[]): Promise<void> {
       let images = values.load ?? [];
       if (values['no-load']) images = [];
       else if (images.length === 0 && (await run('docker', ['image', 'inspect', BASE_IMAGE])).exitCode === 0) images = [BASE_IMAGE];
+      const postgres = !values['no-postgres'] && !values['no-tls'] && !values['no-agents'];
+      const apis = values['no-api'] || !postgres ? 0 : integer(values.apis, '--apis', 2);
       const state = await upCluster({
         dir,
         name: values.name,
@@ -89,6 +100,9 @@ async function main(argv: string[]): Promise<void> {
         nodes: integer(values.nodes, '--nodes', 2),
         tls: !values['no-tls'],
         agents: !values['no-agents'],
+        postgres,
+        apis,
+        nodeLostAfterSeconds: integer(values['node-lost-after'], '--node-lost-after', 15),
         storageDriver: driver as 'auto' | 'overlay2' | 'vfs',
         images,
         onProgress: say,
@@ -106,16 +120,22 @@ async function main(argv: string[]): Promise<void> {
       const { state } = status;
       process.stdout.write(`cluster ${state.name}  bridge ${state.bridge} ${state.subnet}  created ${state.createdAt}\n`);
       process.stdout.write(`registry ${state.registry.host}  ${status.registryUp ? 'up' : 'DOWN'}\n`);
-      process.stdout.write(`postgres (not part of the local cluster yet)\n`);
+      const pg = status.postgres;
+      process.stdout.write(pg ? `postgres ${pg.url}  ${pg.up ? `up (pid ${pg.pid})` : pg.pid ? `NOT ANSWERING (pid ${pg.pid})` : 'DOWN'}\n` : 'postgres (none: started with --no-postgres)\n');
       for (const n of status.nodes) {
         const agent = n.agentUrl ? `  agent ${n.agentUrl} ${n.agentPid ? `running (pid ${n.agentPid})` : 'stopped'}` : '';
         process.stdout.write(`${n.id}  ${n.address}  ${n.running ? `running (pid ${n.pid})` : 'stopped'}${agent}\n`);
       }
+      for (const api of status.apis) {
+        process.stdout.write(`${api.id}  ${api.url}  ${api.healthy ? `healthy (pid ${api.pid})` : api.pid ? `NOT ANSWERING (pid ${api.pid})` : 'stopped'}\n`);
+      }
+      if (status.apis.length === 0) process.stdout.write('api replicas (none: started with --no-api)\n');
       return;
     }
     case 'env': {
-      process.stdout.write(`${clusterEnv(readClusterState(dir)).join('\n')}\n`);
-      process.stdout.write('# API URLs: not yet (the cluster-mode API lands later)\n');
+      const state = readClusterState(dir);
+      process.stdout.write(`${clusterEnv(state).join('\n')}\n`);
+      if ((state.apis ?? []).length === 0) process.stdout.write('# no API replicas (started with --no-api): no E2B_* lines\n');
       return;
     }
     case 'stop-node': {
@@ -128,6 +148,13 @@ async function main(argv: string[]): Promise<void> {
       if (!arg) throw new UsageError('start-node needs a node id (e.g. node1)');
       const node = await startClusterNode(dir, arg);
       say(`${node.id} ${node.address} engine up in ${node.startMs} ms${node.agentUrl ? `; agent ${node.agentUrl} up in ${node.agentStartMs} ms` : ''}`);
+      return;
+    }
+    case 'drain':
+    case 'undrain': {
+      if (!arg) throw new UsageError(`${command} needs a node id (e.g. node1)`);
+      await setClusterNodePlacement(dir, arg, command === 'drain' ? 'draining' : 'ready');
+      say(`${arg} ${command === 'drain' ? 'draining: nothing new is placed there' : 'ready: placeable again'}`);
       return;
     }
     case 'load': {

@@ -88,6 +88,10 @@ export interface StartAgentOptions {
   clientTls: ClientTls;
   /** Stamped on the node's containers (TIDEPOOL_NODE_PLATFORM_ID): one per cluster. */
   platformId: string;
+  /** The cluster's PostgreSQL: the agent registers and heartbeats in its node table (else it only logs them). */
+  database?: { url: string; passwordFile: string };
+  /** TIDEPOOL_NODE_HEARTBEAT_SECONDS (the agent's default when unset). */
+  heartbeatSeconds?: number;
   timeoutMs?: number;
 }
 
@@ -112,6 +116,8 @@ export async function startNodeAgentProcess(node: NodeLayout, opts: StartAgentOp
     TIDEPOOL_DATA_DIR: files.dataDir,
     TIDEPOOL_LXCFS: 'off',
     TIDEPOOL_LOG_LEVEL: process.env.TIDEPOOL_NODE_LOG_LEVEL || 'info',
+    ...(opts.database ? { TIDEPOOL_DATABASE_URL: opts.database.url, TIDEPOOL_DATABASE_PASSWORD_FILE: opts.database.passwordFile } : {}),
+    ...(opts.heartbeatSeconds ? { TIDEPOOL_NODE_HEARTBEAT_SECONDS: String(opts.heartbeatSeconds) } : {}),
   };
   const log = openSync(files.logFile, 'a');
   const started = Date.now();

@@ -40,15 +40,20 @@ export { freeClusterSlot } from './cluster-network.ts';
 export { agentFiles, agentPid, agentUrl, NODE_AGENT_PORT, startNodeAgentProcess, stopNodeAgentProcess } from './cluster-agents.ts';
 export { ensureClusterTls, ensureNodeServerTls, subjectAltName, type ClientTls, type ServerTls } from './cluster-tls.ts';
 export { loadImageIntoNode, nodeDocker, pingEngine, startNodeEngine, stopNodeEngine, type StartedEngine, type StorageDriver } from './cluster-engines.ts';
+export { apiFiles, apiPid, replicaSandboxNetwork, stopApiReplica, type ApiFiles } from './cluster-apis.ts';
+export { clusterPsql, postgresFiles, type ClusterPostgres } from './cluster-postgres.ts';
 export {
   clusterEnv,
   clusterLeftovers,
   clusterStatus,
   downCluster,
   readClusterState,
+  SANDBOX_DOMAIN,
+  setClusterNodePlacement,
   startClusterNode,
   stopClusterNode,
   upCluster,
+  type ClusterApiState,
   type ClusterNodeState,
   type ClusterState,
   type ClusterStatus,

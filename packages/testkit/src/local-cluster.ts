@@ -7,18 +7,23 @@
  * `up` leaves nothing half-made: any failure tears down what it made. `down` works from names alone (the
  * `tp-<name>-` prefix, the cluster directory), so it also cleans up after a crash or a lost state file.
  *
- * PostgreSQL: `postgres` in the state is null until the testkit has a PostgreSQL helper to start here (the
- * PostgreSQL store is being built separately); that is the seam to fill.
+ * With `postgres` (the CLI's default) it also runs a PostgreSQL on the bridge address (cluster-postgres.ts), migrated
+ * before anything uses it, whose node table the agents register and heartbeat in; with `apis` it starts that many
+ * API replicas on the host (cluster-apis.ts) driving the agents, their embedded nodes marked draining.
  */
+import { randomBytes } from 'node:crypto';
 import { existsSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { ClusterError } from './cluster-error.ts';
 import { enginePid, loadImageIntoNode, pingEngine, startNodeEngine, stopNodeEngine, type StorageDriver } from './cluster-engines.ts';
 import { clusterLayout, MAX_NODES, nodeLayout, parseNodeId, type ClusterLayout, type NodeLayout } from './cluster-layout.ts';
-import { mountsUnder, nodeProcesses, unmountUnder } from './cluster-leftovers.ts';
+import { killAll, mountsUnder, nodeProcesses, unmountUnder } from './cluster-leftovers.ts';
 import { clusterLinks, clusterNamespaces, clusterRuleCount, createBridge, createNodeNetwork, removeClusterNetwork, subnetUsers } from './cluster-network.ts';
 import { ensureClusterTls, ensureNodeServerTls, type ClientTls } from './cluster-tls.ts';
 import { agentPid, startNodeAgentProcess, stopNodeAgentProcess } from './cluster-agents.ts';
-import { run } from './docker.ts';
+import { apiFiles, apiPid, replicaProcesses, replicaSandboxNetwork, startApiReplica, stopApiReplica } from './cluster-apis.ts';
+import { clusterPsql, postgresPid, startClusterPostgres, stopClusterPostgres, type ClusterPostgres } from './cluster-postgres.ts';
+import { repoRoot, run } from './docker.ts';
 import { startLocalRegistry, stopRegistryIn } from './local-registry.ts';
 import { getFreePort } from './ports.ts';
 
@@ -55,9 +60,28 @@ export interface ClusterState {
   registry: { host: string; url: string; username: string; password: string };
   /** Client certificate for the nodes' TCP listeners (null when started without TLS). */
   tls: ClientTls | null;
-  /** Not started yet: no PostgreSQL helper in the testkit (see the module comment). */
-  postgres: null;
+  /** The cluster's PostgreSQL (null when started without one). */
+  postgres: ClusterPostgres | null;
   nodes: ClusterNodeState[];
+  /** API replicas (`tidepool api` on the host); absent in state files of older clusters. */
+  apis?: ClusterApiState[];
+  /** The replicas' API key (X-API-Key / E2B_API_KEY) and admin key; null without replicas. */
+  apiKey?: string | null;
+  adminKey?: string | null;
+  /** TIDEPOOL_NODE_LOST_AFTER_SECONDS of the replicas. */
+  nodeLostAfterSeconds?: number;
+}
+
+export interface ClusterApiState {
+  /** `api<i>` (also the id of its embedded node, drained, where it has one). */
+  id: string;
+  index: number;
+  /** `http://127.0.0.1:<port>`: REST API and the sandbox proxy (routing headers or `<port>-<id>.<domain>` Host). */
+  url: string;
+  port: number;
+  logFile: string;
+  /** Milliseconds from spawning it to its first `/health` answer. */
+  startMs: number;
 }
 
 export interface UpOptions {
@@ -77,6 +101,12 @@ export interface UpOptions {
   onProgress?: (message: string) => void;
   /** Start a node agent per node (default true; needs TLS). */
   agents?: boolean;
+  /** Run the cluster's PostgreSQL and register the agents in it (default false; the CLI's default is true). */
+  postgres?: boolean;
+  /** API replicas to start (default 0; needs postgres, TLS and agents; the CLI's default is 2). */
+  apis?: number;
+  /** The replicas' TIDEPOOL_NODE_LOST_AFTER_SECONDS (default 15); the agents heartbeat at a third of it. */
+  nodeLostAfterSeconds?: number;
 }
 
 function requireRoot(): void {
@@ -146,11 +176,20 @@ export async function upCluster(opts: UpOptions): Promise<ClusterState> {
   }
   const users = await subnetUsers(cluster);
   if (users.length > 0) throw new ClusterError('exists', `${cluster.subnet} is already used on ${users.join(', ')} (another cluster?): pick another --slot`);
+  const apis = opts.apis ?? 0;
+  if (!Number.isInteger(apis) || apis < 0 || apis > 8) throw new ClusterError('invalid', `--apis must be an integer 0-8, got ${apis}`);
+  if (apis > 0 && (!opts.postgres || opts.tls === false || opts.agents === false)) {
+    throw new ClusterError('invalid', 'API replicas need the cluster\'s PostgreSQL, TLS and the node agents (drop --no-tls/--no-agents, or use --no-api)');
+  }
+  const lostAfter = opts.nodeLostAfterSeconds ?? 15;
+  if (!Number.isInteger(lostAfter) || lostAfter < 3) throw new ClusterError('invalid', `--node-lost-after must be a whole number of seconds, at least 3, got ${lostAfter}`);
   const progress = opts.onProgress ?? (() => undefined);
   try {
     const registryPort = await getFreePort();
-    await createBridge(cluster, [registryPort]);
-    progress(`bridge ${cluster.bridge} ${cluster.bridgeAddress}/24 (host reachable from nodes on port ${registryPort} only)`);
+    const postgresPort = opts.postgres ? await getFreePort() : undefined;
+    const openPorts = postgresPort === undefined ? [registryPort] : [registryPort, postgresPort];
+    await createBridge(cluster, openPorts);
+    progress(`bridge ${cluster.bridge} ${cluster.bridgeAddress}/24 (host reachable from nodes on port${openPorts.length > 1 ? 's' : ''} ${openPorts.join(', ')} only)`);
     const registry = await startLocalRegistry({ address: cluster.bridgeAddress, port: registryPort, dir: cluster.registryDir, detached: true });
     progress(`registry http://${registry.host} (htpasswd user ${registry.username})`);
     const tls = opts.tls === false ? null : await ensureClusterTls(cluster.tlsDir);
@@ -167,8 +206,19 @@ export async function upCluster(opts: UpOptions): Promise<ClusterState> {
       tls,
       postgres: null,
       nodes: [],
+      apis: [],
+      apiKey: null,
+      adminKey: null,
+      nodeLostAfterSeconds: lostAfter,
     };
     writeClusterState(state);
+    if (postgresPort !== undefined) {
+      const before = Date.now();
+      state.postgres = await startClusterPostgres({ clusterDir: cluster.dir, address: cluster.bridgeAddress, subnet: cluster.subnet, port: postgresPort });
+      writeClusterState(state);
+      await migrateClusterDatabase(state.postgres);
+      progress(`postgres ${state.postgres.host}:${state.postgres.port} up and migrated in ${Date.now() - before} ms (password in ${state.postgres.passwordFile})`);
+    }
     for (let index = 1; index <= opts.nodes; index += 1) {
       const node = nodeLayout(cluster, index);
       await createNodeNetwork(cluster, node);
@@ -183,12 +233,13 @@ export async function upCluster(opts: UpOptions): Promise<ClusterState> {
         progress(`${node.id} loaded ${image} in ${Date.now() - before} ms`);
       }
       if (tls && serverTls && opts.agents !== false) {
-        const agent = await startNodeAgentProcess(node, { serverTls, clientTls: tls, platformId: `cluster-${cluster.name}` });
+        const agent = await startNodeAgentProcess(node, { serverTls, clientTls: tls, platformId: `cluster-${cluster.name}`, ...agentDatabase(state) });
         state.nodes[state.nodes.length - 1] = nodeState(node, started, agent);
         writeClusterState(state);
         progress(`${node.id} agent ${agent.url} up in ${agent.startMs} ms`);
       }
     }
+    if (apis > 0 && tls && state.postgres) await startReplicas(state, cluster, tls, state.postgres, apis, progress);
     return state;
   } catch (error) {
     try {
@@ -197,6 +248,100 @@ export async function upCluster(opts: UpOptions): Promise<ClusterState> {
       throw new ClusterError('engine', `${(error as Error).message}\nand removing what up had made failed too (run 'down'): ${(cleanupError as Error).message}`);
     }
     throw error;
+  }
+}
+
+/** The agents' database settings: the cluster's PostgreSQL, heartbeats at a third of the replicas' lost deadline. */
+function agentDatabase(state: ClusterState): { database?: { url: string; passwordFile: string }; heartbeatSeconds?: number } {
+  if (!state.postgres) return {};
+  return { database: { url: state.postgres.url, passwordFile: state.postgres.passwordFile }, heartbeatSeconds: Math.max(1, Math.floor((state.nodeLostAfterSeconds ?? 15) / 3)) };
+}
+
+/** `tidepool migrate` against the cluster's PostgreSQL, once, before agents and replicas open it. */
+async function migrateClusterDatabase(postgres: ClusterPostgres): Promise<void> {
+  const res = await run(process.execPath, ['--import', 'tsx', join(repoRoot(), 'apps/api/src/main.ts'), 'migrate'], {
+    cwd: repoRoot(),
+    env: { TIDEPOOL_DATABASE_URL: postgres.url, TIDEPOOL_DATABASE_PASSWORD_FILE: postgres.passwordFile, TIDEPOOL_LOG_LEVEL: 'warn' },
+    timeoutMs: 120_000,
+  });
+  if (res.exitCode !== 0) throw new ClusterError('command', `migrating the cluster's database failed (exit ${res.exitCode}): ${(res.stderr || res.stdout).trim()}`);
+}
+
+const EMBEDDED_NODE_IDS = (count: number): string[] => Array.from({ length: count }, (_, i) => apiFiles({ dir: '' }, i + 1).id);
+
+/**
+ * Starts `count` replicas, marks their embedded nodes draining (sandboxes go to the agents) and waits until every
+ * replica sees every agent ready.
+ */
+async function startReplicas(state: ClusterState, cluster: ClusterLayout, tls: ClientTls, postgres: ClusterPostgres, count: number, progress: (message: string) => void): Promise<void> {
+  state.apiKey = `e2b_${randomBytes(20).toString('hex')}`;
+  state.adminKey = randomBytes(24).toString('hex');
+  writeClusterState(state);
+  const registryPasswordFile = join(cluster.dir, 'registry-password');
+  writeFileSync(registryPasswordFile, `${state.registry.password}\n`, { mode: 0o600 });
+  const registry = { host: state.registry.host, username: state.registry.username, passwordFile: registryPasswordFile };
+  for (let index = 1; index <= count; index += 1) {
+    const started = await startApiReplica({
+      cluster,
+      index,
+      port: await getFreePort(),
+      database: { url: postgres.url, passwordFile: postgres.passwordFile },
+      clientTls: tls,
+      apiKey: state.apiKey,
+      adminKey: state.adminKey,
+      nodeLostAfterSeconds: state.nodeLostAfterSeconds ?? 15,
+      registry,
+    });
+    state.apis = [...(state.apis ?? []), { id: started.id, index, url: started.url, port: Number(new URL(started.url).port), logFile: started.logFile, startMs: started.startMs }];
+    writeClusterState(state);
+    progress(`${started.id} ${started.url} up in ${started.startMs} ms`);
+  }
+  // A replica of an API that cannot run engine-free embeds a node on the host's engine: drained, the agents take all.
+  const embedded = EMBEDDED_NODE_IDS(count).map((id) => `'${id}'`).join(', ');
+  const drained = await clusterPsql(cluster.dir, 'tidepool', `UPDATE nodes SET status = 'draining' WHERE node_id IN (${embedded}) RETURNING node_id`, postgres.port);
+  const agents = state.nodes.filter((n) => n.agentUrl).map((n) => n.id);
+  for (const api of state.apis ?? []) await waitForNodesReady(api.url, state.adminKey, agents);
+  // GET /nodes shows the table; placement follows at each replica's next sweep (at most 5 s).
+  await new Promise((r) => setTimeout(r, 6_000));
+  const drainedIds = drained.split('\n').filter(Boolean);
+  progress(`replicas see ${agents.join(', ')} ready; ${drainedIds.length > 0 ? `their embedded nodes ${drainedIds.join(', ')} draining` : 'they run no engine of their own'}`);
+}
+
+/** Polls `GET /nodes` (admin key) of a replica until every node in `ids` is `ready` there. */
+async function waitForNodesReady(url: string, adminKey: string, ids: string[], timeoutMs = 120_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  let seen = '';
+  while (Date.now() < deadline) {
+    try {
+      const res = await fetch(`${url}/nodes`, { headers: { 'x-api-key': adminKey }, signal: AbortSignal.timeout(5_000) });
+      const body = await res.text();
+      if (res.status !== 200) throw new Error(`GET /nodes answered ${res.status}: ${body.slice(0, 200)}`);
+      const nodes = JSON.parse(body) as { nodeID: string; status: string }[];
+      seen = nodes.map((n) => `${n.nodeID}=${n.status}`).join(' ');
+      if (ids.every((id) => nodes.some((n) => n.nodeID === id && n.status === 'ready'))) return;
+    } catch (error) {
+      seen = (error as Error).message;
+    }
+    await new Promise((r) => setTimeout(r, 500));
+  }
+  throw new ClusterError('engine', `${url} does not see ${ids.join(', ')} ready within ${timeoutMs} ms (it sees: ${seen || 'nothing'})`);
+}
+
+/**
+ * Takes a node out of placement (`draining`: its sandboxes keep running, nothing new goes there) or puts it back
+ * (`ready`), in the cluster's node table: every replica follows at its next sweep.
+ */
+export async function setClusterNodePlacement(dir: string, nodeId: string, placement: 'draining' | 'ready'): Promise<void> {
+  requireRoot();
+  const state = readClusterState(dir);
+  if (!state.postgres) throw new ClusterError('invalid', `cluster '${state.name}' runs no PostgreSQL (started with --no-postgres): there is no node table to change`);
+  if (!/^[a-z0-9][a-z0-9-]{0,62}$/.test(nodeId)) throw new ClusterError('invalid', `'${nodeId}' is not a node id`);
+  const from = placement === 'draining' ? "'ready', 'returning'" : "'draining'";
+  const changed = await clusterPsql(state.dir, 'tidepool', `UPDATE nodes SET status = '${placement}' WHERE node_id = '${nodeId}' AND status IN (${from}) RETURNING node_id`, state.postgres.port);
+  if (changed.trim() === '') {
+    const row = (await clusterPsql(state.dir, 'tidepool', `SELECT status FROM nodes WHERE node_id = '${nodeId}'`, state.postgres.port)).trim();
+    if (row === '') throw new ClusterError('invalid', `no node '${nodeId}' in the node table`);
+    if (row !== placement) throw new ClusterError('invalid', `${nodeId} is ${row}: only a ${placement === 'draining' ? 'ready' : 'draining'} node can be made ${placement}`);
   }
 }
 
@@ -226,7 +371,10 @@ export async function startClusterNode(dir: string, id: string): Promise<Cluster
   const serverTls = state.tls ? await ensureNodeServerTls(cluster.tlsDir, node.id, node.address) : undefined;
   const started = await startNodeEngine(node, { storageDriver: state.nodes[index].storageDriver, insecureRegistries: [state.registry.host], tls: serverTls });
   const hadAgent = state.nodes[index].agentUrl !== null && state.nodes[index].agentUrl !== undefined;
-  const agent = hadAgent && serverTls && state.tls ? await startNodeAgentProcess(node, { serverTls, clientTls: state.tls, platformId: `cluster-${state.name}` }) : undefined;
+  const agent =
+    hadAgent && serverTls && state.tls
+      ? await startNodeAgentProcess(node, { serverTls, clientTls: state.tls, platformId: `cluster-${state.name}`, ...agentDatabase(state) })
+      : undefined;
   state.nodes[index] = nodeState(node, started, agent);
   writeClusterState(state);
   return state.nodes[index];
@@ -235,7 +383,20 @@ export async function startClusterNode(dir: string, id: string): Promise<Cluster
 export interface ClusterStatus {
   state: ClusterState;
   registryUp: boolean;
+  /** null when the cluster runs no PostgreSQL. */
+  postgres: { url: string; pid: number | null; up: boolean } | null;
   nodes: { id: string; address: string; running: boolean; pid: number | null; agentUrl: string | null; agentPid: number | null }[];
+  apis: { id: string; url: string; pid: number | null; healthy: boolean }[];
+}
+
+async function answers(url: string, ok: (status: number) => boolean): Promise<boolean> {
+  try {
+    const res = await fetch(url, { signal: AbortSignal.timeout(2_000) });
+    await res.arrayBuffer();
+    return ok(res.status);
+  } catch {
+    return false;
+  }
 }
 
 export async function clusterStatus(dir: string): Promise<ClusterStatus> {
@@ -246,15 +407,18 @@ export async function clusterStatus(dir: string): Promise<ClusterStatus> {
     const node = nodeLayout(cluster, n.index);
     nodes.push({ id: n.id, address: n.address, running: await pingEngine(node.socket), pid: enginePid(node) ?? null, agentUrl: n.agentUrl ?? null, agentPid: agentPid(node) ?? null });
   }
-  let registryUp = false;
-  try {
-    const res = await fetch(`${state.registry.url}/v2/`, { signal: AbortSignal.timeout(2_000) });
-    await res.arrayBuffer();
-    registryUp = res.status === 401 || res.ok;
-  } catch {
-    registryUp = false;
+  const registryUp = await answers(`${state.registry.url}/v2/`, (status) => status === 401 || status === 200);
+  let postgres: ClusterStatus['postgres'] = null;
+  if (state.postgres) {
+    const pid = postgresPid(state.dir) ?? null;
+    const up = pid !== null && (await clusterPsql(state.dir, 'tidepool', 'SELECT 1', state.postgres.port).then((out) => out.trim() === '1', () => false));
+    postgres = { url: state.postgres.url, pid, up };
   }
-  return { state, registryUp, nodes };
+  const apis = [];
+  for (const api of state.apis ?? []) {
+    apis.push({ id: api.id, url: api.url, pid: apiPid(apiFiles(cluster, api.index)) ?? null, healthy: await answers(`${api.url}/health`, (status) => status === 200) });
+  }
+  return { state, registryUp, postgres, nodes, apis };
 }
 
 /** `KEY=value` lines for a shell (`eval "$(pnpm -s cluster:local env)"`). */
@@ -271,8 +435,19 @@ export function clusterEnv(state: ClusterState): string[] {
     lines.push(`TIDEPOOL_CLUSTER_CA=${state.tls.ca}`, `TIDEPOOL_CLUSTER_CLIENT_CERT=${state.tls.cert}`, `TIDEPOOL_CLUSTER_CLIENT_KEY=${state.tls.key}`);
   }
   lines.push(`TIDEPOOL_REGISTRY=${state.registry.host}`, `TIDEPOOL_REGISTRY_USERNAME=${state.registry.username}`, `TIDEPOOL_REGISTRY_PASSWORD=${state.registry.password}`);
+  if (state.postgres) lines.push(`TIDEPOOL_DATABASE_URL=${state.postgres.url}`, `TIDEPOOL_DATABASE_PASSWORD_FILE=${state.postgres.passwordFile}`);
+  // The e2b SDK: API and sandbox traffic to replica 1 (routing headers), E2B_DOMAIN for getHost's names.
+  const apis = state.apis ?? [];
+  if (apis.length > 0 && state.apiKey) {
+    lines.push(`E2B_API_URL=${apis[0].url}`, `E2B_SANDBOX_URL=${apis[0].url}`, `E2B_API_KEY=${state.apiKey}`, `E2B_DOMAIN=${SANDBOX_DOMAIN}`);
+    apis.forEach((api, i) => i > 0 && lines.push(`API_URL_${i + 1}=${api.url}`));
+    if (state.adminKey) lines.push(`TIDEPOOL_ADMIN_KEY=${state.adminKey}`);
+  }
   return lines;
 }
+
+/** The replicas' sandbox domain (TIDEPOOL_DOMAIN's default): `<port>-<id>.tidepool.localhost` as the Host. */
+export const SANDBOX_DOMAIN = 'tidepool.localhost';
 
 export interface DownReport {
   nodesStopped: string[];
@@ -311,6 +486,13 @@ export async function downCluster(opts: { name?: string; slot?: number; dir: str
     const match = /^node(\d+)$/.exec(entry);
     if (match && Number(match[1]) >= 1 && Number(match[1]) <= MAX_NODES) indexes.add(Number(match[1]));
   }
+  // Replicas first (they drive the agents), by pidfile and then by their data directory's environment variable.
+  for (const entry of entries) {
+    const match = /^api(\d+)$/.exec(entry);
+    if (match) await stopApiReplica(apiFiles(cluster, Number(match[1])));
+  }
+  await killAll(replicaProcesses(cluster.dir));
+  await removeReplicaSandboxes(cluster);
   const nodesStopped: string[] = [];
   for (const index of [...indexes].sort((a, b) => a - b)) {
     if (index < 1 || index > MAX_NODES) continue;
@@ -320,10 +502,20 @@ export async function downCluster(opts: { name?: string; slot?: number; dir: str
     nodesStopped.push(node.id);
   }
   await stopRegistryIn(cluster.registryDir);
+  await stopClusterPostgres(cluster.dir);
   await removeClusterNetwork(cluster);
   await unmountUnder(cluster.dir);
   rmSync(cluster.dir, { recursive: true, force: true });
   return { nodesStopped, leftovers: await clusterLeftovers(cluster) };
+}
+
+/** The replicas' embedded nodes' containers on the host's engine (drained, so normally none) and their network. */
+async function removeReplicaSandboxes(cluster: ClusterLayout): Promise<void> {
+  const network = replicaSandboxNetwork(cluster);
+  if ((await run('docker', ['network', 'inspect', network], { timeoutMs: 30_000 })).exitCode !== 0) return;
+  const ids = (await run('docker', ['ps', '-aq', '--filter', `network=${network}`], { timeoutMs: 30_000 })).stdout.split('\n').filter(Boolean);
+  if (ids.length > 0) await run('docker', ['rm', '-f', ...ids], { timeoutMs: 120_000 });
+  await run('docker', ['network', 'rm', network], { timeoutMs: 30_000 });
 }
 
 /** What of a cluster is still on the host (all empty after a clean `down`). */
@@ -333,6 +525,6 @@ export async function clusterLeftovers(cluster: ClusterLayout): Promise<DownRepo
     links: await clusterLinks(cluster),
     mounts: mountsUnder(cluster.dir),
     rules: await clusterRuleCount(cluster),
-    processes: nodeProcesses({ dir: cluster.dir }),
+    processes: [...nodeProcesses({ dir: cluster.dir }), ...replicaProcesses(cluster.dir)],
   };
 }

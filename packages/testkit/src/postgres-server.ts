@@ -23,7 +23,7 @@ const USER = 'tidepool';
 const DATABASE = 'tidepool';
 
 /** Directory with initdb/postgres/psql: Debian keeps them in /usr/lib/postgresql/<major>/bin, off PATH. */
-function postgresBinDir(): string {
+export function postgresBinDir(): string {
   const versions = existsSync('/usr/lib/postgresql') ? readdirSync('/usr/lib/postgresql').filter((v) => /^\d+$/.test(v)) : [];
   const newest = versions.sort((a, b) => Number(b) - Number(a)).find((v) => existsSync(join('/usr/lib/postgresql', v, 'bin', 'initdb')));
   if (newest) return join('/usr/lib/postgresql', newest, 'bin');
@@ -32,7 +32,7 @@ function postgresBinDir(): string {
 }
 
 /** PostgreSQL refuses to run as root: as root the cluster belongs to the `postgres` user (Debian's package creates it). */
-function serverIdentity(): { uid: number; gid: number } | undefined {
+export function serverIdentity(): { uid: number; gid: number } | undefined {
   if (process.getuid?.() !== 0) return undefined;
   let line: string;
   try {
@@ -44,7 +44,7 @@ function serverIdentity(): { uid: number; gid: number } | undefined {
   return { uid: Number(uid), gid: Number(gid) };
 }
 
-function runAs(
+export function runAs(
   file: string,
   args: string[],
   identity: { uid: number; gid: number } | undefined,

@@ -214,7 +214,7 @@ describe.skipIf(!isRoot)('local cluster: node engines in network namespaces', ()
     expect(await agentAnswers(restarted.agentUrl!, 'node2', state.tls!)).toBe(true);
     expect(await inNode(2, ['run', '--rm', `${state.registry.host}/cluster-test/marker:1`, 'cat', '/marker'])).toMatch(/^made-on-node1-/);
     await expectClusterError(startClusterNode(dir, 'node2'), 'exists');
-  });
+  }, 240_000); // stops and starts an engine and its agent (tsx compiling: 20-30 s on the loaded VM)
 
   it('pnpm cluster:local reads the same state: env, status --json; bad commands and arguments get clear errors', async () => {
     const cli = (...args: string[]) => run(join(repoRoot(), 'node_modules/.bin/tsx'), [join(repoRoot(), 'packages/testkit/bin/cluster-local.ts'), ...args], { timeoutMs: 60_000 });
@@ -247,7 +247,7 @@ describe.skipIf(!isRoot)('local cluster: node engines in network namespaces', ()
     expect(loadMissing.stderr).toContain('loading tidepool/no-such-image:never into node1 failed');
     const badCount = await cli('up', '--nodes', 'many', '--dir', join(dir, 'other'));
     expect(badCount.exitCode).toBe(2);
-  });
+  }, 240_000); // ten CLI runs, each compiling the CLI with tsx: 10-12 s apiece on the shared 2-core VM
 
   it('refuses a second up of the same cluster and leaves the first untouched', async () => {
     await expectClusterError(upCluster({ name, slot, dir, nodes: 1 }), 'exists');
