@@ -2,10 +2,54 @@
 # Makes sure a Docker engine answers. If none does: installs docker.io with apt when dockerd is
 # missing (needs root), starts dockerd in the background and waits up to 60 s for it.
 # Log of a dockerd started here: ${TIDEPOOL_DOCKERD_LOG:-/var/log/tidepool-dockerd.log}.
+# When crun is installed (scripts/bootstrap.sh installs Debian's), it is registered with the engine as runtime
+# `crun` (/etc/docker/daemon.json "runtimes"; a running engine reloads it on SIGHUP, its containers untouched):
+# sandboxes start under it by default (TIDEPOOL_CONTAINER_RUNTIME=auto).
 set -euo pipefail
 
 log() { printf '[ensure-docker] %s\n' "$*" >&2; }
 die() { printf '[ensure-docker] ERROR: %s\n' "$*" >&2; exit 1; }
+
+# Adds runtime `crun` to /etc/docker/daemon.json; succeeds (prints "added") only when the file changed.
+register_crun() {
+  local crun
+  crun="$(command -v crun)" || return 1
+  mkdir -p /etc/docker
+  node - "$crun" <<'EOF_NODE'
+const fs = require('node:fs');
+const file = '/etc/docker/daemon.json';
+let config = {};
+if (fs.existsSync(file)) {
+  const text = fs.readFileSync(file, 'utf8').trim();
+  try { config = text ? JSON.parse(text) : {}; } catch (error) { console.error(`${file} is not valid JSON: ${error.message}`); process.exit(1); }
+}
+if (config.runtimes?.crun?.path === process.argv[2]) process.exit(0);
+config.runtimes = { ...(config.runtimes ?? {}), crun: { path: process.argv[2] } };
+fs.writeFileSync(file, JSON.stringify(config, null, 2) + '\n');
+console.log('added');
+EOF_NODE
+}
+
+# Root with crun installed and node to edit the file: register it; a running engine reloads its runtimes on SIGHUP.
+maybe_register_crun() {
+  [[ $EUID -eq 0 ]] && command -v crun >/dev/null && command -v node >/dev/null || return 0
+  local changed
+  changed="$(register_crun)" || { log "could not register crun in /etc/docker/daemon.json; sandboxes use the engine's default runtime"; return 0; }
+  [[ "$changed" == added ]] || return 0
+  log "registered crun in /etc/docker/daemon.json"
+  local pid
+  pid="$(cat /var/run/docker.pid 2>/dev/null || pgrep -xo dockerd || true)"
+  if [[ -n "$pid" ]]; then
+    kill -HUP "$pid" || log "could not signal dockerd: reload it yourself (kill -HUP <dockerd pid>) to use crun"
+    for _ in $(seq 1 20); do
+      docker info --format '{{range $name, $_ := .Runtimes}}{{$name}} {{end}}' 2>/dev/null | grep -qw crun && return 0
+      sleep 0.25
+    done
+    log "dockerd did not pick up crun after SIGHUP; sandboxes use the engine's default runtime until it restarts"
+  fi
+}
+
+maybe_register_crun
 
 if command -v docker >/dev/null && docker info >/dev/null 2>&1; then
   exit 0

@@ -98,8 +98,11 @@ export const ConfigSchema = Type.Object({
    * may nevertheless be at; by default such proxy addresses are refused (the platform dials them from the host).
    */
   egressProxyAllowedCidrs: Type.Array(Type.String({ pattern: '^(25[0-5]|2[0-4]\\d|1?\\d?\\d)(\\.(25[0-5]|2[0-4]\\d|1?\\d?\\d)){3}(/(3[0-2]|[12]?\\d))?$' })),
-  /** OCI runtime for sandboxes and builds (`runsc` = gVisor), checked against `docker info` at startup; '' = the engine's default. */
-  containerRuntime: Type.String({ pattern: '^[A-Za-z0-9._-]*$' }),
+  /**
+   * OCI runtime for sandboxes and builds, checked against `docker info` at startup: `auto` (crun when the engine has it
+   * registered, else the engine's default) or a registered name (`runc`, `crun`, `runsc` = gVisor).
+   */
+  containerRuntime: Type.String({ pattern: '^[A-Za-z0-9._-]+$' }),
   /** Where the engine is: `unix:///path` or `tcp://host:port` (the docker gate in docker-compose.yml); '' = DOCKER_HOST, else /var/run/docker.sock. */
   dockerHost: Type.String({ pattern: DOCKER_HOST_PATTERN }),
   /** `<dataDir>/volumes` as the container engine sees it (absolute; differs when the API runs in a container); '' = the API's own path. */
@@ -379,7 +382,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     lxcfsDir: (env.TIDEPOOL_LXCFS_DIR ?? '').trim() || '/var/lib/tidepool-lxcfs',
     sandboxCpuset: flag(env.TIDEPOOL_SANDBOX_CPUSET, true),
     egressProxyAllowedCidrs: (env.TIDEPOOL_EGRESS_PROXY_ALLOWED_CIDRS ?? '').split(',').map((c) => c.trim()).filter(Boolean),
-    containerRuntime: (env.TIDEPOOL_CONTAINER_RUNTIME ?? '').trim(),
+    containerRuntime: (env.TIDEPOOL_CONTAINER_RUNTIME ?? '').trim() || 'auto',
     dockerHost: (env.TIDEPOOL_DOCKER_HOST ?? '').trim(),
     volumesHostDir: (env.TIDEPOOL_VOLUMES_HOST_DIR ?? '').trim(),
     tls: flag(env.TIDEPOOL_TLS, Boolean(env.TIDEPOOL_TLS_CERT?.trim())),

@@ -29,6 +29,41 @@ describe('ContainerHardening', () => {
     expect(hardening.hostConfig(512 * 1024 * 1024)).toMatchObject({ Runtime: 'runsc', Memory: 512 * 1024 * 1024, MemorySwap: 512 * 1024 * 1024, CapDrop: ['ALL'] });
   });
 
+  it('auto picks crun when the engine has it registered, else the engine default, and says which', async () => {
+    const withCrun = capture();
+    const hardening = new ContainerHardening({ ...DEFAULT_HARDENING, diskMB: 0 });
+    expect(hardening.settings.runtime).toBe('auto');
+    await hardening.prepare(engine({ Runtimes: { runc: {}, crun: {} } }), withCrun.logger, undefined);
+    expect(hardening.runtime).toBe('crun');
+    expect(hardening.hostKernel).toBe(true);
+    expect(hardening.hostConfig(1)).toMatchObject({ Runtime: 'crun' });
+    expect(withCrun.lines.join('')).toMatch(/sandboxes run with crun/);
+
+    const without = capture();
+    const fallback = new ContainerHardening({ ...DEFAULT_HARDENING, diskMB: 0 });
+    await fallback.prepare(engine({ Runtimes: { runc: {} } }), without.logger, undefined);
+    expect(fallback.runtime).toBe('');
+    expect(fallback.hostKernel).toBe(true);
+    expect(fallback.hostConfig(1)).not.toHaveProperty('Runtime');
+    expect(without.lines.join('')).toMatch(/engine's default runtime: it has no crun registered/);
+  });
+
+  it('tells how to get crun when it is asked for by name and missing', async () => {
+    const hardening = new ContainerHardening({ ...DEFAULT_HARDENING, runtime: 'crun', diskMB: 0 });
+    await expect(hardening.prepare(engine({ Runtimes: { runc: {} } }), capture().logger, undefined)).rejects.toThrow(
+      /TIDEPOOL_CONTAINER_RUNTIME is 'crun' .* apt-get install crun\) and run scripts\/ensure-docker.sh as root/,
+    );
+  });
+
+  it('treats runc and crun as host-kernel runtimes, gVisor not', async () => {
+    for (const [runtime, hostKernel] of [['runc', true], ['crun', true], ['runsc', false]] as const) {
+      const hardening = new ContainerHardening({ ...DEFAULT_HARDENING, runtime, diskMB: 0 });
+      await hardening.prepare(engine({ Runtimes: { runc: {}, crun: {}, runsc: {} } }), capture().logger, undefined);
+      expect(hardening.hostKernel).toBe(hostKernel);
+      expect(hardening.hostConfig(1)).toMatchObject({ Runtime: runtime });
+    }
+  });
+
   it('notes once at startup that the disk quota is not enforced where the driver cannot, and sets none', async () => {
     const { logger, lines } = capture();
     const hardening = new ContainerHardening(DEFAULT_HARDENING);
@@ -58,5 +93,6 @@ describe('hardening settings', () => {
     expect(containerHardening(custom).settings).toEqual({ pidsLimit: 256, nofile: 4096, nproc: 8192, diskMB: 0, runtime: 'runsc' });
     expect(() => loadConfig({ TIDEPOOL_SANDBOX_PIDS_LIMIT: '5' })).toThrow(/TIDEPOOL_SANDBOX_PIDS_LIMIT/);
     expect(() => loadConfig({ TIDEPOOL_CONTAINER_RUNTIME: 'run sc' })).toThrow(/TIDEPOOL_CONTAINER_RUNTIME/);
+    expect(loadConfig({ TIDEPOOL_CONTAINER_RUNTIME: ' ' }).containerRuntime).toBe('auto');
   });
 });
