@@ -49,7 +49,30 @@ maybe_register_crun() {
   fi
 }
 
+# crun refuses every container on a host with cgroups in hybrid mode (v1 hierarchies plus cgroup2 at
+# /sys/fs/cgroup/unified) while the v2 hierarchy holds a controller ("drop all controllers from cgroupv2"): on such
+# hosts a controller no v1 hierarchy has (often hugetlb) sits in v2 unused. Mounting it as a v1 hierarchy of its own
+# (what runc then uses too) empties v2; only done when nothing in v2 enables a controller (subtree_control empty).
+hybrid_cgroups_for_crun() {
+  [[ $EUID -eq 0 ]] && command -v crun >/dev/null || return 0
+  [[ "$(stat -fc %T /sys/fs/cgroup 2>/dev/null)" == tmpfs && "$(stat -fc %T /sys/fs/cgroup/unified 2>/dev/null)" == cgroup2fs ]] || return 0
+  local controllers
+  controllers="$(cat /sys/fs/cgroup/unified/cgroup.controllers 2>/dev/null || true)"
+  [[ -n "$controllers" ]] || return 0
+  if [[ -n "$(cat /sys/fs/cgroup/unified/cgroup.subtree_control 2>/dev/null || true)" ]]; then
+    log "cgroups in hybrid mode with controllers in use in v2 ($controllers): crun cannot run here; sandboxes use runc"
+    return 0
+  fi
+  local controller
+  for controller in $controllers; do
+    mkdir -p "/sys/fs/cgroup/$controller" && mount -t cgroup -o "$controller" cgroup "/sys/fs/cgroup/$controller" \
+      && log "mounted the $controller cgroup controller as a v1 hierarchy (crun refuses hybrid cgroups with controllers in v2)" \
+      || log "could not mount the $controller cgroup controller as v1: crun cannot run here; sandboxes use runc"
+  done
+}
+
 maybe_register_crun
+hybrid_cgroups_for_crun
 
 if command -v docker >/dev/null && docker info >/dev/null 2>&1; then
   exit 0

@@ -48,6 +48,35 @@ describe('ContainerHardening', () => {
     expect(without.lines.join('')).toMatch(/engine's default runtime: it has no crun registered/);
   });
 
+  it('auto falls back to the engine default when crun cannot start a container here; a named crun fails startup', async () => {
+    const hybrid = 'OCI runtime create failed: cgroups in hybrid mode not supported, drop all controllers from cgroupv2';
+    const created: Record<string, unknown>[] = [];
+    let removed = 0;
+    const refusing = (async (spec: Record<string, unknown>) => {
+      created.push(spec);
+      return { start: async () => Promise.reject(new Error(hybrid)), remove: async () => void (removed += 1) };
+    }) as () => Promise<unknown>;
+    const { logger, lines } = capture();
+    const hardening = new ContainerHardening({ ...DEFAULT_HARDENING, diskMB: 0 });
+    await hardening.prepare(engine({ Runtimes: { runc: {}, crun: {} } }, refusing), logger, 'base');
+    expect(hardening.runtime).toBe('');
+    expect(hardening.hostConfig(1)).not.toHaveProperty('Runtime');
+    expect(lines.join('')).toMatch(/crun is registered but cannot start a container here/);
+    expect(lines.join('')).toMatch(/hybrid mode not supported/);
+    // The probe ran with the sandboxes' limits, under crun, without a network, and was removed.
+    expect(created[0]).toMatchObject({ Image: 'base', HostConfig: { Runtime: 'crun', NetworkMode: 'none', PidsLimit: DEFAULT_HARDENING.pidsLimit, CapDrop: ['ALL'] } });
+    expect(removed).toBe(1);
+
+    await expect(new ContainerHardening({ ...DEFAULT_HARDENING, runtime: 'crun', diskMB: 0 }).prepare(engine({ Runtimes: { runc: {}, crun: {} } }, refusing), capture().logger, 'base')).rejects.toThrow(
+      /TIDEPOOL_CONTAINER_RUNTIME is 'crun' but crun cannot start a container here \(.*hybrid mode/,
+    );
+
+    const starting = (async () => ({ start: async () => undefined, remove: async () => undefined })) as () => Promise<unknown>;
+    const working = new ContainerHardening({ ...DEFAULT_HARDENING, diskMB: 0 });
+    await working.prepare(engine({ Runtimes: { runc: {}, crun: {} } }, starting), capture().logger, 'base');
+    expect(working.runtime).toBe('crun');
+  });
+
   it('tells how to get crun when it is asked for by name and missing', async () => {
     const hardening = new ContainerHardening({ ...DEFAULT_HARDENING, runtime: 'crun', diskMB: 0 });
     await expect(hardening.prepare(engine({ Runtimes: { runc: {} } }), capture().logger, undefined)).rejects.toThrow(

@@ -1,6 +1,7 @@
 import type Docker from 'dockerode';
 import type { Logger } from 'pino';
 import type { Config } from '../../config.ts';
+import { chooseRuntime, isHostKernelRuntime } from './oci-runtime.ts';
 
 /** Limits and privileges every sandbox and template build container runs with. */
 export interface HardeningSettings {
@@ -20,15 +21,6 @@ export interface HardeningSettings {
 }
 
 export const DEFAULT_HARDENING: HardeningSettings = { pidsLimit: 1024, nofile: 16384, nproc: 65536, diskMB: 10240, runtime: 'auto' };
-
-/** The runtime `auto` prefers: it starts a container sooner than runc with the same isolation (README "Performance"). */
-export const PREFERRED_RUNTIME = 'crun';
-
-/**
- * Runtimes that run the container's processes on the host kernel in namespaces (binds, files written into a
- * running container and cgroups behave as under runc); anything else (gVisor's runsc) is a sandboxing kernel.
- */
-const HOST_KERNEL_RUNTIMES = new Set(['', 'runc', 'crun', 'io.containerd.runc.v2']);
 
 /**
  * Capabilities a sandbox keeps; every other one is dropped. Docker's default set minus NET_RAW (raw
@@ -80,33 +72,17 @@ export class ContainerHardening {
 
   /** True when the runtime runs processes on the host kernel like runc (crun, runc, the engine's default), not gVisor. */
   get hostKernel(): boolean {
-    return HOST_KERNEL_RUNTIMES.has(this.chosenRuntime);
+    return isHostKernelRuntime(this.chosenRuntime);
   }
 
-  /** Checks the engine once at startup. `probeImage` is used to try a disk quota on xfs (a created, never started container). */
+  /**
+   * Checks the engine once at startup. `probeImage` is used to try a disk quota on xfs (a created, never started
+   * container) and whether crun starts a container here (oci-runtime.ts).
+   */
   async prepare(docker: Docker, logger: Logger, probeImage: string | undefined): Promise<void> {
     const info = (await docker.info()) as { Runtimes?: Record<string, unknown>; Driver?: string; DriverStatus?: [string, string][] };
     const { runtime, diskMB } = this.settings;
-    const known = Object.keys(info.Runtimes ?? {});
-    if (runtime === 'auto') {
-      this.chosenRuntime = known.includes(PREFERRED_RUNTIME) ? PREFERRED_RUNTIME : '';
-      logger.info(
-        { runtime: this.chosenRuntime || 'engine default', engineRuntimes: known },
-        this.chosenRuntime ? 'sandboxes run with crun (TIDEPOOL_CONTAINER_RUNTIME=auto)' : "sandboxes run with the engine's default runtime: it has no crun registered (scripts/ensure-docker.sh registers an installed crun)",
-      );
-    } else if (runtime) {
-      if (!known.includes(runtime)) {
-        throw new Error(
-          `TIDEPOOL_CONTAINER_RUNTIME is '${runtime}' but the Docker engine knows only the runtimes ${known.join(', ') || '(none)'}. ` +
-            (runtime === 'runsc'
-              ? "Install gVisor (Debian: apt-get install runsc), register it with the engine ('runsc install' adds it to /etc/docker/daemon.json) and reload dockerd, or unset TIDEPOOL_CONTAINER_RUNTIME"
-              : runtime === PREFERRED_RUNTIME
-                ? 'Install crun (Debian: apt-get install crun) and run scripts/ensure-docker.sh as root (it registers crun in /etc/docker/daemon.json and reloads dockerd), or set TIDEPOOL_CONTAINER_RUNTIME=auto'
-                : 'Register it in /etc/docker/daemon.json ("runtimes") and reload dockerd, or set TIDEPOOL_CONTAINER_RUNTIME=auto'),
-        );
-      }
-      logger.info({ runtime }, 'sandboxes run with the configured container runtime');
-    }
+    this.chosenRuntime = await chooseRuntime(docker, logger, runtime, Object.keys(info.Runtimes ?? {}), { image: probeImage, hostConfig: this.limits(64 * 1024 * 1024) });
     if (diskMB <= 0) return;
     const backing = info.DriverStatus?.find(([key]) => key === 'Backing Filesystem')?.[1];
     const driver = info.Driver ?? 'unknown';
@@ -141,8 +117,18 @@ export class ContainerHardening {
 
   /** HostConfig fields for a container with `memoryBytes` of memory (and no swap beyond it). */
   hostConfig(memoryBytes: number): Docker.HostConfig {
-    const { pidsLimit, nofile, nproc, diskMB } = this.settings;
+    const { diskMB } = this.settings;
     const runtime = this.chosenRuntime;
+    return {
+      ...this.limits(memoryBytes),
+      ...(runtime ? { Runtime: runtime } : {}),
+      ...(this.diskQuota && diskMB > 0 ? { StorageOpt: { size: `${diskMB}M` } } : {}),
+    };
+  }
+
+  /** Memory, pids, ulimits and capabilities: what every container gets whatever its runtime. */
+  private limits(memoryBytes: number): Docker.HostConfig {
+    const { pidsLimit, nofile, nproc } = this.settings;
     return {
       Memory: memoryBytes,
       MemorySwap: memoryBytes,
@@ -153,8 +139,6 @@ export class ContainerHardening {
       ],
       CapDrop: ['ALL'],
       CapAdd: [...KEPT_CAPABILITIES],
-      ...(runtime ? { Runtime: runtime } : {}),
-      ...(this.diskQuota && diskMB > 0 ? { StorageOpt: { size: `${diskMB}M` } } : {}),
     };
   }
 }
