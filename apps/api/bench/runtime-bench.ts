@@ -4,14 +4,17 @@
  * `docker run -d` → envd /health of the same image under the engine's default runtime (runc) and under crun. The
  * four are interleaved round by round (BENCH_RUNTIME_ROUNDS, default 30), so load on the shared machine hits each
  * alike. Target: the platform under the runtime `auto` picks, p50 ≤ 0.9× `docker run` → healthy.
- * Without crun registered with the engine only the runc rows are measured.
+ * Without crun registered with the engine only the runc rows are measured. Beside them, the CPU each runtime spends
+ * per container (runtime-cpu.ts; BENCH_RUNTIME_CPU_RUNS, 50), which load on the machine hardly changes.
  */
 import { Sandbox } from 'e2b';
 import { startApiProcess, type ApiProcess } from './api-process.ts';
 import { ms, now, percentile, type Row } from './bench-stats.ts';
 import { docker, dockerRunToHealthy } from './docker-baseline.ts';
+import { runtimeCpuPerRun } from './runtime-cpu.ts';
 
 const ROUNDS = Number(process.env.BENCH_RUNTIME_ROUNDS ?? 30);
+const CPU_RUNS = Number(process.env.BENCH_RUNTIME_CPU_RUNS ?? 50);
 const TARGET_RATIO = 0.9;
 
 interface Leg {
@@ -83,6 +86,11 @@ export async function benchColdRuntimes(image: string, network: string | undefin
         target: leg === chosen ? `p50 ≤ ${TARGET_RATIO}× baseline` : '',
         verdict: leg === chosen ? (p(leg, 50) <= TARGET_RATIO * base50 ? 'PASS' : 'FAIL') : 'info',
       }));
+    if (withCrun && process.getuid?.() === 0) {
+      log(`runtimes: CPU per container, runc run / crun run of /bin/true ×${CPU_RUNS}`);
+      const [runc, crun] = await runtimeCpuPerRun(image, ['runc', 'crun'], CPU_RUNS);
+      rows.push({ metric: `runtime CPU per container (user+sys of \`<runtime> run\`, /bin/true, n=${CPU_RUNS})`, tidepool: `${ms(crun!)} crun`, baseline: `${ms(runc!)} runc`, target: '', verdict: 'info' });
+    }
     return rows;
   } finally {
     for (const api of apis) await api.stop();
