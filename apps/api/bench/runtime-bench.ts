@@ -23,6 +23,16 @@ interface Leg {
   once(): Promise<void>;
 }
 
+/** One measured run of the leg; a failed one is counted (and logged), not fatal: the other legs go on. */
+async function attempt(leg: Leg, failures: Map<string, number>, log: (m: string) => void): Promise<void> {
+  try {
+    await leg.once();
+  } catch (error) {
+    failures.set(leg.name, (failures.get(leg.name) ?? 0) + 1);
+    log(`runtimes: ${leg.name} failed: ${error instanceof Error ? error.message : String(error)}`);
+  }
+}
+
 /** Create→first command against one API process; the sandbox is killed outside the timing. */
 function platformLeg(name: string, api: ApiProcess): Leg {
   const opts = { apiKey: api.apiKey, apiUrl: api.url, sandboxUrl: api.url, requestTimeoutMs: 60_000 };
@@ -33,9 +43,12 @@ function platformLeg(name: string, api: ApiProcess): Leg {
     async once() {
       const start = now();
       const sbx = await Sandbox.create(opts);
-      await sbx.commands.run('true');
-      samples.push(now() - start);
-      await sbx.kill();
+      try {
+        await sbx.commands.run('true');
+        samples.push(now() - start);
+      } finally {
+        await sbx.kill().catch(() => undefined);
+      }
     },
   };
 }
@@ -66,12 +79,14 @@ export async function benchColdRuntimes(image: string, network: string | undefin
     legs.push(dockerLeg('docker run (runc)', image, network, undefined));
     if (withCrun) legs.push(dockerLeg('docker run --runtime crun', image, network, 'crun'));
     log(`runtimes: cold create→first command under ${legs.map((l) => l.name).join(', ')}, interleaved ×${ROUNDS}`);
+    const failures = new Map<string, number>();
     // One unmeasured round: first-call costs (JIT, SQLite, the engine's caches) on every side.
-    for (const leg of legs) await leg.once();
+    for (const leg of legs) await attempt(leg, failures, log);
     for (const leg of legs) leg.samples.length = 0;
+    failures.clear();
     for (let round = 0; round < ROUNDS; round += 1) {
       // Rotate the order each round: no leg always runs right after another's container removal.
-      for (let i = 0; i < legs.length; i += 1) await legs[(round + i) % legs.length]!.once();
+      for (let i = 0; i < legs.length; i += 1) await attempt(legs[(round + i) % legs.length]!, failures, log);
     }
     const p = (leg: Leg, q: number): number => percentile(leg.samples, q);
     const baseline = legs.find((l) => l.name === 'docker run (runc)')!;
@@ -80,9 +95,9 @@ export async function benchColdRuntimes(image: string, network: string | undefin
     const rows: Row[] = legs
       .filter((leg) => leg !== baseline)
       .map((leg) => ({
-        metric: `cold ${leg.name.startsWith('platform') ? 'create→first command' : 'run→envd healthy'} p50 / p99, ${leg.name} (serial, n=${ROUNDS})`,
+        metric: `cold ${leg.name.startsWith('platform') ? 'create→first command' : 'run→envd healthy'} p50 / p99, ${leg.name} (serial, ${leg.samples.length} of ${ROUNDS} ok)`,
         tidepool: `${ms(p(leg, 50))} / ${ms(p(leg, 99))} (${(p(leg, 50) / base50).toFixed(2)}×)`,
-        baseline: `${ms(base50)} / ${ms(p(baseline, 99))} docker run (runc) → envd healthy`,
+        baseline: `${ms(base50)} / ${ms(p(baseline, 99))} docker run (runc) → envd healthy (${baseline.samples.length} of ${ROUNDS} ok)`,
         target: leg === chosen ? `p50 ≤ ${TARGET_RATIO}× baseline` : '',
         verdict: leg === chosen ? (p(leg, 50) <= TARGET_RATIO * base50 ? 'PASS' : 'FAIL') : 'info',
       }));
