@@ -38,7 +38,9 @@ maybe_register_crun() {
   [[ "$changed" == added ]] || return 0
   log "registered crun in /etc/docker/daemon.json"
   local pid
-  pid="$(cat /var/run/docker.pid 2>/dev/null || pgrep -xo dockerd || true)"
+  pid="$(cat /var/run/docker.pid 2>/dev/null || true)"
+  # A stale pid file may name another process by now: only a dockerd is signalled.
+  [[ -n "$pid" && "$(cat "/proc/$pid/comm" 2>/dev/null)" == dockerd ]] || pid="$(pgrep -xo dockerd || true)"
   if [[ -n "$pid" ]]; then
     kill -HUP "$pid" || log "could not signal dockerd: reload it yourself (kill -HUP <dockerd pid>) to use crun"
     for _ in $(seq 1 20); do
