@@ -82,6 +82,18 @@ if ! command -v lxcfs >/dev/null; then
   fi
 fi
 
+# crun: the OCI runtime sandboxes start under by default (faster than runc; scripts/ensure-docker.sh registers it
+# with the engine). Without it they run under the engine's default runtime.
+if ! command -v crun >/dev/null; then
+  if [[ $EUID -eq 0 ]] && command -v apt-get >/dev/null; then
+    log "installing crun (sandboxes' container runtime)"
+    { apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends crun >/dev/null; } \
+      || log "could not install crun: sandboxes will run under the engine's default runtime (runc)"
+  else
+    log "no crun: sandboxes will run under the engine's default runtime (sudo apt-get install -y crun)"
+  fi
+fi
+
 if ! command -v pnpm >/dev/null || [[ "$(pnpm --version 2>/dev/null)" != "$PNPM_VERSION" ]]; then
   log "installing pnpm $PNPM_VERSION"
   npm install -g --silent "pnpm@$PNPM_VERSION" >/dev/null 2>&1 || { corepack enable && corepack prepare "pnpm@$PNPM_VERSION" --activate; }

@@ -45,24 +45,31 @@ export interface DockerRunSample {
   healthyMs: number;
 }
 
-/** The baseline for create→ready: plain `docker run -d` of the same image, then poll envd. */
+/**
+ * One `docker run -d` of the image (envd in debug mode: a bare `docker run` has no birth token), its address
+ * from `docker inspect`, envd's `/health` polled until it answers; the container is removed after.
+ * `runtime`: `--runtime` (default: the engine's).
+ */
+export async function dockerRunToHealthy(image: string, network: string | undefined, runtime?: string): Promise<DockerRunSample> {
+  const start = now();
+  const args = ['run', '-d', '--label', 'dev.tidepool.bench=1', '--entrypoint', '/opt/tidepool/bin/tini'];
+  if (network) args.push('--network', network);
+  if (runtime) args.push('--runtime', runtime);
+  const id = await docker([...args, image, '--', '/opt/tidepool/bin/envd', '-debug']);
+  const runMs = now() - start;
+  try {
+    const ip = await docker(['inspect', '--format', '{{range .NetworkSettings.Networks}}{{.IPAddress}} {{end}}', id]);
+    await waitForHealth(`http://${ip.split(' ')[0]}:49983`);
+    return { runMs, healthyMs: now() - start };
+  } finally {
+    await docker(['rm', '-f', id]).catch(() => undefined);
+  }
+}
+
+/** The baseline for create→ready: plain `docker run -d` of the same image, then poll envd, `count` times. */
 export async function dockerRunBaseline(image: string, network: string | undefined, count: number): Promise<DockerRunSample[]> {
   const samples: DockerRunSample[] = [];
-  for (let i = 0; i < count; i += 1) {
-    const start = now();
-    // envd refuses to start without the token the platform places at birth; debug mode lets a bare `docker run` start it.
-    const args = ['run', '-d', '--label', 'dev.tidepool.bench=1', '--entrypoint', '/opt/tidepool/bin/tini'];
-    if (network) args.push('--network', network);
-    const id = await docker([...args, image, '--', '/opt/tidepool/bin/envd', '-debug']);
-    const runMs = now() - start;
-    try {
-      const ip = await docker(['inspect', '--format', '{{range .NetworkSettings.Networks}}{{.IPAddress}} {{end}}', id]);
-      await waitForHealth(`http://${ip.split(' ')[0]}:49983`);
-      samples.push({ runMs, healthyMs: now() - start });
-    } finally {
-      await docker(['rm', '-f', id]).catch(() => undefined);
-    }
-  }
+  for (let i = 0; i < count; i += 1) samples.push(await dockerRunToHealthy(image, network));
   return samples;
 }
 

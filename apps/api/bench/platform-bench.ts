@@ -10,6 +10,8 @@
  *   templates   cached rebuild, snapshot, create from a snapshot, 150 steps (template-bench.ts)
  *   pool        warm pool: serial and c=20/c=50 bursts of create→first command, cold beside it (pool-bench.ts)
  *   pool-adaptive  the default adaptive pool: a c=20 burst from the floor, then a second one after it grew (pool-adaptive-bench.ts)
+ *   runtimes    cold create→first command with runc and with crun (two API processes), interleaved with docker run →
+ *               envd healthy under each (runtime-bench.ts; BENCH_RUNTIME_ROUNDS, 30)
  *   density     500 idle sandboxes: memory per sandbox, API RSS, responsiveness (density-bench.ts; minutes)
  *   neighbours  cold creates and an idle neighbour's commands while one sandbox fork-bombs or fills its memory,
  *               beside the same quiet (neighbour-bench.ts; ~3 min)
@@ -18,11 +20,11 @@
  *
  * Sizes: BENCH_SERIAL (30), BENCH_CONCURRENT (50), BENCH_CONCURRENCY (20,50), BENCH_EXEC (200), BENCH_PAUSE (10),
  * BENCH_PROXY (1000), BENCH_POOL_CONCURRENCY (20,50), BENCH_DENSITY (500).
- * BENCH_SECTIONS: comma list of `sandboxes`, `templates`, `pool`, `pool-adaptive`, `density`, `neighbours`, `code-interpreter`, `placement`
+ * BENCH_SECTIONS: comma list of `sandboxes`, `runtimes`, `templates`, `pool`, `pool-adaptive`, `density`, `neighbours`, `code-interpreter`, `placement`
  * (placement-bench.ts: a placement decision over 1,000 sandboxes; pure, no engine), `cluster` (cluster-bench.ts: c=50
  * creates through the SDK on a three-node local cluster vs one node of it; root; BENCH_CLUSTER_CREATES,
  * BENCH_CLUSTER_CONCURRENCY) (default
- * `sandboxes,templates,pool,pool-adaptive`).
+ * `sandboxes,runtimes,templates,pool,pool-adaptive`).
  */
 import { Sandbox } from 'e2b';
 import { ensureBaseImage } from '@tidepool/testkit';
@@ -39,11 +41,13 @@ import { benchCodeInterpreter } from './code-interpreter-bench.ts';
 import { benchPlacement } from './placement-bench.ts';
 import { benchNeighbours } from './neighbour-bench.ts';
 import { benchCluster } from './cluster-bench.ts';
+import { benchColdRuntimes } from './runtime-bench.ts';
+import { loadConfig } from '../src/config.ts';
 
 const SERIAL = Number(process.env.BENCH_SERIAL ?? 30);
 const PAUSES = Number(process.env.BENCH_PAUSE ?? 10);
 const PROXY_REQUESTS = Number(process.env.BENCH_PROXY ?? 1000);
-const SECTIONS = new Set((process.env.BENCH_SECTIONS ?? 'sandboxes,templates,pool,pool-adaptive').split(',').map((s) => s.trim()));
+const SECTIONS = new Set((process.env.BENCH_SECTIONS ?? 'sandboxes,runtimes,templates,pool,pool-adaptive').split(',').map((s) => s.trim()));
 
 const log = (message: string): void => console.error(`[bench] ${message}`);
 
@@ -68,6 +72,7 @@ async function main(): Promise<void> {
     ['placement', async () => benchPlacement(log)],
     ['neighbours', () => benchNeighbours(log)],
     ['cluster', () => benchCluster(log)],
+    ['runtimes', () => benchColdRuntimes(image, loadConfig(process.env).sandboxNetwork, log)],
   ];
   for (const [name, bench] of ownProcess) {
     if (!SECTIONS.has(name)) continue;

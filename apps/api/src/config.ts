@@ -99,7 +99,11 @@ export const ConfigSchema = Type.Object({
    * may nevertheless be at; by default such proxy addresses are refused (the platform dials them from the host).
    */
   egressProxyAllowedCidrs: Type.Array(Type.String({ pattern: '^(25[0-5]|2[0-4]\\d|1?\\d?\\d)(\\.(25[0-5]|2[0-4]\\d|1?\\d?\\d)){3}(/(3[0-2]|[12]?\\d))?$' })),
-  /** OCI runtime for sandboxes and builds (`runsc` = gVisor), checked against `docker info` at startup; '' = the engine's default. */
+  /**
+   * OCI runtime for sandboxes and builds, checked against `docker info` at startup: `auto` (crun when the engine has it
+   * registered, else the engine's default), a registered name (`runc`, `crun`, `runsc` = gVisor), or '' = the engine's
+   * default (the default: crun is opt-in until the suite has run under it on a quiet machine).
+   */
   containerRuntime: Type.String({ pattern: '^[A-Za-z0-9._-]*$' }),
   /** Where the engine is: `unix:///path` or `tcp://host:port` (the docker gate in docker-compose.yml); '' = DOCKER_HOST, else /var/run/docker.sock. */
   dockerHost: Type.String({ pattern: DOCKER_HOST_PATTERN }),

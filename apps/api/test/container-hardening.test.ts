@@ -158,7 +158,8 @@ describe('sandbox containers are hardened', () => {
     expect(peak).toBeGreaterThanOrEqual(PIDS_LIMIT - 5);
     expect(peak).toBeLessThanOrEqual(PIDS_LIMIT);
     // The neighbour and the platform do not notice, and a new neighbour starts and works (its timing: the neighbours bench).
-    expect((await sh(sbx, 'echo fine')).stdout.trim()).toBe('fine');
+    // The whole result, so that a failure shows the exit code and stderr.
+    expect(await sh(sbx, 'echo fine')).toEqual({ exitCode: 0, stdout: 'fine\n', stderr: '' });
     const listed = await Sandbox.list(platform.sdk).nextItems();
     expect(listed.map((s) => s.sandboxId)).toContain(bombed.sandboxId);
     await expectNewNeighbourWorks();

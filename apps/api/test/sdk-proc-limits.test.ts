@@ -131,7 +131,7 @@ describe.skipIf(!canRunLxcfs)('behind the docker gate', () => {
     const refusals: Array<{ reason?: string }> = [];
     const gateLogger = pino({ level: 'debug' }, { write: (line: string) => void (JSON.parse(line).msg === 'call refused' && refusals.push(JSON.parse(line))) });
     const gate = await startGate(
-      { listen: { socketPath: join(dir, 'gate.sock') }, engineSocket: '/var/run/docker.sock', bindRoots: [join(dir, 'volumes')], helperImage: 'tidepool/base:latest', runtimes: ['runc'], protectedImages: [], logLevel: 'debug' },
+      { listen: { socketPath: join(dir, 'gate.sock') }, engineSocket: '/var/run/docker.sock', bindRoots: [join(dir, 'volumes')], helperImage: 'tidepool/base:latest', runtimes: ['runc', 'crun'], protectedImages: [], logLevel: 'debug' },
       gateLogger,
     );
     try {

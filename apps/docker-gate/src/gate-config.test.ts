@@ -11,7 +11,7 @@ describe('loadGateConfig', () => {
       engineSocket: '/var/run/docker.sock',
       bindRoots: [],
       helperImage: 'tidepool/base:latest',
-      runtimes: ['runc', 'runsc'],
+      runtimes: ['runc', 'crun', 'runsc'],
       logLevel: 'info',
     });
   });

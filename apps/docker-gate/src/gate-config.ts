@@ -66,7 +66,7 @@ export function loadGateConfig(env: NodeJS.ProcessEnv = process.env): GateConfig
   if (!isAbsolute(engineSocket)) throw new GateConfigError(`DOCKER_GATE_ENGINE: expected unix:///path of the engine socket (got ${JSON.stringify(engine)})`);
   const logLevel = env.DOCKER_GATE_LOG_LEVEL || 'info';
   if (!LEVELS.includes(logLevel)) throw new GateConfigError(`DOCKER_GATE_LOG_LEVEL: one of ${LEVELS.join(', ')} (got ${JSON.stringify(logLevel)})`);
-  const runtimes = (env.DOCKER_GATE_ALLOWED_RUNTIMES ?? 'runc,runsc').split(',').map((r) => r.trim()).filter(Boolean);
+  const runtimes = (env.DOCKER_GATE_ALLOWED_RUNTIMES ?? 'runc,crun,runsc').split(',').map((r) => r.trim()).filter(Boolean);
   if (runtimes.some((r) => !/^[A-Za-z0-9._-]+$/.test(r))) throw new GateConfigError(`DOCKER_GATE_ALLOWED_RUNTIMES: comma list of runtime names (got ${JSON.stringify(env.DOCKER_GATE_ALLOWED_RUNTIMES)})`);
   return {
     listen: parseListen(env.DOCKER_GATE_LISTEN || 'tcp://127.0.0.1:2375'),

@@ -1,6 +1,7 @@
 import type Docker from 'dockerode';
 import type { Logger } from 'pino';
 import type { Config } from '../../config.ts';
+import { chooseRuntime, isHostKernelRuntime } from './oci-runtime.ts';
 
 /** Limits and privileges every sandbox and template build container runs with. */
 export interface HardeningSettings {
@@ -12,7 +13,10 @@ export interface HardeningSettings {
   nproc: number;
   /** Writable-layer quota per container (MiB), where the storage driver enforces one; 0 = none. */
   diskMB: number;
-  /** OCI runtime registered with the engine (`runsc` for gVisor); '' = the engine's default. */
+  /**
+   * OCI runtime registered with the engine: `auto` (crun when the engine has it registered, else the engine's
+   * default), '' (the engine's default), or a name (`runc`, `crun`, `runsc` for gVisor …).
+   */
   runtime: string;
 }
 
@@ -54,25 +58,31 @@ function errorMessage(error: unknown): string {
  */
 export class ContainerHardening {
   private diskQuota = false;
+  /** The runtime containers are started with, once `prepare` resolved `auto`; '' = the engine's default. */
+  private chosenRuntime: string;
 
-  constructor(readonly settings: HardeningSettings = DEFAULT_HARDENING) {}
+  constructor(readonly settings: HardeningSettings = DEFAULT_HARDENING) {
+    this.chosenRuntime = settings.runtime === 'auto' ? '' : settings.runtime;
+  }
 
-  /** Checks the engine once at startup. `probeImage` is used to try a disk quota on xfs (a created, never started container). */
+  /** The runtime every container is started with ('' = the engine's default); `auto` is resolved by `prepare`. */
+  get runtime(): string {
+    return this.chosenRuntime;
+  }
+
+  /** True when the runtime runs processes on the host kernel like runc (crun, runc, the engine's default), not gVisor. */
+  get hostKernel(): boolean {
+    return isHostKernelRuntime(this.chosenRuntime);
+  }
+
+  /**
+   * Checks the engine once at startup. `probeImage` is used to try a disk quota on xfs (a created, never started
+   * container) and whether crun starts a container here (oci-runtime.ts).
+   */
   async prepare(docker: Docker, logger: Logger, probeImage: string | undefined): Promise<void> {
     const info = (await docker.info()) as { Runtimes?: Record<string, unknown>; Driver?: string; DriverStatus?: [string, string][] };
     const { runtime, diskMB } = this.settings;
-    if (runtime) {
-      const known = Object.keys(info.Runtimes ?? {});
-      if (!known.includes(runtime)) {
-        throw new Error(
-          `TIDEPOOL_CONTAINER_RUNTIME is '${runtime}' but the Docker engine knows only the runtimes ${known.join(', ') || '(none)'}. ` +
-            (runtime === 'runsc'
-              ? "Install gVisor (Debian: apt-get install runsc), register it with the engine ('runsc install' adds it to /etc/docker/daemon.json) and reload dockerd, or unset TIDEPOOL_CONTAINER_RUNTIME"
-              : 'Register it in /etc/docker/daemon.json ("runtimes") and reload dockerd, or unset TIDEPOOL_CONTAINER_RUNTIME'),
-        );
-      }
-      logger.info({ runtime }, 'sandboxes run with the configured container runtime');
-    }
+    this.chosenRuntime = await chooseRuntime(docker, logger, runtime, Object.keys(info.Runtimes ?? {}), { image: probeImage, hostConfig: this.limits(64 * 1024 * 1024) });
     if (diskMB <= 0) return;
     const backing = info.DriverStatus?.find(([key]) => key === 'Backing Filesystem')?.[1];
     const driver = info.Driver ?? 'unknown';
@@ -107,7 +117,18 @@ export class ContainerHardening {
 
   /** HostConfig fields for a container with `memoryBytes` of memory (and no swap beyond it). */
   hostConfig(memoryBytes: number): Docker.HostConfig {
-    const { pidsLimit, nofile, nproc, diskMB, runtime } = this.settings;
+    const { diskMB } = this.settings;
+    const runtime = this.chosenRuntime;
+    return {
+      ...this.limits(memoryBytes),
+      ...(runtime ? { Runtime: runtime } : {}),
+      ...(this.diskQuota && diskMB > 0 ? { StorageOpt: { size: `${diskMB}M` } } : {}),
+    };
+  }
+
+  /** Memory, pids, ulimits and capabilities: what every container gets whatever its runtime. */
+  private limits(memoryBytes: number): Docker.HostConfig {
+    const { pidsLimit, nofile, nproc } = this.settings;
     return {
       Memory: memoryBytes,
       MemorySwap: memoryBytes,
@@ -118,8 +139,6 @@ export class ContainerHardening {
       ],
       CapDrop: ['ALL'],
       CapAdd: [...KEPT_CAPABILITIES],
-      ...(runtime ? { Runtime: runtime } : {}),
-      ...(this.diskQuota && diskMB > 0 ? { StorageOpt: { size: `${diskMB}M` } } : {}),
     };
   }
 }

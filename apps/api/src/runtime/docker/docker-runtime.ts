@@ -240,7 +240,7 @@ export class DockerRuntime implements SandboxRuntime {
    */
   async startContainer(spec: ContainerSpec): Promise<StartedContainer> {
     if (this.firewall?.refusal) throw new Error(this.firewall.refusal);
-    const procMounts = this.hardening.settings.runtime === '' ? (this.options.procFiles?.procMounts() ?? []) : [];
+    const procMounts = this.hardening.hostKernel ? (this.options.procFiles?.procMounts() ?? []) : [];
     const cpuset = this.cpuSets?.take(spec.cpuCount);
     if (procMounts.length === 0) return this.startWith(spec, [], cpuset);
     try {
@@ -255,12 +255,12 @@ export class DockerRuntime implements SandboxRuntime {
 
   private async startWith(spec: ContainerSpec, procMounts: ProcFileMount[], cpuset: string | undefined): Promise<StartedContainer> {
     const phases = new PhaseClock();
-    // Under the default runtime, an envd that waits for its token gets it after the start, while it boots (the
+    // Under a host-kernel runtime (runc, crun), an envd that waits for its token gets it after the start, while it boots (the
     // engine handles one call at a time per container, so it is asked after the start and the inspect), at a
     // path chosen now so that no file the image carries can stand in for it. Under another runtime (gVisor keeps
     // the root filesystem's upper layer inside the sandbox) a file written into a running container may not
     // show, and an older envd reads the file at once: token first there.
-    const tokenAfterStart = this.hardening.settings.runtime === '' && envdWaitsForToken(spec.envdVersion);
+    const tokenAfterStart = this.hardening.hostKernel && envdWaitsForToken(spec.envdVersion);
     const tokenFile = unguessableTokenFile();
     const container = await this.docker.createContainer({
       Image: spec.image,
