@@ -31,8 +31,8 @@ describe('ContainerHardening', () => {
 
   it('auto picks crun when the engine has it registered, else the engine default, and says which', async () => {
     const withCrun = capture();
-    const hardening = new ContainerHardening({ ...DEFAULT_HARDENING, diskMB: 0 });
-    expect(hardening.settings.runtime).toBe('auto');
+    expect(DEFAULT_HARDENING.runtime).toBe('');
+    const hardening = new ContainerHardening({ ...DEFAULT_HARDENING, runtime: 'auto', diskMB: 0 });
     await hardening.prepare(engine({ Runtimes: { runc: {}, crun: {} } }), withCrun.logger, undefined);
     expect(hardening.runtime).toBe('crun');
     expect(hardening.hostKernel).toBe(true);
@@ -40,7 +40,7 @@ describe('ContainerHardening', () => {
     expect(withCrun.lines.join('')).toMatch(/sandboxes run with crun/);
 
     const without = capture();
-    const fallback = new ContainerHardening({ ...DEFAULT_HARDENING, diskMB: 0 });
+    const fallback = new ContainerHardening({ ...DEFAULT_HARDENING, runtime: 'auto', diskMB: 0 });
     await fallback.prepare(engine({ Runtimes: { runc: {} } }), without.logger, undefined);
     expect(fallback.runtime).toBe('');
     expect(fallback.hostKernel).toBe(true);
@@ -57,7 +57,7 @@ describe('ContainerHardening', () => {
       return { start: async () => Promise.reject(new Error(hybrid)), remove: async () => void (removed += 1) };
     }) as () => Promise<unknown>;
     const { logger, lines } = capture();
-    const hardening = new ContainerHardening({ ...DEFAULT_HARDENING, diskMB: 0 });
+    const hardening = new ContainerHardening({ ...DEFAULT_HARDENING, runtime: 'auto', diskMB: 0 });
     await hardening.prepare(engine({ Runtimes: { runc: {}, crun: {} } }, refusing), logger, 'base');
     expect(hardening.runtime).toBe('');
     expect(hardening.hostConfig(1)).not.toHaveProperty('Runtime');
@@ -72,7 +72,7 @@ describe('ContainerHardening', () => {
     );
 
     const starting = (async () => ({ start: async () => undefined, remove: async () => undefined })) as () => Promise<unknown>;
-    const working = new ContainerHardening({ ...DEFAULT_HARDENING, diskMB: 0 });
+    const working = new ContainerHardening({ ...DEFAULT_HARDENING, runtime: 'auto', diskMB: 0 });
     await working.prepare(engine({ Runtimes: { runc: {}, crun: {} } }, starting), capture().logger, 'base');
     expect(working.runtime).toBe('crun');
   });
