@@ -32,18 +32,6 @@ async function exclusively(registry: SandboxRegistry, record: SandboxRecord, wor
   });
 }
 
-/**
- * True when a container without a record must stay: its create is in flight here (`keep`) or, with a shared
- * database, on another replica (a live reservation), or its record appeared since the engine was listed.
- */
-async function inTheMaking(registry: SandboxRegistry, sandboxId: string, keep: ReconcileDeps['keep']): Promise<boolean> {
-  if (keep?.(sandboxId)) return true;
-  const reservations = registry.reservations;
-  if (!reservations) return false;
-  await registry.ensure(sandboxId);
-  return registry.peek(sandboxId) !== undefined || (await reservations.held(sandboxId));
-}
-
 /** Brings the store and one node's engine back in line after a restart (even after SIGKILL) or the node's return. */
 export async function reconcileAfterRestart({ registry, runtime, records, keep, logger, adopted, metrics }: ReconcileDeps): Promise<void> {
   const containers = new Map((await runtime.listManaged()).map((c) => [c.sandboxId, c]));
@@ -89,7 +77,7 @@ export async function reconcileAfterRestart({ registry, runtime, records, keep, 
   }
   for (const orphan of containers.values()) {
     const log = logger.child({ sandboxId: orphan.sandboxId });
-    if (await inTheMaking(registry, orphan.sandboxId, keep)) continue;
+    if (keep?.(orphan.sandboxId) || (await registry.known(orphan.sandboxId))) continue;
     if (orphan.unclaimed) {
       log.debug({ containerId: orphan.containerId }, 'leaving a sandbox container of no known platform alone');
       continue;
@@ -102,7 +90,7 @@ export async function reconcileAfterRestart({ registry, runtime, records, keep, 
     metrics?.orphansRemoved(orphan.pooled ? 'pool_container' : 'container');
   }
   for (const { image, sandboxId } of sandboxImages) {
-    if (registry.peek(sandboxId) || (await inTheMaking(registry, sandboxId, keep))) continue;
+    if (keep?.(sandboxId) || (await registry.known(sandboxId))) continue;
     logger.warn({ image, sandboxId }, 'removing sandbox image without a sandbox record');
     await runtime.removeImage(image);
     metrics?.orphansRemoved('sandbox_image');

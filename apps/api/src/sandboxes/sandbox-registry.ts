@@ -93,6 +93,17 @@ export class SandboxRegistry {
     this.misses.set(id, now + MISS_CACHE_MS);
   }
 
+  /**
+   * True when the sandbox has a record (in the store, with a shared database) or, with a shared database, some
+   * replica's live reservation: a container of it without a record here is another replica's work in progress.
+   */
+  async known(id: string): Promise<boolean> {
+    if (this.records.has(id)) return true;
+    if (!this.reservations) return false;
+    await this.ensure(id);
+    return this.records.has(id) || (await this.reservations.held(id));
+  }
+
   /** Shared database: reads the sandbox's stored record into the map (undefined: it is gone). */
   private async refresh(id: string): Promise<void> {
     const record = await this.store.get(id);

@@ -48,6 +48,12 @@ export class PgReplicaChannel implements ReplicaChannel {
   async withLock<T>(key: string, work: () => Promise<T>): Promise<T> {
     const client = await this.lockPool().connect();
     let broken: Error | undefined;
+    // A held connection that breaks (server restart, terminated) must not crash the process: the lock is gone with it.
+    const lost = (error: Error): void => {
+      broken = error;
+      this.options.logger.warn({ err: error, lock: key }, 'PostgreSQL lock connection lost while held');
+    };
+    client.on('error', lost);
     try {
       try {
         await client.query('SELECT pg_advisory_lock($1, hashtext($2))', [LOCK_NAMESPACE, key]);
@@ -67,6 +73,7 @@ export class PgReplicaChannel implements ReplicaChannel {
         });
       }
     } finally {
+      client.off('error', lost);
       client.release(broken ?? false);
     }
   }
