@@ -107,6 +107,12 @@ export class SandboxLifecycle implements SandboxDirectory {
 
   constructor(private readonly deps: LifecycleDeps) {
     this.registry = new SandboxRegistry(deps.store, deps.maxSandboxes, (record) => deps.nodes.lostReason(record, record.sandboxId) ?? this.undrivable(record), deps.shared);
+    if (deps.shared) {
+      this.lookup = async (sandboxId) => {
+        await this.registry.ensure(sandboxId);
+        return this.find(sandboxId);
+      };
+    }
     this.timers = new SandboxTimers((id) => this.expire(id));
     // Another replica changed a sandbox: its timer follows the stored end (every replica arms it; one acts on it).
     this.registry.onChange((id, record) => {
@@ -424,8 +430,16 @@ export class SandboxLifecycle implements SandboxDirectory {
    * Starts a new sandbox from an image (a template build, a fork checkpoint); takes one slot (`poolSlot`: the warm-pool
    * container's, which a shared database still records as this replica's create).
    */
-  async launch(plan: LaunchPlan, poolSlot?: SlotRelease): Promise<SandboxRecord> {
+  launch(plan: LaunchPlan, poolSlot?: SlotRelease): Promise<SandboxRecord> {
     const sandboxId = plan.sandboxId ?? newSandboxId();
+    // In flight from the call on (its slot may be taken in the store first): drain and reconcile wait for it.
+    const launching = this.launchWithSlot({ ...plan, sandboxId }, poolSlot);
+    this.creating.set(sandboxId, launching);
+    return launching.finally(() => this.creating.delete(sandboxId));
+  }
+
+  private async launchWithSlot(plan: LaunchPlan & { sandboxId: string }, poolSlot: SlotRelease | undefined): Promise<SandboxRecord> {
+    const { sandboxId } = plan;
     let release: SlotRelease;
     if (poolSlot) {
       try {
@@ -449,12 +463,9 @@ export class SandboxLifecycle implements SandboxDirectory {
       release(1);
       throw error;
     }
-    const launching = this.launchNow({ ...plan, sandboxId }, release);
-    this.creating.set(sandboxId, launching);
     try {
-      return await launching;
+      return await this.launchNow(plan, release);
     } finally {
-      this.creating.delete(sandboxId);
       held?.release();
     }
   }
@@ -688,11 +699,11 @@ export class SandboxLifecycle implements SandboxDirectory {
     return record ? this.routable(record) : undefined;
   }
 
-  /** A sandbox `find` does not know yet: read through to the store (shared database; at most once per id every 2 s). */
-  async lookup(sandboxId: string): Promise<RoutableSandbox | undefined> {
-    await this.registry.ensure(sandboxId);
-    return this.find(sandboxId);
-  }
+  /**
+   * A sandbox `find` does not know yet: read through to the store (shared database only, at most once per id every
+   * 2 s; alone on SQLite the map is the truth and a miss stays synchronous).
+   */
+  readonly lookup: ((sandboxId: string) => Promise<RoutableSandbox | undefined>) | undefined;
 
   unavailableReason(sandboxId: string): string | undefined {
     return this.registry.unavailableReason(sandboxId);
