@@ -378,15 +378,18 @@ describe('a tidepool api replica SIGKILLed in a burst of creates', () => {
     await until('abandoned reservations collected', async () => (await rowsOf(url, 'SELECT 1 FROM sandbox_reservations')).length === 0, RESERVATION_TTL_MS + 30_000, 250);
     const cleanedAfterMs = Date.now() - killedAt;
     const records = new Set((await rowsOf(url, 'SELECT sandbox_id FROM sandboxes')).map((r) => String(r.sandbox_id)));
+    let last = new Map<string, string[]>();
     const containers = await until(
       'the engine holds exactly the recorded sandboxes',
       async () => {
-        const found = await containersOf(platformId);
+        const found = (last = await containersOf(platformId));
         return [...found.keys()].every((id) => records.has(id)) && found.size === records.size && found;
       },
-      30_000,
+      60_000,
       250,
-    );
+    ).catch((error: Error) => {
+      throw new Error(`${error.message}: records ${[...records].join(',')}; containers ${[...last.keys()].join(',')}\n${survivor.output().slice(-3000)}`);
+    });
     for (const ids of containers.values()) expect(ids).toHaveLength(1);
     for (const sandbox of answered) expect(records.has(sandbox.sandboxId)).toBe(true);
     // A record nobody got an answer for can only be a create the victim stored just before it died.

@@ -172,7 +172,7 @@ export class SandboxLifecycle implements SandboxDirectory {
     this.timers.startSweep(() => this.registry.running());
     this.metrics.start();
     if (this.registry.reservations) {
-      this.janitor = new ReplicaJanitor({ reservations: this.registry.reservations, clean: (abandoned) => this.cleanAbandoned(abandoned.sandboxId), logger: this.deps.logger });
+      this.janitor = new ReplicaJanitor({ reservations: this.registry.reservations, clean: (ids) => this.cleanAbandoned(ids), logger: this.deps.logger });
       this.janitor.start();
     }
   }
@@ -189,25 +189,24 @@ export class SandboxLifecycle implements SandboxDirectory {
   }
 
   /**
-   * A replica died with a create or filesystem resume of this sandbox in flight (its reservation expired): whatever it
-   * left half-made on the nodes this API drives goes. No record: its container (the client never got an answer).
-   * A record paused to its filesystem: a container the interrupted resume made. A running record: nothing (it finished).
+   * Replicas died with creates or filesystem resumes of these sandboxes in flight (their reservations expired):
+   * whatever they left half-made on the nodes this API drives goes. No record: the container (the client never got
+   * an answer). A record paused to its filesystem: a container the interrupted resume made. Otherwise nothing.
    */
-  private async cleanAbandoned(sandboxId: string): Promise<void> {
-    await this.registry.serial(sandboxId, async () => {
-      const record = this.registry.peek(sandboxId);
-      if (record && !(record.state === 'paused' && record.pausedImage)) return;
-      const log = this.log(sandboxId);
-      for (const node of this.deps.nodes.all()) {
-        if (record && record.nodeId !== node.nodeId) continue;
-        const leftovers = (await node.runtime.listManaged()).filter((c) => c.sandboxId === sandboxId && !this.creating.has(sandboxId));
-        for (const container of leftovers) {
+  private async cleanAbandoned(sandboxIds: string[]): Promise<void> {
+    const wanted = new Set(sandboxIds);
+    for (const node of this.deps.nodes.all()) {
+      const leftovers = (await node.runtime.listManaged()).filter((c) => wanted.has(c.sandboxId) && !this.creating.has(c.sandboxId));
+      for (const container of leftovers) {
+        await this.registry.serial(container.sandboxId, async () => {
+          const record = this.registry.peek(container.sandboxId);
+          if (record && !(record.state === 'paused' && record.pausedImage && record.nodeId === node.nodeId)) return;
           await node.runtime.remove(container.containerId);
           this.deps.platformMetrics?.orphansRemoved('container');
-          log.warn({ nodeId: node.nodeId, containerId: container.containerId, resume: Boolean(record) }, 'removed a container an API replica left half-made when it stopped');
-        }
+          this.log(container.sandboxId).warn({ nodeId: node.nodeId, containerId: container.containerId, resume: Boolean(record) }, 'removed a container an API replica left half-made when it stopped');
+        });
       }
-    });
+    }
   }
 
   /**

@@ -65,8 +65,9 @@ export class SandboxRegistry {
   }
 
   /**
-   * Takes in the stored state of one sandbox (undefined: gone), as the change feed or a catch-up read it. Not while
-   * this process is operating on it: its operation holds the lock and stores its own result.
+   * Takes in the stored state of one sandbox (undefined: gone), as the change feed or a catch-up read it. While this
+   * process operates on the sandbox the map may briefly hold the stored state instead of the operation's copy: the
+   * operation stores its result, and that change comes back through the feed in turn.
    */
   applyStored(id: string, record: SandboxRecord | undefined): void {
     this.misses.delete(id);
