@@ -46,6 +46,8 @@ export async function startApiReplica(options: { databaseUrl: string; apiKey: st
       TIDEPOOL_API_KEYS: options.apiKey,
       TIDEPOOL_NODE_ID: options.nodeId,
       TIDEPOOL_ON_SHUTDOWN: 'keep',
+      // Warm pools are per replica (not shared yet): off, so every container on the engine is a sandbox's.
+      TIDEPOOL_WARM_POOL: 'off',
       ...options.env,
     },
     stdio: ['ignore', 'pipe', 'pipe'],
