@@ -339,27 +339,33 @@ describe('a tidepool api replica SIGKILLed in a burst of creates', () => {
     expect(platformId).not.toBe('');
     const [victim, survivor] = replicas;
     const sdk = (replica: ApiReplica) => ({ apiKey, apiUrl: replica.url, sandboxUrl: replica.url, timeoutMs: 300_000 });
-    // 12 creates, alternating between the replicas, in waves of 4; the victim is killed while creates are in flight.
+    // A burst: 2 creates through the victim first; it is SIGKILLed once one of them has a container and no record yet
+    // (half-made), while the burst goes on: 3 waves of 4 creates alternating between the replicas.
     const outcomes: Array<{ via: ApiReplica; sandbox?: Sandbox; error?: unknown }> = [];
-    const burst = (async () => {
-      for (let wave = 0; wave < 3; wave += 1) {
-        await Promise.all(
-          Array.from({ length: 4 }, async (_, i) => {
-            const via = i % 2 ? survivor : victim;
-            try {
-              outcomes.push({ via, sandbox: await Sandbox.create('base', sdk(via)) });
-            } catch (error) {
-              outcomes.push({ via, error });
-            }
-          }),
-        );
+    const createVia = async (via: ApiReplica): Promise<void> => {
+      try {
+        outcomes.push({ via, sandbox: await Sandbox.create('base', sdk(via)) });
+      } catch (error) {
+        outcomes.push({ via, error });
       }
+    };
+    const first = Promise.all([createVia(victim), createVia(victim)]);
+    const halfMade = await until(
+      'a create on the victim has a container and no record',
+      async () => {
+        const reserved = (await rowsOf(url, 'SELECT sandbox_id FROM sandbox_reservations')).map((r) => String(r.sandbox_id));
+        const containers = await containersOf(platformId);
+        return reserved.filter((id) => containers.has(id)).length > 0 && reserved.filter((id) => containers.has(id));
+      },
+      120_000,
+      20,
+    );
+    const burst = (async () => {
+      for (let wave = 0; wave < 3; wave += 1) await Promise.all(Array.from({ length: 4 }, (_, i) => createVia(i % 2 ? survivor : victim)));
     })();
-    await until('creates are in flight on the victim', async () => Number((await rowsOf(url, 'SELECT COUNT(*) AS n FROM sandbox_reservations'))[0]!.n) > 0 && outcomes.length >= 2, 120_000, 20);
-    const inFlight = (await rowsOf(url, 'SELECT sandbox_id FROM sandbox_reservations')).length;
     await victim.kill();
     const killedAt = Date.now();
-    await burst;
+    await Promise.all([first, burst]);
     const answered = outcomes.filter((o) => o.sandbox).map((o) => o.sandbox!);
     const failed = outcomes.filter((o) => o.error);
     const survivorFailures = failed.filter((o) => o.via === survivor);
@@ -396,7 +402,8 @@ describe('a tidepool api replica SIGKILLed in a burst of creates', () => {
     const unanswered = [...records].filter((id) => !answered.some((s) => s.sandboxId === id));
     expect(unanswered.length).toBeLessThanOrEqual(failed.length);
     const removed = survivor.output().split('\n').filter((line) => line.includes('left half-made')).length;
-    process.stdout.write(`[api-replicas] SIGKILL with ${inFlight} reservations in flight: collected within ${cleanedAfterMs} ms, ${removed} half-made containers removed by the survivor, ${unanswered.length} stored but unanswered\n`);
+    for (const id of halfMade) expect(records.has(id) || !containers.has(id)).toBe(true);
+    process.stdout.write(`[api-replicas] SIGKILL with ${halfMade.length} half-made create(s) on the victim: reservations collected within ${cleanedAfterMs} ms, ${removed} half-made container(s) removed by the survivor, ${unanswered.length} stored but unanswered\n`);
     const listed = await api({ url: survivor.url } as TestPlatform, 'GET', '/v2/sandboxes', undefined, apiKey);
     expect(new Set(listed.body.map((s: { sandboxID: string }) => s.sandboxID))).toEqual(records);
     for (const id of records) expect((await api({ url: survivor.url } as TestPlatform, 'DELETE', `/sandboxes/${id}`, undefined, apiKey)).status).toBe(204);
