@@ -267,6 +267,8 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
       platformMetrics: metrics,
       pool,
       egressTrust: egressCas,
+      // API replicas on one PostgreSQL share every sandbox through it (the registry is a cache; SQLite keeps today's path).
+      shared: db.replicas ? { sql: db, channel: db.replicas } : undefined,
       egressProxies: new EgressProxyGate({ cipher: secretCipher, addresses: new UpstreamAddressPolicy(config.egressProxyAllowedCidrs), problem: async () => (runtime.egressUpstreamProblem ? runtime.egressUpstreamProblem() : 'the container runtime cannot tunnel sandbox egress') }),
     });
     poolUser = lifecycle;
@@ -442,7 +444,7 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
       async close(closeOptions = {}) {
         if (closed) return;
         closed = true;
-        running.stop();
+        await running.stop();
         await nodeMonitor.stop();
         for (const agent of agents.values()) agent.stop();
         await watch.stop();
@@ -469,7 +471,7 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
     for (const extra of extraWatches) await extra.stop();
     await monitor?.stop();
     for (const agent of agents.values()) agent.stop();
-    lifecycle?.stop();
+    await lifecycle?.stop();
     lxcfs?.stop();
     await db.close().catch((closeError: unknown) => logger.warn({ err: closeError }, 'closing the database failed'));
     dataLock.release();

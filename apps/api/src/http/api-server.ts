@@ -32,6 +32,7 @@ import { answerClientError, answerFrameworkError, installApiErrorHandler } from 
 import { type AuthFailureGuard, installApiKeyAuth } from './api-key-auth.ts';
 import { installLenientJsonBody } from './json-body.ts';
 import { recordRouteTable } from './route-table.ts';
+import { installSandboxReadThrough } from '../sandboxes/routes/sandbox-read-through.ts';
 
 export interface ApiServerDeps {
   lifecycle: SandboxLifecycle;
@@ -82,6 +83,7 @@ export function buildApiServer(deps: ApiServerDeps): FastifyInstance {
   installLenientJsonBody(app);
   app.get('/health', async (_request, reply) => reply.code(200).type('text/plain').send('Health check successful'));
   installApiKeyAuth(app, deps.keys, deps.admin, deps.authFailures);
+  installSandboxReadThrough(app, deps.lifecycle);
   registerDashboardRoutes(app, deps.logger, deps.dashboardDir);
   if (deps.metrics) registerMetricsRoute(app, deps.metrics);
   const sandboxDomain = deps.sandboxDomain ?? (() => null);

@@ -27,6 +27,8 @@ export interface RoutableSandbox {
 export interface SandboxDirectory {
   /** Current routing facts for one sandbox, or undefined when it does not exist (or cannot be reached). */
   find(sandboxId: string): RoutableSandbox | undefined;
+  /** `find` for an id it does not know: may read through to shared state (another API replica's new sandbox). */
+  lookup?(sandboxId: string): Promise<RoutableSandbox | undefined>;
   /** Why a sandbox `find` does not answer for exists but cannot be reached (its node was lost), or undefined. */
   unavailableReason?(sandboxId: string): string | undefined;
   /** Every running sandbox: used to find the owner of a signed `/files` URL that carries no routing headers. */

@@ -234,10 +234,25 @@ export class SandboxProxy {
       return proxyErrors.controlRoute(cleanRequestPath(req.url ?? '/'));
     }
     const sandbox = this.options.directory.find(sandboxId);
-    if (!sandbox) {
-      const unavailable = this.options.directory.unavailableReason?.(sandboxId);
+    if (sandbox) return this.admitFound(sandbox, port, req);
+    const { directory } = this.options;
+    const missing = (): Admission => {
+      const unavailable = directory.unavailableReason?.(sandboxId);
       return unavailable ? proxyErrors.sandboxUnavailable(sandboxId, unavailable) : proxyErrors.sandboxNotFound(sandboxId);
-    }
+    };
+    if (!directory.lookup) return missing();
+    // Not known here yet (another API replica's sandbox): one read of the shared store, then routed like any other.
+    return directory.lookup(sandboxId).then(
+      (found) => (found ? this.admitFound(found, port, req) : missing()),
+      (err: unknown) => {
+        this.options.logger.error({ err, sandboxId }, 'reading a sandbox from the shared store failed');
+        return missing();
+      },
+    );
+  }
+
+  private admitFound(sandbox: RoutableSandbox, port: number, req: IncomingMessage): Admission | Promise<Admission> {
+    const { sandboxId } = sandbox;
     if (sandbox.state === 'paused') {
       if (!sandbox.autoResume) return proxyErrors.sandboxNotFound(sandboxId);
       if (!mayAutoResume(sandbox, port, req.headers)) return proxyErrors.resumeForbidden(sandboxId);

@@ -158,7 +158,7 @@ export class EngineWatch {
         .catch((error: unknown) => logger.child({ sandboxId: record.sandboxId }).error({ err: error }, 'checking the sandbox container failed'));
     }
     for (const container of await runtime.listManaged()) {
-      if (container.unclaimed || lifecycle.registry.peek(container.sandboxId) || lifecycle.isCreating(container.sandboxId) || lifecycle.pool?.owns(container.sandboxId)) continue;
+      if (container.unclaimed || lifecycle.isCreating(container.sandboxId) || lifecycle.pool?.owns(container.sandboxId) || (await lifecycle.registry.known(container.sandboxId))) continue;
       logger.child({ sandboxId: container.sandboxId }).warn({ containerId: container.containerId }, 'removing container without a sandbox record');
       await runtime.remove(container.containerId);
       this.options.metrics?.orphansRemoved('container');

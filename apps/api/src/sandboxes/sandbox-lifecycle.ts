@@ -13,7 +13,9 @@ import { type MetricsSink, noMetrics, type SandboxOperation, timed } from '../ob
 import { type EgressTrustSource, hasTransforms, installEgressCa } from './egress-trust.ts';
 import { egressPolicy, egressUpdate, type NetworkUpdate } from './network-rules.ts';
 import type { SandboxRecord } from './sandbox-record.ts';
-import { SandboxRegistry } from './sandbox-registry.ts';
+import { type SharedDatabase, type SlotRelease, SandboxRegistry } from './sandbox-registry.ts';
+import { SandboxCacheSync } from './sandbox-cache-sync.ts';
+import { ReplicaJanitor } from './replica-janitor.ts';
 import type { EgressProxyGate } from './egress-proxy-gate.ts';
 import { type EgressProxyRequest, parseEgressProxy } from './egress-proxy-settings.ts';
 import type { SandboxStore } from './sandbox-store.ts';
@@ -73,6 +75,8 @@ export interface LifecycleDeps {
   egressTrust?: EgressTrustSource;
   /** Admits `network.egressProxy` and keeps its password sealed; none = such sandboxes are refused. */
   egressProxies?: EgressProxyGate;
+  /** The database other API replicas share (PostgreSQL): the store is the truth, the registry a cache of it. */
+  shared?: SharedDatabase;
 }
 
 const transformsUnavailable = (): PlatformError =>
@@ -97,17 +101,34 @@ export class SandboxLifecycle implements SandboxDirectory {
 
   /** What the pause and resume transitions (sandbox-pause-resume.ts) work with. */
   private readonly transitions: PauseResumeContext;
+  /** Shared database: keeps the registry's cache fresh, and collects reservations of replicas that died. */
+  private sync: SandboxCacheSync | undefined;
+  private janitor: ReplicaJanitor | undefined;
 
   constructor(private readonly deps: LifecycleDeps) {
-    this.registry = new SandboxRegistry(deps.store, deps.maxSandboxes, (record) => deps.nodes.lostReason(record, record.sandboxId));
+    this.registry = new SandboxRegistry(deps.store, deps.maxSandboxes, (record) => deps.nodes.lostReason(record, record.sandboxId) ?? this.undrivable(record), deps.shared);
+    if (deps.shared) {
+      this.lookup = async (sandboxId) => {
+        await this.registry.ensure(sandboxId);
+        return this.find(sandboxId);
+      };
+    }
     this.timers = new SandboxTimers((id) => this.expire(id));
+    // Another replica changed a sandbox: its timer follows the stored end (every replica arms it; one acts on it).
+    this.registry.onChange((id, record) => {
+      if (record) this.timers.arm(record);
+      else {
+        this.timers.forget(id);
+        this.metrics.forget(id);
+      }
+    });
     this.transitions = {
       registry: this.registry,
       nodes: deps.nodes,
       timers: this.timers,
       logger: deps.logger,
       defaultTimeoutSeconds: deps.defaultTimeoutSeconds,
-      reserveSlot: () => this.reserveSlot(),
+      reserveSlot: (sandboxId) => this.reserveSlot(sandboxId, 'resume'),
       directoriesOf: (record) => this.directoriesOf(record),
       openProxyPassword: this.openProxyPassword,
       trustEgressCa: (record) => this.trustEgressCa(record),
@@ -136,12 +157,56 @@ export class SandboxLifecycle implements SandboxDirectory {
     return this.deps.nodes.runtime(record.nodeId);
   }
 
-  /** Adopts what survived a restart on every node, then starts the timers and the metrics sampler. */
+  /**
+   * Adopts what survived a restart on every node, then starts the timers and the metrics sampler. With a shared
+   * database the cache is filled from the store and kept fresh first, and abandoned reservations are collected.
+   */
   async start(): Promise<void> {
+    const shared = this.deps.shared;
+    if (shared) {
+      this.sync = new SandboxCacheSync({ channel: shared.channel, store: this.deps.store, apply: (id, record) => this.registry.applyStored(id, record), held: () => this.registry.all().map((r) => r.sandboxId), logger: this.deps.logger });
+      await this.sync.start();
+    }
     const records = await this.registry.stored();
     for (const node of this.deps.nodes.all()) await this.reconcileNode(node.nodeId, records);
     this.timers.startSweep(() => this.registry.running());
     this.metrics.start();
+    if (this.registry.reservations) {
+      this.janitor = new ReplicaJanitor({ reservations: this.registry.reservations, clean: (ids) => this.cleanAbandoned(ids), logger: this.deps.logger });
+      this.janitor.start();
+    }
+  }
+
+  /** Why a record is not served here: its node is one this API replica does not drive (another replica's own engine). */
+  private undrivable(record: SandboxRecord): string | undefined {
+    if (!this.deps.shared || this.deps.nodes.has(record.nodeId)) return undefined;
+    return `Sandbox "${record.sandboxId}" is not available through this API replica: its node "${record.nodeId}" is not driven by it`;
+  }
+
+  /** Shared database: resolves once changes committed before the call are in the cache (lists read after writes). */
+  async caughtUp(): Promise<void> {
+    await this.sync?.caughtUp();
+  }
+
+  /**
+   * Replicas died with creates or filesystem resumes of these sandboxes in flight (their reservations expired):
+   * whatever they left half-made on the nodes this API drives goes. No record: the container (the client never got
+   * an answer). A record paused to its filesystem: a container the interrupted resume made. Otherwise nothing.
+   */
+  private async cleanAbandoned(sandboxIds: string[]): Promise<void> {
+    const wanted = new Set(sandboxIds);
+    for (const node of this.deps.nodes.all()) {
+      const leftovers = (await node.runtime.listManaged()).filter((c) => wanted.has(c.sandboxId) && !this.creating.has(c.sandboxId));
+      for (const container of leftovers) {
+        await this.registry.serial(container.sandboxId, async () => {
+          const record = this.registry.peek(container.sandboxId);
+          if (record && !(record.state === 'paused' && record.pausedImage && record.nodeId === node.nodeId)) return;
+          await node.runtime.remove(container.containerId);
+          this.deps.platformMetrics?.orphansRemoved('container');
+          this.log(container.sandboxId).warn({ nodeId: node.nodeId, containerId: container.containerId, resume: Boolean(record) }, 'removed a container an API replica left half-made when it stopped');
+        });
+      }
+    }
   }
 
   /**
@@ -211,9 +276,11 @@ export class SandboxLifecycle implements SandboxDirectory {
     this.log(record.sandboxId).debug('sandbox egress CA certificate installed');
   }
 
-  stop(): void {
+  async stop(): Promise<void> {
     this.timers.stopAll();
     this.metrics.stop();
+    await this.janitor?.stop();
+    await this.sync?.stop();
   }
 
   get(id: string): SandboxRecord | undefined {
@@ -349,18 +416,44 @@ export class SandboxLifecycle implements SandboxDirectory {
   }
 
   /** One slot under the sandbox limit; when none is free, a ready warm-pool container gives its slot up. */
-  private reserveSlot(): (howMany?: number) => void {
+  private async reserveSlot(sandboxId: string, kind: 'create' | 'resume'): Promise<SlotRelease> {
     try {
-      return this.registry.reserveSlots(1);
+      return await this.registry.reserveFor(sandboxId, kind);
     } catch (error) {
       if (!(error instanceof PlatformError) || error.kind !== 'limit' || !this.deps.pool?.evictOne()) throw error;
-      return this.registry.reserveSlots(1);
+      return this.registry.reserveFor(sandboxId, kind);
     }
   }
 
-  /** Starts a new sandbox from an image (a template build, a fork checkpoint); takes one slot. */
-  async launch(plan: LaunchPlan, release = this.reserveSlot()): Promise<SandboxRecord> {
+  /**
+   * Starts a new sandbox from an image (a template build, a fork checkpoint); takes one slot (`poolSlot`: the warm-pool
+   * container's, which a shared database still records as this replica's create).
+   */
+  launch(plan: LaunchPlan, poolSlot?: SlotRelease): Promise<SandboxRecord> {
     const sandboxId = plan.sandboxId ?? newSandboxId();
+    // In flight from the call on (its slot may be taken in the store first): drain and reconcile wait for it.
+    const launching = this.launchWithSlot({ ...plan, sandboxId }, poolSlot);
+    this.creating.set(sandboxId, launching);
+    return launching.finally(() => this.creating.delete(sandboxId));
+  }
+
+  private async launchWithSlot(plan: LaunchPlan & { sandboxId: string }, poolSlot: SlotRelease | undefined): Promise<SandboxRecord> {
+    const { sandboxId } = plan;
+    let release: SlotRelease;
+    if (poolSlot) {
+      try {
+        const recorded = await this.registry.reserveFor(sandboxId, 'create', false);
+        release = (howMany) => {
+          poolSlot(howMany);
+          recorded();
+        };
+      } catch (error) {
+        poolSlot();
+        throw error;
+      }
+    } else {
+      release = await this.reserveSlot(sandboxId, 'create');
+    }
     let held: { release(): void } | undefined;
     try {
       // Held from before the container exists until the record does, so a delete cannot race the creation.
@@ -369,12 +462,9 @@ export class SandboxLifecycle implements SandboxDirectory {
       release(1);
       throw error;
     }
-    const launching = this.launchNow({ ...plan, sandboxId }, release);
-    this.creating.set(sandboxId, launching);
     try {
-      return await launching;
+      return await this.launchNow(plan, release);
     } finally {
-      this.creating.delete(sandboxId);
       held?.release();
     }
   }
@@ -444,7 +534,7 @@ export class SandboxLifecycle implements SandboxDirectory {
       record.startedAt = nowIso();
       record.endAt = inSeconds(settings.timeoutSeconds);
       try {
-        await this.registry.persist(record, plan.event);
+        await this.registry.persist(record, plan.event, true);
       } catch (error) {
         await this.runtimeOf(record).remove(booted.containerId);
         throw error;
@@ -592,9 +682,13 @@ export class SandboxLifecycle implements SandboxDirectory {
       .catch((error: unknown) => this.log(id).error({ err: error }, 'timeout action failed'));
   }
 
-  /** Kills every sandbox (platform shutdown without keeping sandboxes). */
+  /**
+   * Kills every sandbox (platform shutdown without keeping sandboxes); with a shared database only those on this
+   * process's own engine (the other replicas' and the node agents' sandboxes are not this replica's to end).
+   */
   async killAll(): Promise<void> {
-    await Promise.all(this.list().map((record) => this.kill(record.sandboxId).catch(() => undefined)));
+    const mine = this.list().filter((r) => !this.deps.shared || r.nodeId === this.deps.nodes.embeddedId);
+    await Promise.all(mine.map((record) => this.kill(record.sandboxId).catch(() => undefined)));
   }
 
   // SandboxDirectory, for the proxy.
@@ -603,6 +697,12 @@ export class SandboxLifecycle implements SandboxDirectory {
     const record = this.registry.get(sandboxId);
     return record ? this.routable(record) : undefined;
   }
+
+  /**
+   * A sandbox `find` does not know yet: read through to the store (shared database only, at most once per id every
+   * 2 s; alone on SQLite the map is the truth and a miss stays synchronous).
+   */
+  readonly lookup: ((sandboxId: string) => Promise<RoutableSandbox | undefined>) | undefined;
 
   unavailableReason(sandboxId: string): string | undefined {
     return this.registry.unavailableReason(sandboxId);

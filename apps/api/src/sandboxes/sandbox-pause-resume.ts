@@ -2,7 +2,8 @@ import type { Logger } from 'pino';
 import { initEnvd } from '../envd/envd-client.ts';
 import { PlatformError } from '../errors.ts';
 import type { NodeSet } from '../nodes/node-set.ts';
-import type { DirectoryMount } from '../runtime/sandbox-runtime.ts';
+import type { DirectoryMount, SandboxRuntime } from '../runtime/sandbox-runtime.ts';
+import type { EnvdDial } from '../envd/envd-client.ts';
 import { bootSandbox, initFor } from './sandbox-boot.ts';
 import type { SandboxRecord } from './sandbox-record.ts';
 import type { SandboxRegistry } from './sandbox-registry.ts';
@@ -16,8 +17,8 @@ export interface PauseResumeContext {
   logger: Logger;
   /** Timeout of a sandbox resumed without one and without a usable timeout of its own. */
   defaultTimeoutSeconds: number;
-  /** One slot under the sandbox limit (a filesystem resume makes a container). */
-  reserveSlot(): (howMany?: number) => void;
+  /** One slot under the sandbox limit (a filesystem resume makes a container), held until its record says so. */
+  reserveSlot(sandboxId: string): Promise<() => void>;
   /** Bind mounts of the sandbox's volumes. */
   directoriesOf(record: SandboxRecord): DirectoryMount[];
   /** Opens a sealed `network.egressProxy` password for the node's dialer (egressPolicy). */
@@ -60,9 +61,11 @@ export async function resumeSandbox(ctx: PauseResumeContext, record: SandboxReco
   const timeoutSeconds = requestedTimeout !== undefined && requestedTimeout > 0 ? requestedTimeout : own;
   const runtime = ctx.nodes.runtime(record.nodeId);
   const dial = ctx.nodes.dialOf(record.nodeId);
-  if (record.pausedImage) {
-    const release = ctx.reserveSlot();
-    try {
+  // A filesystem resume's slot is released once the record holds the container (or the resume failed): never uncounted.
+  let release = (): void => undefined;
+  try {
+    if (record.pausedImage) {
+      release = await ctx.reserveSlot(record.sandboxId);
       // The token stays the same across a cold boot, as in the reference: an SDK object's own connect()
       // keeps the token it has, so a rotated one would lock it out of its sandbox.
       // Its committed filesystem is on its node: it resumes there.
@@ -70,27 +73,32 @@ export async function resumeSandbox(ctx: PauseResumeContext, record: SandboxReco
       record.containerId = booted.containerId;
       record.address = booted.address;
       record.envdVersion = booted.envdVersion;
-    } finally {
-      release();
+      // The image stays (tagged) under the new container until the sandbox is killed or paused again.
+      record.pausedImage = null;
+    } else {
+      await thaw(record, runtime, dial);
     }
-    // The image stays (tagged) under the new container until the sandbox is killed or paused again.
-    record.pausedImage = null;
-  } else {
-    // A resume that failed half-way (thawed, /init failed) may be retried: only thaw what is frozen.
-    const { status } = await runtime.inspect(record.containerId!);
-    if (status === 'paused') await runtime.unpause(record.containerId!);
-    else if (status !== 'running') throw new PlatformError('internal', `Sandbox "${record.sandboxId}" cannot be resumed: its container is ${status}`);
-    await initEnvd(record.address!, initFor(record), dial);
+    await ctx.trustEgressCa(record);
+    // Paused time does not count: a fresh window starts now.
+    record.state = 'running';
+    record.pausedAt = null;
+    record.startedAt = nowIso();
+    record.timeoutSeconds = timeoutSeconds;
+    record.endAt = inSeconds(timeoutSeconds);
+    await ctx.registry.persist(record, 'sandbox resumed');
+  } finally {
+    release();
   }
-  await ctx.trustEgressCa(record);
-  // Paused time does not count: a fresh window starts now.
-  record.state = 'running';
-  record.pausedAt = null;
-  record.startedAt = nowIso();
-  record.timeoutSeconds = timeoutSeconds;
-  record.endAt = inSeconds(timeoutSeconds);
-  await ctx.registry.persist(record, 'sandbox resumed');
   ctx.timers.arm(record);
   log.info('sandbox resumed');
   return record;
+}
+
+/** Thaws a frozen sandbox on its node and gives envd its settings again. */
+async function thaw(record: SandboxRecord, runtime: SandboxRuntime, dial: EnvdDial | undefined): Promise<void> {
+  // A resume that failed half-way (thawed, /init failed) may be retried: only thaw what is frozen.
+  const { status } = await runtime.inspect(record.containerId!);
+  if (status === 'paused') await runtime.unpause(record.containerId!);
+  else if (status !== 'running') throw new PlatformError('internal', `Sandbox "${record.sandboxId}" cannot be resumed: its container is ${status}`);
+  await initEnvd(record.address!, initFor(record), dial);
 }

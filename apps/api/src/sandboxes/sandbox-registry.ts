@@ -1,22 +1,45 @@
 import { randomBytes } from 'node:crypto';
 import { notFound, PlatformError, sandboxNotFound } from '../errors.ts';
+import type { ReplicaChannel, Sql } from '../store/sql.ts';
 import type { SandboxRecord } from './sandbox-record.ts';
 import type { SandboxStore } from './sandbox-store.ts';
+import { type ReservationKind, SlotReservations } from './slot-reservations.ts';
 
-/**
- * The sandboxes the platform holds: an in-memory map mirroring the store (it serves the proxy),
- * one operation at a time per sandbox, and the concurrency limit.
- */
 /** How long a replica may take to act on a sandbox's timeout before another may try. */
 const TIMEOUT_LEASE_MS = 60_000;
+/** How long an id the store did not have is answered as missing without asking again (bounded; a change forgets it). */
+const MISS_CACHE_MS = 2_000;
+const MISS_CACHE_MAX = 10_000;
 
+/** Gives a slot back (creates and resumes call it once, when they are done either way). */
+export type SlotRelease = (howMany?: number) => void;
+
+/** The database API replicas share (PostgreSQL), and what they coordinate through. */
+export interface SharedDatabase {
+  sql: Sql;
+  channel: ReplicaChannel;
+}
+
+/**
+ * The sandboxes the platform holds: an in-memory map mirroring the store (it serves the proxy), one operation at a
+ * time per sandbox, and the concurrency limit. With a shared database (API replicas) the store is the truth: the map
+ * is a cache kept fresh by the store's change notifications (SandboxCacheSync) and read through on a miss, an
+ * operation on a sandbox holds a lock every replica honours and starts from the stored record, and slots are
+ * reserved in the store (SlotReservations). Without one (SQLite, one process) the map is the truth, as it always was.
+ */
 export class SandboxRegistry {
   /** This process among the replicas sharing the database (lease owner). */
   readonly replicaId = randomBytes(8).toString('hex');
   private readonly records = new Map<string, SandboxRecord>();
   private readonly queues = new Map<string, Promise<unknown>>();
-  /** Creations in flight: they count against the concurrency limit before they exist. */
+  /** Slots this process holds outside the store: creations in flight (one process), warm-pool containers (both). */
   private reserved = 0;
+  /** Shared database: slot reservations of every replica. */
+  readonly reservations: SlotReservations | undefined;
+  /** Shared database: ids recently not found in the store, with when that answer expires. */
+  private readonly misses = new Map<string, number>();
+  /** Told when a record changed (or went) behind this process's back (another replica, a catch-up). */
+  private changed: (id: string, record: SandboxRecord | undefined) => void = () => undefined;
 
   /**
    * `unavailable` says why a record cannot be used now (its node was lost), or undefined: the one place that decides
@@ -26,7 +49,70 @@ export class SandboxRegistry {
     private readonly store: SandboxStore,
     private readonly maxSandboxes: number,
     private readonly unavailable: (record: SandboxRecord) => string | undefined = () => undefined,
-  ) {}
+    private readonly shared?: SharedDatabase,
+  ) {
+    this.reservations = shared && new SlotReservations(shared.sql, shared.channel, this.replicaId);
+  }
+
+  /** True when API replicas share the store (PostgreSQL): the map is a cache of it. */
+  get isShared(): boolean {
+    return this.shared !== undefined;
+  }
+
+  /** Called with every record another replica changed or removed (after the map took it in). */
+  onChange(listener: (id: string, record: SandboxRecord | undefined) => void): void {
+    this.changed = listener;
+  }
+
+  /**
+   * Takes in the stored state of one sandbox (undefined: gone), as the change feed or a catch-up read it. While this
+   * process operates on the sandbox the map may briefly hold the stored state instead of the operation's copy: the
+   * operation stores its result, and that change comes back through the feed in turn.
+   */
+  applyStored(id: string, record: SandboxRecord | undefined): void {
+    this.misses.delete(id);
+    const held = this.records.get(id);
+    if (record) this.records.set(id, record);
+    else this.records.delete(id);
+    if (held || record) this.changed(id, record);
+  }
+
+  /**
+   * Shared database: makes sure the map holds the sandbox if the store does (a sandbox another replica made a moment
+   * ago may not have reached this cache yet). One store read per unknown id at most every 2 s; known ids cost nothing.
+   */
+  async ensure(id: string): Promise<void> {
+    if (!this.shared || this.records.has(id)) return;
+    const now = Date.now();
+    if ((this.misses.get(id) ?? 0) > now) return;
+    const record = await this.store.get(id);
+    if (record) {
+      if (!this.records.has(id)) this.applyStored(id, record);
+      return;
+    }
+    if (this.misses.size >= MISS_CACHE_MAX) this.misses.clear();
+    this.misses.set(id, now + MISS_CACHE_MS);
+  }
+
+  /**
+   * True when the sandbox has a record (in the store, with a shared database) or, with a shared database, some
+   * replica's live reservation: a container of it without a record here is another replica's work in progress.
+   */
+  async known(id: string): Promise<boolean> {
+    if (this.records.has(id)) return true;
+    if (!this.reservations) return false;
+    await this.ensure(id);
+    return this.records.has(id) || (await this.reservations.held(id));
+  }
+
+  /** Shared database: reads the sandbox's stored record into the map (undefined: it is gone). */
+  private async refresh(id: string): Promise<void> {
+    const record = await this.store.get(id);
+    const held = this.records.get(id);
+    if (record) this.records.set(id, record);
+    else this.records.delete(id);
+    if (held && !record) this.changed(id, undefined);
+  }
 
   /** The record, unless it is unavailable (its node was lost). */
   get(id: string): SandboxRecord | undefined {
@@ -76,10 +162,21 @@ export class SandboxRegistry {
     return this.store.all();
   }
 
-  /** Runs `operation` after every earlier operation on the same sandbox finished. */
+  /**
+   * Runs `operation` after every earlier operation on the same sandbox finished. With a shared database also after
+   * every other replica's (a lock all replicas take), and with the map holding the stored record as it is now.
+   */
   serial<T>(id: string, operation: () => Promise<T>): Promise<T> {
     const previous = this.queues.get(id) ?? Promise.resolve();
-    const next = previous.catch(() => undefined).then(operation);
+    const shared = this.shared;
+    const guarded = shared
+      ? () =>
+          shared.channel.withLock(`sandbox:${id}`, async () => {
+            await this.refresh(id);
+            return operation();
+          })
+      : operation;
+    const next = previous.catch(() => undefined).then(guarded);
     this.queues.set(id, next);
     void next
       .finally(() => {
@@ -94,9 +191,23 @@ export class SandboxRegistry {
     return [...this.queues.values()];
   }
 
-  /** Stores the record (the map holds it once stored), then its event line. */
-  async persist(record: SandboxRecord, event?: string): Promise<void> {
-    await this.store.save(record);
+  /**
+   * Stores the record (the map holds it once stored), then its event line. `created`: a new sandbox, whose slot
+   * reservation (shared database) ends in the same transaction; refused when it is no longer this replica's (another
+   * replica took this one for dead and cleaned up after it).
+   */
+  async persist(record: SandboxRecord, event?: string, created = false): Promise<void> {
+    const { reservations, shared } = this;
+    if (created && reservations && shared) {
+      await shared.sql.transaction(async (sql) => {
+        if (!(await reservations.release(record.sandboxId, sql))) {
+          throw new PlatformError('internal', `Sandbox "${record.sandboxId}" was given up while it was being made (this API replica stopped renewing its reservation); try again`);
+        }
+        await this.store.within(sql).save(record);
+      });
+    } else {
+      await this.store.save(record);
+    }
     this.records.set(record.sandboxId, record);
     if (event) await this.store.recordEvent(record.sandboxId, 'info', event);
   }
@@ -118,6 +229,23 @@ export class SandboxRegistry {
   async forget(id: string): Promise<void> {
     this.records.delete(id);
     await this.store.delete(id);
+  }
+
+  /**
+   * One slot for a create or filesystem resume of `sandboxId` (limit error when none is free). With a shared database
+   * the slot is a reservation row every replica counts (`counted: false`: recorded, no slot taken); else it is held here.
+   */
+  async reserveFor(sandboxId: string, kind: ReservationKind, counted = true): Promise<SlotRelease> {
+    const reservations = this.reservations;
+    if (!reservations) return counted ? this.reserveSlots(1) : () => undefined;
+    await reservations.reserve(sandboxId, kind, { max: this.maxSandboxes, localHeld: this.reserved, counted });
+    let released = false;
+    return () => {
+      if (released) return;
+      released = true;
+      // Gone already when the create stored its record; a failed delete expires with the reservation's TTL.
+      void reservations.release(sandboxId).catch(() => undefined);
+    };
   }
 
   /** Slots not held by a sandbox, a creation in flight or a pooled container. */

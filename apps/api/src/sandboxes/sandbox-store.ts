@@ -110,6 +110,11 @@ const UPSERT = `INSERT INTO sandboxes (${COLUMNS.join(', ')}) VALUES (${COLUMNS.
 export class SandboxStore {
   constructor(private readonly sql: Sql) {}
 
+  /** The same store over `sql` (a transaction's). */
+  within(sql: Sql): SandboxStore {
+    return new SandboxStore(sql);
+  }
+
   async save(record: SandboxRecord): Promise<void> {
     const row = toRow(record) as unknown as Record<string, string | number | null>;
     await this.sql.run(UPSERT, COLUMNS.map((c) => row[c] ?? null));
@@ -131,6 +136,13 @@ export class SandboxStore {
   async get(sandboxId: string): Promise<SandboxRecord | undefined> {
     const row = await this.sql.get<Row>('SELECT * FROM sandboxes WHERE sandbox_id = ?', [sandboxId]);
     return row && fromRow(row);
+  }
+
+  /** The stored records of `ids` (missing ones left out), at most 500 ids per call. */
+  async getMany(ids: readonly string[]): Promise<SandboxRecord[]> {
+    if (ids.length === 0) return [];
+    if (ids.length > 500) throw new Error('store: at most 500 sandbox ids at once');
+    return (await this.sql.all<Row>(`SELECT * FROM sandboxes WHERE sandbox_id IN (${ids.map(() => '?').join(', ')})`, ids)).map(fromRow);
   }
 
   async all(): Promise<SandboxRecord[]> {

@@ -109,6 +109,9 @@ const SQLITE: string[] = [
      node_id TEXT PRIMARY KEY, url TEXT NOT NULL, version TEXT NOT NULL, capacity TEXT NOT NULL,
      status TEXT NOT NULL, last_heartbeat INTEGER NOT NULL, registered_at TEXT NOT NULL);
    ALTER TABLE sandboxes ADD COLUMN node_id TEXT;`,
+  // API replicas: slots held by creates and resumes in flight (any replica's), renewed by their replica while it lives.
+  `CREATE TABLE sandbox_reservations (
+     sandbox_id TEXT PRIMARY KEY, kind TEXT NOT NULL, owner TEXT NOT NULL, counted INTEGER NOT NULL, until_ms INTEGER NOT NULL);`,
 ];
 
 const POSTGRES: string[] = [
@@ -202,6 +205,20 @@ const POSTGRES: string[] = [
      node_id TEXT PRIMARY KEY, url TEXT NOT NULL, version TEXT NOT NULL, capacity TEXT NOT NULL,
      status TEXT NOT NULL, last_heartbeat BIGINT NOT NULL, registered_at TEXT NOT NULL);
    ALTER TABLE sandboxes ADD COLUMN node_id TEXT;`,
+  // Every change to a sandbox row is announced to the replicas (LISTEN tidepool_sandbox; payload: the sandbox id),
+  // delivered when its transaction commits, in commit order. Lease columns alone are no change anyone caches.
+  `CREATE TABLE sandbox_reservations (
+     sandbox_id TEXT PRIMARY KEY, kind TEXT NOT NULL, owner TEXT NOT NULL, counted INTEGER NOT NULL, until_ms BIGINT NOT NULL);
+   CREATE FUNCTION tidepool_sandbox_changed() RETURNS trigger LANGUAGE plpgsql AS $$
+   BEGIN
+     PERFORM pg_notify('tidepool_sandbox', COALESCE(NEW.sandbox_id, OLD.sandbox_id));
+     RETURN NULL;
+   END $$;
+   CREATE TRIGGER sandboxes_changed AFTER INSERT OR DELETE ON sandboxes
+     FOR EACH ROW EXECUTE FUNCTION tidepool_sandbox_changed();
+   CREATE TRIGGER sandboxes_updated AFTER UPDATE ON sandboxes
+     FOR EACH ROW WHEN (OLD.* IS DISTINCT FROM NEW.* AND (OLD.lease_owner IS NOT DISTINCT FROM NEW.lease_owner AND OLD.lease_until IS NOT DISTINCT FROM NEW.lease_until))
+     EXECUTE FUNCTION tidepool_sandbox_changed();`,
 ];
 
 if (SQLITE.length !== POSTGRES.length) throw new Error('store: every migration needs a SQLite and a PostgreSQL text');

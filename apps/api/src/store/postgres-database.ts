@@ -1,6 +1,7 @@
 import pg from 'pg';
 import type { Logger } from 'pino';
 import { MIGRATIONS } from './migrations.ts';
+import { PgReplicaChannel } from './pg-replica-channel.ts';
 import { type Database, DatabaseError, type Sql, type SqlValue } from './sql.ts';
 
 /** Lock id every replica takes while migrating, so two starting at once do not both apply a migration. */
@@ -100,9 +101,12 @@ export interface PostgresOptions {
 export class PostgresDatabase implements Database {
   readonly dialect = 'postgres';
   readonly description: string;
+  /** Locks and notifications between the API replicas on this database. */
+  readonly replicas: PgReplicaChannel;
 
-  private constructor(private readonly pool: pg.Pool, url: string) {
+  private constructor(private readonly pool: pg.Pool, url: string, logger: Logger, applicationName: string | undefined) {
     this.description = redactedUrl(url);
+    this.replicas = new PgReplicaChannel({ url, logger, applicationName, query: (sql, params) => pool.query(sql, params) });
   }
 
   /** Connects, checks the server answers and applies the migrations it lacks (under an advisory lock). */
@@ -122,7 +126,7 @@ export class PostgresDatabase implements Database {
     });
     // An idle pooled connection that breaks (server restart) must not crash the process; the next query reconnects.
     pool.on('error', (error) => options.logger.warn({ err: error, database: where }, 'idle PostgreSQL connection failed; it is replaced on next use'));
-    const database = new PostgresDatabase(pool, options.url);
+    const database = new PostgresDatabase(pool, options.url, options.logger, options.applicationName);
     try {
       await database.migrate();
     } catch (error) {
@@ -179,6 +183,7 @@ export class PostgresDatabase implements Database {
   }
 
   async close(): Promise<void> {
+    await this.replicas.close();
     await this.pool.end();
   }
 }

@@ -23,7 +23,30 @@ export interface Sql {
 export interface Database extends Sql {
   /** Where the data lives, for logs (`sqlite:<file>` or the PostgreSQL URL without its password). */
   readonly description: string;
+  /** How API replicas sharing this database coordinate (PostgreSQL); undefined for SQLite, which serves one process. */
+  readonly replicas?: ReplicaChannel;
   close(): Promise<void>;
+}
+
+/** A subscription to a notification channel; closing it stops reconnecting. */
+export interface ChannelSubscription {
+  close(): Promise<void>;
+}
+
+/**
+ * What API replicas on one database coordinate through: locks held across processes (released by the database when
+ * the holder's connection dies, so a SIGKILLed replica holds nothing), and notifications delivered at commit.
+ */
+export interface ReplicaChannel {
+  /** Runs `work` while holding the lock named `key` (waits for any other holder, in this process or another). */
+  withLock<T>(key: string, work: () => Promise<T>): Promise<T>;
+  /**
+   * Delivers every notification on `channel`; `connected` runs after each (re)connection, once listening: what was
+   * notified while disconnected is lost, so the caller catches up there.
+   */
+  listen(channel: string, handlers: { message(payload: string): void; connected(): void }): Promise<ChannelSubscription>;
+  /** Sends `payload` on `channel` (delivered after everything committed before it). */
+  notify(channel: string, payload: string): Promise<void>;
 }
 
 /** The database cannot be opened, migrated or reached; the message says what to fix. */

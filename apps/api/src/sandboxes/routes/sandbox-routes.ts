@@ -74,6 +74,7 @@ export function registerSandboxRoutes(
   app.get('/sandboxes', { schema: { querystring: ListQuery } }, async (request) => {
     const query = request.query as Static<typeof ListQuery>;
     const filter = decodeMetadataFilter(query.metadata);
+    await lifecycle.caughtUp();
     return lifecycle
       .listOf(callerTeam(request))
       .filter((r) => r.state === 'running' && matchesMetadata(r, filter))
@@ -88,6 +89,7 @@ export function registerSandboxRoutes(
     const startedAfter = query.startedAfter === undefined ? undefined : Date.parse(query.startedAfter);
     if (Number.isNaN(startedAfter)) throw new PlatformError('invalid', `startedAfter '${query.startedAfter}' is not a date-time`);
     const order: Order = query.order ?? 'desc';
+    await lifecycle.caughtUp();
     const matching = lifecycle.listOf(callerTeam(request)).filter(
       (r) =>
         states.has(r.state) &&

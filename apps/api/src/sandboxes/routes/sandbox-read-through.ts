@@ -1,0 +1,17 @@
+import type { FastifyInstance } from 'fastify';
+import { normalizeSandboxId } from '../sandbox-identity.ts';
+import type { SandboxLifecycle } from '../sandbox-lifecycle.ts';
+
+/**
+ * With API replicas on one database, a route naming a sandbox (`:sandboxID`) first makes sure this replica's cache
+ * holds it when the store does (it may have been made through another replica a moment ago); the routes then read
+ * the cache as always. After authentication and schema checks, so only valid ids from valid keys reach the store.
+ * A no-op alone on SQLite.
+ */
+export function installSandboxReadThrough(app: FastifyInstance, lifecycle: SandboxLifecycle): void {
+  if (!lifecycle.registry.isShared) return;
+  app.addHook('preHandler', async (request) => {
+    const raw = (request.params as { sandboxID?: unknown } | undefined)?.sandboxID;
+    if (typeof raw === 'string' && raw.length > 0) await lifecycle.registry.ensure(normalizeSandboxId(raw));
+  });
+}
