@@ -41,7 +41,7 @@ import {
 } from '@tidepool/testkit';
 
 /** wt/replicas merged: every replica serves every sandbox (state shared through the database). */
-const REPLICAS_SHARE_SANDBOXES = false;
+const REPLICAS_SHARE_SANDBOXES = true;
 /** wt/images merged: template, snapshot and disk-paused images move between nodes through the registry. */
 const IMAGES_MOVE_BETWEEN_NODES = false;
 
