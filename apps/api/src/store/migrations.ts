@@ -109,6 +109,8 @@ const SQLITE: string[] = [
      node_id TEXT PRIMARY KEY, url TEXT NOT NULL, version TEXT NOT NULL, capacity TEXT NOT NULL,
      status TEXT NOT NULL, last_heartbeat INTEGER NOT NULL, registered_at TEXT NOT NULL);
    ALTER TABLE sandboxes ADD COLUMN node_id TEXT;`,
+  // 8: a volume lives on one node's disk (NULL: the embedded node of the API that made it, before nodes existed).
+  `ALTER TABLE volumes ADD COLUMN node_id TEXT;`,
 ];
 
 const POSTGRES: string[] = [
@@ -202,6 +204,7 @@ const POSTGRES: string[] = [
      node_id TEXT PRIMARY KEY, url TEXT NOT NULL, version TEXT NOT NULL, capacity TEXT NOT NULL,
      status TEXT NOT NULL, last_heartbeat BIGINT NOT NULL, registered_at TEXT NOT NULL);
    ALTER TABLE sandboxes ADD COLUMN node_id TEXT;`,
+  `ALTER TABLE volumes ADD COLUMN node_id TEXT;`,
 ];
 
 if (SQLITE.length !== POSTGRES.length) throw new Error('store: every migration needs a SQLite and a PostgreSQL text');
