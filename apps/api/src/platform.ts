@@ -268,7 +268,7 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
       pools = new NodePools({
         poolFor,
         leases: { store: new LeaseStore(db), owner: () => poolUser!.registry.replicaId },
-        isSandbox: (sandboxId) => Boolean(poolUser?.registry.peek(sandboxId) || poolUser?.isCreating(sandboxId)),
+        isSandbox: async (sandboxId) => Boolean(poolUser?.isCreating(sandboxId) || poolUser?.registry.peek(sandboxId) || (await sandboxes.get(sandboxId))),
         logger,
       });
       nodes.poolReady = (id) => pools?.readyByKey(id);

@@ -12,8 +12,11 @@ export interface NodePoolsDeps {
   poolFor(node: SandboxNode): WarmPool;
   /** Named leases: one replica manages a remote node's pool at a time (`node-pool:<nodeId>`). */
   leases?: { store: LeaseStore; owner(): string };
-  /** True when a sandbox (record or creation in flight) holds this id: a claimed pool container keeps its pool label. */
-  isSandbox(sandboxId: string): boolean;
+  /**
+   * True when a sandbox holds this id — a creation in flight here, or a record in the shared store (any replica's):
+   * a claimed pool container keeps its pool label.
+   */
+  isSandbox(sandboxId: string): boolean | Promise<boolean>;
   logger: Logger;
 }
 
@@ -65,6 +68,8 @@ export class NodePools {
         this.deps.logger.info({ nodeId: node.nodeId }, 'managing the warm pool of a node');
       } else if (!held && pool) {
         this.pools.delete(node.nodeId);
+        // A node that is not ready has no pool anywhere: whoever runs it when it is ready again takes the lease anew.
+        if (!ready) await leases.store.release(name, leases.owner()).catch(() => undefined);
         this.deps.logger.info({ nodeId: node.nodeId, ready }, 'no longer managing the warm pool of a node; removing its containers');
         await pool.stop({ drain: true });
       }
@@ -132,7 +137,7 @@ export class NodePools {
   private async removeLeftovers(node: SandboxNode): Promise<void> {
     try {
       for (const container of await node.runtime.listManaged()) {
-        if (!container.pooled || this.deps.isSandbox(container.sandboxId)) continue;
+        if (!container.pooled || (await this.deps.isSandbox(container.sandboxId))) continue;
         this.deps.logger.info({ nodeId: node.nodeId, sandboxId: container.sandboxId, containerId: container.containerId }, 'removing a warm-pool container a previous pool holder left');
         await node.runtime.remove(container.containerId);
       }
