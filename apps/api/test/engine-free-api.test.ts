@@ -15,7 +15,8 @@ import { AuthenticationError, Sandbox, Volume } from 'e2b';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { agentFiles, BASE_IMAGE, clusterLayout, downCluster, nodeLayout, freeClusterSlot, upCluster, type ClusterState } from '@tidepool/testkit';
 import { connectRemoteNode, type RemoteNode } from '../src/nodes/remote-node.ts';
-import { api, startTestPlatform, type TestPlatform } from './support/start-platform.ts';
+import { startPlatform } from '../src/platform.ts';
+import { api, type TestPlatform } from './support/start-platform.ts';
 
 const isRoot = process.getuid?.() === 0;
 const name = `f${process.pid % 10_000_000}`;
@@ -49,20 +50,33 @@ describe.skipIf(!isRoot)('an engine-free API drives two node agents', () => {
     const tls = state.tls!;
     const pem = { ca: readFileSync(tls.ca), cert: readFileSync(tls.cert), key: readFileSync(tls.key) };
     for (const node of state.nodes) probes.set(node.id, connectRemoteNode({ nodeId: node.id, url: node.agentUrl!, tls: pem }));
-    platform = await startTestPlatform(
+    // Not startTestPlatform: it makes sure the host engine has the base image, and this API has no engine.
+    const dataDir = mkdtempSync(join(tmpdir(), 'tidepool-api-'));
+    const started = await startPlatform(
       {
+        host: '127.0.0.1',
+        port: 0,
+        dataDir,
         logLevel: (process.env.CLUSTER_TEST_LOG as 'warn' | undefined) ?? 'silent',
         embeddedNode: false,
         dockerHost: NO_ENGINE,
         nodeLostAfterSeconds: 10,
         warmPool: { base: 1 },
+        warmPoolAdaptive: false,
         clusterClientCert: tls.cert,
         clusterClientKey: tls.key,
         clusterCa: tls.ca,
       },
-      undefined,
       { env: { ...process.env, DOCKER_HOST: NO_ENGINE } },
     );
+    platform = Object.assign(started, {
+      dataDir,
+      sdk: { apiKey: started.apiKey, apiUrl: started.url, sandboxUrl: started.url },
+      async dispose() {
+        await started.close().catch(() => undefined);
+        rmSync(dataDir, { recursive: true, force: true });
+      },
+    });
     const store = platform.nodes.store;
     for (const node of state.nodes) await store.register({ nodeId: node.id, url: node.agentUrl!, version: 'agent', capacity: await probes.get(node.id)!.capacity() });
     const beat = async (): Promise<void> => {

@@ -342,7 +342,8 @@ export class SandboxLifecycle implements SandboxDirectory {
     const { templateId, cpuCount, memoryMB, defaults } = plan.from;
     // The node placement picks (a ready pool container of the key weighs in its favour) serves the claim.
     const placement = this.deps.nodes.place({ cpuCount, memoryMB, image: plan.image, poolKey: key }, this.registry.all());
-    const nodeId = placement.kind === 'placed' ? placement.nodeId : undefined;
+    // A pooled container's memory is already taken: with no node to place on, the embedded node's pool still serves.
+    const nodeId = placement.kind === 'placed' ? placement.nodeId : this.deps.nodes.embeddedId;
     const pool = nodeId === undefined ? undefined : pools.of(nodeId);
     const pooled = pool?.take(key, { key, reference, templateId, image: plan.image, cpuCount, memoryMB, defaults });
     if (!pool || !pooled) return this.launch(plan);
