@@ -64,6 +64,14 @@ describe('loadConfig', () => {
     expect(() => loadConfig({ TIDEPOOL_NODE_LOST_AFTER_SECONDS: 'soon' })).toThrow(/TIDEPOOL_NODE_LOST_AFTER_SECONDS/);
   });
 
+  it('TIDEPOOL_EMBEDDED_NODE: on by default; off only with the cluster client settings that reach node agents', () => {
+    expect(loadConfig({}).embeddedNode).toBe(true);
+    const client = { TIDEPOOL_CLUSTER_CLIENT_CERT: '/c.pem', TIDEPOOL_CLUSTER_CLIENT_KEY: '/k.pem', TIDEPOOL_CLUSTER_CA: '/ca.pem' };
+    expect(loadConfig({ ...client, TIDEPOOL_EMBEDDED_NODE: 'off' }).embeddedNode).toBe(false);
+    expect(() => loadConfig({ TIDEPOOL_EMBEDDED_NODE: 'off' })).toThrow(/TIDEPOOL_EMBEDDED_NODE=off .*TIDEPOOL_CLUSTER_CLIENT_CERT/);
+    expect(() => loadConfig({ TIDEPOOL_EMBEDDED_NODE: 'sometimes' })).toThrow(/TIDEPOOL_EMBEDDED_NODE/);
+  });
+
   it('takes TIDEPOOL_SECRETS_KEY only as the base64 of 32 bytes, and never repeats a wrong one', () => {
     const key = randomBytes(32).toString('base64');
     expect(loadConfig({}).secretsKey).toBe('');

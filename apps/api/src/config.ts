@@ -159,6 +159,11 @@ export const ConfigSchema = Type.Object({
   clusterCa: Type.String(),
   /** A node whose last heartbeat is older than this (seconds) is marked lost. */
   nodeLostAfterSeconds: Type.Integer({ minimum: 1, maximum: 86400 }),
+  /**
+   * `tidepool api` embeds a node of its own (this machine's Docker engine). Off: no engine is touched at all; every
+   * sandbox, warm pool and volume is on node agents (needs TIDEPOOL_CLUSTER_CLIENT_*).
+   */
+  embeddedNode: Type.Boolean(),
 });
 
 export type Config = Static<typeof ConfigSchema>;
@@ -233,6 +238,7 @@ const ENV_NAMES: Record<keyof Config, string> = {
   clusterClientKey: 'TIDEPOOL_CLUSTER_CLIENT_KEY',
   clusterCa: 'TIDEPOOL_CLUSTER_CA',
   nodeLostAfterSeconds: 'TIDEPOOL_NODE_LOST_AFTER_SECONDS',
+  embeddedNode: 'TIDEPOOL_EMBEDDED_NODE',
 };
 
 /** Every environment variable that feeds a setting (deployment manifests are checked against it). */
@@ -418,6 +424,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     clusterClientKey: (env.TIDEPOOL_CLUSTER_CLIENT_KEY ?? '').trim(),
     clusterCa: (env.TIDEPOOL_CLUSTER_CA ?? '').trim(),
     nodeLostAfterSeconds: integer(env.TIDEPOOL_NODE_LOST_AFTER_SECONDS, 30),
+    embeddedNode: flag(env.TIDEPOOL_EMBEDDED_NODE, true),
     ...overrides,
   };
   if (overrides.imageAliases === undefined) {
@@ -456,6 +463,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
   if (config.databasePasswordFile) config.databaseUrl = withPasswordFromFile(config.databaseUrl, config.databasePasswordFile);
   if (Boolean(config.clusterClientCert) !== Boolean(config.clusterClientKey) || (Boolean(config.clusterClientCert) && !config.clusterCa)) {
     throw new ConfigError('invalid configuration:\n  TIDEPOOL_CLUSTER_CLIENT_CERT, TIDEPOOL_CLUSTER_CLIENT_KEY and TIDEPOOL_CLUSTER_CA go together (the API\'s certificate for node agents, its key, and the cluster CA)');
+  }
+  if (!config.embeddedNode && !config.clusterClientCert) {
+    throw new ConfigError('invalid configuration:\n  TIDEPOOL_EMBEDDED_NODE=off leaves the API without an engine: set TIDEPOOL_CLUSTER_CLIENT_CERT, TIDEPOOL_CLUSTER_CLIENT_KEY and TIDEPOOL_CLUSTER_CA so it drives node agents');
   }
   if (config.tls && config.httpsPort !== 0 && config.httpsPort === config.port) {
     throw new ConfigError(`invalid configuration:\n  TIDEPOOL_HTTPS_PORT (${config.httpsPort}) must differ from TIDEPOOL_PORT: the plain HTTP listener stays`);

@@ -11,6 +11,11 @@ import type { SandboxRuntime } from './runtime/sandbox-runtime.ts';
 import { SandboxLifecycle } from './sandboxes/sandbox-lifecycle.ts';
 import { EngineWatch } from './sandboxes/engine-watch.ts';
 import { WarmPool } from './sandboxes/warm-pool.ts';
+import { NodePools } from './sandboxes/node-pools.ts';
+import { storageVolumes } from './volumes/node-volumes.ts';
+import { volumeNodes } from './nodes/volume-nodes.ts';
+import { BuiltinTemplates } from './templates/builtin-templates.ts';
+import { engineFreeBuilder } from './templates/build/engine-free-builder.ts';
 import { readMemAvailableMB } from './runtime/host-memory.ts';
 import { LxcfsSupervisor } from './runtime/lxcfs/lxcfs-supervisor.ts';
 import { buildApiServer } from './http/api-server.ts';
@@ -39,7 +44,6 @@ import { TemplateBuilder } from './templates/build/template-builder.ts';
 import { TemplateCatalog } from './templates/template-catalog.ts';
 import { removeTemplate } from './templates/template-removal.ts';
 import { TemplateStore } from './templates/template-store.ts';
-import { registerBaseTemplate, registerCodeInterpreterTemplate } from './templates/base-template.ts';
 import { VolumeCatalog } from './volumes/volume-catalog.ts';
 import { VolumeStorage } from './volumes/volume-storage.ts';
 import { VolumeStore } from './volumes/volume-store.ts';
@@ -86,11 +90,13 @@ export interface RunningPlatform {
   config: Config;
   lifecycle: SandboxLifecycle;
   /** Follows the embedded node's engine events (containers dying under sandboxes, engine restarts). */
-  engineWatch: EngineWatch;
+  engineWatch: EngineWatch | undefined;
   /** The nodes sandboxes run on: the set the lifecycle drives, their table, the sweep, and the agents of in-process nodes. */
   nodes: { set: NodeSet; store: NodeStore; monitor: NodeMonitor; agents: Map<string, LocalNodeAgent> };
-  /** Ready containers creates are served from (TIDEPOOL_WARM_POOL); undefined when the pool is off. */
+  /** The embedded node's warm pool (TIDEPOOL_WARM_POOL); undefined when the pool is off or there is no embedded node. */
   warmPool: WarmPool | undefined;
+  /** Every node's warm pool this API manages (the embedded one, and remote ones whose lease it holds). */
+  pools: NodePools | undefined;
   /** Secrets (metadata routes; `resolveSecret` for the platform's own use). */
   secrets: SecretStore;
   /** Every Prometheus metric of this platform (served on GET /metrics). */
@@ -148,6 +154,7 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
   let queue: BuildQueue | undefined;
   let engineWatch: EngineWatch | undefined;
   let pool: WarmPool | undefined;
+  let pools: NodePools | undefined;
   let lxcfs: LxcfsSupervisor | undefined;
   let monitor: NodeMonitor | undefined;
   const agents = new Map<string, LocalNodeAgent>();
@@ -175,12 +182,15 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
     const egressCas = new SandboxCertificateAuthorities(config.dataDir, logger);
     const metrics = new PlatformMetrics();
     const hardening = containerHardening(config);
-    const docker = dockerClient(config.dockerHost);
+    // TIDEPOOL_EMBEDDED_NODE=off: no engine of this machine is touched; every node is an agent.
+    const embedded = config.embeddedNode || runtimeOverride !== undefined;
+    const docker = embedded ? dockerClient(config.dockerHost) : undefined;
     // Sandboxes' own /proc files: one lxcfs on the host, outliving this process (sandboxes bind its files).
-    lxcfs = !runtimeOverride && lxcfsWanted(config, env) ? new LxcfsSupervisor({ dir: config.lxcfsDir, logger }) : undefined;
+    lxcfs = embedded && !runtimeOverride && lxcfsWanted(config, env) ? new LxcfsSupervisor({ dir: config.lxcfsDir, logger }) : undefined;
     await lxcfs?.start();
-    const runtime =
-      runtimeOverride ??
+    const runtime = !docker
+      ? undefined
+      : runtimeOverride ??
       withEngineDeadlines(
         new DockerRuntime({ docker, network: config.sandboxNetwork, platformId, logger, isolation: config.sandboxIsolation, helperImage: config.baseImage, hardening, procFiles: lxcfs, cpuset: config.sandboxCpuset,
           egressTransforms: {
@@ -198,30 +208,35 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
         {},
         (operation) => metrics.engineCallFailed(operation),
       );
-    await runtime.prepare();
+    await runtime?.prepare();
     const templateStore = new TemplateStore(db);
     const templates = new TemplateCatalog(templateStore);
-    await registerBaseTemplate(templates, runtime, config.baseImage, logger);
-    await registerCodeInterpreterTemplate(templates, runtime, config.codeInterpreterImage, logger);
-    const volumesRoot = resolve(config.dataDir, 'volumes');
-    const volumes = new VolumeCatalog({
-      store: new VolumeStore(db),
-      storage: new VolumeStorage(volumesRoot, config.volumesHostDir || volumesRoot, logger),
-      logger,
-    });
-    await volumes.start();
-    const sandboxes = new SandboxStore(db);
+    const builtins = new BuiltinTemplates(templates, config, logger);
+    if (runtime) await builtins.register(runtime);
     // The embedded node: this process's engine. Sandboxes stored before nodes existed are its own.
     const nodeId = config.nodeId || platformId;
-    const assigned = await sandboxes.assignUnplaced(nodeId);
-    if (assigned > 0) logger.info({ nodeId, sandboxes: assigned }, 'sandboxes from before nodes existed belong to the embedded node');
+    const embeddedId = runtime ? nodeId : undefined;
+    const sandboxes = new SandboxStore(db);
+    if (embeddedId) {
+      const assigned = await sandboxes.assignUnplaced(embeddedId);
+      if (assigned > 0) logger.info({ nodeId, sandboxes: assigned }, 'sandboxes from before nodes existed belong to the embedded node');
+    }
     const nodeStore = new NodeStore(db);
     // Cluster mode (TIDEPOOL_CLUSTER_CLIENT_*): node agents in the table are driven over mutual TLS.
     const clusterTls = clusterClientTls(config);
     const nodeFactory = nodeFor ?? (clusterTls ? remoteNodeFactory(clusterTls, logger) : undefined);
-    const nodes = new NodeSet(nodeId, { lostAfterSeconds: config.nodeLostAfterSeconds, nodeFor: nodeFactory });
-    nodes.add(localNode(nodeId, runtime));
-    const others = extraNodes?.({ platformId, docker, config, logger }) ?? [];
+    const nodes = new NodeSet(embeddedId, { lostAfterSeconds: config.nodeLostAfterSeconds, nodeFor: nodeFactory });
+    const volumesRoot = resolve(config.dataDir, 'volumes');
+    const localVolumes = runtime ? new VolumeStorage(volumesRoot, config.volumesHostDir || volumesRoot, logger) : undefined;
+    if (runtime) nodes.add(localNode(nodeId, runtime, localVolumes && storageVolumes(localVolumes)));
+    const volumes = new VolumeCatalog({
+      store: new VolumeStore(db),
+      nodes: volumeNodes(nodes),
+      local: embeddedId && localVolumes ? { nodeId: embeddedId, storage: localVolumes } : undefined,
+      logger,
+    });
+    await volumes.start();
+    const others = docker ? (extraNodes?.({ platformId, docker, config, logger }) ?? []) : [];
     for (const node of others) {
       await node.runtime.prepare();
       nodes.add(node);
@@ -229,8 +244,9 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
     const heartbeatMs = Math.min(5_000, (config.nodeLostAfterSeconds * 1000) / 3);
     let poolUser: SandboxLifecycle | undefined;
     if (Object.keys(config.warmPool).length > 0 || config.warmPoolAdaptive) {
-      pool = new WarmPool({
-        runtime,
+      const poolFor = (node: SandboxNode): WarmPool => new WarmPool({
+        runtime: node.runtime,
+        dial: nodes.dialOf(node.nodeId),
         // The pool keeps builds warm for whichever team names them; only that team's creates can claim them.
         templates: { resolve: (reference) => templates.resolveAnyTeam(reference) },
         targets: config.warmPool,
@@ -238,7 +254,8 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
           ? { floors: config.warmPoolMin, ceiling: config.warmPoolMax, periodMs: config.warmPoolPeriodSeconds * 1000, idleMs: config.warmPoolIdleSeconds * 1000 }
           : undefined,
         parallel: config.warmPoolParallel,
-        memoryAvailableMB: readMemAvailableMB,
+        // This machine's memory for the embedded node; what a remote node last reported for its own.
+        memoryAvailableMB: node.nodeId === embeddedId ? readMemAvailableMB : () => nodes.capacity(node.nodeId)?.memoryAvailableMB,
         memoryReserveMB: config.warmPoolMemoryReserveMB,
         tokenSeed,
         // Pooled containers count against TIDEPOOL_MAX_SANDBOXES; refills wait while creations are in flight.
@@ -246,12 +263,19 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
         freeSlots: () => poolUser?.registry.freeSlots() ?? 0,
         busy: () => (poolUser?.creatingCount() ?? 0) > 0,
         holds: (sandboxId, containerId) => poolUser?.get(sandboxId)?.containerId === containerId,
+        logger: logger.child({ nodeId: node.nodeId }),
+      });
+      pools = new NodePools({
+        poolFor,
+        leases: { store: new LeaseStore(db), owner: () => poolUser!.registry.replicaId },
+        isSandbox: async (sandboxId) => Boolean(poolUser?.isCreating(sandboxId) || poolUser?.registry.peek(sandboxId) || (await sandboxes.get(sandboxId))),
         logger,
       });
+      nodes.poolReady = (id) => pools?.readyByKey(id);
     }
     for (const node of nodes.all()) {
-      const embedded = node.nodeId === nodeId;
-      const agent = new LocalNodeAgent(nodeStore, { nodeId: node.nodeId, url: `embedded://${node.nodeId}`, version: 'embedded' }, () => localCapacity(embedded ? () => pool?.readyByKey() ?? {} : undefined), logger);
+      const isEmbedded = node.nodeId === embeddedId;
+      const agent = new LocalNodeAgent(nodeStore, { nodeId: node.nodeId, url: `embedded://${node.nodeId}`, version: 'embedded' }, () => localCapacity(isEmbedded ? () => pools?.readyByKey(node.nodeId) ?? {} : undefined), logger);
       await agent.start(heartbeatMs);
       agents.set(node.nodeId, agent);
     }
@@ -265,11 +289,11 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
       logger,
       volumes,
       platformMetrics: metrics,
-      pool,
+      pools,
       egressTrust: egressCas,
       // API replicas on one PostgreSQL share every sandbox through it (the registry is a cache; SQLite keeps today's path).
       shared: db.replicas ? { sql: db, channel: db.replicas } : undefined,
-      egressProxies: new EgressProxyGate({ cipher: secretCipher, addresses: new UpstreamAddressPolicy(config.egressProxyAllowedCidrs), problem: async () => (runtime.egressUpstreamProblem ? runtime.egressUpstreamProblem() : 'the container runtime cannot tunnel sandbox egress') }),
+      egressProxies: new EgressProxyGate({ cipher: secretCipher, addresses: new UpstreamAddressPolicy(config.egressProxyAllowedCidrs), problem: async () => (runtime?.egressUpstreamProblem ? runtime.egressUpstreamProblem() : 'the container runtime cannot tunnel sandbox egress') }),
     });
     poolUser = lifecycle;
     const sandboxLifecycle = lifecycle;
@@ -284,7 +308,7 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
     volumes.setUsers((volumeID) => sandboxLifecycle.usingVolume(volumeID));
     // Events from just before the restart reconcile on, so a container dying meanwhile is not missed.
     const since = Date.now() / 1000 - 1;
-    engineWatch = new EngineWatch({ runtime, nodeId, lifecycle, logger, since, metrics });
+    engineWatch = runtime ? new EngineWatch({ runtime, nodeId, lifecycle, logger, since, metrics }) : undefined;
     for (const node of others) extraWatches.push(new EngineWatch({ runtime: node.runtime, nodeId: node.nodeId, lifecycle, logger: logger.child({ nodeId: node.nodeId }), since, metrics }));
     await lifecycle.start();
     egressCas.prune(new Set(lifecycle.list().map((record) => record.sandboxId)));
@@ -298,23 +322,32 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
       owner: lifecycle.registry.replicaId,
       lostAfterMs: config.nodeLostAfterSeconds * 1000,
       reconcile: (id) => reconciling.reconcileNode(id),
+      // Remote nodes' pools (one replica each, by lease), and the built-in templates of an engine-free API.
+      afterSweep: async () => {
+        const held = nodes.all().filter((node) => node.nodeId !== embeddedId);
+        await pools?.manage(held.map((node) => ({ node, ready: nodes.status(node.nodeId) === 'ready' })));
+        const ready = held.find((node) => nodes.status(node.nodeId) === 'ready');
+        if (!runtime && ready) await builtins.registerOnce(ready.runtime);
+      },
       logger,
     });
+    if (pools) {
+      metrics.observePool(pools);
+      pools.onClaim = (waitSeconds) => metrics.poolClaimed(waitSeconds);
+      // After the restart reconcile: containers the previous run left in the pool are gone by now.
+      const embeddedNode = embeddedId ? nodes.node(embeddedId) : undefined;
+      if (embeddedNode) pool = pools.startOwn(embeddedNode);
+    }
     await monitor.sweep();
     monitor.start(heartbeatMs);
-    engineWatch.start();
+    engineWatch?.start();
     for (const watch of extraWatches) watch.start();
-    if (pool) {
-      metrics.observePool(pool);
-      pool.onClaim = (waitSeconds) => metrics.poolClaimed(waitSeconds);
-      // After the restart reconcile: containers the previous run left in the pool are gone by now.
-      pool.start();
-    }
     const warmPool = pool;
+    const nodePools = pools;
     const contextFiles = new ContextFiles(config.dataDir, config.maxUploadMB * 1024 * 1024);
     const builder =
       builderOverride ??
-      new TemplateBuilder({
+      (!docker ? engineFreeBuilder() : new TemplateBuilder({
         engine: reportingFailures(new DockerImageEngine({ docker, network: config.sandboxNetwork, platformId, hardening }), (operation) => metrics.engineCallFailed(operation), 'build_'),
         contextFiles,
         baseImage: config.baseImage,
@@ -325,7 +358,7 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
         cacheScope: platformId,
         readyTimeoutMs: config.buildReadyTimeoutSeconds * 1000,
         logger,
-      });
+      }));
     // On PostgreSQL other replicas may be running builds: leases tell their builds from interrupted ones.
     const leases = db.dialect === 'postgres' ? { store: new LeaseStore(db), owner: lifecycle.registry.replicaId } : undefined;
     queue = new BuildQueue({
@@ -362,7 +395,7 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
           });
         // Images in use by pooled containers cannot be removed: the template's pool is emptied first.
         const templateId = (await templates.find(reference, teamId, 'write'))?.templateId;
-        return warmPool && templateId ? warmPool.whileRemoving(templateId, removal) : removal();
+        return nodePools && templateId ? nodePools.whileRemoving(templateId, removal) : removal();
       },
     };
     const sandboxDomain: string | null = config.publicDomain || null;
@@ -438,6 +471,7 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
       engineWatch: watch,
       nodes: { set: nodes, store: nodeStore, monitor: nodeMonitor, agents },
       warmPool,
+      pools: nodePools,
       secrets,
       metrics,
       metricsUrl: metricsListener?.url,
@@ -447,10 +481,10 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
         await running.stop();
         await nodeMonitor.stop();
         for (const agent of agents.values()) agent.stop();
-        await watch.stop();
+        await watch?.stop();
         for (const extra of extraWatches) await extra.stop();
         // The pool's containers are no sandboxes: they go whatever happens to the sandboxes (kept ones included).
-        await warmPool?.stop({ drain: true });
+        await nodePools?.stop({ drain: true });
         // Creations and per-sandbox operations in flight finish (bounded) before the store closes.
         await running.drain(SHUTDOWN_DRAIN_MS);
         await buildQueue.stop();
@@ -466,7 +500,7 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
     };
   } catch (error) {
     await queue?.stop();
-    await pool?.stop({ drain: true });
+    await pools?.stop({ drain: true });
     await engineWatch?.stop();
     for (const extra of extraWatches) await extra.stop();
     await monitor?.stop();

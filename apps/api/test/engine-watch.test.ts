@@ -72,12 +72,12 @@ describe('engine watch', () => {
   it('loses nothing when the event stream drops: events from the gap are replayed', async () => {
     const sbx = await Sandbox.create('base', { ...platform.sdk, timeoutMs: 120_000 });
     const containerId = await containerOf(sbx.sandboxId);
-    const connections = platform.engineWatch.connections;
-    platform.engineWatch.interrupt();
+    const connections = platform.engineWatch!.connections;
+    platform.engineWatch!.interrupt();
     // Dies while nobody listens (the reconnect waits a backoff first).
     await docker.getContainer(containerId).kill();
     await until(async () => (await api(platform, 'GET', `/sandboxes/${sbx.sandboxId}`)).status === 404, 8_000);
-    expect(platform.engineWatch.connections).toBe(connections + 1);
+    expect(platform.engineWatch!.connections).toBe(connections + 1);
     // The replayed event said why (not the after-reconnect check, which knows less).
     expect(goneLine(sbx.sandboxId)).toMatchObject({ containerId, reason: 'sandbox container exited unexpectedly with code 137' });
   });
@@ -87,7 +87,7 @@ describe('engine watch', () => {
     const containerId = await containerOf(sbx.sandboxId);
     // As after an engine restart: the record is still there, the container stopped without a die event we saw.
     platform.lifecycle.registry.forget(sbx.sandboxId);
-    platform.engineWatch.interrupt();
+    platform.engineWatch!.interrupt();
     await until(async () => (await docker.listContainers({ all: true, filters: { id: [containerId] } })).length === 0, 8_000);
     expect(lines.find((l) => l.sandboxId === sbx.sandboxId && l.msg === 'removing container without a sandbox record')).toBeDefined();
   });

@@ -185,7 +185,7 @@ describe('orphan cleanups', () => {
       Labels: { [SANDBOX_LABEL]: 'iorphanformetrics000000', [PLATFORM_LABEL]: platform.platformId },
     });
     try {
-      await platform.engineWatch.resync();
+      await platform.engineWatch!.resync();
       const after = await scrape();
       const removed = (e: Exposition) => sampleValue(e, 'tidepool_orphan_cleanups_total', { kind: 'container' });
       expect(removed(after) - removed(before)).toBe(1);

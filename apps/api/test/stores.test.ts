@@ -135,7 +135,7 @@ describe.each(BACKENDS)('stores on %s', (kind) => {
         throw new Error('rolled back');
       });
       await entered;
-      const outside = volumes.insert({ volumeID: 'vol_b', teamId: 'team-a', name: 'b', token: 't', createdAt: 'now' });
+      const outside = volumes.insert({ volumeID: 'vol_b', teamId: 'team-a', name: 'b', token: 't', createdAt: 'now', nodeId: 'n1' });
       await expect(failing).rejects.toThrow('rolled back');
       expect(await outside).toBe(true);
       expect((await volumes.list()).map((v) => v.name)).toEqual(['b']);
@@ -434,7 +434,7 @@ describe.each(BACKENDS)('stores on %s', (kind) => {
   describe('volumes', () => {
     it('one row per volume; names unique; deleted once', async () => {
       const store = new VolumeStore(await fresh());
-      const v = { volumeID: 'vol_1', teamId: 'team-a', name: 'data', token: 'secret', createdAt: '2026-01-01T00:00:00.000Z' };
+      const v = { volumeID: 'vol_1', teamId: 'team-a', name: 'data', token: 'secret', createdAt: '2026-01-01T00:00:00.000Z', nodeId: 'node-a' };
       expect(await store.insert(v)).toBe(true);
       expect(await store.insert({ ...v, volumeID: 'vol_2' })).toBe(false);
       expect(await store.insert({ ...v, volumeID: 'vol_3', name: 'other', createdAt: '2026-01-02T00:00:00.000Z' })).toBe(true);
@@ -443,6 +443,7 @@ describe.each(BACKENDS)('stores on %s', (kind) => {
       expect(await store.byName('team-b', 'other')).toBeUndefined();
       expect(await store.insert({ ...v, volumeID: 'vol_4', teamId: 'team-b' })).toBe(true);
       expect((await store.listOf('team-b')).map((x) => x.volumeID)).toEqual(['vol_4']);
+      expect(await store.countsByNode()).toEqual(new Map([['node-a', 3]]));
       expect(await store.delete('vol_4')).toBe(true);
       expect((await store.list()).map((x) => x.volumeID)).toEqual(['vol_1', 'vol_3']);
       expect(await store.delete('vol_1')).toBe(true);

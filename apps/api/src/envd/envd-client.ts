@@ -12,12 +12,22 @@ export const ENVD_PORT = 49983;
  */
 export type EnvdDial = (address: string, port: number) => Promise<Duplex>;
 
+/**
+ * A dialled stream is connected once `dial` resolves, but a tunnel stream (an HTTP/2 stream) has no `readyState`
+ * and never emits `connect`: the Connect client's HTTP/1.1 transport waits for one of the two before it writes a
+ * request body, and would wait forever (a command over a node's tunnel then hits its deadline unsent).
+ */
+function connectedStream(stream: Duplex): Duplex {
+  if (!('readyState' in stream)) Object.defineProperty(stream, 'readyState', { value: 'open', configurable: true });
+  return stream;
+}
+
 /** http.request options that open the connection through `dial` (no pooling: one exchange per stream). */
 export function dialledRequestOptions(dial: EnvdDial | undefined, address: string, port: number): RequestOptions {
   if (!dial) return {};
   const createConnection = (_options: unknown, done: (error: Error | null, stream?: Duplex) => void): undefined => {
     dial(address, port).then(
-      (stream) => done(null, stream),
+      (stream) => done(null, connectedStream(stream)),
       (error: Error) => done(error),
     );
     return undefined;

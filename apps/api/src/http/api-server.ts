@@ -99,6 +99,6 @@ export function buildApiServer(deps: ApiServerDeps): FastifyInstance {
   if (deps.nodes) registerNodeRoutes(app, deps.nodes, deps.lifecycle);
   registerVolumeRoutes(app, deps.volumes);
   registerSecretRoutes(app, deps.secrets, deps.logger);
-  registerVolumeContentRoutes(app, { volumes: deps.volumes, logger: deps.logger });
+  registerVolumeContentRoutes(app, { access: (volumeID, authorization) => deps.volumes.contentAccess(volumeID, authorization), directories: () => deps.volumes.localDirectories(), logger: deps.logger });
   return app;
 }

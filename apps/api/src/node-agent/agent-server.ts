@@ -6,6 +6,8 @@
  *   GET  /v1/capacity                → NodeCapacity
  *   POST /v1/runtime/watchEvents     → NDJSON event stream (event-stream.ts)
  *   POST /v1/runtime/<method>        → { result } | { error } (runtime-dispatch.ts)
+ *   POST /v1/volumes/<method>        → { result } | { error } (agent-volumes.ts: the node's volume directories)
+ *   *    /v1/volumecontent/<id>/<op> → the volume-content API for a request the API authorized (agent-volumes.ts)
  *   CONNECT <address>:<port>         → a tunnel to a managed container (container-tunnel.ts)
  * Calls and streams are HTTP/1.1; tunnels are HTTP/2 CONNECT streams (many over one connection) or HTTP/1.1 CONNECT.
  */
@@ -23,6 +25,7 @@ import { handleStreamTunnel, handleTunnel } from './container-tunnel.ts';
 import { serveEvents } from './event-stream.ts';
 import { ManagedAddresses } from './managed-addresses.ts';
 import { checkCall, runCall } from './runtime-dispatch.ts';
+import { type AgentVolumes, VOLUME_CONTENT_PATH } from './agent-volumes.ts';
 
 /** Largest request body (a startContainer spec with its egress rules fits many times over). */
 export const MAX_BODY_BYTES = 1024 * 1024;
@@ -37,6 +40,8 @@ export interface AgentServerOptions {
   tls: { cert: string | Buffer; key: string | Buffer; ca: string | Buffer };
   logger: Logger;
   volumesRoot?: string;
+  /** The node's volumes (directories and their content API); none: volume calls are unknown routes. */
+  volumes?: AgentVolumes;
 }
 
 class BodyError extends Error {
@@ -165,6 +170,9 @@ export function createAgentServer(options: AgentServerOptions): AgentServer {
         return sendJson(response, 502, { error: encodeError(error) });
       }
     }
+    if (options.volumes && VOLUME_CONTENT_PATH.test(path)) return options.volumes.serveContent(request, response);
+    const volumeCall = /^\/v1\/volumes\/([A-Za-z]{1,32})$/.exec(path);
+    if (options.volumes && request.method === 'POST' && volumeCall) return serveVolumeCall(options.volumes, volumeCall[1], request, response);
     const match = /^\/v1\/runtime\/([A-Za-z]{1,64})$/.exec(path);
     if (request.method !== 'POST' || !match) {
       request.resume();
@@ -207,6 +215,24 @@ export function createAgentServer(options: AgentServerOptions): AgentServer {
     } catch (error) {
       logger.warn({ sandboxId: sandboxOf(method, args), method, ms: Date.now() - started, err: error }, 'runtime call failed');
       sendJson(response, 500, { error: encodeError(error) });
+    }
+  }
+
+  async function serveVolumeCall(volumes: AgentVolumes, method: string, request: IncomingMessage, response: ServerResponse): Promise<void> {
+    let body: unknown;
+    try {
+      body = await readBody(request);
+    } catch (error) {
+      const status = error instanceof BodyError ? error.status : 400;
+      return sendJson(response, status, { error: { code: 'bad_call', message: `volumes/${method}: ${(error as Error).message}` } });
+    }
+    try {
+      sendJson(response, 200, { result: await volumes.call(method, body) });
+    } catch (error) {
+      const refused = error instanceof NodeChannelError && error.code === 'bad_call';
+      if (refused) logger.warn({ method, reason: error.message }, 'refused a malformed volume call');
+      else logger.error({ method, err: error }, 'volume call failed');
+      sendJson(response, refused ? 400 : 500, { error: encodeError(error) });
     }
   }
 

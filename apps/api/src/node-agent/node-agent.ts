@@ -18,6 +18,8 @@ import { listenerOrigin, listenOn } from '../http/listen.ts';
 import { createAgentServer } from './agent-server.ts';
 import { startHeartbeats, type HeartbeatLoop } from './heartbeat-loop.ts';
 import { readNodeCapacity } from './node-capacity.ts';
+import { VolumeStorage } from '../volumes/volume-storage.ts';
+import { startAgentVolumes } from './agent-volumes.ts';
 
 export const NODE_AGENT_VERSION = '1';
 
@@ -71,7 +73,11 @@ export async function startNodeAgent(options: NodeAgentOptions): Promise<Running
     );
   await runtime.prepare();
   const capacity = options.capacity ?? (() => readNodeCapacity(docker));
-  const agentServer = createAgentServer({ nodeId, version: NODE_AGENT_VERSION, runtime, capacity, tls: options.tls, logger, volumesRoot: config.volumesHostDir || resolve(config.dataDir, 'volumes') });
+  // The node's volumes: `<data dir>/volumes` as this process sees it, TIDEPOOL_VOLUMES_HOST_DIR as the engine does.
+  const volumesDir = resolve(config.dataDir, 'volumes');
+  const volumesRoot = config.volumesHostDir || volumesDir;
+  const volumes = await startAgentVolumes(new VolumeStorage(volumesDir, volumesRoot, logger), logger);
+  const agentServer = createAgentServer({ nodeId, version: NODE_AGENT_VERSION, runtime, capacity, tls: options.tls, logger, volumesRoot, volumes });
   const { server } = agentServer;
   const { host, port } = parseListen(config.nodeListen);
   const bound = await listenOn(server, port, host);
@@ -92,6 +98,7 @@ export async function startNodeAgent(options: NodeAgentOptions): Promise<Running
       await heartbeat?.stop();
       heartbeat = undefined;
       await agentServer.close();
+      await volumes.close();
     },
   };
 }

@@ -4,6 +4,7 @@ import type { Duplex } from 'node:stream';
 import { readMemAvailableMB } from '../runtime/host-memory.ts';
 import type { SandboxRuntime } from '../runtime/sandbox-runtime.ts';
 import type { NodeCapacity, SandboxNode } from './sandbox-node.ts';
+import type { NodeVolumes } from '../volumes/node-volumes.ts';
 
 /** Opens a plain TCP connection from this process; resolves once connected. */
 export function dialDirect(address: string, port: number, signal?: AbortSignal): Promise<Duplex> {
@@ -29,8 +30,8 @@ export function dialDirect(address: string, port: number, signal?: AbortSignal):
 }
 
 /** The node `npm start` embeds: the engine this process drives, its containers reached directly over TCP. */
-export function localNode(nodeId: string, runtime: SandboxRuntime): SandboxNode {
-  return { nodeId, runtime, dial: dialDirect };
+export function localNode(nodeId: string, runtime: SandboxRuntime, volumes?: NodeVolumes): SandboxNode {
+  return { nodeId, runtime, dial: dialDirect, volumes };
 }
 
 /** This machine as a node: its CPUs, its memory and what is available now; `poolReady` from the warm pool. */

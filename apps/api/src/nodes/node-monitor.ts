@@ -55,6 +55,8 @@ export interface NodeMonitorOptions {
   lostAfterMs: number;
   /** Adopts what a returning node still runs that records name, removes what the platform forgot. */
   reconcile(nodeId: string): Promise<void>;
+  /** Runs after every sweep, with the statuses taken in (remote nodes' warm pools are managed there). */
+  afterSweep?(): Promise<void>;
   logger: Logger;
 }
 
@@ -98,6 +100,7 @@ export class NodeMonitor {
     const { returning, added } = nodes.update(await store.list());
     for (const nodeId of added) await this.reconcileAdded(nodeId);
     for (const nodeId of returning) await this.reconcileReturning(nodeId);
+    await this.options.afterSweep?.();
   }
 
   /** A node this API just built from its row (cluster mode): its sandboxes are adopted and its engine reconciled. */

@@ -162,3 +162,22 @@ export function schemaProblem(schema: TSchema, value: unknown): string | undefin
 }
 
 export type WireEngineEvent = Static<typeof EngineEventLine>;
+
+/** A volume id as the catalog makes them (it becomes a directory name on the node). */
+export const VolumeId = Type.String({ pattern: '^vol_[a-z0-9]{20}$' });
+
+/** The volume calls an agent serves (`POST /v1/volumes/<method>` with `{ "args": [volumeID] }`), on its own volumes directory. */
+export const VOLUME_METHODS = {
+  create: { args: Type.Tuple([VolumeId]), result: Void },
+  remove: { args: Type.Tuple([VolumeId]), result: Void },
+  hostDir: { args: Type.Tuple([VolumeId]), result: AbsolutePath },
+} satisfies Record<string, MethodSpec>;
+
+export type VolumeMethodName = keyof typeof VOLUME_METHODS;
+
+export function isVolumeMethod(name: string): name is VolumeMethodName {
+  return Object.hasOwn(VOLUME_METHODS, name);
+}
+
+/** The content operations a forwarded volume-content request may name (`/v1/volumecontent/<volumeID>/<op>`). */
+export const VOLUME_CONTENT_OPS = ['dir', 'path', 'file'] as const;

@@ -39,11 +39,17 @@ export class NodeSet {
   private readonly facts = new Map<string, NodeFacts>();
   private readonly inFlight = new Map<string, { cpu: number; memoryMB: number; count: number }>();
 
-  /** `embeddedId`: the node of this process (its rows from before nodes existed, its warm pool). */
+  /**
+   * `embeddedId`: the node of this process (its rows from before nodes existed); undefined for an engine-free API
+   * (TIDEPOOL_EMBEDDED_NODE=off), whose every node is an agent.
+   */
   constructor(
-    readonly embeddedId: string,
+    readonly embeddedId: string | undefined,
     private readonly options: { lostAfterSeconds?: number; nodeFor?: NodeFactory } = {},
   ) {}
+
+  /** Ready warm-pool containers per key on a node, as this API's pools count them now (overrides what heartbeats said). */
+  poolReady: ((nodeId: string) => Record<string, number> | undefined) | undefined;
 
   /** One embedded node around `runtime` (a platform without a node store: unit tests). */
   static single(nodeId: string, runtime: SandboxRuntime): NodeSet {
@@ -67,6 +73,11 @@ export class NodeSet {
 
   status(nodeId: string): NodeStatus | undefined {
     return this.facts.get(nodeId)?.status;
+  }
+
+  /** What the node last reported (its heartbeat), or undefined for a node not held. */
+  capacity(nodeId: string): NodeCapacity | undefined {
+    return this.nodes.has(nodeId) ? this.facts.get(nodeId)?.capacity : undefined;
   }
 
   /**
@@ -131,10 +142,11 @@ export class NodeSet {
     for (const [nodeId, facts] of this.facts) {
       if (!this.nodes.has(nodeId)) continue;
       const flying = this.inFlight.get(nodeId);
+      const poolReady = this.poolReady?.(nodeId);
       loads.set(nodeId, {
         nodeId,
         status: facts.status,
-        capacity: facts.capacity,
+        capacity: poolReady ? { ...facts.capacity, poolReady } : facts.capacity,
         allocatedCpu: 0,
         allocatedMemoryMB: 0,
         inFlightCpu: flying?.cpu ?? 0,

@@ -10,6 +10,7 @@ import { NodeCapacityShape, schemaProblem } from './node-rpc-methods.ts';
 import { type CallDeadlines, RemoteRuntime } from './remote-runtime.ts';
 import type { NodeCapacity, SandboxNode } from './sandbox-node.ts';
 import { dialThroughAgent } from './tunnel-dial.ts';
+import { remoteVolumes } from './remote-volumes.ts';
 
 export interface RemoteNodeOptions {
   nodeId: string;
@@ -44,6 +45,7 @@ export function connectRemoteNode(options: RemoteNodeOptions): RemoteNode {
   return {
     nodeId: options.nodeId,
     runtime,
+    volumes: remoteVolumes(channel),
     dial(address: string, port: number, signal?: AbortSignal): Promise<Duplex> {
       return dialThroughAgent(channel, address, port, signal, options.dialDeadlineMs);
     },

@@ -1,5 +1,6 @@
 import type { Duplex } from 'node:stream';
 import type { SandboxRuntime } from '../runtime/sandbox-runtime.ts';
+import type { NodeVolumes } from '../volumes/node-volumes.ts';
 
 /**
  * The seam of cluster mode. A node is one machine's Docker engine as the API sees it: its containers
@@ -12,6 +13,8 @@ export interface SandboxNode {
   readonly runtime: SandboxRuntime;
   /** Opens a TCP stream to `port` of a container of this node at `address` (its address on the node's sandbox network). */
   dial(address: string, port: number, signal?: AbortSignal): Promise<Duplex>;
+  /** The volumes on the node's disk; undefined for a node that keeps none (in-process test nodes). */
+  readonly volumes?: NodeVolumes;
 }
 
 /** What a node has, as its agent reports it in every heartbeat. */

@@ -134,7 +134,7 @@ export class EngineWatch {
     const oom = this.oomAt.get(event.containerId);
     this.oomAt.delete(event.containerId);
     if (!record || record.containerId !== event.containerId) {
-      if (lifecycle.pool?.lost(event.containerId)) log.warn({ containerId: event.containerId, exitCode: event.exitCode }, 'a ready warm-pool container exited; removed from the pool');
+      if (lifecycle.pools?.lost(event.containerId)) log.warn({ containerId: event.containerId, exitCode: event.exitCode }, 'a ready warm-pool container exited; removed from the pool');
       else log.debug({ containerId: event.containerId }, 'container of no live sandbox exited (removed by the platform)');
       return;
     }
@@ -158,7 +158,7 @@ export class EngineWatch {
         .catch((error: unknown) => logger.child({ sandboxId: record.sandboxId }).error({ err: error }, 'checking the sandbox container failed'));
     }
     for (const container of await runtime.listManaged()) {
-      if (container.unclaimed || lifecycle.isCreating(container.sandboxId) || lifecycle.pool?.owns(container.sandboxId) || (await lifecycle.registry.known(container.sandboxId))) continue;
+      if (container.unclaimed || lifecycle.isCreating(container.sandboxId) || lifecycle.pools?.owns(container.sandboxId) || (await lifecycle.registry.known(container.sandboxId))) continue;
       logger.child({ sandboxId: container.sandboxId }).warn({ containerId: container.containerId }, 'removing container without a sandbox record');
       await runtime.remove(container.containerId);
       this.options.metrics?.orphansRemoved('container');

@@ -1,4 +1,5 @@
 import type { Logger } from 'pino';
+import type { EnvdDial } from '../envd/envd-client.ts';
 import type { EgressPolicy, SandboxRuntime } from '../runtime/sandbox-runtime.ts';
 import { type BootedSandbox, readySandbox } from './sandbox-boot.ts';
 import { egressPolicy } from './network-rules.ts';
@@ -17,11 +18,11 @@ export function isOpenPolicy(policy: EgressPolicy): boolean {
  * `/init` already said the same, and the template's start command unless it already runs (started while warming). On any failure the container is removed
  * before the error propagates: a half-claimed container never goes back to the pool.
  */
-export async function claimPooled(runtime: SandboxRuntime, record: SandboxRecord, pooled: PooledContainer, logger: Logger, openPassword?: (sealed: string) => string): Promise<BootedSandbox> {
+export async function claimPooled(runtime: SandboxRuntime, record: SandboxRecord, pooled: PooledContainer, logger: Logger, openPassword?: (sealed: string) => string, dial?: EnvdDial): Promise<BootedSandbox> {
   try {
     const policy = egressPolicy(record.network, openPassword);
     if (!isOpenPolicy(policy)) await runtime.applyEgress?.(record.sandboxId, pooled.address, policy);
-    const envdVersion = await readySandbox(pooled.address, record, logger, pooled.initialised, pooled.startCommandRunning);
+    const envdVersion = await readySandbox(pooled.address, record, logger, pooled.initialised, pooled.startCommandRunning, dial);
     return { containerId: pooled.containerId, address: pooled.address, envdVersion };
   } catch (error) {
     logger.warn({ err: error, containerId: pooled.containerId }, 'warm-pool container could not be claimed; removing it');

@@ -11,6 +11,8 @@ export interface ReconcileDeps {
   records: SandboxRecord[];
   /** Containers of these sandbox ids are left alone (creations in flight, the warm pool's). */
   keep?: (sandboxId: string) => boolean;
+  /** Warm-pool containers without a record are left alone too (a remote node's: its pool holder removes leftovers). */
+  keepPooled?: boolean;
   logger: Logger;
   /** A sandbox adopted as running: arm its timer (one that ran out while the platform was down fires at once). */
   adopted(record: SandboxRecord): void;
@@ -33,7 +35,7 @@ async function exclusively(registry: SandboxRegistry, record: SandboxRecord, wor
 }
 
 /** Brings the store and one node's engine back in line after a restart (even after SIGKILL) or the node's return. */
-export async function reconcileAfterRestart({ registry, runtime, records, keep, logger, adopted, metrics }: ReconcileDeps): Promise<void> {
+export async function reconcileAfterRestart({ registry, runtime, records, keep, keepPooled, logger, adopted, metrics }: ReconcileDeps): Promise<void> {
   const containers = new Map((await runtime.listManaged()).map((c) => [c.sandboxId, c]));
   const sandboxImages = await runtime.listSandboxImages();
   for (const stored of records) {
@@ -77,7 +79,7 @@ export async function reconcileAfterRestart({ registry, runtime, records, keep, 
   }
   for (const orphan of containers.values()) {
     const log = logger.child({ sandboxId: orphan.sandboxId });
-    if (keep?.(orphan.sandboxId) || (await registry.known(orphan.sandboxId))) continue;
+    if (keep?.(orphan.sandboxId) || (keepPooled && orphan.pooled) || (await registry.known(orphan.sandboxId))) continue;
     if (orphan.unclaimed) {
       log.debug({ containerId: orphan.containerId }, 'leaving a sandbox container of no known platform alone');
       continue;

@@ -26,7 +26,8 @@ import { type PauseResumeContext, pauseSandbox, resumeSandbox } from './sandbox-
 import { type SandboxVolumeMount, volumeMountsProblem } from './volume-mounts.ts';
 import { claimPooled } from './pool-claim.ts';
 import { poolKey } from './pool-settings.ts';
-import type { PooledContainer, WarmPool } from './warm-pool.ts';
+import type { PooledContainer } from './warm-pool.ts';
+import type { NodePools } from './node-pools.ts';
 
 export type { LaunchPlan, SandboxSettings };
 
@@ -40,12 +41,12 @@ export interface CreateSandboxInput extends Omit<SandboxSettings, 'volumeMounts'
 
 /** Where the lifecycle finds volumes (by name on create, by id whenever a container is made). */
 export interface VolumeSource {
-  /** The team's volumes by name (another team's name is unknown). */
-  resolveNames(teamId: string, names: string[]): Promise<Array<{ volumeID: string; name: string }>>;
+  /** The team's volumes by name, with the node each lives on (another team's name is unknown). */
+  resolveNames(teamId: string, names: string[]): Promise<Array<{ volumeID: string; name: string; nodeId: string }>>;
   /** Keeps the volumes from being deleted until `release`; refuses volumes that no longer exist. */
   hold(volumeIDs: string[]): Promise<{ release(): void }>;
-  /** The volume's directory as the container engine sees it. */
-  hostDir(volumeID: string): string;
+  /** The volume's directory as the engine of `nodeId` (its node) sees it. */
+  hostDir(volumeID: string, nodeId: string): Promise<string>;
 }
 
 /** Where the lifecycle finds templates: resolution and spawn counting. */
@@ -69,8 +70,8 @@ export interface LifecycleDeps {
   volumes?: VolumeSource;
   /** Prometheus: operation durations and orphan cleanups (none: not reported). */
   platformMetrics?: MetricsSink;
-  /** Ready containers creates are served from first (warm-pool.ts; on the embedded node); none = every create starts cold. */
-  pool?: WarmPool;
+  /** Ready containers creates are served from first (a pool per node: node-pools.ts); none = every create starts cold. */
+  pools?: NodePools;
   /** Per-sandbox egress CAs for network.rules transforms over HTTPS (none: sandboxes are given no CA). */
   egressTrust?: EgressTrustSource;
   /** Admits `network.egressProxy` and keeps its password sealed; none = such sandboxes are refused. */
@@ -216,7 +217,9 @@ export class SandboxLifecycle implements SandboxDirectory {
   async reconcileNode(nodeId: string, stored?: SandboxRecord[]): Promise<void> {
     const records = (stored ?? (await this.registry.stored())).filter((r) => r.nodeId === nodeId && !this.creating.has(r.sandboxId));
     const runtime = this.deps.nodes.runtime(nodeId);
-    await reconcileAfterRestart({ registry: this.registry, runtime, records, logger: this.deps.logger.child({ nodeId }), adopted: (r) => this.timers.arm(r), metrics: this.deps.platformMetrics, keep: (id) => this.creating.has(id) || Boolean(this.deps.pool?.owns(id)) });
+    await reconcileAfterRestart({ registry: this.registry, runtime, records, logger: this.deps.logger.child({ nodeId }), adopted: (r) => this.timers.arm(r), metrics: this.deps.platformMetrics, keep: (id) => this.creating.has(id) || Boolean(this.deps.pools?.owns(id)),
+      // A remote node's pool containers are its pool holder's (maybe another replica): it removes leftovers itself.
+      keepPooled: nodeId !== this.deps.nodes.embeddedId });
     // Egress rules live in the records: they are put in force again (replacing what the host kept).
     for (const record of this.registry.all()) {
       if (record.nodeId !== nodeId || !record.address || !record.containerId) continue;
@@ -262,11 +265,11 @@ export class SandboxLifecycle implements SandboxDirectory {
     if (!available.some(Boolean)) throw transformsUnavailable();
   }
 
-  /** A warm-pool container (on the embedded node) becomes the record's sandbox. */
-  private async claimOnEmbedded(record: SandboxRecord, pooled: PooledContainer, log: Logger) {
-    const runtime = this.deps.nodes.runtime(this.deps.nodes.embeddedId);
+  /** A warm-pool container on `nodeId` becomes the record's sandbox. */
+  private async claimOn(nodeId: string, record: SandboxRecord, pooled: PooledContainer, log: Logger) {
+    const runtime = this.deps.nodes.runtime(nodeId);
     if (hasTransforms(record.network)) await this.requireEgressTransforms(runtime);
-    return claimPooled(runtime, record, pooled, log, this.openProxyPassword);
+    return claimPooled(runtime, record, pooled, log, this.openProxyPassword, this.deps.nodes.dialOf(nodeId));
   }
 
   /** A running sandbox with transforms trusts its own egress CA (idempotent: resumes and retries run it again). */
@@ -324,22 +327,22 @@ export class SandboxLifecycle implements SandboxDirectory {
       .map((r) => r.sandboxId);
   }
 
-  /** Bind mounts of the sandbox's volumes, as the engine sees them. */
-  private directoriesOf(record: SandboxRecord): DirectoryMount[] {
+  /** Bind mounts of the sandbox's volumes, as the engine of `nodeId` (where the container is made) sees them. */
+  private async directoriesOf(record: SandboxRecord, nodeId = record.nodeId): Promise<DirectoryMount[]> {
     if (record.volumeMounts.length === 0) return [];
-    const volumes = this.deps.volumes;
-    if (!volumes) throw invalid('volumes are not available on this platform');
-    return record.volumeMounts.map((m) => ({ source: volumes.hostDir(m.volumeID), target: m.path }));
+    const volumes = this.requireVolumes();
+    return Promise.all(record.volumeMounts.map(async (m) => ({ source: await volumes.hostDir(m.volumeID, nodeId), target: m.path })));
   }
 
-  /** Checks and resolves a create request's `volumeMounts` (no container exists yet). */
-  private async resolveMounts(teamId: string, requested: CreateSandboxInput['volumeMounts']): Promise<SandboxVolumeMount[]> {
-    if (requested.length === 0) return [];
+  /** Checks and resolves a create request's `volumeMounts` (no container exists yet), and the node they live on. */
+  private async resolveMounts(teamId: string, requested: CreateSandboxInput['volumeMounts']): Promise<{ mounts: SandboxVolumeMount[]; nodeId?: string }> {
+    if (requested.length === 0) return { mounts: [] };
     const problem = volumeMountsProblem(requested);
     if (problem) throw invalid(problem);
-    if (!this.deps.volumes) throw invalid('volumes are not available on this platform');
-    const volumes = await this.deps.volumes.resolveNames(teamId, requested.map((m) => m.name));
-    return requested.map((m, i) => ({ name: volumes[i].name, volumeID: volumes[i].volumeID, path: m.path }));
+    const volumes = await this.requireVolumes().resolveNames(teamId, requested.map((m) => m.name));
+    const nodes = new Set(volumes.map((v) => v.nodeId));
+    if (nodes.size > 1) throw invalid(`volumes ${volumes.map((v) => `"${v.name}"`).join(', ')} live on different nodes (${[...nodes].join(', ')}); a sandbox can mount volumes of one node only`);
+    return { mounts: requested.map((m, i) => ({ name: volumes[i].name, volumeID: volumes[i].volumeID, path: m.path })), nodeId: volumes[0].nodeId };
   }
 
   /** Sandboxes (running or paused, on a lost node too) started from any of these builds. */
@@ -355,9 +358,9 @@ export class SandboxLifecycle implements SandboxDirectory {
     return this.timed('create', () => this.createNow(input));
   }
 
-  /** The warm pool creates are served from, if any (its stats feed the metrics). */
-  get pool(): WarmPool | undefined {
-    return this.deps.pool;
+  /** The warm pools creates are served from, if any (their stats feed the metrics). */
+  get pools(): NodePools | undefined {
+    return this.deps.pools;
   }
 
   private async createNow(input: CreateSandboxInput): Promise<SandboxRecord> {
@@ -366,8 +369,10 @@ export class SandboxLifecycle implements SandboxDirectory {
     const { egressProxy, ...settings } = input;
     const network = egressProxy ? { ...input.network, egressProxy: await this.admitEgressProxy(egressProxy) } : input.network;
     const { template, build } = await this.deps.templates.resolve(input.templateRef, input.teamId);
-    const volumeMounts = await this.resolveMounts(input.teamId, input.volumeMounts);
+    const { mounts: volumeMounts, nodeId: volumesNode } = await this.resolveMounts(input.teamId, input.volumeMounts);
     const record = await this.launchPooledOrCold(input.templateRef, {
+      // Volumes live on one node's disk: the sandbox goes there.
+      nodeId: volumesNode,
       image: build.image!,
       from: {
         templateId: template.templateId,
@@ -393,8 +398,8 @@ export class SandboxLifecycle implements SandboxDirectory {
    * `reference` is the template as the create named it: an adaptive pool keeps that reference's build warm.
    */
   private async launchPooledOrCold(reference: string, plan: LaunchPlan): Promise<SandboxRecord> {
-    const pool = this.deps.pool;
-    if (!pool || plan.settings.volumeMounts.length > 0) return this.launch(plan);
+    const pools = this.deps.pools;
+    if (!pools || plan.settings.volumeMounts.length > 0) return this.launch(plan);
     // Pooled containers of a template with a start command already run it with the template's environment;
     // a create with env vars of its own needs it started with those, so it starts cold.
     const { startCmd, readyCmd } = plan.from.defaults;
@@ -402,10 +407,15 @@ export class SandboxLifecycle implements SandboxDirectory {
     const began = performance.now();
     const key = poolKey(plan.from);
     const { templateId, cpuCount, memoryMB, defaults } = plan.from;
-    const pooled = pool.take(key, { key, reference, templateId, image: plan.image, cpuCount, memoryMB, defaults });
-    if (!pooled) return this.launch(plan);
+    // The node placement picks (a ready pool container of the key weighs in its favour) serves the claim.
+    const placement = this.deps.nodes.place({ cpuCount, memoryMB, image: plan.image, poolKey: key }, this.registry.all());
+    // A pooled container's memory is already taken: with no node to place on, the embedded node's pool still serves.
+    const nodeId = placement.kind === 'placed' ? placement.nodeId : this.deps.nodes.embeddedId;
+    const pool = nodeId === undefined ? undefined : pools.of(nodeId);
+    const pooled = pool?.take(key, { key, reference, templateId, image: plan.image, cpuCount, memoryMB, defaults });
+    if (!pool || !pooled) return this.launch(plan);
     try {
-      const record = await this.launch({ ...plan, sandboxId: pooled.sandboxId, pooled }, pooled.release);
+      const record = await this.launch({ ...plan, sandboxId: pooled.sandboxId, pooled, nodeId }, pooled.release);
       pool.claimed(pooled, (performance.now() - began) / 1000);
       return record;
     } catch (error) {
@@ -420,7 +430,7 @@ export class SandboxLifecycle implements SandboxDirectory {
     try {
       return await this.registry.reserveFor(sandboxId, kind);
     } catch (error) {
-      if (!(error instanceof PlatformError) || error.kind !== 'limit' || !this.deps.pool?.evictOne()) throw error;
+      if (!(error instanceof PlatformError) || error.kind !== 'limit' || !this.deps.pools?.evictOne()) throw error;
       return this.registry.reserveFor(sandboxId, kind);
     }
   }
@@ -497,11 +507,10 @@ export class SandboxLifecycle implements SandboxDirectory {
     try {
       const sandboxId = plan.sandboxId ?? newSandboxId();
       const { settings, from } = plan;
-      const record = newSandboxRecord(plan, sandboxId, this.deps.tokenSeed, plan.nodeId ?? this.deps.nodes.embeddedId);
+      const record = newSandboxRecord(plan, sandboxId, this.deps.tokenSeed, plan.nodeId ?? this.deps.nodes.embeddedId ?? '');
       const log = this.log(sandboxId);
-      const embedded = this.deps.nodes.embeddedId;
-      const { result: booted, nodeId } = plan.pooled
-        ? { result: await this.claimOnEmbedded(record, plan.pooled, log), nodeId: embedded }
+      const { result: booted, nodeId } = plan.pooled && plan.nodeId
+        ? { result: await this.claimOn(plan.nodeId, record, plan.pooled, log), nodeId: plan.nodeId }
         : await startOnPlacedNode(
             this.deps.nodes,
             () => this.registry.all(),
@@ -510,12 +519,12 @@ export class SandboxLifecycle implements SandboxDirectory {
               memoryMB: record.memoryMB,
               image: plan.image,
               poolKey: poolKey(from),
-              // Volumes live on the embedded node's disk; a fork's checkpoint on its source's node.
-              requiredNode: plan.nodeId ?? (settings.volumeMounts.length > 0 ? embedded : undefined),
+              // A fork's checkpoint is on its source's node; volumes on the node whose disk holds them.
+              requiredNode: plan.nodeId,
             },
             async (node) => {
               if (hasTransforms(settings.network)) await this.requireEgressTransforms(node.runtime);
-              return bootSandbox(node.runtime, { ...record, nodeId: node.nodeId }, plan.image, log.child({ nodeId: node.nodeId }), this.directoriesOf(record), this.deps.nodes.dialOf(node.nodeId), this.openProxyPassword);
+              return bootSandbox(node.runtime, { ...record, nodeId: node.nodeId }, plan.image, log.child({ nodeId: node.nodeId }), await this.directoriesOf(record, node.nodeId), this.deps.nodes.dialOf(node.nodeId), this.openProxyPassword);
             },
             log,
           );

@@ -20,7 +20,7 @@ export interface PauseResumeContext {
   /** One slot under the sandbox limit (a filesystem resume makes a container), held until its record says so. */
   reserveSlot(sandboxId: string): Promise<() => void>;
   /** Bind mounts of the sandbox's volumes. */
-  directoriesOf(record: SandboxRecord): DirectoryMount[];
+  directoriesOf(record: SandboxRecord): Promise<DirectoryMount[]>;
   /** Opens a sealed `network.egressProxy` password for the node's dialer (egressPolicy). */
   openProxyPassword(sealed: string): string;
   /** A sandbox with network.rules trusts its egress CA again once it runs (idempotent). */
@@ -69,7 +69,7 @@ export async function resumeSandbox(ctx: PauseResumeContext, record: SandboxReco
       // The token stays the same across a cold boot, as in the reference: an SDK object's own connect()
       // keeps the token it has, so a rotated one would lock it out of its sandbox.
       // Its committed filesystem is on its node: it resumes there.
-      const booted = await bootSandbox(runtime, record, record.pausedImage, log, ctx.directoriesOf(record), dial, ctx.openProxyPassword);
+      const booted = await bootSandbox(runtime, record, record.pausedImage, log, await ctx.directoriesOf(record), dial, ctx.openProxyPassword);
       record.containerId = booted.containerId;
       record.address = booted.address;
       record.envdVersion = booted.envdVersion;

@@ -1,6 +1,7 @@
 import type { Logger } from 'pino';
 import type { PoolStats } from '../observability/metrics-sink.ts';
 import type { SandboxRuntime } from '../runtime/sandbox-runtime.ts';
+import type { EnvdDial } from '../envd/envd-client.ts';
 import type { ResolvedTemplate } from '../templates/template-model.ts';
 import { type PoolTemplate, type PooledContainer, startPooledContainer } from './pool-container.ts';
 import type { WarmPoolTargets } from './pool-settings.ts';
@@ -19,7 +20,9 @@ export interface AdaptiveSettings extends SizingSettings {
 }
 
 export interface WarmPoolDeps {
+  /** The engine of the node the pool keeps containers on, and how its containers are reached (undefined: directly). */
   runtime: SandboxRuntime;
+  dial?: EnvdDial;
   templates: { resolve(reference: string): Promise<ResolvedTemplate> };
   /** Pinned sizes per template reference (`TIDEPOOL_WARM_POOL`): not adapted to demand. */
   targets: WarmPoolTargets;

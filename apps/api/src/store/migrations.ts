@@ -109,9 +109,11 @@ const SQLITE: string[] = [
      node_id TEXT PRIMARY KEY, url TEXT NOT NULL, version TEXT NOT NULL, capacity TEXT NOT NULL,
      status TEXT NOT NULL, last_heartbeat INTEGER NOT NULL, registered_at TEXT NOT NULL);
    ALTER TABLE sandboxes ADD COLUMN node_id TEXT;`,
-  // API replicas: slots held by creates and resumes in flight (any replica's), renewed by their replica while it lives.
+  // 8: API replicas: slots held by creates and resumes in flight (any replica's), renewed by their replica while it lives.
   `CREATE TABLE sandbox_reservations (
      sandbox_id TEXT PRIMARY KEY, kind TEXT NOT NULL, owner TEXT NOT NULL, counted INTEGER NOT NULL, until_ms INTEGER NOT NULL);`,
+  // 9: a volume lives on one node's disk (NULL: the embedded node of the API that made it, before nodes existed).
+  `ALTER TABLE volumes ADD COLUMN node_id TEXT;`,
 ];
 
 const POSTGRES: string[] = [
@@ -219,6 +221,7 @@ const POSTGRES: string[] = [
    CREATE TRIGGER sandboxes_updated AFTER UPDATE ON sandboxes
      FOR EACH ROW WHEN (OLD.* IS DISTINCT FROM NEW.* AND (OLD.lease_owner IS NOT DISTINCT FROM NEW.lease_owner AND OLD.lease_until IS NOT DISTINCT FROM NEW.lease_until))
      EXECUTE FUNCTION tidepool_sandbox_changed();`,
+  `ALTER TABLE volumes ADD COLUMN node_id TEXT;`,
 ];
 
 if (SQLITE.length !== POSTGRES.length) throw new Error('store: every migration needs a SQLite and a PostgreSQL text');

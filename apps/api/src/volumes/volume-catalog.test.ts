@@ -6,6 +6,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { PlatformError } from '../errors.ts';
 import { SqliteDatabase } from '../store/sqlite-database.ts';
 import { newVolumeId, VolumeCatalog, volumeNameProblem } from './volume-catalog.ts';
+import { storageVolumes } from './node-volumes.ts';
 import { VolumeStorage } from './volume-storage.ts';
 import { VolumeStore } from './volume-store.ts';
 
@@ -15,10 +16,14 @@ let db: SqliteDatabase;
 
 async function catalog(): Promise<VolumeCatalog> {
   const root = join(dir, 'volumes');
-  const c = new VolumeCatalog({ store: new VolumeStore(db), storage: new VolumeStorage(root, '/host/volumes', logger), logger });
+  const storage = new VolumeStorage(root, '/host/volumes', logger);
+  const node = storageVolumes(storage);
+  const c = new VolumeCatalog({ store: new VolumeStore(db), nodes: { of: (id) => (id === 'n1' ? node : undefined), choose: () => 'n1' }, local: { nodeId: 'n1', storage }, logger });
   await c.start();
   return c;
 }
+
+const contentDir = (volumeID: string): string => join(dir, 'volumes', volumeID);
 
 const kindOf = async (fn: () => unknown): Promise<string | undefined> => {
   try {
@@ -50,9 +55,9 @@ describe('VolumeCatalog', () => {
     expect(v.volumeID).toMatch(/^vol_[a-z0-9]{20}$/);
     expect(v.token).toMatch(/^[A-Za-z0-9_-]{43}$/);
     expect(await volumes.get(v.volumeID)).toEqual(v);
-    expect(volumes.contentDir(v.volumeID)).toBe(join(dir, 'volumes', v.volumeID));
-    expect(volumes.hostDir(v.volumeID)).toBe(`/host/volumes/${v.volumeID}`);
-    const stat = statSync(volumes.contentDir(v.volumeID));
+    expect(contentDir(v.volumeID)).toBe(join(dir, 'volumes', v.volumeID));
+    expect(await volumes.hostDir(v.volumeID, 'n1')).toBe(`/host/volumes/${v.volumeID}`);
+    const stat = statSync(contentDir(v.volumeID));
     expect(stat.isDirectory()).toBe(true);
     if (process.getuid?.() === 0) expect([stat.uid, stat.gid]).toEqual([1000, 1000]);
   });
@@ -77,7 +82,7 @@ describe('VolumeCatalog', () => {
   it('deletes the row and the directory; refuses while mounted or held', async () => {
     const volumes = await catalog();
     const v = await volumes.create('team-a', 'data');
-    writeFileSync(join(volumes.contentDir(v.volumeID), 'f'), 'x');
+    writeFileSync(join(contentDir(v.volumeID), 'f'), 'x');
     let users = ['isbx1'];
     volumes.setUsers(() => users);
     await expect(volumes.remove(v.volumeID, 'team-a')).rejects.toThrow(/mounted by sandbox isbx1/);
@@ -100,16 +105,16 @@ describe('VolumeCatalog', () => {
     const first = await catalog();
     const kept = await first.create('team-a', 'kept');
     const lost = await first.create('team-a', 'lost');
-    rmSync(first.contentDir(lost.volumeID), { recursive: true });
+    rmSync(contentDir(lost.volumeID), { recursive: true });
     const root = join(dir, 'volumes');
     const orphan = newVolumeId();
     mkdirSync(join(root, orphan));
     mkdirSync(join(root, `.trash-${kept.volumeID}-abc`));
     writeFileSync(join(root, `.trash-${kept.volumeID}-abc`, 'f'), 'x');
-    writeFileSync(join(first.contentDir(kept.volumeID), 'f'), 'x');
+    writeFileSync(join(contentDir(kept.volumeID), 'f'), 'x');
     const second = await catalog();
     expect(readdirSync(root).sort()).toEqual([kept.volumeID, lost.volumeID].sort());
-    expect(existsSync(join(second.contentDir(kept.volumeID), 'f'))).toBe(true);
-    expect(readdirSync(second.contentDir(lost.volumeID))).toEqual([]);
+    expect(existsSync(join(contentDir(kept.volumeID), 'f'))).toBe(true);
+    expect(readdirSync(contentDir(lost.volumeID))).toEqual([]);
   });
 });

@@ -1,7 +1,11 @@
 import { randomBytes, timingSafeEqual } from 'node:crypto';
 import type { Logger } from 'pino';
-import { conflict, invalid, notFound } from '../errors.ts';
+import { conflict, invalid, notFound, PlatformError } from '../errors.ts';
+import { authorizeVolume } from './content/content-auth.ts';
+import { ContentError } from './content/content-errors.ts';
+import type { ContentAccess } from './content/volume-content-routes.ts';
 import { VOLUME_NAME_MAX_LENGTH, VOLUME_NAME_PATTERN, type Volume } from './volume-model.ts';
+import type { NodeVolumes } from './node-volumes.ts';
 import type { VolumeStorage } from './volume-storage.ts';
 import type { VolumeStore } from './volume-store.ts';
 
@@ -29,11 +33,24 @@ export const volumeNotFound = (volumeID: string) => notFound(`volume "${volumeID
 /** Which live sandboxes (running or paused) mount a volume. */
 export type VolumeUsers = (volumeID: string) => string[];
 
+/** The nodes volumes live on. */
+export interface VolumeNodes {
+  /** The volumes of a node this API drives and that is not lost; undefined otherwise. */
+  of(nodeId: string): NodeVolumes | undefined;
+  /** The node a new volume goes on, given how many each holds; undefined when no node can take one. */
+  choose(counts: ReadonlyMap<string, number>): string | undefined;
+}
+
 export interface VolumeCatalogDeps {
   store: VolumeStore;
-  storage: VolumeStorage;
+  nodes: VolumeNodes;
+  /** This process's own volume storage (the embedded node's), swept at start; none for an engine-free API. */
+  local?: { nodeId: string; storage: VolumeStorage };
   logger: Logger;
 }
+
+const nodeUnavailable = (volume: Pick<Volume, 'name' | 'nodeId'>): PlatformError =>
+  new PlatformError('busy', `volume "${volume.name}" lives on node "${volume.nodeId}", which is not available now; try again later`, { retryAfterSeconds: 5 });
 
 /**
  * Volumes: rows in the store, directories in the storage. Deleting is refused while a live sandbox
@@ -53,11 +70,15 @@ export class VolumeCatalog {
     this.users = users;
   }
 
-  /** Start-up: storage root, then crash leftovers (trash, directories without a row, rows without a directory). */
+  /** Start-up: the local storage root, then its crash leftovers (trash, directories without a row, rows without a directory). */
   async start(): Promise<void> {
-    const { storage, store, logger } = this.deps;
+    const { store, logger, local } = this.deps;
+    if (!local) return;
+    const { storage, nodeId } = local;
+    const assigned = await store.assignUnplaced(nodeId);
+    if (assigned > 0) logger.info({ nodeId, volumes: assigned }, 'volumes from before nodes existed belong to the embedded node');
     storage.prepareRoot();
-    const missing = storage.sweep(new Set((await store.list()).map((v) => v.volumeID)));
+    const missing = storage.sweep(new Set((await store.list()).filter((v) => v.nodeId === nodeId).map((v) => v.volumeID)));
     for (const volumeID of missing) {
       // A row without its directory: the content is gone (removed outside the platform); the volume stays usable, empty.
       logger.error({ volumeID, dir: storage.contentDir(volumeID) }, 'volume directory is missing; recreated empty');
@@ -96,14 +117,37 @@ export class VolumeCatalog {
     return this.deps.store.listOf(teamId);
   }
 
-  /** Absolute path of the volume's root as this process sees it. */
-  contentDir(volumeID: string): string {
-    return this.deps.storage.contentDir(volumeID);
+  /** The volumes of the node a volume lives on; busy (503) while that node is lost or not driven by this API. */
+  private nodeOf(volume: Pick<Volume, 'name' | 'nodeId'>): NodeVolumes {
+    const node = this.deps.nodes.of(volume.nodeId);
+    if (!node) throw nodeUnavailable(volume);
+    return node;
   }
 
-  /** The volume's root as the container engine sees it (the bind-mount source). */
-  hostDir(volumeID: string): string {
-    return this.deps.storage.hostDir(volumeID);
+  /** The volume's root as the engine of `nodeId` sees it (the bind-mount source); the volume must live there. */
+  async hostDir(volumeID: string, nodeId: string): Promise<string> {
+    const volume = await this.get(volumeID);
+    if (!volume) throw invalid(`volume "${volumeID}" no longer exists`);
+    if (volume.nodeId !== nodeId) throw new PlatformError('internal', `volume "${volume.name}" lives on node "${volume.nodeId}", not on "${nodeId}"`);
+    return this.nodeOf(volume).hostDir(volumeID);
+  }
+
+  /** The volume-content API's access check (the bearer token) and where the volume's content is served. */
+  async contentAccess(volumeID: string, authorization: string | string[] | undefined): Promise<ContentAccess> {
+    const volume = authorizeVolume(await this.get(volumeID), volumeID, authorization);
+    const node = this.deps.nodes.of(volume.nodeId);
+    if (!node) throw new ContentError(503, `the node of volume "${volume.name}" (${volume.nodeId}) is not available now; try again later`);
+    if (node.contentDir) return { dir: node.contentDir(volumeID) };
+    if (!node.forwardContent) throw new ContentError(500, `node "${volume.nodeId}" cannot serve volume content`);
+    const forward = node.forwardContent.bind(node);
+    return { forward: (request, response) => forward(request, response, volumeID) };
+  }
+
+  /** This process's volume directories (the embedded node's), for the content API's start-up sweep. */
+  async localDirectories(): Promise<Array<[string, string]>> {
+    const local = this.deps.local;
+    if (!local) return [];
+    return (await this.list()).filter((v) => v.nodeId === local.nodeId).map((v): [string, string] => [v.volumeID, local.storage.contentDir(v.volumeID)]);
   }
 
   /** Constant-time check of a volume-content bearer token. */
@@ -119,21 +163,24 @@ export class VolumeCatalog {
     const problem = volumeNameProblem(name);
     if (problem) throw invalid(problem);
     if (await this.byName(teamId, name)) throw conflict(`volume "${name}" already exists`);
-    const volume: Volume = { volumeID: newVolumeId(), teamId, name, token: newVolumeToken(), createdAt: new Date().toISOString() };
-    // Directory first: a crash before the row leaves an ownerless directory, swept at the next start.
-    this.deps.storage.create(volume.volumeID);
+    const nodeId = this.deps.nodes.choose(await this.deps.store.countsByNode());
+    if (nodeId === undefined) throw new PlatformError('busy', 'no node is ready to hold a volume; try again later', { retryAfterSeconds: 5 });
+    const volume: Volume = { volumeID: newVolumeId(), teamId, name, token: newVolumeToken(), createdAt: new Date().toISOString(), nodeId };
+    const node = this.nodeOf(volume);
+    // Directory first: a crash before the row leaves an ownerless directory, swept at the embedded node's next start.
+    await node.create(volume.volumeID);
     let inserted: boolean;
     try {
       inserted = await this.deps.store.insert(volume);
     } catch (error) {
-      this.deps.storage.remove(volume.volumeID);
+      await this.removeContent(node, volume);
       throw error;
     }
     if (!inserted) {
-      this.deps.storage.remove(volume.volumeID);
+      await this.removeContent(node, volume);
       throw conflict(`volume "${name}" already exists`);
     }
-    this.deps.logger.info({ volumeID: volume.volumeID, teamId, name }, 'volume created');
+    this.deps.logger.info({ volumeID: volume.volumeID, teamId, name, nodeId }, 'volume created');
     return volume;
   }
 
@@ -149,10 +196,17 @@ export class VolumeCatalog {
       throw conflict(`volume "${volume.name}" is mounted by sandbox${users.length > 1 ? 's' : ''} ${users.join(', ')}; kill ${users.length > 1 ? 'them' : 'it'} first`);
     }
     if ((this.holds.get(volumeID) ?? 0) > 0) throw conflict(`volume "${volume.name}" is being mounted by a sandbox that is starting; try again`);
+    // Its node must be there to remove the content: a volume of a lost node is not deleted (503) until it returns.
+    const node = this.nodeOf(volume);
     // Row first: once it is gone nothing resolves the volume; a crash before the directory goes is swept at start.
     await this.deps.store.delete(volumeID);
-    this.deps.storage.remove(volumeID);
-    this.deps.logger.info({ volumeID, name: volume.name }, 'volume deleted');
+    await this.removeContent(node, volume);
+    this.deps.logger.info({ volumeID, name: volume.name, nodeId: volume.nodeId }, 'volume deleted');
+  }
+
+  /** Removes a volume's directory on its node; a failure is logged (the directory is left behind, ownerless). */
+  private async removeContent(node: NodeVolumes, volume: Volume): Promise<void> {
+    await node.remove(volume.volumeID).catch((error: unknown) => this.deps.logger.error({ err: error, volumeID: volume.volumeID, nodeId: volume.nodeId }, 'could not remove a volume directory on its node; it is left behind'));
   }
 
   /** The team's volumes by name, in order; an unknown name (another team's included) is a bad request naming it. */

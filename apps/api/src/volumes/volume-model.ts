@@ -9,6 +9,8 @@ export interface Volume {
   /** Secret for the volume-content API (`Authorization: Bearer <token>`); compare with `tokenMatches`. */
   token: string;
   createdAt: string;
+  /** The node whose disk holds the content: sandboxes mounting it are placed there, its content API is served there. */
+  nodeId: string;
 }
 
 /** The reference platform's rule for volume names, bounded in length here. */

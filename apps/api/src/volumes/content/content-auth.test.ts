@@ -3,7 +3,7 @@ import type { Volume } from '../volume-model.ts';
 import { authorizeVolume, bearerToken } from './content-auth.ts';
 import { ContentError } from './content-errors.ts';
 
-const volume: Volume = { teamId: 'team-a', volumeID: 'vol_aaaaaaaaaaaaaaaaaaaa', name: 'v', token: 'secret-token_123', createdAt: '2026-01-01T00:00:00.000Z' };
+const volume: Volume = { teamId: 'team-a', volumeID: 'vol_aaaaaaaaaaaaaaaaaaaa', name: 'v', token: 'secret-token_123', createdAt: '2026-01-01T00:00:00.000Z', nodeId: 'n1' };
 
 const refusal = (fn: () => unknown): ContentError => {
   try {

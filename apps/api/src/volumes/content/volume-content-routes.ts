@@ -1,9 +1,8 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import { Readable } from 'node:stream';
 import { Type } from '@sinclair/typebox';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Logger } from 'pino';
-import type { VolumeCatalog } from '../volume-catalog.ts';
-import { authorizeVolume } from './content-auth.ts';
 import { badRequest, ContentError, contentErrorBody, fromFsError } from './content-errors.ts';
 import { listDirectory } from './dir-listing.ts';
 import { parseDepth, parseMetadataBody, parseWriteQuery } from './entry-options.ts';
@@ -19,8 +18,17 @@ import { type DirHandle, openVolumeRoot } from './volume-tree.ts';
 /** Prefix of every content route; `X-API-Key` is not asked for under it (see api-key-auth.ts). */
 export const VOLUME_CONTENT_PREFIX = '/volumecontent/';
 
+/**
+ * Where a content request is served: the volume's directory in this process, or `forward` hands the raw request to
+ * the process on the volume's node (which answers it whole: status, headers and body).
+ */
+export type ContentAccess = { dir: string } | { forward(request: IncomingMessage, response: ServerResponse): Promise<void> };
+
 export interface VolumeContentDeps {
-  volumes: Pick<VolumeCatalog, 'get' | 'contentDir' | 'list'>;
+  /** Checks the request may act on the volume (a ContentError 401 otherwise) and says where its content is. */
+  access(volumeID: string, authorization: string | string[] | undefined): Promise<ContentAccess>;
+  /** The volume directories this process serves, by id (upload leftovers in them are swept at start). */
+  directories(): Promise<Array<[string, string]>>;
   logger: Logger;
 }
 
@@ -37,23 +45,42 @@ export function registerVolumeContentRoutes(app: FastifyInstance, deps: VolumeCo
   const startedAt = Date.now();
   app.addHook('onReady', async () => {
     // In the background: a large volume must not hold up the start.
-    const dirs = (await deps.volumes.list()).map((v): [string, string] => [v.volumeID, deps.volumes.contentDir(v.volumeID)]);
-    void sweepUploadLeftovers(dirs, startedAt, deps.logger);
+    void sweepUploadLeftovers(await deps.directories(), startedAt, deps.logger);
   });
   void app.register(async (scope) => {
     const owners = new OwnerPolicy(deps.logger);
     scope.setErrorHandler((error: Error & { validation?: unknown; statusCode?: number }, request, reply) => {
       void answerError(error, undefined, request, reply);
     });
+    /** The directory of each request served here (set before its body is read). */
+    const dirs = new WeakMap<FastifyRequest, string>();
 
-    /** Authorizes, parses `path`, opens the volume root around `op`, and maps every failure. */
+    // Authorized before any body is read; a volume on another node gets the raw request, body unread, streamed there.
+    scope.addHook('onRequest', async (request, reply) => {
+      const { volumeID } = request.params as { volumeID?: string };
+      if (typeof volumeID !== 'string') return;
+      try {
+        const access = await deps.access(volumeID, request.headers.authorization);
+        if ('dir' in access) {
+          dirs.set(request, access.dir);
+          return;
+        }
+        reply.hijack();
+        await access.forward(request.raw, reply.raw);
+      } catch (error) {
+        if (reply.sent) return;
+        await answerError(error as Error, undefined, request, reply);
+      }
+    });
+
+    /** Parses `path`, opens the volume root around `op`, and maps every failure. */
     const serve = async (request: ContentRequest, reply: FastifyReply, op: (root: DirHandle, path: VolumePath) => Promise<unknown>) => {
       let path: VolumePath | undefined;
       try {
-        const { volumeID } = request.params;
-        authorizeVolume(await deps.volumes.get(volumeID), volumeID, request.headers.authorization);
+        const dir = dirs.get(request);
+        if (dir === undefined) throw new ContentError(500, 'volume content request not authorized');
         path = parseVolumePath(request.query.path);
-        const root = await openVolumeRoot(deps.volumes.contentDir(volumeID));
+        const root = await openVolumeRoot(dir);
         try {
           return await op(root, path);
         } finally {
