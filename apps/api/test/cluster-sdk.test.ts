@@ -10,9 +10,9 @@
  * - a node stopped mid-run: lost after TIDEPOOL_NODE_LOST_AFTER_SECONDS, its sandboxes answer 404 with the reason on
  *   both replicas, the others keep working, new creates avoid it.
  *
- * Cases that need other parts of issue 17 are `it.todo` until those parts are merged (flip the constants below at
- * merge): a sandbox used through the replica that did not create it, a replica killed mid-burst (wt/replicas);
- * templates, snapshots and disk-paused sandboxes moving between nodes (wt/images).
+ * Also: a sandbox used through the replica that did not create it, a replica killed mid-burst. Cases that need images
+ * moving between nodes through the registry (templates, snapshots, disk-paused sandboxes) are `it.todo` until that
+ * part of issue 17 exists (the constant below).
  * Last, `down` itself: nothing of the cluster (processes of the database and the replicas included) is left.
  * Root only (namespaces, engines, iptables).
  */
@@ -40,9 +40,9 @@ import {
   type ClusterState,
 } from '@tidepool/testkit';
 
-/** wt/replicas merged: every replica serves every sandbox (state shared through the database). */
+/** Every replica serves every sandbox (state shared through the database). */
 const REPLICAS_SHARE_SANDBOXES = true;
-/** wt/images merged: template, snapshot and disk-paused images move between nodes through the registry. */
+/** Template, snapshot and disk-paused images move between nodes through the registry (not yet). */
 const IMAGES_MOVE_BETWEEN_NODES = false;
 
 const isRoot = process.getuid?.() === 0;
@@ -54,11 +54,19 @@ let state: ClusterState | undefined;
 let downDone = false;
 /** Every sandbox made, with the replica (0 or 1) that made it. */
 const made: { sandbox: Sandbox; replica: number }[] = [];
+/** Sandboxes running a web server on port 8000 (serving /tmp/www). */
+const serving = new Set<string>();
+
+async function serveWww(sandbox: Sandbox): Promise<void> {
+  if (serving.has(sandbox.sandboxId)) return;
+  await sandbox.commands.run('mkdir -p /tmp/www && cd /tmp/www && python3 -m http.server 8000 --bind 0.0.0.0', { background: true });
+  serving.add(sandbox.sandboxId);
+}
 
 const whenReplicasShare = (title: string, fn: () => Promise<void>, timeout?: number): void =>
-  REPLICAS_SHARE_SANDBOXES ? void it(title, fn, timeout) : void it.todo(`${title} — needs wt/replicas (replicas sharing sandbox state)`);
+  REPLICAS_SHARE_SANDBOXES ? void it(title, fn, timeout) : void it.todo(`${title} — needs replicas sharing sandbox state`);
 const whenImagesMove = (title: string, fn: () => Promise<void>, timeout?: number): void =>
-  IMAGES_MOVE_BETWEEN_NODES ? void it(title, fn, timeout) : void it.todo(`${title} — needs wt/images (images through the registry)`);
+  IMAGES_MOVE_BETWEEN_NODES ? void it(title, fn, timeout) : void it.todo(`${title} — needs images moving through the registry`);
 
 /** SDK connection options for replica 0 or 1: API and envd traffic to its listener, getHost names under the domain. */
 function replica(index: number): { apiKey: string; apiUrl: string; sandboxUrl: string; domain: string; requestTimeoutMs: number } {
@@ -187,7 +195,7 @@ describe.skipIf(!isRoot)('three-node local cluster: the e2b SDK through two API 
       await sandbox.pty.sendInput(pty.pid, new TextEncoder().encode('echo pty-$((40+2)); exit\n'));
       await pty.wait().catch(() => undefined);
       expect(output).toContain('pty-42');
-      await sandbox.commands.run('cd /tmp/www && python3 -m http.server 8000 --bind 0.0.0.0', { background: true });
+      await serveWww(sandbox);
       const host = sandbox.getHost(8000);
       expect(host).toBe(`8000-${sandbox.sandboxId}.${SANDBOX_DOMAIN}`);
       const page = await until('the sandbox web server answers through the replica', async () => {
@@ -207,9 +215,10 @@ describe.skipIf(!isRoot)('three-node local cluster: the e2b SDK through two API 
       expect((await rest(other, 'GET', `/sandboxes/${sandbox.sandboxId}`)).status).toBe(200);
       const there = await Sandbox.connect(sandbox.sandboxId, replica(other));
       expect((await there.commands.run('echo across')).stdout).toBe('across\n');
-      await there.files.write('/tmp/across.txt', 'written through the other replica');
-      expect(await sandbox.files.read('/tmp/across.txt')).toBe('written through the other replica');
-      expect((await viaHost(other, sandbox.getHost(8000), '/index.html')).status).toBe(200);
+      await there.files.write('/tmp/www/across.txt', 'written through the other replica');
+      expect(await sandbox.files.read('/tmp/www/across.txt')).toBe('written through the other replica');
+      await serveWww(sandbox);
+      await until('the sandbox web server answers through the other replica', async () => (await viaHost(other, sandbox.getHost(8000), '/across.txt')).status === 200);
     }
   }, 300_000);
 

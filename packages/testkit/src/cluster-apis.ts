@@ -85,7 +85,7 @@ export interface StartApiOptions {
   apiKey: string;
   adminKey: string;
   nodeLostAfterSeconds: number;
-  /** The cluster's registry (plain HTTP on the bridge): images made anywhere are pushed there (wt/images' settings). */
+  /** The cluster's registry (plain HTTP on the bridge), for images moving between nodes (settings the API does not read yet). */
   registry: { host: string; username: string; passwordFile: string };
   timeoutMs?: number;
 }
@@ -116,8 +116,8 @@ export async function startApiReplica(opts: StartApiOptions): Promise<{ id: stri
     TIDEPOOL_REGISTRY_USERNAME: opts.registry.username,
     TIDEPOOL_REGISTRY_PASSWORD_FILE: opts.registry.passwordFile,
     TIDEPOOL_REGISTRY_INSECURE: 'on',
-    // No engine of its own where the API supports it (TIDEPOOL_EMBEDDED_NODE, wt/nodeside; an unknown setting is
-    // ignored before that). Otherwise the embedded node gets its own id, network, no pool, and `up` drains it.
+    // No engine of its own: every sandbox is on the agents. (An API without TIDEPOOL_EMBEDDED_NODE would keep an
+    // embedded node; it gets its own id, network, no pool, and `up` drains it.)
     TIDEPOOL_EMBEDDED_NODE: 'off',
     TIDEPOOL_NODE_ID: files.id,
     TIDEPOOL_SANDBOX_NETWORK: replicaSandboxNetwork(opts.cluster),
