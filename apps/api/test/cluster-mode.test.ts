@@ -17,6 +17,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BASE_IMAGE, downCluster, freeClusterSlot, upCluster, type ClusterState } from '@tidepool/testkit';
 import { connectRemoteNode, type RemoteNode } from '../src/nodes/remote-node.ts';
 import { api, startTestPlatform, type TestPlatform } from './support/start-platform.ts';
+import { pollUntil as until } from './support/poll-until.ts';
 
 const isRoot = process.getuid?.() === 0;
 const name = `w${process.pid % 10_000_000}`;
@@ -26,16 +27,6 @@ let platform: TestPlatform | undefined;
 let probe: RemoteNode;
 let beating: NodeJS.Timeout | undefined;
 const sandboxes: Sandbox[] = [];
-
-async function until<T>(what: string, check: () => Promise<T | undefined | false>, timeoutMs = 30_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await check();
-    if (value) return value;
-    if (Date.now() > deadline) throw new Error(`${what}: not within ${timeoutMs} ms`);
-    await new Promise((resolve) => setTimeout(resolve, 250));
-  }
-}
 
 const clientIdOf = async (id: string): Promise<string> => (await api(platform!, 'GET', `/sandboxes/${id}`)).body.clientID;
 

@@ -17,6 +17,7 @@ import { agentFiles, BASE_IMAGE, clusterLayout, downCluster, nodeLayout, freeClu
 import { connectRemoteNode, type RemoteNode } from '../src/nodes/remote-node.ts';
 import { startPlatform } from '../src/platform.ts';
 import { api, type TestPlatform } from './support/start-platform.ts';
+import { pollUntil as until } from './support/poll-until.ts';
 
 const isRoot = process.getuid?.() === 0;
 const name = `f${process.pid % 10_000_000}`;
@@ -28,16 +29,6 @@ const probes = new Map<string, RemoteNode>();
 let beating: NodeJS.Timeout | undefined;
 const sandboxes: Sandbox[] = [];
 let previousVolumeUrl: string | undefined;
-
-async function until<T>(what: string, check: () => Promise<T | undefined | false> | T | undefined | false, timeoutMs = 60_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await check();
-    if (value) return value;
-    if (Date.now() > deadline) throw new Error(`${what}: not within ${timeoutMs} ms`);
-    await new Promise((resolve) => setTimeout(resolve, 250));
-  }
-}
 
 const clientIdOf = async (id: string): Promise<string> => (await api(platform!, 'GET', `/sandboxes/${id}`)).body.clientID;
 const nodeIds = (): string[] => state!.nodes.map((n) => n.id);
@@ -85,7 +76,7 @@ describe.skipIf(!isRoot)('an engine-free API drives two node agents', () => {
       beating = setTimeout(() => void beat(), 1_000);
     };
     void beat();
-    await until('the API builds both agents\' nodes from their rows', () => nodeIds().every((id) => platform!.nodes.set.status(id) === 'ready'));
+    await until('the API builds both agents\' nodes from their rows', () => nodeIds().every((id) => platform!.nodes.set.status(id) === 'ready'), 60_000);
     previousVolumeUrl = process.env.E2B_VOLUME_API_URL;
     process.env.E2B_VOLUME_API_URL = platform.url;
   }, 900_000);
@@ -181,7 +172,7 @@ describe.skipIf(!isRoot)('an engine-free API drives two node agents', () => {
     const status = await until('the build fails', async () => {
       const answer = await api(platform!, 'GET', `/templates/${templateID}/builds/${buildID}/status`);
       return answer.body?.status === 'error' ? answer.body : undefined;
-    });
+    }, 60_000);
     expect(JSON.stringify(status)).toMatch(/TIDEPOOL_EMBEDDED_NODE=off/);
   }, 120_000);
 });

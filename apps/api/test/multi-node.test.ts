@@ -15,22 +15,13 @@ import { dialDirect } from '../src/nodes/local-node.ts';
 import { DockerRuntime } from '../src/runtime/docker/docker-runtime.ts';
 import type { SandboxRuntime } from '../src/runtime/sandbox-runtime.ts';
 import { api, removeLabelled, startTestPlatform, type TestPlatform } from './support/start-platform.ts';
+import { pollUntil as until } from './support/poll-until.ts';
 
 const NODE_B_NETWORK = `tidepool-test-nodeb-${process.pid}`;
 let platform: TestPlatform;
 let runtimeB: SandboxRuntime;
 /** Streams opened through node-b's dial (the path a node on another machine takes: proxy and envd calls). */
 const dialsB: Array<{ address: string; port: number }> = [];
-
-async function until<T>(what: string, check: () => Promise<T | undefined | false>, timeoutMs = 30_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await check();
-    if (value) return value;
-    if (Date.now() > deadline) throw new Error(`${what}: not within ${timeoutMs} ms`);
-    await new Promise((resolve) => setTimeout(resolve, 250));
-  }
-}
 
 /** True when an IPv4 address lies in `a.b.c.d/n`. */
 function inSubnet(address: string, cidr: string): boolean {
