@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { type RunningPlatform, startPlatform } from '../src/platform.ts';
 import { ms, percentile, type Row } from './bench-stats.ts';
-import { type BurstResult, burstFromClient } from './pool-bench.ts';
+import { BURST_CLIENTS, type BurstResult, burstFromClient } from './pool-bench.ts';
 
 const SIZE = Math.max(1, Number((process.env.BENCH_POOL_CONCURRENCY ?? '20').split(',')[0].trim()));
 /** The second burst starts this long after the first one ended (issue 20: "one minute after"). */
@@ -31,7 +31,7 @@ function burstRows(label: string, result: BurstResult, claims: number, p99Target
   const p99 = percentile(latencies, 99);
   return [
     {
-      metric: `adaptive pool, ${label}: create→first command p50 / p99 (c=${SIZE})`,
+      metric: `adaptive pool, ${label}: create→first command p50 / p99 (c=${SIZE}, ${Math.min(BURST_CLIENTS, SIZE)} SDK processes)`,
       tidepool: `${ms(percentile(latencies, 50))} / ${ms(p99)}`,
       baseline: '',
       target: p99Target === undefined ? '' : `p99 ≤ ${p99Target} ms`,
