@@ -8,6 +8,20 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 PNPM_VERSION=10.34.8
 log() { printf '[bootstrap] %s\n' "$*" >&2; }
 
+# Installs Debian packages that one part of the platform or of its tests needs, when root with apt; otherwise, or when
+# the install fails, says what is missing and what will not work. $1: what they are for; $2: what fails without them.
+install_optional() {
+  local purpose=$1 without=$2
+  shift 2
+  if [[ $EUID -eq 0 ]] && command -v apt-get >/dev/null; then
+    log "installing $* ($purpose)"
+    { apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >/dev/null; } \
+      || log "could not install $*: $without"
+  else
+    log "missing $*: $without (sudo apt-get install -y $*)"
+  fi
+}
+
 missing=()
 for tool in make g++ python3; do command -v "$tool" >/dev/null || missing+=("$tool"); done
 if ((${#missing[@]} > 0)); then
@@ -38,13 +52,7 @@ for pair in /usr/bin/docker-registry:docker-registry /usr/bin/htpasswd:apache2-u
   if [[ "${pair%%:*}" == /* ]]; then [[ -x "${pair%%:*}" ]] || cluster_missing+=("${pair#*:}"); else command -v "${pair%%:*}" >/dev/null || cluster_missing+=("${pair#*:}"); fi
 done
 if ((${#cluster_missing[@]} > 0)); then
-  if [[ $EUID -eq 0 ]] && command -v apt-get >/dev/null; then
-    log "installing local-cluster tools: ${cluster_missing[*]}"
-    { apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${cluster_missing[@]}" >/dev/null; } \
-      || log "could not install ${cluster_missing[*]}: the local cluster and the registry pull tests will not work"
-  else
-    log "missing ${cluster_missing[*]}: the local cluster and the registry pull tests need them (sudo apt-get install -y ${cluster_missing[*]})"
-  fi
+  install_optional "local-cluster tools" "the local cluster and the registry pull tests will not work" "${cluster_missing[@]}"
 fi
 
 # Sandbox URLs on the default domain (https://<port>-<id>.tidepool.localhost, TIDEPOOL_TLS): browsers resolve
@@ -61,37 +69,19 @@ fi
 
 # PostgreSQL for the store suites' throwaway clusters (packages/testkit/src/postgres-server.ts; TIDEPOOL_DATABASE_URL).
 if ! compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null && ! command -v initdb >/dev/null; then
-  if [[ $EUID -eq 0 ]] && command -v apt-get >/dev/null; then
-    log "installing postgresql (the store suites run against a throwaway cluster)"
-    { apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null; } \
-      || log "could not install postgresql: the PostgreSQL store suites will fail"
-  else
-    log "no PostgreSQL: the PostgreSQL store suites will fail (sudo apt-get install -y postgresql)"
-  fi
+  install_optional "the store suites run against a throwaway cluster" "the PostgreSQL store suites will fail" postgresql
 fi
 
 # lxcfs: sandboxes see their own memory, cpus and uptime in /proc (the platform starts one lxcfs at
 # TIDEPOOL_LXCFS_DIR and binds its files into each sandbox); without it they see the host's figures.
 if ! command -v lxcfs >/dev/null; then
-  if [[ $EUID -eq 0 ]] && command -v apt-get >/dev/null; then
-    log "installing lxcfs (sandboxes' own /proc figures)"
-    { apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends lxcfs >/dev/null; } \
-      || log "could not install lxcfs: sandboxes will see the host's memory and cpus in /proc"
-  else
-    log "no lxcfs: sandboxes will see the host's memory and cpus in /proc (sudo apt-get install -y lxcfs)"
-  fi
+  install_optional "sandboxes' own /proc figures" "sandboxes will see the host's memory and cpus in /proc" lxcfs
 fi
 
-# crun: the OCI runtime sandboxes start under by default (faster than runc; scripts/ensure-docker.sh registers it
-# with the engine). Without it they run under the engine's default runtime.
+# crun: an OCI runtime sandboxes may start under (TIDEPOOL_CONTAINER_RUNTIME=auto; scripts/ensure-docker.sh registers it
+# with the engine; the runtimes bench compares it with runc). By default sandboxes run under the engine's runtime.
 if ! command -v crun >/dev/null; then
-  if [[ $EUID -eq 0 ]] && command -v apt-get >/dev/null; then
-    log "installing crun (sandboxes' container runtime)"
-    { apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends crun >/dev/null; } \
-      || log "could not install crun: sandboxes will run under the engine's default runtime (runc)"
-  else
-    log "no crun: sandboxes will run under the engine's default runtime (sudo apt-get install -y crun)"
-  fi
+  install_optional "an optional sandbox runtime" "TIDEPOOL_CONTAINER_RUNTIME=auto and the runtimes bench fall back to the engine's runtime" crun
 fi
 
 if ! command -v pnpm >/dev/null || [[ "$(pnpm --version 2>/dev/null)" != "$PNPM_VERSION" ]]; then
@@ -110,11 +100,5 @@ bash scripts/ensure-docker.sh
 # Compose, for docker-compose.yml and the suite that proves it (apps/api/test/compose-install.test.ts): the v2
 # plugin when present, else Debian's docker-compose (1.29; the compose file is written for both).
 if ! docker compose version >/dev/null 2>&1 && ! command -v docker-compose >/dev/null; then
-  if [[ $EUID -eq 0 ]] && command -v apt-get >/dev/null; then
-    log "installing docker-compose"
-    { apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends docker-compose >/dev/null; } \
-      || log "could not install docker-compose: the compose suite will be skipped"
-  else
-    log "no docker compose: the compose suite will be skipped (sudo apt-get install -y docker-compose)"
-  fi
+  install_optional "the compose suite" "the compose suite will be skipped" docker-compose
 fi

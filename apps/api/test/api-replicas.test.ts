@@ -20,6 +20,7 @@ import { SandboxStore } from '../src/sandboxes/sandbox-store.ts';
 import type { SandboxRecord } from '../src/sandboxes/sandbox-record.ts';
 import { PostgresDatabase } from '../src/store/postgres-database.ts';
 import { type ApiReplica, replicaApiKey, startApiReplica } from './support/api-replica-process.ts';
+import { pollUntil } from './support/poll-until.ts';
 import { api, removeLabelled, startTestPlatform, type TestPlatform } from './support/start-platform.ts';
 import { PLATFORM_LABEL, SANDBOX_LABEL } from '../src/runtime/docker/docker-labels.ts';
 
@@ -33,16 +34,6 @@ async function rowsOf(url: string, sql: string, params: unknown[] = []): Promise
     return (await client.query(sql, params)).rows;
   } finally {
     await client.end();
-  }
-}
-
-async function until<T>(what: string, check: () => Promise<T | undefined | false> | T | undefined | false, timeoutMs = 30_000, everyMs = 100): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await check();
-    if (value) return value;
-    if (Date.now() > deadline) throw new Error(`${what}: not within ${timeoutMs} ms`);
-    await new Promise((resolve) => setTimeout(resolve, everyMs));
   }
 }
 
@@ -108,7 +99,7 @@ describe('replica coordination on PostgreSQL (two database handles, no engine)',
     // A holder killed mid-operation (its lock connection terminated, as when its process dies) frees the lock.
     let release!: () => void;
     const stuck = a.replicas.withLock('sandbox:w', () => new Promise<void>((resolve) => (release = resolve)));
-    await until('the lock is held', async () => (await b.all("SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted")).length > 0, 5_000, 20);
+    await pollUntil('the lock is held', async () => (await b.all("SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted")).length > 0, 5_000, 20);
     await b.run("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'tidepool-api-locks' AND pid IN (SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted)");
     await b.replicas.withLock('sandbox:w', async () => undefined);
     release();
@@ -132,7 +123,7 @@ describe('replica coordination on PostgreSQL (two database handles, no engine)',
         expect(seen).not.toContain('inotify2'); // not before commit
       });
       await store.delete('inotify1');
-      await until('notifications arrive', () => seen.length >= 4, 5_000, 10);
+      await pollUntil('notifications arrive', () => seen.length >= 4, 5_000, 10);
       await new Promise((resolve) => setTimeout(resolve, 100));
       expect(seen).toEqual(['inotify1', 'inotify1', 'inotify2', 'inotify1']);
     } finally {
@@ -216,17 +207,17 @@ describe('two API replicas in one process on one PostgreSQL', () => {
     const lags: number[] = [];
     for (let i = 0; i < 3; i += 1) {
       const sandbox = await Sandbox.create('base', { ...sdkOf(one), timeoutMs: 300_000 });
-      await until('replica two caches the sandbox', () => two.lifecycle.registry.peek(sandbox.sandboxId) !== undefined, 5_000, 5);
+      await pollUntil('replica two caches the sandbox', () => two.lifecycle.registry.peek(sandbox.sandboxId) !== undefined, 5_000, 5);
       const paused = performance.now();
       expect((await api(two, 'POST', `/sandboxes/${sandbox.sandboxId}/pause`, undefined, one.apiKey)).status).toBe(204);
       const answered = performance.now();
-      await until('replica one sees the pause', () => one.lifecycle.registry.peek(sandbox.sandboxId)?.state === 'paused', 2_000, 2);
+      await pollUntil('replica one sees the pause', () => one.lifecycle.registry.peek(sandbox.sandboxId)?.state === 'paused', 2_000, 2);
       lags.push(performance.now() - answered);
       expect((await api(one, 'GET', `/sandboxes/${sandbox.sandboxId}`, undefined, one.apiKey)).body.state).toBe('paused');
       expect((await api(two, 'DELETE', `/sandboxes/${sandbox.sandboxId}`, undefined, one.apiKey)).status).toBe(204);
       const killed = performance.now();
       // The bound: 2 s (what the test allows); measured lags are printed below.
-      await until('replica one forgets the killed sandbox', () => one.lifecycle.registry.peek(sandbox.sandboxId) === undefined, 2_000, 2);
+      await pollUntil('replica one forgets the killed sandbox', () => one.lifecycle.registry.peek(sandbox.sandboxId) === undefined, 2_000, 2);
       lags.push(performance.now() - killed);
       expect((await api(one, 'GET', `/sandboxes/${sandbox.sandboxId}`, undefined, one.apiKey)).status).toBe(404);
       // The proxy of replica one answers for it as for a sandbox that never existed.
@@ -300,7 +291,7 @@ describe('two API replicas in one process on one PostgreSQL', () => {
       ids.push(answer.body.sandboxID);
     }
     for (const id of ids) {
-      await until('the timeout pauses the sandbox', async () => (await rowsOf(url, 'SELECT state FROM sandboxes WHERE sandbox_id = $1', [id]))[0]?.state === 'paused', 30_000, 200);
+      await pollUntil('the timeout pauses the sandbox', async () => (await rowsOf(url, 'SELECT state FROM sandboxes WHERE sandbox_id = $1', [id]))[0]?.state === 'paused', 30_000, 200);
     }
     // Both replicas armed every timer; give the slower one time to act too, had it been allowed to.
     await new Promise((resolve) => setTimeout(resolve, 2_000));
@@ -350,7 +341,7 @@ describe('a tidepool api replica SIGKILLed in a burst of creates', () => {
       }
     };
     const first = Promise.all([createVia(victim), createVia(victim)]);
-    const halfMade = await until(
+    const halfMade = await pollUntil(
       'a create on the victim has a container and no record',
       async () => {
         const reserved = (await rowsOf(url, 'SELECT sandbox_id FROM sandbox_reservations')).map((r) => String(r.sandbox_id));
@@ -381,11 +372,11 @@ describe('a tidepool api replica SIGKILLed in a burst of creates', () => {
     }
     // The killed replica's reservations expire and the survivor cleans up what they left: no reservation remains,
     // every container has a record and every record a container (no orphan, no half-made sandbox).
-    await until('abandoned reservations collected', async () => (await rowsOf(url, 'SELECT 1 FROM sandbox_reservations')).length === 0, RESERVATION_TTL_MS + 30_000, 250);
+    await pollUntil('abandoned reservations collected', async () => (await rowsOf(url, 'SELECT 1 FROM sandbox_reservations')).length === 0, RESERVATION_TTL_MS + 30_000, 250);
     const cleanedAfterMs = Date.now() - killedAt;
     const records = new Set((await rowsOf(url, 'SELECT sandbox_id FROM sandboxes')).map((r) => String(r.sandbox_id)));
     let last = new Map<string, string[]>();
-    const containers = await until(
+    const containers = await pollUntil(
       'the engine holds exactly the recorded sandboxes',
       async () => {
         const found = (last = await containersOf(platformId));

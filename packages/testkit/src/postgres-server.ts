@@ -11,6 +11,11 @@ export interface PostgresServer {
   port: number;
   /** Creates another (empty) database on this cluster and returns its URL; names are [a-z0-9_]. */
   createDatabase(name: string): Promise<string>;
+  /**
+   * Stops the server (fast shutdown: open connections are cut) and starts it again on the same port and data;
+   * resolves once it accepts connections. `downMs` keeps it down that long in between.
+   */
+  restart(downMs?: number): Promise<void>;
   dispose(): Promise<void>;
 }
 
@@ -90,8 +95,7 @@ export async function startPostgres(options: StartPostgresOptions = {}): Promise
   const killOnExit = (): void => {
     server?.kill('SIGKILL');
   };
-  const cleanUp = async (): Promise<void> => {
-    process.off('exit', killOnExit);
+  const stop = async (): Promise<void> => {
     if (server && !(await exited(server, 0))) {
       server.kill('SIGINT'); // fast shutdown: rolls back open transactions, closes connections
       if (!(await exited(server, 10_000))) {
@@ -99,36 +103,45 @@ export async function startPostgres(options: StartPostgresOptions = {}): Promise
         await exited(server, 5_000);
       }
     }
+  };
+  const cleanUp = async (): Promise<void> => {
+    process.off('exit', killOnExit);
+    await stop();
     rmSync(root, { recursive: true, force: true });
   };
   try {
     await runAs(join(bin, 'initdb'), ['-D', dataDir, '-U', USER, '--auth=trust', '-E', 'UTF8', '--locale=C', '--no-sync'], identity, timeoutMs);
     const port = await getFreePort();
     let output = '';
-    server = spawn(
-      join(bin, 'postgres'),
-      ['-D', dataDir, '-p', String(port), '-k', root, '-c', 'listen_addresses=127.0.0.1', '-c', 'fsync=off', '-c', 'synchronous_commit=off', '-c', 'full_page_writes=off', '-c', 'max_connections=200'],
-      { uid: identity?.uid, gid: identity?.gid, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, LC_ALL: 'C' } },
-    );
-    process.on('exit', killOnExit);
     const collect = (chunk: Buffer): void => {
       output = (output + chunk.toString('utf8')).slice(-8_000);
     };
-    server.stdout?.on('data', collect);
-    server.stderr?.on('data', collect);
+    /** Starts the server on `port` and waits until it accepts connections. */
+    const launch = async (): Promise<void> => {
+      const child = spawn(
+        join(bin, 'postgres'),
+        ['-D', dataDir, '-p', String(port), '-k', root, '-c', 'listen_addresses=127.0.0.1', '-c', 'fsync=off', '-c', 'synchronous_commit=off', '-c', 'full_page_writes=off', '-c', 'max_connections=200'],
+        { uid: identity?.uid, gid: identity?.gid, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, LC_ALL: 'C' } },
+      );
+      server = child;
+      child.stdout?.on('data', collect);
+      child.stderr?.on('data', collect);
+      const deadline = Date.now() + timeoutMs;
+      for (;;) {
+        if (child.exitCode !== null || child.signalCode !== null) throw new Error(`testkit: postgres exited during start-up:\n${output.trim()}`);
+        const ready = await runAs(join(bin, 'pg_isready'), ['-h', '127.0.0.1', '-p', String(port), '-t', '2'], identity, 5_000).then(
+          () => true,
+          () => false,
+        );
+        if (ready) return;
+        if (Date.now() > deadline) throw new Error(`testkit: postgres did not accept connections on 127.0.0.1:${port} within ${timeoutMs} ms:\n${output.trim()}`);
+        await sleep(100);
+      }
+    };
+    process.on('exit', killOnExit);
+    await launch();
     const psql = (database: string, sql: string): Promise<string> =>
       runAs(join(bin, 'psql'), ['-h', '127.0.0.1', '-p', String(port), '-U', USER, '-d', database, '-v', 'ON_ERROR_STOP=1', '-qAt', '-c', sql], identity, timeoutMs);
-    const deadline = Date.now() + timeoutMs;
-    for (;;) {
-      if (server.exitCode !== null || server.signalCode !== null) throw new Error(`testkit: postgres exited during start-up:\n${output.trim()}`);
-      const ready = await runAs(join(bin, 'pg_isready'), ['-h', '127.0.0.1', '-p', String(port), '-t', '2'], identity, 5_000).then(
-        () => true,
-        () => false,
-      );
-      if (ready) break;
-      if (Date.now() > deadline) throw new Error(`testkit: postgres did not accept connections on 127.0.0.1:${port} within ${timeoutMs} ms:\n${output.trim()}`);
-      await sleep(100);
-    }
     const urlOf = (database: string): string => `postgres://${USER}@127.0.0.1:${port}/${database}`;
     await psql('postgres', `CREATE DATABASE ${DATABASE}`);
     let disposed: Promise<void> | undefined;
@@ -139,6 +152,12 @@ export async function startPostgres(options: StartPostgresOptions = {}): Promise
         if (!/^[a-z][a-z0-9_]{0,62}$/.test(name)) throw new Error(`testkit: database name '${name}' must be [a-z][a-z0-9_]*, at most 63 characters`);
         await psql('postgres', `CREATE DATABASE ${name}`);
         return urlOf(name);
+      },
+      async restart(downMs = 0) {
+        if (disposed) throw new Error('testkit: postgres was disposed');
+        await stop();
+        await sleep(downMs);
+        await launch();
       },
       dispose() {
         disposed ??= cleanUp();

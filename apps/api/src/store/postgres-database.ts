@@ -166,6 +166,12 @@ export class PostgresDatabase implements Database {
     const client = await this.pool.connect();
     const transaction = new PostgresTransaction(client);
     let broken: Error | undefined;
+    // A checked-out connection has no listener of the pool's: one that breaks mid-transaction (server restart,
+    // terminated) would throw from its socket and end the process. Its query rejects too; the connection is dropped.
+    const lost = (error: Error): void => {
+      broken = error;
+    };
+    client.on('error', lost);
     try {
       await client.query('BEGIN');
       const result = await work(transaction);
@@ -178,6 +184,7 @@ export class PostgresDatabase implements Database {
       throw error;
     } finally {
       transaction.ended = true;
+      client.off('error', lost);
       client.release(broken);
     }
   }
