@@ -13,11 +13,13 @@ of its own, without the ZeroMQ sockets and the second process between it and the
        {"ev": "count", "id": n, "count": n}
        {"ev": "done", "id": n}            (after "chdir" too, with "problem": str when it failed)
 An interrupt is SIGINT to this process: the running cell raises KeyboardInterrupt; between cells it is ignored.
-fd 0 is /dev/null; fd 1 and 2 are pipes the server reads (output of processes the code starts, this process's
-own messages). The cell's own print()s are Jupyter stream messages like any kernel's.
+fd 0 is /dev/null. fd 1 and 2 are pipes to the server (it logs them) until the kernel starts; then, as in a kernel
+of its own, they lead into the kernel's stdout and stderr streams, so processes the code starts write into the cell.
 """
+import codecs
 import json
 import os
+import select
 import signal
 import socket
 import sys
@@ -65,6 +67,51 @@ class Channel:
                 yield request
 
 
+def fd_stream_class():
+    from ipykernel.iostream import OutStream
+
+    class FdStream(OutStream):
+        """ipykernel's stream with watchfd, made sturdier. What processes started by the code write to fd 1/2 goes
+        through a pipe into the stream; ipykernel's watcher stops for good at the first bytes that are not UTF-8,
+        and output still in the pipe when a cell ends reaches no cell. Here bytes are decoded with replacement
+        (a character split between reads kept whole), and every flush (the kernel flushes as a cell ends) first
+        takes in what the pipe holds."""
+
+        def _setup_stream_redirects(self, name):
+            self._drain_lock = threading.Lock()
+            self._decoder = codecs.getincrementaldecoder("utf-8")("replace")
+            super()._setup_stream_redirects(name)
+            os.set_blocking(self._fid, False)
+
+        def _drain(self):
+            """Moves what the pipe holds into the stream; False once every writer has closed it."""
+            with self._drain_lock:
+                while True:
+                    try:
+                        data = os.read(self._fid, 65536)
+                    except BlockingIOError:
+                        return True
+                    if not data:
+                        return False
+                    self.write(self._decoder.decode(data))
+
+        def _watch_pipe_fd(self):
+            try:
+                while self._should_watch:
+                    select.select([self._fid], [], [])
+                    if not self._drain():
+                        break
+            except Exception:  # noqa: BLE001 - kept for OutStream.close(), as ipykernel does
+                self._exc = sys.exc_info()
+
+        def flush(self):
+            if getattr(self, "_fid", None) is not None and self._is_master_process():
+                self._drain()
+            super().flush()
+
+    return FdStream
+
+
 class Cell:
     """The execution running now: its id, the Jupyter request it is, and when the kernel went idle after it."""
 
@@ -91,16 +138,15 @@ def main():
         os.chdir(cwd)
         from ipykernel.inprocess.manager import InProcessKernelManager
 
-        from ipykernel.iostream import OutStream
-
         manager = InProcessKernelManager()
         manager.start_kernel()
         kernel = manager.kernel
         # As in a kernel of its own: print() is a stream message of the request running, and whatever processes
         # the code starts write to fd 1 and 2 joins it (watchfd); the streams stay in place between requests, so
         # the kernel's set_parent reaches them (the in-process kernel swaps in streams that never learn the request).
-        kernel.stdout = OutStream(kernel.session, kernel.iopub_thread, "stdout", watchfd=True)
-        kernel.stderr = OutStream(kernel.session, kernel.iopub_thread, "stderr", watchfd=True)
+        stream = fd_stream_class()
+        kernel.stdout = stream(kernel.session, kernel.iopub_thread, "stdout", watchfd=True)
+        kernel.stderr = stream(kernel.session, kernel.iopub_thread, "stderr", watchfd=True)
         sys.stdout, sys.stderr = kernel.stdout, kernel.stderr
         client = manager.client()
         client.start_channels()

@@ -114,8 +114,7 @@ export class PythonKernel implements Kernel {
     });
     channel.on('data', (chunk: Buffer) => lines.push(chunk));
     channel.on('error', () => undefined);
-    // What reaches the bridge's own fd 1 and 2: its messages before the kernel runs, and ipykernel's copy of
-    // everything processes started by the code wrote (which the kernel also sends as the cell's output).
+    // The bridge's fd 1 and 2 until its kernel runs (Python's own errors); after that they lead into the kernel.
     for (const stream of [child.stdout!, child.stderr!]) {
       const output = new LineSplitter((line) => options.logger.debug({ line: line.slice(0, 2000) }, 'python kernel output'), 64 * 1024);
       stream.on('data', (chunk: Buffer) => output.push(chunk));
