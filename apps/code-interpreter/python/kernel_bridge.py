@@ -198,9 +198,6 @@ def main():
             pass
 
     client.iopub_channel.call_handlers = relay
-    # One silent request before "ready": the first cell of a context (the first runCode after a create from the
-    # pool) then does not pay for what the kernel's request path loads and sets up on first use.
-    client._dispatch_to_kernel(client.session.msg("execute_request", {"code": "pass", "silent": True, "store_history": False, "user_expressions": {}, "allow_stdin": False, "stop_on_error": False}))
     saved_env = {}
 
     def execute(request):
