@@ -1,37 +1,29 @@
-"""One Python context of the code-interpreter server: starts an ipykernel through jupyter_client and relays it.
+"""One Python context of the code-interpreter server: an ipykernel running inside this very process.
 
-The server (apps/code-interpreter/src/kernels/python-kernel.ts) speaks JSON lines with this process:
-  stdin   {"op": "execute", "id": n, "code": str, "env": {"global": {...}, "execution": {...}}}
-          {"op": "chdir", "id": n, "cwd": str}   moves the kernel (a spare one) to a context's directory
-          {"op": "interrupt"}        SIGINT to the kernel (the running cell raises KeyboardInterrupt)
-          {"op": "shutdown"}         stop the kernel and exit (so does the end of stdin)
-  stdout  {"ev": "ready", "kernel_pid": n} | {"ev": "fatal", "message": str}
-          {"ev": "stream", "id": n, "name": "stdout"|"stderr", "text": str}
-          {"ev": "result", "id": n, "data": {mime: value}, "main": bool}
-          {"ev": "error", "id": n, "name": str, "value": str, "traceback": str}
-          {"ev": "count", "id": n, "count": n}
-          {"ev": "done", "id": n}            (after "chdir" too, with "problem": str when it failed)
-          {"ev": "dead", "id": n|null, "message": str}   the kernel exited; this process exits after it
-Nothing else is written to stdout: the protocol has its own descriptor and fd 1 is pointed at stderr.
+The kernel is ipykernel's in-process kernel: the same IPython shell, display hooks and Jupyter messages as a kernel
+of its own, without the ZeroMQ sockets and the second process between it and the server. The server
+(apps/code-interpreter/src/kernels/python-kernel.ts) speaks JSON lines with this process over fd 3, a socket it made:
+  in   {"op": "execute", "id": n, "code": str, "env": {"global": {...}, "execution": {...}}}
+       {"op": "chdir", "id": n, "cwd": str}   moves the kernel (a spare one) to a context's directory
+       the end of input: shut down
+  out  {"ev": "ready"} | {"ev": "fatal", "message": str}
+       {"ev": "stream", "id": n, "name": "stdout"|"stderr", "text": str}
+       {"ev": "result", "id": n, "data": {mime: value}, "main": bool}
+       {"ev": "error", "id": n, "name": str, "value": str, "traceback": str}
+       {"ev": "count", "id": n, "count": n}
+       {"ev": "done", "id": n}            (after "chdir" too, with "problem": str when it failed)
+An interrupt is SIGINT to this process: the running cell raises KeyboardInterrupt; between cells it is ignored.
+fd 0 is /dev/null. fd 1 and 2 are pipes to the server (it logs them) until the kernel starts; then, as in a kernel
+of its own, they lead into the kernel's stdout and stderr streams, so processes the code starts write into the cell.
 """
+import codecs
 import json
 import os
-import queue
+import select
+import signal
+import socket
 import sys
 import threading
-
-PROTOCOL = os.fdopen(os.dup(1), "w", encoding="utf-8", buffering=1)
-os.dup2(2, 1)
-sys.stdout = sys.stderr
-
-WRITE_LOCK = threading.Lock()
-
-
-def send(message):
-    line = json.dumps(message, ensure_ascii=False, default=str, allow_nan=False)
-    with WRITE_LOCK:
-        PROTOCOL.write(line + "\n")
-        PROTOCOL.flush()
 
 
 def clip(text, limit):
@@ -51,179 +43,204 @@ def finite(value):
     return value
 
 
+class Channel:
+    """The JSON-lines socket to the server. Writes come from the main thread and from ipykernel's IOPub thread."""
+
+    def __init__(self, fd):
+        self.socket = socket.socket(fileno=fd)
+        self.socket.set_inheritable(False)  # processes the code starts must not hold the server's channel
+        self.lines = self.socket.makefile("rb")
+        self.lock = threading.Lock()
+
+    def send(self, message):
+        line = (json.dumps(message, ensure_ascii=False, default=str, allow_nan=False) + "\n").encode("utf-8", "surrogatepass")
+        with self.lock:
+            self.socket.sendall(line)
+
+    def requests(self):
+        for line in self.lines:
+            try:
+                request = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(request, dict):
+                yield request
+
+
+def fd_stream_class():
+    from ipykernel.iostream import OutStream
+
+    class FdStream(OutStream):
+        """ipykernel's stream with watchfd, made sturdier and cheaper. What processes started by the code write to
+        fd 1/2 goes through a pipe into the stream; ipykernel's watcher stops for good at the first bytes that are
+        not UTF-8, and output still in the pipe when a cell ends reaches no cell. Here bytes are decoded with
+        replacement (a character split between reads kept whole), every flush (the kernel flushes as a cell ends)
+        first takes in what the pipe holds, and a flush with nothing buffered costs nothing."""
+
+        def _setup_stream_redirects(self, name):
+            self._drain_lock = threading.Lock()
+            self._decoder = codecs.getincrementaldecoder("utf-8")("replace")
+            super()._setup_stream_redirects(name)
+            os.set_blocking(self._fid, False)
+
+        def _drain(self):
+            """Moves what the pipe holds into the stream; False once every writer has closed it."""
+            with self._drain_lock:
+                while True:
+                    try:
+                        data = os.read(self._fid, 65536)
+                    except BlockingIOError:
+                        return True
+                    if not data:
+                        return False
+                    self.write(self._decoder.decode(data))
+
+        def _watch_pipe_fd(self):
+            try:
+                while self._should_watch:
+                    select.select([self._fid], [], [])
+                    if not self._drain():
+                        break
+            except Exception:  # noqa: BLE001 - kept for OutStream.close(), as ipykernel does
+                self._exc = sys.exc_info()
+
+        def flush(self):
+            if getattr(self, "_fid", None) is not None and self._is_master_process():
+                self._drain()
+            # ipykernel flushes both streams three times per cell (before a result, as the request ends, before
+            # "idle"), each a round trip to the IOPub thread: a third of a cell's time for `1+1`. With nothing
+            # buffered there is nothing to wait for: text the IOPub thread already took is sent ahead of anything
+            # published after this (it sends in order).
+            with self._buffer_lock:
+                empty = self._buffer.tell() == 0
+            if not empty:
+                super().flush()
+
+    return FdStream
+
+
+class Cell:
+    """The execution running now: its id, the Jupyter request it is, and when the kernel went idle after it."""
+
+    def __init__(self):
+        self.rid = None
+        self.msg_id = None
+        self.idle = threading.Event()
+
+
 def main():
     args = dict(zip(sys.argv[1::2], sys.argv[2::2]))
     cwd = args.get("--cwd", os.path.expanduser("~"))
     setup_file = args.get("--setup")
     max_text = int(args.get("--max-text", "8388608"))
-    from jupyter_client import KernelManager
+    channel = Channel(3)
+    cell = Cell()
 
-    env = dict(os.environ)
-    env.setdefault("MPLBACKEND", "module://matplotlib_inline.backend_inline")
-    env["PYTHONUNBUFFERED"] = "1"
-    env["PYDEVD_DISABLE_FILE_VALIDATION"] = "1"  # ipykernel's debugger otherwise warns on every start
-    km = KernelManager(kernel_name="python3")
+    # Between requests an interrupt is dropped; ipykernel puts Python's default handler (KeyboardInterrupt) in place
+    # while it handles one. Not SIG_IGN: processes the code starts would inherit that.
+    signal.signal(signal.SIGINT, lambda signum, frame: None)
+    os.environ.setdefault("MPLBACKEND", "module://matplotlib_inline.backend_inline")
+    os.environ["PYDEVD_DISABLE_FILE_VALIDATION"] = "1"  # ipykernel's debugger otherwise warns on every start
     try:
-        km.start_kernel(cwd=cwd, env=env)
-        kc = km.client()
-        kc.start_channels()
-        kc.wait_for_ready(timeout=60)
+        os.chdir(cwd)
+        from ipykernel.inprocess.manager import InProcessKernelManager
+
+        manager = InProcessKernelManager()
+        manager.start_kernel()
+        kernel = manager.kernel
+        # As in a kernel of its own: print() is a stream message of the request running, and whatever processes
+        # the code starts write to fd 1 and 2 joins it (watchfd); the streams stay in place between requests, so
+        # the kernel's set_parent reaches them (the in-process kernel swaps in streams that never learn the request).
+        stream = fd_stream_class()
+        kernel.stdout = stream(kernel.session, kernel.iopub_thread, "stdout", watchfd=True)
+        kernel.stderr = stream(kernel.session, kernel.iopub_thread, "stderr", watchfd=True)
+        sys.stdout, sys.stderr = kernel.stdout, kernel.stderr
+        client = manager.client()
+        client.start_channels()
+        if setup_file:
+            with open(setup_file, encoding="utf-8") as handle:
+                code = compile(handle.read(), setup_file, "exec")
+            exec(code, {"__name__": "_tidepool_setup", "_TIDEPOOL_ASSETS": os.path.dirname(os.path.abspath(setup_file))})
     except Exception as error:  # noqa: BLE001 - anything here means no kernel
-        send({"ev": "fatal", "message": "the Python kernel did not start: %s: %s" % (type(error).__name__, error)})
-        try:
-            km.shutdown_kernel(now=True)
-        except Exception:  # noqa: BLE001
-            pass
+        channel.send({"ev": "fatal", "message": "the Python kernel did not start: %s: %s" % (type(error).__name__, error)})
         return 1
+    # Imports resolve against the working directory, as in a kernel of its own, not against this file's directory.
+    sys.path[0] = ""
 
-    def kernel_dead():
-        return not km.is_alive()
+    def relay(message):
+        """Sends one IOPub message of the running cell on (ipykernel's IOPub thread calls it, in order)."""
+        try:
+            if message["parent_header"].get("msg_id") != cell.msg_id:
+                return
+            kind = message["msg_type"]
+            content = message["content"]
+            rid = cell.rid
+            if kind == "stream":
+                text = content.get("text")
+                if isinstance(text, str):
+                    name = "stderr" if content.get("name") == "stderr" else "stdout"
+                    channel.send({"ev": "stream", "id": rid, "name": name, "text": clip(text, max_text)})
+            elif kind in ("execute_result", "display_data"):
+                data = content.get("data")
+                if isinstance(data, dict):
+                    channel.send({"ev": "result", "id": rid, "data": finite(data), "main": kind == "execute_result"})
+            elif kind == "error":
+                traceback = content.get("traceback")
+                lines = [str(line) for line in traceback] if isinstance(traceback, list) else []
+                channel.send({"ev": "error", "id": rid, "name": str(content.get("ename", "Error")), "value": str(content.get("evalue", "")), "traceback": "\n".join(lines)})
+            elif kind == "execute_input":
+                count = content.get("execution_count")
+                if isinstance(count, int):
+                    channel.send({"ev": "count", "id": rid, "count": count})
+            elif kind == "status" and content.get("execution_state") == "idle":
+                cell.idle.set()
+        except Exception:  # noqa: BLE001 - a malformed (forged) message is skipped, not fatal
+            pass
 
-    def silent(code):
-        """Runs setup code in the kernel without output or history; returns the error text, if any."""
-        msg_id = kc.execute(code, silent=True, store_history=False, allow_stdin=False)
-        while True:
-            try:
-                reply = kc.get_shell_msg(timeout=0.5)
-            except queue.Empty:
-                if kernel_dead():
-                    return "the kernel exited"
-                continue
-            if reply["parent_header"].get("msg_id") != msg_id:
-                continue
-            content = reply["content"]
-            if content.get("status") != "ok":
-                return "%s: %s" % (content.get("ename"), content.get("evalue"))
-            return None
-
-    if setup_file:
-        with open(setup_file, encoding="utf-8") as handle:
-            assets = os.path.dirname(os.path.abspath(setup_file))
-            problem = silent("_TIDEPOOL_ASSETS = %r\n%s" % (assets, handle.read()))
-        if problem:
-            send({"ev": "fatal", "message": "the kernel setup failed: %s" % problem})
-            km.shutdown_kernel(now=True)
-            return 1
-
-    kernel_pid = None
-    provisioner = getattr(km, "provisioner", None)
-    process = getattr(provisioner, "process", None)
-    if process is not None:
-        kernel_pid = process.pid
-    send({"ev": "ready", "kernel_pid": kernel_pid})
-
-    requests = queue.Queue()
-
-    def read_commands():
-        for line in sys.stdin:
-            try:
-                command = json.loads(line)
-            except ValueError:
-                continue
-            if command.get("op") == "interrupt":
-                try:
-                    km.interrupt_kernel()
-                except Exception as error:  # noqa: BLE001
-                    sys.stderr.write("interrupt failed: %s\n" % error)
-            else:
-                requests.put(command)
-        requests.put({"op": "shutdown"})
-
-    threading.Thread(target=read_commands, daemon=True).start()
-
-    def env_call(function, values):
-        return "__import__('_tidepool_ci').%s(__import__('json').loads(%r))" % (function, json.dumps(values))
-
-    def relay(rid, kind, content):
-        """Sends one iopub message of the running cell on; True when the cell is over (kernel idle)."""
-        if kind == "stream":
-            text = content.get("text")
-            if isinstance(text, str):
-                name = "stderr" if content.get("name") == "stderr" else "stdout"
-                send({"ev": "stream", "id": rid, "name": name, "text": clip(text, max_text)})
-        elif kind in ("execute_result", "display_data"):
-            data = content.get("data")
-            if isinstance(data, dict):
-                send({"ev": "result", "id": rid, "data": finite(data), "main": kind == "execute_result"})
-        elif kind == "error":
-            traceback = content.get("traceback")
-            lines = [str(line) for line in traceback] if isinstance(traceback, list) else []
-            send({"ev": "error", "id": rid, "name": str(content.get("ename", "Error")), "value": str(content.get("evalue", "")), "traceback": "\n".join(lines)})
-        elif kind == "execute_input":
-            count = content.get("execution_count")
-            if isinstance(count, int):
-                send({"ev": "count", "id": rid, "count": count})
-        elif kind == "status" and content.get("execution_state") == "idle":
-            return True
-        return False
+    client.iopub_channel.call_handlers = relay
+    saved_env = {}
 
     def execute(request):
-        rid = request["id"]
         env = request.get("env") or {}
-        if env.get("global"):
-            silent(env_call("env_set", env["global"]))
-        pushed = bool(env.get("execution"))
-        if pushed:
-            silent(env_call("env_push", env["execution"]))
-        msg_id = kc.execute(request["code"], silent=False, store_history=True, allow_stdin=False, stop_on_error=True)
-        while True:
-            try:
-                message = kc.get_iopub_msg(timeout=0.25)
-            except queue.Empty:
-                if kernel_dead():
-                    send({"ev": "dead", "id": rid, "message": kernel_exit_text()})
-                    return False
-                continue
-            if message["parent_header"].get("msg_id") != msg_id:
-                continue
-            try:
-                if relay(rid, message["msg_type"], message["content"]):
-                    break
-            except Exception as error:  # noqa: BLE001 - a malformed (forged) message is skipped, not fatal
-                sys.stderr.write("skipped a malformed kernel message: %s\n" % error)
-        if pushed:
-            silent("__import__('_tidepool_ci').env_pop()")
-        send({"ev": "done", "id": rid})
-        return True
+        values = env.get("execution") or {}
+        saved_env.clear()
+        saved_env.update({key: os.environ.get(key) for key in values})
+        os.environ.update({str(k): str(v) for k, v in (env.get("global") or {}).items()})
+        os.environ.update({str(k): str(v) for k, v in values.items()})
+        content = {"code": str(request.get("code", "")), "silent": False, "store_history": True, "user_expressions": {}, "allow_stdin": False, "stop_on_error": True}
+        message = client.session.msg("execute_request", content)
+        cell.rid = request.get("id")
+        cell.msg_id = message["header"]["msg_id"]
+        cell.idle.clear()
+        # What client.execute() does, with the request made here so that its id is known before its messages come.
+        client._dispatch_to_kernel(message)
+        # The IOPub thread delivers the request's messages after it returns; "idle" is the last of them.
+        while not cell.idle.wait(1.0):
+            if not kernel.iopub_thread.thread.is_alive():
+                break
+        for key, value in saved_env.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+        channel.send({"ev": "done", "id": cell.rid})
+        cell.msg_id = None
 
-    def kernel_exit_text():
-        code = None
+    def chdir(request):
         try:
-            code = km.provisioner.process.poll() if km.provisioner and km.provisioner.process else None
-        except Exception:  # noqa: BLE001
-            pass
-        if code is None:
-            return "the Python kernel exited"
-        if code < 0:
-            import signal
+            os.chdir(str(request.get("cwd")))
+            problem = None
+        except OSError as error:
+            problem = "%s: %s" % (type(error).__name__, error)
+        channel.send({"ev": "done", "id": request.get("id"), "problem": problem})
 
-            try:
-                return "the Python kernel was killed by %s" % signal.Signals(-code).name
-            except ValueError:
-                return "the Python kernel was killed by signal %d" % -code
-        return "the Python kernel exited with status %d" % code
-
-    while True:
-        try:
-            request = requests.get(timeout=1.0)
-        except queue.Empty:
-            if kernel_dead():
-                send({"ev": "dead", "id": None, "message": kernel_exit_text()})
-                return 1
-            continue
-        if request.get("op") == "shutdown":
-            break
+    channel.send({"ev": "ready"})
+    for request in channel.requests():
         if request.get("op") == "execute":
-            if not execute(request):
-                return 1
+            execute(request)
         elif request.get("op") == "chdir":
-            problem = silent("__import__('os').chdir(%r)" % str(request.get("cwd")))
-            send({"ev": "done", "id": request.get("id"), "problem": problem})
-    try:
-        kc.stop_channels()
-        km.shutdown_kernel(now=True)
-    except Exception:  # noqa: BLE001
-        pass
+            chdir(request)
+    manager.shutdown_kernel()
     return 0
 
 
