@@ -13,11 +13,17 @@
  * --outdir <dir>`, e.g. of another commit). It is copied into the warm sandbox and started there on port 49998 beside
  * the image's own; runCode('1+1') then also runs against it, interleaved, through the same SDK and proxy (the
  * SDK's port header is rewritten for those calls), and its figures get a row of their own.
+ *
+ * A/B of create → first runCode: BENCH_CI_B_IMAGE=<image> (a code-interpreter image with another server, e.g. built
+ * from another commit with docker/code-interpreter/Dockerfile) starts a second API process whose template runs that
+ * image, with a pool of its own; creates then alternate between the two platforms (both pools full before each).
+ * BENCH_CI_SETTLE_MS waits that long after the pools are full before each create (what a pool that was filled a
+ * while before a claim gives).
  */
 import { readdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { Sandbox } from '@e2b/code-interpreter';
-import { startApiProcess } from './api-process.ts';
+import { type ApiProcess, startApiProcess } from './api-process.ts';
 import { ms, now, percentile, type Row } from './bench-stats.ts';
 
 const RUNS = Number(process.env.BENCH_CI_RUNS ?? 200);
@@ -25,6 +31,8 @@ const CREATES = Number(process.env.BENCH_CI_CREATES ?? 20);
 const POOL = Math.max(1, Number(process.env.BENCH_CI_POOL ?? 2));
 const B_SERVER = process.env.BENCH_CI_B_SERVER;
 const B_PORT = 49998;
+const B_IMAGE = process.env.BENCH_CI_B_IMAGE;
+const SETTLE_MS = Number(process.env.BENCH_CI_SETTLE_MS ?? 0);
 const WARM_TARGET_MS = 15;
 const CREATE_TARGET_MS = 150;
 
@@ -86,28 +94,48 @@ function expectTwo(text: string | undefined, what: string): void {
   if (text?.trim() !== '2') throw new Error(`${what} gave ${JSON.stringify(text)}, not 2`);
 }
 
+/** Sandbox.create() → first runCode('1+1') result, in ms. */
+async function createThenRun(opts: { apiKey: string; apiUrl: string; sandboxUrl: string; requestTimeoutMs: number }): Promise<number> {
+  const start = now();
+  const sbx = await Sandbox.create(opts);
+  try {
+    const execution = await sbx.runCode('1+1');
+    const elapsed = now() - start;
+    expectTwo(execution.text, 'runCode after create');
+    return elapsed;
+  } finally {
+    await sbx.kill().catch(() => undefined);
+  }
+}
+
 export async function benchCodeInterpreter(log: Log): Promise<Row[]> {
   log(`code-interpreter: API in its own process with TIDEPOOL_WARM_POOL=code-interpreter=${POOL}`);
   const api = await startApiProcess({ TIDEPOOL_WARM_POOL: `code-interpreter=${POOL}` });
   const opts = { apiKey: api.apiKey, apiUrl: api.url, sandboxUrl: api.url, requestTimeoutMs: 60_000 };
   const rows: Row[] = [];
+  let apiB: ApiProcess | undefined;
   try {
+    if (B_IMAGE) {
+      log(`code-interpreter: a second API process whose template runs ${B_IMAGE}`);
+      apiB = await startApiProcess({ TIDEPOOL_WARM_POOL: `code-interpreter=${POOL}`, TIDEPOOL_CODE_INTERPRETER_IMAGE: B_IMAGE });
+    }
+    const platforms = [api, ...(apiB ? [apiB] : [])];
+    const poolsFull = async (timeoutMs: number) => {
+      for (const platform of platforms) await untilPoolFull(platform.url, platform.apiKey, timeoutMs);
+    };
     log('code-interpreter: waiting for the pool to fill');
-    await untilPoolFull(api.url, api.apiKey, 10 * 60_000);
+    await poolsFull(10 * 60_000);
 
-    // -- create → first runCode from the pool ------------------------------------------------------------------
+    // -- create → first runCode from the pool (A and B alternating which goes first) ---------------------------
     const creates: number[] = [];
+    const createsB: number[] = [];
     for (let i = -1; i < CREATES; i += 1) {
-      await untilPoolFull(api.url, api.apiKey, 5 * 60_000);
-      const start = now();
-      const sbx = await Sandbox.create(opts);
-      try {
-        const execution = await sbx.runCode('1+1');
-        const elapsed = now() - start;
-        expectTwo(execution.text, 'runCode after create');
-        if (i >= 0) creates.push(elapsed); // the first is a warm-up
-      } finally {
-        await sbx.kill().catch(() => undefined);
+      const order = i % 2 === 0 ? platforms : [...platforms].reverse();
+      for (const platform of order) {
+        await poolsFull(5 * 60_000);
+        if (SETTLE_MS > 0) await new Promise((r) => setTimeout(r, SETTLE_MS));
+        const elapsed = await createThenRun({ apiKey: platform.apiKey, apiUrl: platform.url, sandboxUrl: platform.url, requestTimeoutMs: 60_000 });
+        if (i >= 0) (platform === api ? creates : createsB).push(elapsed); // the first round is a warm-up
       }
     }
     log(`code-interpreter: create→first runCode ×${CREATES} done`);
@@ -175,14 +203,23 @@ export async function benchCodeInterpreter(log: Log): Promise<Row[]> {
       });
     }
     rows.push({
-      metric: `create→first runCode from the pool, p50 / p99 (serial, n=${CREATES})`,
+      metric: `create→first runCode from the pool, p50 / p99 (serial, n=${CREATES}${SETTLE_MS ? `, ${SETTLE_MS} ms after the pool filled` : ''})`,
       tidepool: `${ms(createP50)} / ${ms(percentile(creates, 99))}`,
       baseline: '',
       target: `p50 ≤ ${CREATE_TARGET_MS} ms`,
       verdict: createP50 <= CREATE_TARGET_MS ? 'PASS' : 'FAIL',
     });
+    if (apiB) {
+      rows.push({
+        metric: `create→first runCode from the pool on ${B_IMAGE} (alternating), p50 / p99 (n=${CREATES})`,
+        tidepool: `${ms(percentile(createsB, 50))} / ${ms(percentile(createsB, 99))}`,
+        baseline: '',
+        target: '',
+        verdict: 'info',
+      });
+    }
   } finally {
-    await api.stop();
+    await Promise.all([api.stop(), apiB?.stop()]);
   }
   return rows;
 }

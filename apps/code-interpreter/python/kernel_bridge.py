@@ -13,10 +13,16 @@ of its own, without the ZeroMQ sockets and the second process between it and the
        {"ev": "count", "id": n, "count": n}
        {"ev": "done", "id": n}            (after "chdir" too, with "problem": str when it failed)
 An interrupt is SIGINT to this process: the running cell raises KeyboardInterrupt; between cells it is ignored.
-fd 0 is /dev/null. fd 1 and 2 are pipes to the server (it logs them) until the kernel starts; then, as in a kernel
-of its own, they lead into the kernel's stdout and stderr streams, so processes the code starts write into the cell.
+fd 0 is /dev/null. fd 1 and 2 are pipes to the server (it logs them) until the kernel starts; then they lead into
+the cell's stdout and stderr, so processes the code starts write into the cell.
+
+Nothing waits on another thread while a cell runs: the kernel's messages are relayed by the thread that publishes
+them (ipykernel's IOPub thread is stopped; with it stopped ipykernel sends in the calling thread), and print() goes
+to CellOutput below, sent at once when the kernel flushes (before every result and as a cell ends) and otherwise
+within FLUSH_SECONDS by a thread of its own.
 """
 import codecs
+import io
 import json
 import os
 import select
@@ -24,6 +30,12 @@ import signal
 import socket
 import sys
 import threading
+import time
+
+# What a running cell produced reaches the server within this long at the latest (ipykernel's streams wait 0.2 s).
+FLUSH_SECONDS = 0.05
+# Output buffered beyond this is sent by the writer itself (bounded memory; the writer then waits for the server).
+FLUSH_BYTES = 65536
 
 
 def clip(text, limit):
@@ -44,88 +56,278 @@ def finite(value):
 
 
 class Channel:
-    """The JSON-lines socket to the server. Writes come from the main thread and from ipykernel's IOPub thread."""
+    """The JSON-lines socket to the server. Lines are queued and written together by flush(): a cell's events leave
+    in one write as it ends (one wake-up of the server instead of one per event), or within FLUSH_SECONDS while it
+    runs (Flusher). Lines are written whole and in order, and an interrupt that comes while the main thread writes
+    is handled once the write is done, never in the middle of a line (Python runs signal handlers between the parts
+    of a long write)."""
 
     def __init__(self, fd):
         self.socket = socket.socket(fileno=fd)
         self.socket.set_inheritable(False)  # processes the code starts must not hold the server's channel
         self.lines = self.socket.makefile("rb")
-        self.lock = threading.Lock()
+        self.queued = []
+        self.queued_bytes = 0
+        self.lock = threading.Lock()  # the queue
+        self.writing = threading.Lock()  # held from taking the queue until it is written: writes do not overtake
 
     def send(self, message):
+        """Queues a line (written at once when the queue is full)."""
         line = (json.dumps(message, ensure_ascii=False, default=str, allow_nan=False) + "\n").encode("utf-8", "surrogatepass")
         with self.lock:
-            self.socket.sendall(line)
+            self.queued.append(line)
+            self.queued_bytes += len(line)
+            full = self.queued_bytes >= FLUSH_BYTES
+        if full:
+            self.flush()
 
-    def requests(self):
-        for line in self.lines:
+    def send_now(self, message):
+        self.send(message)
+        self.flush()
+
+    def flush(self):
+        with self.writing:
+            with self.lock:
+                if not self.queued:
+                    return
+                data = b"".join(self.queued)
+                self.queued, self.queued_bytes = [], 0
+            if threading.current_thread() is not threading.main_thread():
+                self.socket.sendall(data)
+                return
+            deferred = []
+            handler = signal.signal(signal.SIGINT, lambda signum, frame: deferred.append(frame))
+            try:
+                self.socket.sendall(data)
+            finally:
+                signal.signal(signal.SIGINT, signal.SIG_DFL if handler is None else handler)
+            if deferred and callable(handler):
+                handler(signal.SIGINT, deferred[0])
+
+    def next_request(self):
+        """The next request (malformed lines are skipped); None at the end of input."""
+        while True:
+            line = self.lines.readline()
+            if not line:
+                return None
             try:
                 request = json.loads(line)
             except ValueError:
                 continue
             if isinstance(request, dict):
-                yield request
+                return request
 
 
-def fd_stream_class():
-    from ipykernel.iostream import OutStream
+class CellOutput:
+    """stdout and stderr of the running cell, in the order they were written, whoever wrote them: print(),
+    threads, and (through the pipes on fd 1 and 2) processes the code starts. Text written while no cell runs is
+    dropped. In a process forked by the code, writes go to fd 1/2, back through the pipe."""
 
-    class FdStream(OutStream):
-        """ipykernel's stream with watchfd, made sturdier and cheaper. What processes started by the code write to
-        fd 1/2 goes through a pipe into the stream; ipykernel's watcher stops for good at the first bytes that are
-        not UTF-8, and output still in the pipe when a cell ends reaches no cell. Here bytes are decoded with
-        replacement (a character split between reads kept whole), every flush (the kernel flushes as a cell ends)
-        first takes in what the pipe holds, and a flush with nothing buffered costs nothing."""
+    def __init__(self, channel, max_text):
+        self.channel = channel
+        self.max_text = max_text
+        self.rid = None
+        self.pipes = []
+        self._reset()
+        os.register_at_fork(after_in_child=self._forked)
 
-        def _setup_stream_redirects(self, name):
-            self._drain_lock = threading.Lock()
-            self._decoder = codecs.getincrementaldecoder("utf-8")("replace")
-            super()._setup_stream_redirects(name)
-            os.set_blocking(self._fid, False)
+    def _reset(self):
+        self.pending = []  # [name, text], consecutive writes to one stream merged
+        self.size = 0
+        self.lock = threading.Lock()
+        self.sending = threading.Lock()  # held from taking the buffer until it is queued: flushes do not overtake
+        self.forked = False
 
-        def _drain(self):
-            """Moves what the pipe holds into the stream; False once every writer has closed it."""
-            with self._drain_lock:
-                while True:
-                    try:
-                        data = os.read(self._fid, 65536)
-                    except BlockingIOError:
-                        return True
-                    if not data:
-                        return False
-                    self.write(self._decoder.decode(data))
+    def _forked(self):
+        self._reset()
+        self.forked = True
 
-        def _watch_pipe_fd(self):
+    def write(self, name, text):
+        if self.forked:
+            os.write(1 if name == "stdout" else 2, text.encode("utf-8", "replace"))
+            return
+        with self.lock:
+            if self.rid is None:
+                return
+            if self.pending and self.pending[-1][0] == name:
+                self.pending[-1][1] += text
+            else:
+                self.pending.append([name, text])
+            self.size += len(text)
+            full = self.size >= FLUSH_BYTES
+        if full:
+            self._queue()
+
+    def flush(self):
+        """Queues what was written so far on the channel, taking in what the pipes hold first; True if there was
+        anything."""
+        if self.forked:
+            return False
+        for pipe in self.pipes:
+            pipe.drain()
+        return self._queue()
+
+    def _queue(self):
+        with self.sending:
+            with self.lock:
+                pending, self.pending, self.size = self.pending, [], 0
+                rid = self.rid
+            if rid is None:
+                return False
+            for name, text in pending:
+                self.channel.send({"ev": "stream", "id": rid, "name": name, "text": clip(text, self.max_text)})
+            return bool(pending)
+
+
+class Flusher:
+    """While a cell runs, sends what it produced every FLUSH_SECONDS. Woken once per cell, as it starts (not per
+    output): a short cell ends before its first round, and its output leaves with its end."""
+
+    def __init__(self, channel, output):
+        self.channel = channel
+        self.output = output
+        self.running = False
+        self.wake = threading.Condition()
+        threading.Thread(target=self._run, name="tidepool-flush", daemon=True).start()
+
+    def cell_started(self):
+        with self.wake:
+            self.running = True
+            self.wake.notify()
+
+    def cell_ended(self):
+        self.running = False
+
+    def _run(self):
+        while True:
+            with self.wake:
+                while not self.running:
+                    self.wake.wait()
+            time.sleep(FLUSH_SECONDS)
             try:
-                while self._should_watch:
-                    select.select([self._fid], [], [])
-                    if not self._drain():
-                        break
-            except Exception:  # noqa: BLE001 - kept for OutStream.close(), as ipykernel does
-                self._exc = sys.exc_info()
+                self.output.flush()
+                self.channel.flush()
+            except Exception:  # noqa: BLE001 - a broken channel ends the process through the main thread
+                return
 
-        def flush(self):
-            if getattr(self, "_fid", None) is not None and self._is_master_process():
-                self._drain()
-            # ipykernel flushes both streams three times per cell (before a result, as the request ends, before
-            # "idle"), each a round trip to the IOPub thread: a third of a cell's time for `1+1`. With nothing
-            # buffered there is nothing to wait for: text the IOPub thread already took is sent ahead of anything
-            # published after this (it sends in order).
-            with self._buffer_lock:
-                empty = self._buffer.tell() == 0
-            if not empty:
-                super().flush()
 
-    return FdStream
+class TextStream(io.TextIOBase):
+    """sys.stdout or sys.stderr: a text stream writing into CellOutput."""
+
+    def __init__(self, output, name, fd):
+        super().__init__()
+        self.output = output
+        self.name = name
+        self.fd = fd
+
+    def write(self, text):
+        if not isinstance(text, str):
+            raise TypeError("write() argument must be str, not %s" % type(text).__name__)
+        if text:
+            self.output.write(self.name, text)
+        return len(text)
+
+    @property
+    def encoding(self):
+        return "utf-8"
+
+    @property
+    def errors(self):
+        return "replace"
+
+    def flush(self):
+        # ipykernel flushes before every result and as a cell ends: only text makes that a write to the server.
+        if self.output.flush():
+            self.output.channel.flush()
+
+    def fileno(self):
+        return self.fd
+
+    def isatty(self):
+        return False
+
+    def readable(self):
+        return False
+
+    def writable(self):
+        return True
+
+    def seekable(self):
+        return False
+
+    def close(self):
+        """Kept open: the cell's output has nowhere else to go (as in ipykernel)."""
+
+
+class FdPipe:
+    """fd 1 or 2 of this process as a pipe read into CellOutput: what processes started by the code write there
+    joins the cell. Bytes that are not UTF-8 are replaced (a character split between reads kept whole)."""
+
+    def __init__(self, output, name, fd):
+        self.output = output
+        self.name = name
+        self.lock = threading.Lock()
+        self.decoder = codecs.getincrementaldecoder("utf-8")("replace")
+        self.read_fd, write_fd = os.pipe()
+        os.dup2(write_fd, fd)
+        os.close(write_fd)
+        os.set_inheritable(self.read_fd, False)
+        os.set_blocking(self.read_fd, False)
+        threading.Thread(target=self._watch, name="tidepool-" + name, daemon=True).start()
+
+    def drain(self):
+        """Moves what the pipe holds into the cell's output; False once every writer has closed it."""
+        with self.lock:
+            while True:
+                try:
+                    data = os.read(self.read_fd, 65536)
+                except BlockingIOError:
+                    return True
+                if not data:
+                    return False
+                text = self.decoder.decode(data)
+                if text:
+                    self.output.write(self.name, text)
+
+    def _watch(self):
+        while True:
+            select.select([self.read_fd], [], [])
+            if not self.drain():
+                return
+
+
+class IOPubRelay:
+    """Where ipykernel's IOPub thread sends the kernel's messages: with that thread stopped, ipykernel hands each
+    message here in the thread that publishes it, as the frames of the Jupyter wire format (identities, the
+    delimiter, the signature, header, parent header, metadata, content, buffers). They are read as plain JSON: the
+    in-process client would turn them back into messages through traitlets events and jupyter_client's
+    deserializer, which parses both dates of every message with dateutil, most of a `1+1` cell's time."""
+
+    DELIMITER = b"<IDS|MSG>"
+
+    def __init__(self, relay):
+        self.relay = relay
+
+    def send_multipart(self, frames, *args, **kwargs):
+        frames = [bytes(frame) for frame in frames]
+        start = frames.index(self.DELIMITER) + 2
+        header, parent, _metadata, content = (json.loads(frame) for frame in frames[start:start + 4])
+        self.relay({"msg_type": header.get("msg_type"), "parent_header": parent, "content": content})
+
+    def close(self):
+        pass
 
 
 class Cell:
-    """The execution running now: its id, the Jupyter request it is, and when the kernel went idle after it."""
+    """The execution running now: its id, and the msg_id of its Jupyter request once the kernel announced it."""
 
     def __init__(self):
         self.rid = None
         self.msg_id = None
-        self.idle = threading.Event()
+
+
+def ignore_interrupt(signum, frame):
+    """SIGINT between cells. Not SIG_IGN: processes the code starts would inherit that."""
 
 
 def main():
@@ -137,23 +339,35 @@ def main():
     cell = Cell()
 
     # Between requests an interrupt is dropped; ipykernel puts Python's default handler (KeyboardInterrupt) in place
-    # while it handles one. Not SIG_IGN: processes the code starts would inherit that.
-    signal.signal(signal.SIGINT, lambda signum, frame: None)
+    # while it handles one.
+    signal.signal(signal.SIGINT, ignore_interrupt)
     os.environ.setdefault("MPLBACKEND", "module://matplotlib_inline.backend_inline")
     os.environ["PYDEVD_DISABLE_FILE_VALIDATION"] = "1"  # ipykernel's debugger otherwise warns on every start
     try:
         os.chdir(cwd)
         from ipykernel.inprocess.manager import InProcessKernelManager
+        from traitlets.config import Config
 
-        manager = InProcessKernelManager()
+        config = Config(
+            {
+                # No history database: a context lives as long as its sandbox, and In/Out/%history work from memory.
+                # Its writer thread woke after every cell, and a `1+1` cell took 11 ms instead of 0.5 with it.
+                "HistoryManager": {"enabled": False},
+                # ipykernel sleeps this long before each reply to let its stream threads catch up; the streams here
+                # are flushed before the reply, in this thread.
+                "Kernel": {"_execute_sleep": 0.0},
+            }
+        )
+        manager = InProcessKernelManager(config=config)
         manager.start_kernel()
         kernel = manager.kernel
-        # As in a kernel of its own: print() is a stream message of the request running, and whatever processes
-        # the code starts write to fd 1 and 2 joins it (watchfd); the streams stay in place between requests, so
-        # the kernel's set_parent reaches them (the in-process kernel swaps in streams that never learn the request).
-        stream = fd_stream_class()
-        kernel.stdout = stream(kernel.session, kernel.iopub_thread, "stdout", watchfd=True)
-        kernel.stderr = stream(kernel.session, kernel.iopub_thread, "stderr", watchfd=True)
+        # Messages are relayed by the thread that publishes them: with its IOPub thread stopped, ipykernel sends in
+        # the calling thread (as in a forked process), so no cell waits for a thread switch.
+        kernel.iopub_thread.stop()
+        output = CellOutput(channel, max_text)
+        output.pipes = [FdPipe(output, "stdout", 1), FdPipe(output, "stderr", 2)]
+        kernel.stdout = TextStream(output, "stdout", 1)
+        kernel.stderr = TextStream(output, "stderr", 2)
         sys.stdout, sys.stderr = kernel.stdout, kernel.stderr
         client = manager.client()
         client.start_channels()
@@ -162,18 +376,25 @@ def main():
                 code = compile(handle.read(), setup_file, "exec")
             exec(code, {"__name__": "_tidepool_setup", "_TIDEPOOL_ASSETS": os.path.dirname(os.path.abspath(setup_file))})
     except Exception as error:  # noqa: BLE001 - anything here means no kernel
-        channel.send({"ev": "fatal", "message": "the Python kernel did not start: %s: %s" % (type(error).__name__, error)})
+        channel.send_now({"ev": "fatal", "message": "the Python kernel did not start: %s: %s" % (type(error).__name__, error)})
         return 1
     # Imports resolve against the working directory, as in a kernel of its own, not against this file's directory.
     sys.path[0] = ""
 
     def relay(message):
-        """Sends one IOPub message of the running cell on (ipykernel's IOPub thread calls it, in order)."""
+        """Sends one IOPub message of the running cell on (in the thread that published it)."""
         try:
-            if message["parent_header"].get("msg_id") != cell.msg_id:
-                return
+            parent = message["parent_header"]
             kind = message["msg_type"]
             content = message["content"]
+            if cell.msg_id is None:
+                # The kernel announces a request with "busy" before anything else of it; only the kernel sends
+                # status messages, so a thread of an earlier cell that publishes now is not taken for this one.
+                if cell.rid is not None and kind == "status" and content.get("execution_state") == "busy" and parent.get("msg_type") == "execute_request":
+                    cell.msg_id = parent.get("msg_id")
+                return
+            if parent.get("msg_id") != cell.msg_id:
+                return
             rid = cell.rid
             if kind == "stream":
                 text = content.get("text")
@@ -192,12 +413,21 @@ def main():
                 count = content.get("execution_count")
                 if isinstance(count, int):
                     channel.send({"ev": "count", "id": rid, "count": count})
-            elif kind == "status" and content.get("execution_state") == "idle":
-                cell.idle.set()
         except Exception:  # noqa: BLE001 - a malformed (forged) message is skipped, not fatal
             pass
 
+    kernel.iopub_thread.socket = IOPubRelay(relay)
+    flusher = Flusher(channel, output)
     client.iopub_channel.call_handlers = relay
+    # The replies are not needed (the iopub messages say it all); the blocking client would queue them forever.
+    client.shell_channel.call_handlers = lambda message: None
+    # A first cell costs more than the next ones (imports on first use in ipykernel and IPython, cold formatters):
+    # paid here, before "ready", where a pooled sandbox waits anyway. No output, no history, no execution count.
+    try:
+        client.execute("None", silent=True, store_history=False, user_expressions={}, allow_stdin=False)
+        kernel.shell.display_formatter.format(0)
+    except Exception:  # noqa: BLE001 - only a warm-up: the first cell then pays
+        pass
     saved_env = {}
 
     def execute(request):
@@ -207,24 +437,29 @@ def main():
         saved_env.update({key: os.environ.get(key) for key in values})
         os.environ.update({str(k): str(v) for k, v in (env.get("global") or {}).items()})
         os.environ.update({str(k): str(v) for k, v in values.items()})
-        content = {"code": str(request.get("code", "")), "silent": False, "store_history": True, "user_expressions": {}, "allow_stdin": False, "stop_on_error": True}
-        message = client.session.msg("execute_request", content)
-        cell.rid = request.get("id")
-        cell.msg_id = message["header"]["msg_id"]
-        cell.idle.clear()
-        # What client.execute() does, with the request made here so that its id is known before its messages come.
-        client._dispatch_to_kernel(message)
-        # The IOPub thread delivers the request's messages after it returns; "idle" is the last of them.
-        while not cell.idle.wait(1.0):
-            if not kernel.iopub_thread.thread.is_alive():
-                break
+        cell.rid = output.rid = request.get("id")
+        cell.msg_id = None
+        flusher.cell_started()
+        try:
+            # Runs the cell to its end in this thread; its messages have been relayed when it returns.
+            client.execute(str(request.get("code", "")), silent=False, store_history=True, user_expressions={}, allow_stdin=False)
+        except KeyboardInterrupt:
+            pass  # an interrupt that came as the cell ended, after its code: nothing of the cell is lost
+        finally:
+            signal.signal(signal.SIGINT, ignore_interrupt)
+        finish()
+
+    def finish():
+        flusher.cell_ended()
+        output.flush()
         for key, value in saved_env.items():
             if value is None:
                 os.environ.pop(key, None)
             else:
                 os.environ[key] = value
-        channel.send({"ev": "done", "id": cell.rid})
-        cell.msg_id = None
+        rid = cell.rid
+        output.rid = cell.rid = cell.msg_id = None
+        channel.send_now({"ev": "done", "id": rid})
 
     def chdir(request):
         try:
@@ -232,14 +467,23 @@ def main():
             problem = None
         except OSError as error:
             problem = "%s: %s" % (type(error).__name__, error)
-        channel.send({"ev": "done", "id": request.get("id"), "problem": problem})
+        channel.send_now({"ev": "done", "id": request.get("id"), "problem": problem})
 
-    channel.send({"ev": "ready"})
-    for request in channel.requests():
-        if request.get("op") == "execute":
-            execute(request)
-        elif request.get("op") == "chdir":
-            chdir(request)
+    channel.send_now({"ev": "ready"})
+    while True:
+        try:
+            request = channel.next_request()
+            if request is None:
+                break
+            if request.get("op") == "execute":
+                execute(request)
+            elif request.get("op") == "chdir":
+                chdir(request)
+        except KeyboardInterrupt:
+            # A second interrupt in the moment between an interrupted cell and the handler back in place.
+            signal.signal(signal.SIGINT, ignore_interrupt)
+            if cell.rid is not None:
+                finish()
     manager.shutdown_kernel()
     return 0
 
