@@ -70,9 +70,18 @@ class Channel:
         self.queued_bytes = 0
         self.lock = threading.Lock()  # the queue
         self.writing = threading.Lock()  # held from taking the queue until it is written: writes do not overtake
+        self.forked = False
+        os.register_at_fork(after_in_child=self._forked)
+
+    def _forked(self):
+        """A process forked by the code shares the socket: it never writes to it (its prints go through fd 1/2)."""
+        self.forked = True
+        self.queued, self.queued_bytes = [], 0
 
     def send(self, message):
         """Queues a line (written at once when the queue is full)."""
+        if self.forked:
+            return
         line = (json.dumps(message, ensure_ascii=False, default=str, allow_nan=False) + "\n").encode("utf-8", "surrogatepass")
         with self.lock:
             self.queued.append(line)
@@ -307,8 +316,10 @@ class IOPubRelay:
 
     def __init__(self, relay):
         self.relay = relay
+        self.received = 0
 
     def send_multipart(self, frames, *args, **kwargs):
+        self.received += 1
         frames = [bytes(frame) for frame in frames]
         start = frames.index(self.DELIMITER) + 2
         header, parent, _metadata, content = (json.loads(frame) for frame in frames[start:start + 4])
@@ -416,7 +427,7 @@ def main():
         except Exception:  # noqa: BLE001 - a malformed (forged) message is skipped, not fatal
             pass
 
-    kernel.iopub_thread.socket = IOPubRelay(relay)
+    iopub = kernel.iopub_thread.socket = IOPubRelay(relay)
     flusher = Flusher(channel, output)
     client.iopub_channel.call_handlers = relay
     # The replies are not needed (the iopub messages say it all); the blocking client would queue them forever.
@@ -426,8 +437,14 @@ def main():
     try:
         client.execute("None", silent=True, store_history=False, user_expressions={}, allow_stdin=False)
         kernel.shell.display_formatter.format(0)
-    except Exception:  # noqa: BLE001 - only a warm-up: the first cell then pays
-        pass
+    except Exception as error:  # noqa: BLE001 - the kernel cannot run code
+        channel.send_now({"ev": "fatal", "message": "the Python kernel cannot run code: %s: %s" % (type(error).__name__, error)})
+        return 1
+    # The relay depends on how ipykernel (6.x, Debian bookworm's in the template) sends with its IOPub thread
+    # stopped: a kernel that sends its messages some other way would run cells whose output never arrives.
+    if iopub.received == 0:
+        channel.send_now({"ev": "fatal", "message": "this ipykernel did not hand its messages to the relay (kernel_bridge.py supports ipykernel 6)"})
+        return 1
     saved_env = {}
 
     def execute(request):
