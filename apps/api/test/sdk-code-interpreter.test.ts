@@ -213,6 +213,26 @@ describe('Python', () => {
     expect(again.logs.stdout).toEqual(['still watched\n']);
   });
 
+  it('output of forked processes and of stdout=sys.stdout joins the cell; what a thread prints between cells is dropped', async () => {
+    const execution = await sbx.runCode(
+      [
+        'import multiprocessing, subprocess, sys, threading, time',
+        'p = multiprocessing.get_context("fork").Process(target=print, args=("from a fork",))',
+        'p.start(); p.join()',
+        'subprocess.run(["echo", "via sys.stdout"], stdout=sys.stdout)',
+        'threading.Thread(target=lambda: (time.sleep(0.3), print("late"))).start()',
+        '"ok"',
+      ].join('\n'),
+    );
+    expect(execution.logs.stdout.join('')).toBe('from a fork\nvia sys.stdout\n');
+    expect(execution.text).toBe("'ok'");
+    // "late" is printed while no cell runs: dropped, not kept for the next cell.
+    await new Promise((resolve) => setTimeout(resolve, 1000));
+    const next = await sbx.runCode('"next"');
+    expect(next.logs.stdout).toEqual([]);
+    expect(next.text).toBe("'next'");
+  });
+
   it('a kernel that dies gives a clear error, and the next execution gets a fresh kernel', async () => {
     await sbx.runCode('doomed = 1');
     const death = await sbx.runCode('import os, signal\nos.kill(os.getpid(), signal.SIGKILL)');
