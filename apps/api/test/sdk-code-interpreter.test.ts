@@ -204,6 +204,35 @@ describe('Python', () => {
     expect((await raw(sbx, '/health')).status).toBe(200);
   });
 
+  it('output of processes the code starts joins the cell; bytes that are not UTF-8 are replaced and the stream goes on', async () => {
+    const execution = await sbx.runCode('import os, subprocess\nos.write(1, b"raw \\xff\\xfe bytes\\n")\nsubprocess.run(["echo", "from a child"])\n_ = os.system("echo to stderr >&2")\n"ok"');
+    expect(execution.logs.stdout.join('')).toBe('raw \uFFFD\uFFFD bytes\nfrom a child\n');
+    expect(execution.logs.stderr.join('')).toBe('to stderr\n');
+    expect(execution.text).toBe("'ok'");
+    const again = await sbx.runCode('_ = os.system("echo still watched")');
+    expect(again.logs.stdout).toEqual(['still watched\n']);
+  });
+
+  it('output of forked processes and of stdout=sys.stdout joins the cell; what a thread prints between cells is dropped', async () => {
+    const execution = await sbx.runCode(
+      [
+        'import multiprocessing, subprocess, sys, threading, time',
+        'p = multiprocessing.get_context("fork").Process(target=print, args=("from a fork",))',
+        'p.start(); p.join()',
+        'subprocess.run(["echo", "via sys.stdout"], stdout=sys.stdout)',
+        'threading.Thread(target=lambda: (time.sleep(0.3), print("late"))).start()',
+        '"ok"',
+      ].join('\n'),
+    );
+    expect(execution.logs.stdout.join('')).toBe('from a fork\nvia sys.stdout\n');
+    expect(execution.text).toBe("'ok'");
+    // "late" is printed while no cell runs: dropped, not kept for the next cell.
+    await new Promise((resolve) => setTimeout(resolve, 1000));
+    const next = await sbx.runCode('"next"');
+    expect(next.logs.stdout).toEqual([]);
+    expect(next.text).toBe("'next'");
+  });
+
   it('a kernel that dies gives a clear error, and the next execution gets a fresh kernel', async () => {
     await sbx.runCode('doomed = 1');
     const death = await sbx.runCode('import os, signal\nos.kill(os.getpid(), signal.SIGKILL)');
@@ -264,6 +293,30 @@ describe('contexts', () => {
     }
     await expect(sbx.runCode('1', { language: 'cobol' })).rejects.toThrow(/400/);
   });
+
+  it('a flood of executions, abandoned executions and contexts: every call answers, the server stays up, no kernel is left behind', async () => {
+    const bridges = async (): Promise<number> => Number((await sbx.commands.run("pgrep -c -f '[k]ernel_bridge.py' || true")).stdout.trim());
+    const before = await bridges();
+    const flood = await Promise.all(Array.from({ length: 40 }, (_, i) => sbx.runCode(`${i} * 2`)));
+    expect(flood.map((e) => e.text)).toEqual(Array.from({ length: 40 }, (_, i) => String(i * 2)));
+    // Clients that give up while their code runs or waits in the queue: the context survives them all.
+    const abandoned = await Promise.allSettled(Array.from({ length: 6 }, () => sbx.runCode('import time\ntime.sleep(30)', { timeoutMs: 1000 })));
+    expect(abandoned.every((o) => o.status === 'rejected')).toBe(true);
+    expect((await sbx.runCode('"after the flood"')).text).toBe("'after the flood'");
+    const contexts = await Promise.all(Array.from({ length: 3 }, () => sbx.createCodeContext()));
+    const answers = await Promise.all(contexts.map((c, i) => sbx.runCode(`${i} + 100`, { context: c })));
+    expect(answers.map((e) => e.text)).toEqual(['100', '101', '102']);
+    await Promise.all(contexts.map((c) => sbx.removeCodeContext(c)));
+    expect((await raw(sbx, '/health')).status).toBe(200);
+    // The spare kernel the new contexts took is started again; once it is, as many kernels run as before.
+    const deadline = Date.now() + 120_000;
+    let now = await bridges();
+    while (now !== before && Date.now() < deadline) {
+      await new Promise((resolve) => setTimeout(resolve, 1000));
+      now = await bridges();
+    }
+    expect(now).toBe(before);
+  }, 240_000);
 });
 
 describe('JavaScript, TypeScript and bash', () => {

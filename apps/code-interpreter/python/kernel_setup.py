@@ -1,35 +1,8 @@
-# Runs once, silently, in every new Python kernel of the code-interpreter (kernel_bridge.py --setup).
-# Defines the `_tidepool_ci` module (per-execution environment variables) and the display formatters that
-# give pandas DataFrames a `data` format and matplotlib figures a `chart` format (_tidepool_charts.py).
-# The bridge defines _TIDEPOOL_ASSETS (the directory of these files) before running it.
+# Runs once in every new Python kernel of the code-interpreter (kernel_bridge.py --setup), outside the user's
+# namespace: adds the display formatters that give pandas DataFrames a `data` format and matplotlib figures a
+# `chart` format (_tidepool_charts.py). The bridge defines _TIDEPOOL_ASSETS (the directory of these files).
 def _tidepool_ci_setup():
     import os
-    import sys
-    import types
-
-    module = types.ModuleType("_tidepool_ci")
-    module.saved = []
-
-    def env_set(values):
-        os.environ.update({str(k): str(v) for k, v in values.items()})
-
-    def env_push(values):
-        module.saved.append({k: os.environ.get(k) for k in values})
-        env_set(values)
-
-    def env_pop():
-        if not module.saved:
-            return
-        for key, value in module.saved.pop().items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
-
-    module.env_set = env_set
-    module.env_push = env_push
-    module.env_pop = env_pop
-    sys.modules["_tidepool_ci"] = module
 
     from IPython import get_ipython
     from IPython.core.formatters import BaseFormatter
@@ -37,7 +10,7 @@ def _tidepool_ci_setup():
 
     shell = get_ipython()
     if shell is None:
-        return
+        raise RuntimeError("no IPython shell to add the formatters to")
 
     class TableFormatter(BaseFormatter):
         format_type = Unicode("application/vnd.tidepool.data+json")

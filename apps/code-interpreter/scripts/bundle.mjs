@@ -2,7 +2,7 @@
 // Bundles the code-interpreter server for the sandbox image: one directory with
 //   server.mjs        src/main.ts, run by the envd runtime's Node (/opt/tidepool/bin/node)
 //   js-worker.mjs     src/worker/js-worker.ts (one per JavaScript/TypeScript context; TypeScript inlined)
-//   kernel_bridge.py  python/kernel_bridge.py (one per Python context, run by the image's python3)
+//   kernel_bridge.py  python/kernel_bridge.py (one process per Python context, its kernel inside; the image's python3)
 //   kernel_setup.py   python/kernel_setup.py, python/_tidepool_charts.py
 //
 //   node scripts/bundle.mjs [--outdir <dir>]      (default: dist/)

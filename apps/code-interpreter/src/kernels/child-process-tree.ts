@@ -10,16 +10,6 @@ export function killGroup(child: ChildProcess, signal: NodeJS.Signals = 'SIGKILL
   }
 }
 
-/** Kills a process group by its leader's pid (a kernel in a session of its own). */
-export function killGroupOf(pid: number | undefined, signal: NodeJS.Signals = 'SIGKILL'): void {
-  if (!pid) return;
-  try {
-    process.kill(-pid, signal);
-  } catch {
-    // already gone
-  }
-}
-
 /** Resolves when the child has exited (at once when it already has). */
 export function exited(child: ChildProcess): Promise<void> {
   if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve();
@@ -28,5 +18,5 @@ export function exited(child: ChildProcess): Promise<void> {
 
 /** How a child ended, in words. */
 export function describeExit(code: number | null, signal: NodeJS.Signals | null): string {
-  return signal ? `killed by ${signal}` : `exited with status ${code}`;
+  return signal ? `was killed by ${signal}` : `exited with status ${code}`;
 }

@@ -5,18 +5,14 @@ import { parseBridgeEvent } from './python-kernel.ts';
 describe('parseBridgeEvent (lines from the Python bridge, contents forgeable by kernel code)', () => {
   it('accepts well-formed events', () => {
     expect(parseBridgeEvent('{"ev":"stream","id":1,"name":"stdout","text":"hi"}')).toEqual({ ev: 'stream', id: 1, name: 'stdout', text: 'hi' });
-    expect(parseBridgeEvent('{"ev":"dead","id":null,"message":"gone"}')).toEqual({ ev: 'dead', id: null, message: 'gone' });
-    expect(parseBridgeEvent('{"ev":"ready","kernel_pid":42}')).toEqual({ ev: 'ready', kernel_pid: 42 });
+    expect(parseBridgeEvent('{"ev":"done","id":2,"problem":"ENOENT"}')).toEqual({ ev: 'done', id: 2, problem: 'ENOENT' });
+    expect(parseBridgeEvent('{"ev":"ready"}')).toEqual({ ev: 'ready' });
   });
 
   it('ignores what is not JSON, not an object, or has fields of the wrong type', () => {
-    for (const line of ['', 'null', '5', '[]', 'not json', '{"ev":"stream","id":1,"name":"stdout","text":5}', '{"ev":"result","id":"1","data":{},"main":true}', '{"ev":"error","id":1,"name":"E","value":"v","traceback":["x"]}', '{"ev":"nope"}']) {
+    for (const line of ['', 'null', '5', '[]', 'not json', '{"ev":"stream","id":1,"name":"stdout","text":5}', '{"ev":"result","id":"1","data":{},"main":true}', '{"ev":"error","id":1,"name":"E","value":"v","traceback":["x"]}', '{"ev":"done","id":null}', '{"ev":"fatal"}', '{"ev":"nope"}']) {
       expect(parseBridgeEvent(line)).toBeUndefined();
     }
-  });
-
-  it('never passes on a kernel pid that would signal everything (0, 1, negative)', () => {
-    for (const pid of [0, 1, -1, 1.5]) expect(parseBridgeEvent(`{"ev":"ready","kernel_pid":${pid}}`)).toEqual({ ev: 'ready', kernel_pid: null });
   });
 });
 

@@ -1,8 +1,9 @@
 import { type ChildProcess, spawn } from 'node:child_process';
+import type { Duplex } from 'node:stream';
 import type { Logger } from 'pino';
 import { bundleFromMime } from '../protocol/frames.ts';
 import { LineSplitter } from '../protocol/line-splitter.ts';
-import { describeExit, exited, killGroup, killGroupOf } from './child-process-tree.ts';
+import { describeExit, exited, killGroup } from './child-process-tree.ts';
 import { type ExecuteRequest, type ExecutionSink, INTERPRETER_ERROR_NAME, InterpreterError, type Kernel } from './kernel.ts';
 import { interruptibleExecution } from './interruptible-execution.ts';
 
@@ -21,14 +22,13 @@ export interface PythonKernelOptions {
 }
 
 type BridgeEvent =
-  | { ev: 'ready'; kernel_pid: number | null }
+  | { ev: 'ready' }
   | { ev: 'fatal'; message: string }
   | { ev: 'stream'; id: number; name: string; text: string }
   | { ev: 'result'; id: number; data: Record<string, unknown>; main: boolean }
   | { ev: 'error'; id: number; name: string; value: string; traceback: string }
   | { ev: 'count'; id: number; count: number }
-  | { ev: 'done'; id: number; problem?: string }
-  | { ev: 'dead'; id: number | null; message: string };
+  | { ev: 'done'; id: number; problem?: string };
 
 const isString = (v: unknown): v is string => typeof v === 'string';
 const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
@@ -49,11 +49,9 @@ export function parseBridgeEvent(line: string): BridgeEvent | undefined {
   const hasId = Number.isSafeInteger(id);
   switch (raw.ev) {
     case 'ready':
-      return { ev: 'ready', kernel_pid: Number.isSafeInteger(raw.kernel_pid) && (raw.kernel_pid as number) > 1 ? (raw.kernel_pid as number) : null };
+      return { ev: 'ready' };
     case 'fatal':
       return isString(raw.message) ? { ev: 'fatal', message: raw.message } : undefined;
-    case 'dead':
-      return isString(raw.message) ? { ev: 'dead', id: hasId ? (id as number) : null, message: raw.message } : undefined;
     case 'stream':
       return hasId && isString(raw.name) && isString(raw.text) ? { ev: 'stream', id: id as number, name: raw.name, text: raw.text } : undefined;
     case 'result':
@@ -82,13 +80,13 @@ interface Running {
 const MAX_BRIDGE_LINE_BYTES = 64 * 1024 * 1024;
 
 /**
- * A Python context: an ipykernel started and relayed by python/kernel_bridge.py (jupyter_client), spoken to in
- * JSON lines over the bridge's stdin/stdout. The bridge runs in a process group of its own; the kernel in a
- * session of its own (jupyter_client's choice), so both are killed by group.
+ * A Python context: python/kernel_bridge.py, a process running ipykernel's in-process kernel, spoken to in JSON
+ * lines over a socket on its fd 3. Interrupts are SIGINT to its process group (as jupyter_client interrupts a
+ * kernel: processes the code started get it too); it and everything it started are killed by group.
  */
 export class PythonKernel implements Kernel {
   private child: ChildProcess | undefined;
-  private kernelPid: number | undefined;
+  private channel: Duplex | undefined;
   private running: Running | undefined;
   private nextId = 1;
   private exitedAt: string | undefined;
@@ -106,16 +104,21 @@ export class PythonKernel implements Kernel {
     const child = spawn(options.python, [options.bridgePath, '--cwd', options.cwd, '--setup', options.setupPath, '--max-text', String(options.maxTextChars)], {
       cwd: options.cwd,
       detached: true,
-      stdio: ['pipe', 'pipe', 'pipe'],
+      stdio: ['ignore', 'pipe', 'pipe', 'pipe'],
     });
     this.child = child;
+    const channel = child.stdio[3] as Duplex;
+    this.channel = channel;
     const lines = new LineSplitter((line) => this.onLine(line), MAX_BRIDGE_LINE_BYTES, (bytes) => {
       this.running?.sink.stderr(`[code-interpreter] an output of ${bytes} bytes was dropped: it is larger than ${MAX_BRIDGE_LINE_BYTES} bytes\n`);
     });
-    child.stdout!.on('data', (chunk: Buffer) => lines.push(chunk));
-    const stderr = new LineSplitter((line) => options.logger.debug({ line: line.slice(0, 2000) }, 'python kernel stderr'), 64 * 1024);
-    child.stderr!.on('data', (chunk: Buffer) => stderr.push(chunk));
-    child.stdin!.on('error', () => undefined);
+    channel.on('data', (chunk: Buffer) => lines.push(chunk));
+    channel.on('error', () => undefined);
+    // The bridge's fd 1 and 2 until its kernel runs (Python's own errors); after that they lead into the kernel.
+    for (const stream of [child.stdout!, child.stderr!]) {
+      const output = new LineSplitter((line) => options.logger.debug({ line: line.slice(0, 2000) }, 'python kernel output'), 64 * 1024);
+      stream.on('data', (chunk: Buffer) => output.push(chunk));
+    }
     child.on('exit', (code, signal) => this.onExit(describeExit(code, signal)));
     child.on('error', (error) => this.onExit(`could not be started: ${error.message}`));
 
@@ -143,7 +146,9 @@ export class PythonKernel implements Kernel {
     const policy = {
       signal,
       graceMs: this.options.interruptGraceMs,
-      interrupt: () => this.send({ op: 'interrupt' }),
+      interrupt: () => {
+        if (this.child && this.exitedAt === undefined) killGroup(this.child, 'SIGINT');
+      },
       kill: () => {
         this.options.logger.warn({ graceMs: this.options.interruptGraceMs }, 'python kernel ignored an interrupt; killing it');
         this.exitedAt = `the code did not stop within ${this.options.interruptGraceMs / 1000} s of an interrupt, so the Python kernel was killed`;
@@ -173,31 +178,27 @@ export class PythonKernel implements Kernel {
     });
   }
 
+  /** Closes the channel (the bridge then shuts its kernel down and exits); kills what is left after 3 s. */
   async stop(): Promise<void> {
     const child = this.child;
-    if (!child || this.exitedAt !== undefined) {
-      this.killKernel();
-      return;
+    if (!child) return;
+    if (this.exitedAt === undefined) {
+      this.channel?.end();
+      const timer = setTimeout(() => this.kill(), 3000);
+      await exited(child);
+      clearTimeout(timer);
     }
-    this.send({ op: 'shutdown' });
-    const timer = setTimeout(() => this.kill(), 3000);
-    await exited(child);
-    clearTimeout(timer);
-    this.killKernel();
+    // Processes the code started may outlive the bridge in its group.
+    this.kill();
   }
 
   private kill(): void {
     if (this.child) killGroup(this.child);
-    this.killKernel();
-  }
-
-  private killKernel(): void {
-    killGroupOf(this.kernelPid);
   }
 
   private send(message: unknown): void {
-    const stdin = this.child?.stdin;
-    if (stdin && !stdin.destroyed && this.exitedAt === undefined) stdin.write(`${JSON.stringify(message)}\n`);
+    const channel = this.channel;
+    if (channel && !channel.destroyed && this.exitedAt === undefined) channel.write(`${JSON.stringify(message)}\n`);
   }
 
   private onLine(line: string): void {
@@ -207,18 +208,11 @@ export class PythonKernel implements Kernel {
       return;
     }
     if (event.ev === 'ready') {
-      this.kernelPid = event.kernel_pid ?? undefined;
       this.onReady?.();
       return;
     }
     if (event.ev === 'fatal') {
       this.onReady?.(new InterpreterError(event.message));
-      return;
-    }
-    if (event.ev === 'dead') {
-      this.exitedAt = event.message;
-      this.running?.sink.error(INTERPRETER_ERROR_NAME, `${event.message} while running this code: its state is lost (the next execution starts a fresh kernel)`, '');
-      this.running?.finish();
       return;
     }
     if (event.ev === 'done' && this.pendingMove?.id === event.id) {
@@ -250,8 +244,8 @@ export class PythonKernel implements Kernel {
   }
 
   private onExit(how: string): void {
-    if (this.exitedAt === undefined) this.exitedAt = `the Python kernel bridge ${how}`;
-    this.killKernel();
+    if (this.exitedAt === undefined) this.exitedAt = `the Python kernel ${how}`;
+    this.kill();
     this.onReady?.(new InterpreterError(`the Python kernel did not start: ${this.exitedAt}`));
     this.pendingMove?.settle(this.exitedAt);
     this.pendingMove = undefined;

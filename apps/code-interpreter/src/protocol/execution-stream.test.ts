@@ -1,6 +1,7 @@
-import type { ServerResponse } from 'node:http';
+import { createServer, type Server, type ServerResponse } from 'node:http';
+import { connect } from 'node:net';
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { ExecutionStream } from './execution-stream.ts';
+import { ExecutionStream, HEAD_HOLD_MS } from './execution-stream.ts';
 
 /** The part of ServerResponse the stream uses, recording what was written. */
 function fakeResponse() {
@@ -13,6 +14,9 @@ function fakeResponse() {
       this.status = status;
     },
     flushHeaders() {},
+    writableEnded: false,
+    cork() {},
+    uncork() {},
     write(chunk: string) {
       written.push(chunk);
       return true;
@@ -86,5 +90,48 @@ describe('ExecutionStream', () => {
     expect(got[0]).toMatchObject({ type: 'result', text: 'small' });
     expect(got[1]).toMatchObject({ type: 'stderr' });
     expect(got[1].text).toContain('was dropped');
+  });
+});
+
+describe('ExecutionStream on a real connection', () => {
+  let server: Server | undefined;
+  afterEach(() => new Promise<void>((resolve) => (server ? server.close(() => resolve()) : resolve())));
+
+  /** Serves one response written by `run`; returns each chunk the client socket read. */
+  async function exchange(run: (stream: ExecutionStream) => void): Promise<string[]> {
+    server = createServer((_req, res) => run(new ExecutionStream(res, options)));
+    await new Promise<void>((resolve) => server!.listen(0, '127.0.0.1', resolve));
+    const { port } = server.address() as { port: number };
+    const chunks: string[] = [];
+    await new Promise<void>((resolve, reject) => {
+      const socket = connect(port, '127.0.0.1', () => socket.write('POST /execute HTTP/1.1\r\nhost: x\r\nconnection: close\r\ncontent-length: 0\r\n\r\n'));
+      socket.on('data', (data) => chunks.push(data.toString()));
+      socket.on('end', resolve);
+      socket.on('error', reject);
+    });
+    return chunks;
+  }
+
+  it('sends a short execution as one write: head, frames, end and the last chunk together', async () => {
+    const chunks = await exchange((stream) => {
+      setTimeout(() => {
+        stream.executionCount(1);
+        stream.result({ text: '2' }, true);
+        void Promise.resolve().then(() => stream.end());
+      }, 2);
+    });
+    expect(chunks).toHaveLength(1);
+    expect(chunks[0]!).toMatch(/^HTTP\/1.1 200/);
+    expect(chunks[0]!).toContain('"number_of_executions"');
+    expect(chunks[0]!).toContain('"end_of_execution"');
+    expect(chunks[0]!.endsWith('0\r\n\r\n')).toBe(true);
+  });
+
+  it('shows the head of a longer execution before its first frame', async () => {
+    const chunks = await exchange((stream) => setTimeout(() => stream.end(), HEAD_HOLD_MS + 300));
+    expect(chunks.length).toBeGreaterThanOrEqual(2);
+    expect(chunks[0]!).toMatch(/^HTTP\/1.1 200/);
+    expect(chunks[0]!).not.toContain('end_of_execution');
+    expect(chunks.at(-1)!).toContain('end_of_execution');
   });
 });

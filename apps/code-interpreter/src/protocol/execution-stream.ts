@@ -12,11 +12,21 @@ export interface ExecutionStreamOptions {
 }
 
 /**
+ * How long the response head waits for the first frame. A short execution (`1+1`) then reaches the client as one
+ * packet, head, frames and end together; a longer one shows its head after this long.
+ */
+export const HEAD_HOLD_MS = 20;
+
+/**
  * One `/execute` response: NDJSON frames written as they happen, keepalives in between, output bounded,
- * `end_of_execution` last. Knows nothing of kernels; kernels write through the ExecutionSink it is.
+ * `end_of_execution` last. Frames written in one turn of the event loop (the kernel's lines of one read, and the
+ * end that follows them) leave in one write. Knows nothing of kernels; kernels write through the ExecutionSink it is.
  */
 export class ExecutionStream implements ExecutionSink {
   private readonly keepalive: NodeJS.Timeout;
+  private readonly headTimer: NodeJS.Timeout;
+  private headSent = false;
+  private corked = false;
   private outputBytes = 0;
   private resultBytes = 0;
   private outputTruncated = false;
@@ -27,7 +37,12 @@ export class ExecutionStream implements ExecutionSink {
     private readonly options: ExecutionStreamOptions,
   ) {
     res.writeHead(200, { 'content-type': 'application/x-ndjson', 'cache-control': 'no-store', 'x-accel-buffering': 'no' });
-    res.flushHeaders();
+    this.headTimer = setTimeout(() => {
+      if (this.headSent || this.ended || res.destroyed) return;
+      this.headSent = true;
+      res.flushHeaders();
+    }, HEAD_HOLD_MS);
+    this.headTimer.unref();
     this.keepalive = setInterval(() => this.write({ type: 'keepalive' }), options.keepaliveMs);
     this.keepalive.unref();
   }
@@ -73,6 +88,7 @@ export class ExecutionStream implements ExecutionSink {
   /** Stops keepalives; the response is left to whoever broke it off. */
   close(): void {
     clearInterval(this.keepalive);
+    clearTimeout(this.headTimer);
     if (!this.ended) {
       this.ended = true;
       if (!this.res.destroyed) this.res.end();
@@ -105,6 +121,16 @@ export class ExecutionStream implements ExecutionSink {
 
   private writeLine(line: string): void {
     if (this.ended || this.res.destroyed) return;
+    this.headSent = true;
+    if (!this.corked) {
+      this.corked = true;
+      this.res.cork();
+      setImmediate(() => {
+        this.corked = false;
+        // end() uncorks by itself.
+        if (!this.res.writableEnded && !this.res.destroyed) this.res.uncork();
+      });
+    }
     this.res.write(`${line}\n`);
   }
 }
