@@ -406,9 +406,11 @@ export class SandboxLifecycle implements SandboxDirectory {
     const { templateId, cpuCount, memoryMB, defaults } = plan.from;
     // The node placement picks (a ready pool container of the key weighs in its favour) serves the claim.
     const placement = this.deps.nodes.place({ cpuCount, memoryMB, image: plan.image, poolKey: key, exclude: plan.excluded }, this.registry.all());
-    // A pooled container's memory is already taken: with no node to place on, the embedded node's pool still serves.
+    // A pooled container's memory is already taken: with no node to place on, the embedded node's pool still serves
+    // (unless that node is drained, or cannot apply the sandbox's network rules).
     const embedded = this.deps.nodes.embeddedId;
-    const nodeId = placement.kind === 'placed' ? placement.nodeId : embedded !== undefined && !plan.excluded?.has(embedded) ? embedded : undefined;
+    const embeddedServes = embedded !== undefined && this.deps.nodes.status(embedded) === 'ready' && !plan.excluded?.has(embedded);
+    const nodeId = placement.kind === 'placed' ? placement.nodeId : embeddedServes ? embedded : undefined;
     const pool = nodeId === undefined ? undefined : pools.of(nodeId);
     const pooled = pool?.take(key, { key, reference, templateId, image: plan.image, cpuCount, memoryMB, defaults });
     if (!pool || !pooled) return this.launch(plan);
