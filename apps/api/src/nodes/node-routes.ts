@@ -18,7 +18,7 @@ const NodeQuery = Type.Object({ clusterID: Type.Optional(Type.String({ maxLength
 /** The reference's `NodeStatusChange`: any `NodeStatus` is well-formed; an operator may set `ready` and `draining`. */
 const StatusChange = Type.Object(
   {
-    status: Type.Union(['ready', 'draining', 'connecting', 'unhealthy', 'standby'].map((s) => Type.Literal(s))),
+    status: Type.Union([Type.Literal('ready'), Type.Literal('draining'), Type.Literal('connecting'), Type.Literal('unhealthy'), Type.Literal('standby')]),
     clusterID: Type.Optional(Type.String({ maxLength: 200 })),
   },
   { additionalProperties: false },
