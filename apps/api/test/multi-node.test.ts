@@ -102,7 +102,7 @@ describe('two nodes', () => {
 
   it('POST /nodes/{id} drains a node: nothing new is placed there, its sandboxes keep answering; ready undoes it; bad changes are refused', async () => {
     const admin = (method: string, path: string, body?: unknown) => api(platform, method, path, body, platform.adminKey);
-    const onB = [];
+    const onB: Sandbox[] = [];
     for (const sbx of sandboxes) if ((await clientIdOf(sbx.sandboxId)) === 'node-b') onB.push(sbx);
     expect(onB.length).toBeGreaterThan(0);
     expect((await admin('POST', '/nodes/node-b', { status: 'draining' })).status).toBe(204);
