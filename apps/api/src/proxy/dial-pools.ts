@@ -6,8 +6,9 @@
  * that speak TLS (TLS is set up on top of the tunnel; certificates in sandboxes are not verified, as directly).
  */
 import http from 'node:http';
+import { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
-import { connect as tlsConnect } from 'node:tls';
+import { connect as tlsConnect, TLSSocket } from 'node:tls';
 
 export type Dial = (address: string, port: number) => Promise<Duplex>;
 
@@ -17,6 +18,8 @@ export type Dial = (address: string, port: number) => Promise<Duplex>;
  * reuse). TCP keep-alive, Nagle and event-loop references belong to the one connection to the agent.
  */
 function asPoolableSocket(stream: Duplex): Duplex {
+  // A plain TCP socket (a dial that connects directly: tests' in-process nodes) has them all, working.
+  if (stream instanceof Socket && !(stream instanceof TLSSocket)) return stream;
   const socket = stream as Duplex & Record<'setKeepAlive' | 'ref' | 'unref' | 'setNoDelay', () => unknown>;
   for (const method of ['setKeepAlive', 'ref', 'unref', 'setNoDelay'] as const) socket[method] = () => socket;
   return socket;
