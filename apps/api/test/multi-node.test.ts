@@ -7,6 +7,7 @@
  * creates avoid it), and when it heartbeats again it is reconciled (its sandboxes back, a container the platform
  * forgot removed).
  */
+import http from 'node:http';
 import Docker from 'dockerode';
 import { Sandbox, Volume } from 'e2b';
 import pino from 'pino';
@@ -99,6 +100,31 @@ describe('two nodes', () => {
     expect(b).toMatchObject({ sandboxCount: 2, createSuccesses: 2 });
     expect(b.metrics.allocatedCPU).toBeGreaterThan(0);
   }, 300_000);
+
+  it('proxied requests to a sandbox on node-b reuse pooled streams of its dial (no new tunnel per request)', async () => {
+    let onB: Sandbox | undefined;
+    for (const sbx of sandboxes) if (!onB && (await clientIdOf(sbx.sandboxId)) === 'node-b') onB = sbx;
+    const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+    const url = new URL(platform.url);
+    const health = (): Promise<number> =>
+      new Promise((resolve, reject) => {
+        const req = http.request({ host: url.hostname, port: url.port, path: '/health', agent, headers: { 'e2b-sandbox-id': onB!.sandboxId, 'e2b-sandbox-port': '49983' } }, (res) => {
+          res.resume();
+          res.once('end', () => resolve(res.statusCode!));
+        });
+        req.once('error', reject);
+        req.end();
+      });
+    expect(await health()).toBeLessThan(300);
+    const address = platform.lifecycle.get(onB!.sandboxId)?.address;
+    expect(address).toBeDefined();
+    const before = dialsB.length;
+    for (let i = 0; i < 20; i++) expect(await health()).toBeLessThan(300);
+    agent.destroy();
+    // Sequential requests on one client connection: one pooled upstream stream serves them all (a new one per request
+    // before the pools). The platform's own metrics sampling (every 5 s, not pooled) may dial once meanwhile.
+    expect(dialsB.slice(before).filter((d) => d.address === address).length).toBeLessThanOrEqual(2);
+  });
 
   it('POST /nodes/{id} drains a node: nothing new is placed there, its sandboxes keep answering; ready undoes it; bad changes are refused', async () => {
     const admin = (method: string, path: string, body?: unknown) => api(platform, method, path, body, platform.adminKey);
