@@ -34,7 +34,7 @@ export async function egressProblemOn(node: SandboxNode, network: SandboxNetwork
 }
 
 /**
- * The nodes placement must leave out for a sandbox with `network`, each with why; throws the first reason when that
+ * The nodes placement must leave out for a sandbox with `network`; throws the first node's reason when that
  * is every node (a create nothing can start is refused before anything is made).
  */
 export async function nodesWithoutEgress(nodes: readonly SandboxNode[], network: SandboxNetwork, transformsConfigured: boolean): Promise<Set<string>> {
