@@ -23,7 +23,9 @@
  * BENCH_SECTIONS: comma list of `sandboxes`, `runtimes`, `templates`, `pool`, `pool-adaptive`, `density`, `neighbours`, `code-interpreter`, `placement`
  * (placement-bench.ts: a placement decision over 1,000 sandboxes; pure, no engine), `cluster` (cluster-bench.ts: c=50
  * creates through the SDK on a three-node local cluster vs one node of it; root; BENCH_CLUSTER_CREATES,
- * BENCH_CLUSTER_CONCURRENCY) (default
+ * BENCH_CLUSTER_CONCURRENCY), `node-hop` (node-hop-bench.ts: envd /health and commands.run through the proxy to a
+ * sandbox on the API's embedded node vs one on a local cluster's agent, interleaved; root; BENCH_NODE_HOP_REQUESTS,
+ * BENCH_NODE_HOP_COMMANDS) (default
  * `sandboxes,runtimes,templates,pool,pool-adaptive`).
  */
 import { Sandbox } from 'e2b';
@@ -41,6 +43,7 @@ import { benchCodeInterpreter } from './code-interpreter-bench.ts';
 import { benchPlacement } from './placement-bench.ts';
 import { benchNeighbours } from './neighbour-bench.ts';
 import { benchCluster } from './cluster-bench.ts';
+import { benchNodeHop } from './node-hop-bench.ts';
 import { benchColdRuntimes } from './runtime-bench.ts';
 import { loadConfig } from '../src/config.ts';
 
@@ -72,6 +75,7 @@ async function main(): Promise<void> {
     ['placement', async () => benchPlacement(log)],
     ['neighbours', () => benchNeighbours(log)],
     ['cluster', () => benchCluster(log)],
+    ['node-hop', () => benchNodeHop(log)],
     ['runtimes', () => benchColdRuntimes(image, loadConfig(process.env).sandboxNetwork, log)],
   ];
   for (const [name, bench] of ownProcess) {

@@ -7,6 +7,7 @@
  * creates avoid it), and when it heartbeats again it is reconciled (its sandboxes back, a container the platform
  * forgot removed).
  */
+import http from 'node:http';
 import Docker from 'dockerode';
 import { Sandbox, Volume } from 'e2b';
 import pino from 'pino';
@@ -100,6 +101,68 @@ describe('two nodes', () => {
     expect(b.metrics.allocatedCPU).toBeGreaterThan(0);
   }, 300_000);
 
+  it('proxied requests to a sandbox on node-b reuse pooled streams of its dial (no new tunnel per request)', async () => {
+    let onB: Sandbox | undefined;
+    for (const sbx of sandboxes) if (!onB && (await clientIdOf(sbx.sandboxId)) === 'node-b') onB = sbx;
+    const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+    const url = new URL(platform.url);
+    const health = (): Promise<number> =>
+      new Promise((resolve, reject) => {
+        const req = http.request({ host: url.hostname, port: url.port, path: '/health', agent, headers: { 'e2b-sandbox-id': onB!.sandboxId, 'e2b-sandbox-port': '49983' } }, (res) => {
+          res.resume();
+          res.once('end', () => resolve(res.statusCode!));
+        });
+        req.once('error', reject);
+        req.end();
+      });
+    expect(await health()).toBeLessThan(300);
+    const address = platform.lifecycle.get(onB!.sandboxId)?.address;
+    expect(address).toBeDefined();
+    const before = dialsB.length;
+    for (let i = 0; i < 20; i++) expect(await health()).toBeLessThan(300);
+    agent.destroy();
+    // Sequential requests on one client connection: one pooled upstream stream serves them all (a new one per request
+    // before the pools). The platform's own metrics sampling (every 5 s, not pooled) may dial once meanwhile.
+    expect(dialsB.slice(before).filter((d) => d.address === address).length).toBeLessThanOrEqual(2);
+  });
+
+  it('POST /nodes/{id} drains a node: nothing new is placed there, its sandboxes keep answering; ready undoes it; bad changes are refused', async () => {
+    const admin = (method: string, path: string, body?: unknown) => api(platform, method, path, body, platform.adminKey);
+    const onB: Sandbox[] = [];
+    for (const sbx of sandboxes) if ((await clientIdOf(sbx.sandboxId)) === 'node-b') onB.push(sbx);
+    expect(onB.length).toBeGreaterThan(0);
+    expect((await admin('POST', '/nodes/node-b', { status: 'draining' })).status).toBe(204);
+    expect((await admin('POST', '/nodes/node-b', { status: 'draining', clusterID: 'default' })).status).toBe(204); // already: no change
+    expect((await admin('GET', '/nodes/node-b')).body.status).toBe('draining');
+    expect(await platform.nodes.store.get('node-b')).toMatchObject({ status: 'draining' });
+    const during = await Promise.all([0, 1, 2].map(() => Sandbox.create('base', { ...platform.sdk, timeoutMs: 120_000 })));
+    try {
+      for (const sbx of during) expect(await clientIdOf(sbx.sandboxId)).toBe('node-a');
+      // A drained node keeps serving what it runs: REST, proxy (SDK commands) and the node's detail.
+      for (const sbx of onB) {
+        expect((await api(platform, 'GET', `/sandboxes/${sbx.sandboxId}`)).status).toBe(200);
+        expect((await sbx.commands.run('echo drained-but-here')).stdout.trim()).toBe('drained-but-here');
+      }
+      expect((await admin('GET', '/nodes/node-b')).body.sandboxCount).toBe(onB.length);
+      // Only the operator's two statuses; a well-formed but platform-owned status is a 400, garbage too; unknown node 404.
+      for (const body of [{ status: 'unhealthy' }, { status: 'connecting' }, { status: 'standby' }, { status: 'gone' }, {}, { status: 'ready', extra: 1 }, { status: 1 }]) {
+        expect({ body, status: (await admin('POST', '/nodes/node-b', body)).status }).toEqual({ body, status: 400 });
+      }
+      expect((await admin('POST', '/nodes/node-z', { status: 'draining' })).status).toBe(404);
+      expect((await admin('POST', '/nodes/node-b', { status: 'ready', clusterID: 'other' })).status).toBe(404);
+      expect((await admin('POST', `/nodes/${encodeURIComponent('../etc')}`, { status: 'ready' })).status).toBe(400);
+      expect((await admin('GET', '/nodes/node-b')).body.status).toBe('draining');
+    } finally {
+      await Promise.all(during.map((s) => s.kill()));
+    }
+    expect((await admin('POST', '/nodes/node-b', { status: 'ready' })).status).toBe(204);
+    expect((await admin('GET', '/nodes/node-b')).body.status).toBe('ready');
+    const after = await Promise.all([0, 1].map(() => Sandbox.create('base', { ...platform.sdk, timeoutMs: 120_000 })));
+    const placed = await Promise.all(after.map((s) => clientIdOf(s.sandboxId)));
+    await Promise.all(after.map((s) => s.kill()));
+    expect(placed).toContain('node-b'); // node-b holds fewer now: placeable again, it takes at least one
+  }, 300_000);
+
   it('a sandbox stays on its node: paused to its filesystem and resumed there, forked there; one mounting a volume goes to the embedded node', async () => {
     let onB: Sandbox | undefined;
     for (const sbx of sandboxes) if ((await clientIdOf(sbx.sandboxId)) === 'node-b') onB = sbx;
@@ -143,6 +206,10 @@ describe('two nodes', () => {
     for (const sbx of sandboxes) ((await clientIdOf(sbx.sandboxId)) === 'node-b' ? onB : onA).push(sbx);
     platform.nodes.agents.get('node-b')!.stop();
     await until('node-b marked lost', async () => (await api(platform, 'GET', '/nodes/node-b', undefined, platform.adminKey)).body.status === 'unhealthy');
+    // A lost node's status is the heartbeats' to decide: neither drained nor undrained by a request.
+    for (const status of ['draining', 'ready']) {
+      expect(await api(platform, 'POST', '/nodes/node-b', { status }, platform.adminKey)).toMatchObject({ status: 409, body: { code: 409, message: `node "node-b" is unhealthy: only a ready or draining node can be set ${status}` } });
+    }
 
     for (const sbx of onB) {
       const rest = await api(platform, 'GET', `/sandboxes/${sbx.sandboxId}`);

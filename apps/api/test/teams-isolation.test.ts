@@ -158,6 +158,7 @@ const CASES: Record<string, RouteCase> = {
   'DELETE /admin/teams/:teamID/api-keys/:apiKeyID': { kind: 'own-test', why: 'admin key only (checked below)' },
   'GET /nodes': { kind: 'own-test', why: 'admin key only (checked below)' },
   'GET /nodes/:nodeID': { kind: 'own-test', why: 'admin key only (checked below)' },
+  'POST /nodes/:nodeID': { kind: 'own-test', why: 'admin key only (checked below)' },
   'PUT /templates/:templateID/files/:hash/upload': { kind: 'own-test', why: 'signed URL only; B cannot get one for A (GET …/files is a case)' },
   'GET /volumecontent/:volumeID/dir': { kind: 'own-test', why: 'volume token only (checked below)' },
   'POST /volumecontent/:volumeID/dir': { kind: 'own-test', why: 'volume token only (checked below)' },
@@ -436,12 +437,17 @@ describe('admin routes and revocation', () => {
         ['DELETE', `/admin/teams/${teamA.teamID}/api-keys/${teamA.keyId}`],
         ['GET', '/nodes'],
         ['GET', `/nodes/${platform.config.nodeId || platform.platformId}`],
+        ['POST', `/nodes/${platform.config.nodeId || platform.platformId}`, { status: 'draining' }],
       ] as const) {
         expect({ method, path, status: (await admin(method, path, body, key)).status }).toEqual({ method, path, status: 401 });
       }
     }
     expect((await api(platform, 'GET', '/v2/sandboxes', undefined, platform.adminKey)).status).toBe(401);
     expect((await admin('GET', '/nodes')).status).toBe(200);
+    // No team key drained the node above; the admin key sets it as it is (ready: no change, 204).
+    const nodePath = `/nodes/${platform.config.nodeId || platform.platformId}`;
+    expect((await admin('GET', nodePath)).body.status).toBe('ready');
+    expect((await admin('POST', nodePath, { status: 'ready' })).status).toBe(204);
     const teams = await admin('GET', '/admin/teams');
     expect(teams.body.map((t: { teamID: string }) => t.teamID)).toEqual(expect.arrayContaining([platform.defaultTeamId, teamA.teamID, teamB.teamID]));
     const keys = await admin('GET', `/admin/teams/${teamA.teamID}/api-keys`);

@@ -1,5 +1,6 @@
 import type { Logger } from 'pino';
 import type { LeaseStore } from '../store/lease-store.ts';
+import { SweepLoop } from '../sweep-loop.ts';
 import type { NodeSet } from './node-set.ts';
 import type { NodeStore } from './node-store.ts';
 import type { NodeCapacity, NodeRegistration } from './sandbox-node.ts';
@@ -66,30 +67,24 @@ export interface NodeMonitorOptions {
  * reconciled by the one replica that takes its lease, then placeable again.
  */
 export class NodeMonitor {
-  private timer: NodeJS.Timeout | undefined;
-  private running: Promise<void> | undefined;
+  private readonly loop = new SweepLoop(
+    () => this.sweepNow(),
+    (error) => this.options.logger.error({ err: error }, 'node sweep failed'),
+  );
 
   constructor(private readonly options: NodeMonitorOptions) {}
 
   start(intervalMs: number): void {
-    this.timer = setInterval(() => void this.sweep(), intervalMs);
-    this.timer.unref();
+    this.loop.start(intervalMs);
   }
 
-  async stop(): Promise<void> {
-    clearInterval(this.timer);
-    this.timer = undefined;
-    await this.running;
+  stop(): Promise<void> {
+    return this.loop.stop();
   }
 
   /** One sweep (sweeps never overlap: a second call waits for the one running). */
   sweep(): Promise<void> {
-    this.running ??= this.sweepNow()
-      .catch((error: unknown) => this.options.logger.error({ err: error }, 'node sweep failed'))
-      .finally(() => {
-        this.running = undefined;
-      });
-    return this.running;
+    return this.loop.run();
   }
 
   private async sweepNow(): Promise<void> {

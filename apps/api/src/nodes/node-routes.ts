@@ -1,6 +1,6 @@
 import { type Static, Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
-import { notFound } from '../errors.ts';
+import { conflict, invalid, notFound } from '../errors.ts';
 import type { SandboxLifecycle } from '../sandboxes/sandbox-lifecycle.ts';
 import type { SandboxRecord } from '../sandboxes/sandbox-record.ts';
 import { listedSandboxView } from '../sandboxes/sandbox-views.ts';
@@ -15,6 +15,14 @@ export interface NodeRouteDeps {
 
 const NodeParams = Type.Object({ nodeID: Type.String({ minLength: 1, maxLength: 63, pattern: '^[A-Za-z0-9][A-Za-z0-9._-]*$' }) });
 const NodeQuery = Type.Object({ clusterID: Type.Optional(Type.String({ maxLength: 200 })) }, { additionalProperties: true });
+/** The reference's `NodeStatusChange`: any `NodeStatus` is well-formed; an operator may set `ready` and `draining`. */
+const StatusChange = Type.Object(
+  {
+    status: Type.Union([Type.Literal('ready'), Type.Literal('draining'), Type.Literal('connecting'), Type.Literal('unhealthy'), Type.Literal('standby')]),
+    clusterID: Type.Optional(Type.String({ maxLength: 200 })),
+  },
+  { additionalProperties: false },
+);
 
 /** One cluster per platform: the reference's `clusterID`. */
 export const CLUSTER_ID = 'default';
@@ -54,8 +62,27 @@ function nodeFields(row: NodeRow, sandboxes: SandboxRecord[], nodes: NodeSet) {
 }
 
 /**
- * `GET /nodes`, `GET /nodes/{nodeID}` (admin in the reference): the node table with status, capacity and sandbox counts.
- * TODO(teams): these take any API key until the admin key from the teams work lands; then they require it.
+ * Drains (`draining`: no new placement, its sandboxes keep running and answering) or undrains (`ready`) a node; one
+ * conditional UPDATE of its row, taken in by this replica at once and by the others at their next node sweep. The
+ * statuses the platform decides (`unhealthy` = lost, `connecting` = returning) are not an operator's to set: 400;
+ * a node that is lost or returning cannot be drained or undrained now: 409.
+ */
+async function changeStatus(deps: NodeRouteDeps, nodeId: string, wanted: 'ready' | 'draining'): Promise<{ from: NodeStatus }> {
+  const other: NodeStatus = wanted === 'ready' ? 'draining' : 'ready';
+  // Two tries: a heartbeat never changes ready/draining, so a lost race means another operator or the sweep moved it.
+  for (let attempt = 0; attempt < 2; attempt++) {
+    const row = await deps.store.get(nodeId);
+    if (!row) throw notFound(`node "${nodeId}" not found`);
+    if (row.status === wanted) return { from: row.status };
+    if (row.status !== other) throw conflict(`node "${nodeId}" is ${WIRE_STATUS[row.status]}: only a ready or draining node can be set ${wanted}`);
+    if (await deps.store.transition(nodeId, other, wanted)) return { from: other };
+  }
+  throw conflict(`node "${nodeId}" changed status while it was being set ${wanted}; try again`);
+}
+
+/**
+ * `GET /nodes`, `GET /nodes/{nodeID}`, `POST /nodes/{nodeID}` (admin in the reference, and here: api-key-auth.ts):
+ * the node table with status, capacity and sandbox counts; draining and undraining a node.
  */
 export function registerNodeRoutes(app: FastifyInstance, deps: NodeRouteDeps, lifecycle: SandboxLifecycle): void {
   const onNode = (nodeId: string): SandboxRecord[] => lifecycle.registry.all().filter((r) => r.nodeId === nodeId);
@@ -78,5 +105,15 @@ export function registerNodeRoutes(app: FastifyInstance, deps: NodeRouteDeps, li
       sandboxes: sandboxes.map(listedSandboxView),
       cachedBuilds: row.capacity.images ?? [],
     };
+  });
+  app.post('/nodes/:nodeID', { schema: { params: NodeParams, body: StatusChange } }, async (request, reply) => {
+    const { nodeID } = request.params as Static<typeof NodeParams>;
+    const { status, clusterID } = request.body as Static<typeof StatusChange>;
+    if (clusterID !== undefined && clusterID !== CLUSTER_ID) throw notFound(`node "${nodeID}" not found in cluster "${clusterID}"`);
+    if (status !== 'ready' && status !== 'draining') throw invalid(`status "${status}" is set by the platform, not by a request: send "draining" or "ready"`);
+    const { from } = await changeStatus(deps, nodeID, status);
+    deps.set.setStatus(nodeID, status);
+    if (from !== status) request.log.info({ nodeId: nodeID, from, to: status }, status === 'draining' ? 'node drained: nothing new is placed on it' : 'node undrained: placeable again');
+    return reply.code(204).send();
   });
 }

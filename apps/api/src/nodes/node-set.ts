@@ -133,8 +133,16 @@ export class NodeSet {
   dialOf(nodeId: string): EnvdDial | undefined {
     const node = this.nodes.get(nodeId);
     if (!node || node.dial === dialDirect) return undefined;
-    return (address, port) => node.dial(address, port);
+    // One function per node: the proxy keys its keep-alive pools of dialled connections by it.
+    let dial = this.dials.get(nodeId);
+    if (!dial) {
+      dial = (address, port) => node.dial(address, port);
+      this.dials.set(nodeId, dial);
+    }
+    return dial;
   }
+
+  private readonly dials = new Map<string, EnvdDial>();
 
   /** Every held node's load, from the sandboxes holding containers and the creates in flight. */
   loads(sandboxes: Iterable<PlacedSandbox>): NodeLoad[] {

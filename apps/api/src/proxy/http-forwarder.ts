@@ -5,6 +5,7 @@ import type { Duplex } from 'node:stream';
 import { connect as tlsConnect } from 'node:tls';
 import type { Logger } from 'pino';
 import { CONNECT_TIMEOUT_MS, DIAL_RETRY_DELAYS_MS, DialTimeoutError } from './dial-policy.ts';
+import { DialPools } from './dial-pools.ts';
 import { upstreamHeadProblem } from './message-checks.ts';
 import {
   classifyUpstreamError,
@@ -28,11 +29,12 @@ export interface UpstreamTarget {
 
 /**
  * `http.request` or `https.request` for the target; a self-signed certificate in the sandbox is accepted. Through a
- * node's dial the stream is that node's (no keep-alive pool: each exchange dials), TLS on top of it when the port
- * speaks TLS.
+ * node's dial the stream is that node's, TLS on top of it when the port speaks TLS: pooled when `options.agent` is
+ * the node's keep-alive pool (dial-pools.ts), else one dial per exchange (upgrades).
  */
 export function upstreamRequest(target: UpstreamTarget, options: http.RequestOptions): ClientRequest {
   const { dial } = target;
+  if (dial && DialPools.owns(options.agent)) return http.request(options);
   if (dial) {
     const createConnection = (_options: unknown, done: (error: Error | null, stream?: Duplex) => void): undefined => {
       dial(target.address, target.port).then(
@@ -48,7 +50,7 @@ export function upstreamRequest(target: UpstreamTarget, options: http.RequestOpt
 }
 
 export interface HttpForwardOptions {
-  /** Keep-alive pool: an `https.Agent` for TLS targets. */
+  /** Keep-alive pool: an `https.Agent` for TLS targets; the node's dial pool for targets reached through a dial. */
   agent: http.Agent;
   /** Request headers for the upstream, already filtered and masked (flat raw list). */
   headers: string[];

@@ -10,6 +10,7 @@ import { checkTrafficToken, mayAutoResume } from './access-checks.ts';
 import { cleanRequestPath, isEnvdControlRoute } from './control-routes.ts';
 import { ConnectionLimiter, DEFAULT_PROXY_LIMITS, type ProxyLimits } from './connection-limits.ts';
 import { forwardHttp, type UpstreamTarget } from './http-forwarder.ts';
+import { DialPools } from './dial-pools.ts';
 import { requestFramingProblem } from './message-checks.ts';
 import { proxyErrorReasonOf, proxyErrors, sendProxyError, writeProxyErrorToSocket, type ProxyErrorReply } from './proxy-errors.ts';
 import { resolveRouteTarget } from './route-target.ts';
@@ -65,6 +66,8 @@ export class SandboxProxy {
   readonly agent = new http.Agent(POOL_OPTIONS);
   /** The same for ports listed in `network.httpsPorts`; certificates in sandboxes are not verified (self-signed work). */
   readonly tlsAgent = new https.Agent({ ...POOL_OPTIONS, rejectUnauthorized: false });
+  /** The same for sandboxes reached through their node's dial (another machine): one pool per node. */
+  readonly dialPools = new DialPools(POOL_OPTIONS);
   private readonly resumes = new Map<string, Promise<RoutableSandbox>>();
   private readonly tunnels = new Set<Duplex>();
   readonly limits: ProxyLimits;
@@ -95,7 +98,7 @@ export class SandboxProxy {
       res.once('close', release);
       const target = upstreamTarget(sandbox, port);
       forwardHttp(req, res, target, {
-        agent: target.tls ? this.tlsAgent : this.agent,
+        agent: target.dial ? this.dialPools.agentFor(target.dial, target.tls) : target.tls ? this.tlsAgent : this.agent,
         headers: applyHostMask(stripHopByHop(req.rawHeaders), port === ENVD_PORT ? undefined : sandbox.maskRequestHost, port),
         stillRoutable: () => this.stillRoutable(sandbox),
         logger: this.options.logger,
@@ -169,6 +172,7 @@ export class SandboxProxy {
     this.tunnels.clear();
     this.agent.destroy();
     this.tlsAgent.destroy();
+    this.dialPools.destroy();
   }
 
   /** When the exchange ends: its duration by status class (`aborted` when nothing was answered), and the proxy's own error. */

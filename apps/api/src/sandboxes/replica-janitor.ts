@@ -1,4 +1,5 @@
 import type { Logger } from 'pino';
+import { SweepLoop } from '../sweep-loop.ts';
 import { RESERVATION_RENEW_MS, type SlotReservations } from './slot-reservations.ts';
 
 /** How long the sandboxes of abandoned reservations are looked after: an engine call the dead replica sent may finish later. */
@@ -17,32 +18,26 @@ export interface JanitorDeps {
  * reservation is taken by exactly one replica; whatever is left after that goes at the node's reconcile.
  */
 export class ReplicaJanitor {
-  private timer: NodeJS.Timeout | undefined;
-  private running: Promise<void> | undefined;
+  private readonly loop = new SweepLoop(
+    () => this.roundNow(),
+    (error) => this.deps.logger.warn({ err: error }, 'renewing or collecting sandbox reservations failed; retried next round'),
+  );
   /** Sandboxes of abandoned reservations still looked after, until when. */
   private readonly watching = new Map<string, number>();
 
   constructor(private readonly deps: JanitorDeps) {}
 
   start(intervalMs = RESERVATION_RENEW_MS): void {
-    this.timer = setInterval(() => void this.round(), intervalMs);
-    this.timer.unref();
+    this.loop.start(intervalMs);
   }
 
-  async stop(): Promise<void> {
-    clearInterval(this.timer);
-    this.timer = undefined;
-    await this.running;
+  stop(): Promise<void> {
+    return this.loop.stop();
   }
 
   /** One round (rounds never overlap). */
   round(): Promise<void> {
-    this.running ??= this.roundNow()
-      .catch((error: unknown) => this.deps.logger.warn({ err: error }, 'renewing or collecting sandbox reservations failed; retried next round'))
-      .finally(() => {
-        this.running = undefined;
-      });
-    return this.running;
+    return this.loop.run();
   }
 
   private async roundNow(): Promise<void> {

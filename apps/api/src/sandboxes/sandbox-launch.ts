@@ -29,6 +29,8 @@ export interface LaunchPlan {
   event: string;
   /** A warm-pool container to claim instead of starting one (its sandbox id is `sandboxId`). */
   pooled?: PooledContainer;
+  /** Nodes placement must leave out (they cannot apply the sandbox's network.rules or egressProxy). */
+  excluded?: ReadonlySet<string>;
 }
 
 /** The record of a sandbox about to start (no container yet): identity, tokens, settings, its first timeout window. */

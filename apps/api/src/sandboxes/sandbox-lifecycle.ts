@@ -11,8 +11,9 @@ import { newSandboxId } from './sandbox-identity.ts';
 import { MetricsRecorder } from './metrics-recorder.ts';
 import { type MetricsSink, noMetrics, type SandboxOperation, timed } from '../observability/metrics-sink.ts';
 import { type EgressTrustSource, hasTransforms, installEgressCa } from './egress-trust.ts';
+import { egressProblemOn, nodesWithoutEgress, transformsUnavailable } from './egress-nodes.ts';
 import { egressPolicy, egressUpdate, type NetworkUpdate } from './network-rules.ts';
-import type { SandboxRecord } from './sandbox-record.ts';
+import type { SandboxNetwork, SandboxRecord } from './sandbox-record.ts';
 import { type SharedDatabase, type SlotRelease, SandboxRegistry } from './sandbox-registry.ts';
 import { SandboxCacheSync } from './sandbox-cache-sync.ts';
 import { ReplicaJanitor } from './replica-janitor.ts';
@@ -79,12 +80,6 @@ export interface LifecycleDeps {
   /** The database other API replicas share (PostgreSQL): the store is the truth, the registry a cache of it. */
   shared?: SharedDatabase;
 }
-
-const transformsUnavailable = (): PlatformError =>
-  new PlatformError(
-    'invalid',
-    'network.rules cannot be applied here: header transforms need the egress proxy, which runs only when the platform runs on the Docker host with its isolation rules installed',
-  );
 
 const nowIso = (): string => new Date().toISOString();
 const inSeconds = (seconds: number): string => new Date(Date.now() + seconds * 1000).toISOString();
@@ -237,7 +232,7 @@ export class SandboxLifecycle implements SandboxDirectory {
     return this.withSandbox(id, async (record) => {
       const network = egressUpdate(record.network, update, proxy);
       const runtime = this.runtimeOf(record);
-      if (hasTransforms(network)) await this.requireEgressTransforms(runtime);
+      await this.requireEgressOn(record.nodeId, network);
       const newlyTransformed = hasTransforms(network) && !hasTransforms(record.network);
       if (newlyTransformed && record.state === 'running' && record.address) {
         // The sandbox trusts its CA (and new processes are pointed at it) before any connection is terminated.
@@ -252,23 +247,21 @@ export class SandboxLifecycle implements SandboxDirectory {
     });
   }
 
-  /** network.rules are refused (400) where they would not be applied (on the sandbox's node), never accepted and ignored. */
-  private async requireEgressTransforms(runtime: SandboxRuntime): Promise<void> {
-    if (this.deps.egressTrust && (await runtime.egressTransformsAvailable?.())) return;
-    throw transformsUnavailable();
+  /** network.rules and egressProxy are refused (400) where they would not be applied (the sandbox's node), never accepted and ignored. */
+  private async requireEgressOn(nodeId: string, network: SandboxNetwork): Promise<void> {
+    const problem = await egressProblemOn(this.deps.nodes.node(nodeId), network, this.deps.egressTrust !== undefined);
+    if (problem) throw this.deps.nodes.all().length === 1 && problem.message.startsWith('network.rules') ? transformsUnavailable() : problem;
   }
 
-  /** At least one node applies network.rules (the create is placed, and its node asked again, before it starts). */
-  private async requireEgressTransformsSomewhere(): Promise<void> {
-    if (!this.deps.egressTrust) throw transformsUnavailable();
-    const available = await Promise.all(this.deps.nodes.all().map((node) => Promise.resolve(node.runtime.egressTransformsAvailable?.()).catch(() => false)));
-    if (!available.some(Boolean)) throw transformsUnavailable();
+  /** The nodes a create with `network` must not be placed on (they cannot apply its rules); throws when that is all of them. */
+  private egressExcluded(network: SandboxNetwork): Promise<Set<string>> {
+    return nodesWithoutEgress(this.deps.nodes.all(), network, this.deps.egressTrust !== undefined);
   }
 
   /** A warm-pool container on `nodeId` becomes the record's sandbox. */
   private async claimOn(nodeId: string, record: SandboxRecord, pooled: PooledContainer, log: Logger) {
     const runtime = this.deps.nodes.runtime(nodeId);
-    if (hasTransforms(record.network)) await this.requireEgressTransforms(runtime);
+    await this.requireEgressOn(nodeId, record.network);
     return claimPooled(runtime, record, pooled, log, this.openProxyPassword, this.deps.nodes.dialOf(nodeId));
   }
 
@@ -365,14 +358,18 @@ export class SandboxLifecycle implements SandboxDirectory {
 
   private async createNow(input: CreateSandboxInput): Promise<SandboxRecord> {
     // Refused before anything is made when no node could apply them; the placed node is asked again before it starts one.
-    if (hasTransforms(input.network)) await this.requireEgressTransformsSomewhere();
+    if (hasTransforms(input.network)) await this.egressExcluded(input.network);
     const { egressProxy, ...settings } = input;
     const network = egressProxy ? { ...input.network, egressProxy: await this.admitEgressProxy(egressProxy) } : input.network;
+    // Placement leaves out the nodes that cannot apply network.rules or egressProxy (node agents, today).
+    const excluded = await this.egressExcluded(network);
     const { template, build } = await this.deps.templates.resolve(input.templateRef, input.teamId);
     const { mounts: volumeMounts, nodeId: volumesNode } = await this.resolveMounts(input.teamId, input.volumeMounts);
+    if (volumesNode !== undefined && excluded.has(volumesNode)) await this.requireEgressOn(volumesNode, network);
     const record = await this.launchPooledOrCold(input.templateRef, {
       // Volumes live on one node's disk: the sandbox goes there.
       nodeId: volumesNode,
+      excluded,
       image: build.image!,
       from: {
         templateId: template.templateId,
@@ -408,9 +405,12 @@ export class SandboxLifecycle implements SandboxDirectory {
     const key = poolKey(plan.from);
     const { templateId, cpuCount, memoryMB, defaults } = plan.from;
     // The node placement picks (a ready pool container of the key weighs in its favour) serves the claim.
-    const placement = this.deps.nodes.place({ cpuCount, memoryMB, image: plan.image, poolKey: key }, this.registry.all());
-    // A pooled container's memory is already taken: with no node to place on, the embedded node's pool still serves.
-    const nodeId = placement.kind === 'placed' ? placement.nodeId : this.deps.nodes.embeddedId;
+    const placement = this.deps.nodes.place({ cpuCount, memoryMB, image: plan.image, poolKey: key, exclude: plan.excluded }, this.registry.all());
+    // A pooled container's memory is already taken: with no node to place on, the embedded node's pool still serves
+    // (unless that node is drained, or cannot apply the sandbox's network rules).
+    const embedded = this.deps.nodes.embeddedId;
+    const embeddedServes = embedded !== undefined && this.deps.nodes.status(embedded) === 'ready' && !plan.excluded?.has(embedded);
+    const nodeId = placement.kind === 'placed' ? placement.nodeId : embeddedServes ? embedded : undefined;
     const pool = nodeId === undefined ? undefined : pools.of(nodeId);
     const pooled = pool?.take(key, { key, reference, templateId, image: plan.image, cpuCount, memoryMB, defaults });
     if (!pool || !pooled) return this.launch(plan);
@@ -521,9 +521,10 @@ export class SandboxLifecycle implements SandboxDirectory {
               poolKey: poolKey(from),
               // A fork's checkpoint is on its source's node; volumes on the node whose disk holds them.
               requiredNode: plan.nodeId,
+              exclude: plan.excluded,
             },
             async (node) => {
-              if (hasTransforms(settings.network)) await this.requireEgressTransforms(node.runtime);
+              await this.requireEgressOn(node.nodeId, settings.network);
               return bootSandbox(node.runtime, { ...record, nodeId: node.nodeId }, plan.image, log.child({ nodeId: node.nodeId }), await this.directoriesOf(record, node.nodeId), this.deps.nodes.dialOf(node.nodeId), this.openProxyPassword);
             },
             log,
