@@ -8,6 +8,8 @@
  *   old  ENVD_SPAWN_SERVER=false ENVD_START_FAST_PATH=false: a fork of envd per command through the one-shot
  *        helper, Start through connect-es
  * and the SDK's commands.run('true') alternating between them (as BENCH_USER, default nobody, cwd /tmp).
+ * With BENCH_ENVD_BEFORE_DIR (the `apps/envd` directory of another checkout), `old` is that checkout's envd with
+ * its defaults instead: an A/B of a change to envd.
  * Prints p50/p90 of each and the CPU envd itself spent per command (/proc/<pid>/stat), which stays
  * meaningful when other work on the machine makes wall times noisy. BENCH_RUNS (default 300).
  */
@@ -50,6 +52,13 @@ async function start(name: string, bundle: string, helper: string, env: Record<s
   return { name, child, sbx, samples: [], cpuMs: 0 };
 }
 
+/** envd of the checkout at `root` (an `apps/envd` directory) bundled into its dist/ (next to its node_modules). */
+function bundleOf(root: string): string {
+  const bundle = join(root, 'dist', 'envd.mjs');
+  if (spawnSync(process.execPath, [join(root, 'scripts', 'bundle.mjs'), '--outfile', bundle, '--quiet'], { stdio: 'inherit' }).status !== 0) throw new Error(`bundling envd of ${root} failed`);
+  return bundle;
+}
+
 async function runOnce(side: Side, measure: boolean): Promise<void> {
   const cpuBefore = measure ? cpuMs(side.child.pid!) : 0;
   const t0 = performance.now();
@@ -66,18 +75,19 @@ async function main(): Promise<void> {
   const work = mkdtempSync(join(tmpdir(), 'envd-exec-ab-'));
   const sides: Side[] = [];
   try {
-    const bundle = join(envdRoot, 'dist', 'envd.mjs');
-    if (spawnSync(process.execPath, [join(envdRoot, 'scripts', 'bundle.mjs'), '--outfile', bundle, '--quiet'], { stdio: 'inherit' }).status !== 0) throw new Error('bundling envd failed');
+    const bundle = bundleOf(envdRoot);
     const helper = join(work, 'exec-as-user');
     if (spawnSync('sh', [join(envdRoot, 'native', 'build-exec-helper.sh'), helper], { stdio: 'inherit' }).status !== 0) throw new Error('building exec-as-user failed');
     sides.push(await start('new (spawn server + Start fast path)', bundle, helper, {}));
-    sides.push(await start('old (fork per command + connect-es)', bundle, helper, { ENVD_SPAWN_SERVER: 'false', ENVD_START_FAST_PATH: 'false' }));
+    const beforeDir = process.env.BENCH_ENVD_BEFORE_DIR;
+    if (beforeDir) sides.push(await start(`before (${beforeDir})`, bundleOf(resolve(beforeDir)), helper, {}));
+    else sides.push(await start('old (fork per command + connect-es)', bundle, helper, { ENVD_SPAWN_SERVER: 'false', ENVD_START_FAST_PATH: 'false' }));
     for (let i = 0; i < 30; i++) for (const side of sides) await runOnce(side, false);
     for (let i = 0; i < RUNS; i++) for (const side of sides) await runOnce(side, true);
     process.stdout.write(`commands.run('true') as ${USER}, ${RUNS} runs each, interleaved (Node ${process.version})\n`);
     for (const side of sides) {
       process.stdout.write(
-        `  ${side.name.padEnd(38)} p50 ${quantile(side.samples, 0.5).toFixed(2)} ms  p90 ${quantile(side.samples, 0.9).toFixed(2)} ms  envd CPU ${(side.cpuMs / RUNS).toFixed(2)} ms/command\n`,
+        `  ${side.name.padEnd(44)} p50 ${quantile(side.samples, 0.5).toFixed(2)} ms  p90 ${quantile(side.samples, 0.9).toFixed(2)} ms  envd CPU ${(side.cpuMs / RUNS).toFixed(2)} ms/command\n`,
       );
     }
   } finally {
