@@ -11,7 +11,8 @@
  * With BENCH_ENVD_BEFORE_DIR (the `apps/envd` directory of another checkout), `old` is that checkout's envd with
  * its defaults instead: an A/B of a change to envd.
  * Prints p50/p90 of each and the CPU envd itself spent per command (/proc/<pid>/stat), which stays
- * meaningful when other work on the machine makes wall times noisy. BENCH_RUNS (default 300).
+ * meaningful when other work on the machine makes wall times noisy. BENCH_RUNS (default 300);
+ * BENCH_ENVD_PROFILE_DIR: both envds run with `--cpu-prof` into that directory.
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
@@ -42,7 +43,9 @@ function cpuMs(pid: number): number {
 
 async function start(name: string, bundle: string, helper: string, env: Record<string, string>): Promise<Side> {
   const port = await getFreePort();
-  const child = spawn(process.execPath, [bundle, '-debug', '-port', String(port), '-host', '127.0.0.1', '-log-level', 'error'], {
+  const profileDir = process.env.BENCH_ENVD_PROFILE_DIR;
+  const nodeArgs = profileDir ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : [];
+  const child = spawn(process.execPath, [...nodeArgs, bundle, '-debug', '-port', String(port), '-host', '127.0.0.1', '-log-level', 'error'], {
     env: { ...process.env, ENVD_FORWARD_LOCAL_PORTS: 'false', ENVD_EXEC_HELPER: helper, ...env },
     stdio: ['ignore', 'inherit', 'inherit'],
   });
@@ -87,7 +90,7 @@ async function main(): Promise<void> {
     process.stdout.write(`commands.run('true') as ${USER}, ${RUNS} runs each, interleaved (Node ${process.version})\n`);
     for (const side of sides) {
       process.stdout.write(
-        `  ${side.name.padEnd(44)} p50 ${quantile(side.samples, 0.5).toFixed(2)} ms  p90 ${quantile(side.samples, 0.9).toFixed(2)} ms  envd CPU ${(side.cpuMs / RUNS).toFixed(2)} ms/command\n`,
+        `  ${side.name.padEnd(44)} (pid ${side.child.pid}) p50 ${quantile(side.samples, 0.5).toFixed(2)} ms  p90 ${quantile(side.samples, 0.9).toFixed(2)} ms  envd CPU ${(side.cpuMs / RUNS).toFixed(2)} ms/command\n`,
       );
     }
   } finally {
