@@ -158,7 +158,10 @@ export async function benchExec(log: (m: string) => void): Promise<Row[]> {
       for (let k = 0; k < variants.length; k += 1) {
         const v = variants[(i + k) % variants.length]!;
         const start = now();
-        await v.sandbox.commands.run('true');
+        await v.sandbox.commands.run('true').catch((error: unknown) => {
+          const logs = [api, before].filter((p) => p !== undefined).map((p) => `${p.logFile}:\n${readFileSync(p.logFile, 'utf8').slice(-3000)}`);
+          throw new Error(`exec bench: the ${v.name} call of round ${i} failed; the APIs' logs end with\n${logs.join('\n')}`, { cause: error });
+        });
         v.samples.push(now() - start);
       }
     }
