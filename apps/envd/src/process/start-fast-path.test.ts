@@ -116,7 +116,7 @@ describe('Start fast path with an access token', () => {
   });
 
   const body = envelope(0, run('echo hi'));
-  it.each([
+  it.each<[string, Record<string, string>]>([
     ['the right token', { ...JSON_TYPE, 'x-access-token': 'the-token' }],
     ['a wrong token', { ...JSON_TYPE, 'x-access-token': 'the-tokeN' }],
     ['a longer token', { ...JSON_TYPE, 'x-access-token': 'the-token2' }],
