@@ -14,13 +14,10 @@
  * envd starts), interleaved. The CPU the API, envd and the shells spent per call is read from /proc (root).
  * BENCH_EXEC_PROFILE_DIR: the API processes run with `--cpu-prof` into that directory.
  */
-import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
-import { dirname, join } from 'node:path';
-import { createInterface } from 'node:readline';
-import { fileURLToPath } from 'node:url';
 import { Sandbox } from 'e2b';
 import { startApiProcess, type ApiProcess } from './api-process.ts';
+import { cpuOf, startBenchServer } from './bench-processes.ts';
 import { ms, now, percentile, type Row } from './bench-stats.ts';
 import { containerShellBaseline, docker, dockerExecBaseline } from './docker-baseline.ts';
 
@@ -30,25 +27,6 @@ const TARGET_P50_MS = 5;
 /** What the platform may add to the call above the SDK floor of the same run (issue 20). */
 const TARGET_ADDED_MS = 4;
 const SHELL_COMMANDS = ['bash -l -c true', 'bash -c true', '/bin/true'] as const;
-
-/** The instant server in its own process; resolves with its URL and a stop function. */
-async function startInstantServer(): Promise<{ url: string; stop(): void }> {
-  const here = dirname(fileURLToPath(import.meta.url));
-  const child = spawn(process.execPath, ['--import', 'tsx', join(here, 'instant-start-server.ts')], { cwd: join(here, '..'), stdio: ['ignore', 'pipe', 'inherit'] });
-  const lines = createInterface({ input: child.stdout! });
-  for await (const line of lines) {
-    const port = /^listening (\d+)$/.exec(line)?.[1];
-    if (port) return { url: `http://127.0.0.1:${port}`, stop: () => child.kill() };
-  }
-  throw new Error('the instant Start server exited before it listened');
-}
-
-/** CPU of a process in ms: its own (utime + stime) and that of the children it reaped (cutime + cstime). */
-function cpuOf(pid: number): { own: number; reaped: number } {
-  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
-  const tick = (i: number): number => Number(fields[i]) * 10; // USER_HZ is 100 on Linux
-  return { own: tick(11) + tick(12), reaped: tick(13) + tick(14) };
-}
 
 function childrenOf(pid: number): number[] {
   return readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').split(' ').filter(Boolean).map(Number);
@@ -119,7 +97,7 @@ export async function benchExec(log: (m: string) => void): Promise<Row[]> {
   log(`exec: commands.run('true') ×${RUNS} through the proxy of an API in its own process, interleaved with the SDK floor and envd direct${withBefore ? ' and the before variant' : ''}`);
   const api = await startApiProcess({ ...nodeOptions });
   const before = withBefore ? await startApiProcess({ ...nodeOptions, ...(beforeImage ? { TIDEPOOL_BASE_IMAGE: beforeImage } : {}) }, beforeDir) : undefined;
-  const instant = await startInstantServer();
+  const instant = await startBenchServer('instant-start-server.ts');
   const sandboxes: Sandbox[] = [];
   try {
     const sbx = await sandboxFor(api);

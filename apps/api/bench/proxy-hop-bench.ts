@@ -10,40 +10,17 @@
  *
  *   BENCH_SECTIONS=proxy-hop pnpm bench:platform
  */
-import { type ChildProcess, spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
-import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { Sandbox } from 'e2b';
 import { ENVD_PORT } from '../src/envd/envd-client.ts';
+import { type BenchServer, cpuOf, startBenchServer } from './bench-processes.ts';
 import { ms, now, percentile, type Row } from './bench-stats.ts';
 
 const RUNS = Number(process.env.BENCH_PROXY_HOP_RUNS ?? 1000);
 const WARMUP = 100;
 const here = dirname(fileURLToPath(import.meta.url));
-
-interface Server {
-  url: string;
-  pid: number;
-  stop(): void;
-}
-
-/** A bench helper script in its own process; resolves once it printed `listening <port>`. */
-async function startServer(script: string, args: string[], nodeArgs: string[] = []): Promise<Server> {
-  const child: ChildProcess = spawn(process.execPath, [...nodeArgs, '--import', 'tsx', join(here, script), ...args], { cwd: join(here, '..'), stdio: ['ignore', 'pipe', 'inherit'] });
-  const lines = createInterface({ input: child.stdout! });
-  for await (const line of lines) {
-    const port = /^listening (\d+)$/.exec(line)?.[1];
-    if (port) return { url: `http://127.0.0.1:${port}`, pid: child.pid!, stop: () => child.kill('SIGTERM') };
-  }
-  throw new Error(`${script} exited before it listened`);
-}
-
-function cpuMs(pid: number): number {
-  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
-  return (Number(fields[11]) + Number(fields[12])) * 10;
-}
 
 interface Variant {
   name: string;
@@ -60,20 +37,20 @@ export async function benchProxyHop(log: (m: string) => void): Promise<Row[]> {
   const profileDir = process.env.BENCH_PROXY_PROFILE_DIR;
   const nodeArgs = profileDir ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : [];
   log(`proxy hop: commands.run('true') ×${RUNS} to an instant Start server at ${upstream}:${ENVD_PORT}, straight and through the proxy${beforeDir ? ' (this checkout and the before one)' : ''}`);
-  const servers: Server[] = [];
+  const servers: BenchServer[] = [];
   try {
-    const instant = await startServer('instant-start-server.ts', [upstream, String(ENVD_PORT)]);
+    const instant = await startBenchServer('instant-start-server.ts', [upstream, String(ENVD_PORT)]);
     servers.push(instant);
     const hops: Array<[string, string]> = [['proxy', join(here, '..')]];
     if (beforeDir) hops.push(['before', beforeDir]);
     const variants: Variant[] = [{ name: 'floor', sandbox: await Sandbox.create({ debug: true, sandboxUrl: `http://${upstream}:${ENVD_PORT}`, apiKey: 'hop' }), samples: [], cpuMs: 0 }];
     for (const [name, dir] of hops) {
-      const server = await startServer('proxy-hop-server.ts', [dir, upstream], nodeArgs);
+      const server = await startBenchServer('proxy-hop-server.ts', [dir, upstream], nodeArgs);
       servers.push(server);
       variants.push({ name, pid: server.pid, sandbox: await Sandbox.create({ debug: true, sandboxUrl: server.url, apiKey: 'hop' }), samples: [], cpuMs: 0 });
     }
     for (let i = 0; i < WARMUP; i += 1) for (const v of variants) await v.sandbox.commands.run('true');
-    const cpuStart = variants.map((v) => (v.pid ? cpuMs(v.pid) : 0));
+    const cpuStart = variants.map((v) => (v.pid ? cpuOf(v.pid).own : 0));
     for (let i = 0; i < RUNS; i += 1) {
       for (let k = 0; k < variants.length; k += 1) {
         const v = variants[(i + k) % variants.length]!;
@@ -82,7 +59,7 @@ export async function benchProxyHop(log: (m: string) => void): Promise<Row[]> {
         v.samples.push(now() - start);
       }
     }
-    variants.forEach((v, i) => (v.cpuMs = v.pid ? cpuMs(v.pid) - cpuStart[i]! : 0));
+    variants.forEach((v, i) => (v.cpuMs = v.pid ? cpuOf(v.pid).own - cpuStart[i]! : 0));
     const floor = percentile(variants[0]!.samples, 50);
     const load = readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ');
     return variants.map((v) => ({
