@@ -61,15 +61,18 @@ async function waitForApi(url: string, child: ChildProcess, logFile: string): Pr
   }
 }
 
-export async function startApiProcess(settings: Record<string, string>): Promise<ApiProcess> {
-  const here = dirname(fileURLToPath(import.meta.url));
+/**
+ * `apiDir`: the `apps/api` directory whose `src/main.ts` runs (default: this checkout's), e.g. another worktree's
+ * for an A/B of two versions of the platform in one run.
+ */
+export async function startApiProcess(settings: Record<string, string>, apiDir = join(dirname(fileURLToPath(import.meta.url)), '..')): Promise<ApiProcess> {
   const dataDir = mkdtempSync(join(tmpdir(), 'tidepool-bench-api-'));
   const logFile = join(dataDir, 'api.log');
   const port = await freePort();
   const apiKey = `e2b_${randomBytes(20).toString('hex')}`;
   const out = openSync(logFile, 'a');
-  const child = spawn(process.execPath, ['--import', 'tsx', join(here, '..', 'src', 'main.ts')], {
-    cwd: join(here, '..'),
+  const child = spawn(process.execPath, ['--import', 'tsx', join(apiDir, 'src', 'main.ts')], {
+    cwd: apiDir,
     env: {
       ...process.env,
       TIDEPOOL_HOST: '127.0.0.1',

@@ -130,19 +130,20 @@ export async function dockerExecBaseline(containerId: string, count: number): Pr
 }
 
 /**
- * The floor of exec, inside the sandbox: `bash -l -c true` started by a shell in the container as `user`, timed
- * there with $EPOCHREALTIME (no RPC, no docker CLI): what envd runs for commands.run('true'), without envd.
+ * The floor of exec, inside the sandbox: each of `commands` (e.g. `bash -l -c true`, what envd runs for
+ * commands.run('true')) started by a shell in the container as `user`, interleaved round by round, `count` rounds,
+ * timed there with $EPOCHREALTIME (no RPC, no docker CLI). Resolves with the samples of each command, in order.
  */
-export async function containerShellBaseline(containerId: string, count: number): Promise<number[]> {
-  const loop = `for i in $(seq ${count}); do s=$EPOCHREALTIME; bash -l -c true; e=$EPOCHREALTIME; echo "$s $e"; done`;
+export async function containerShellBaseline(containerId: string, count: number, commands: readonly string[] = ['bash -l -c true']): Promise<number[][]> {
+  const timedOnce = commands.map((command) => `s=$EPOCHREALTIME; ${command}; e=$EPOCHREALTIME; printf '%s %s ' "$s" "$e"`).join('; ');
+  const loop = `for i in $(seq ${count}); do ${timedOnce}; echo; done`;
   const out = await docker(['exec', '-u', 'user', '-w', '/home/user', containerId, 'bash', '-c', loop]);
-  return out
-    .split('\n')
-    .filter(Boolean)
-    .map((line) => {
-      const [start, end] = line.split(' ').map(Number);
-      return (end! - start!) * 1000;
-    });
+  const samples: number[][] = commands.map(() => []);
+  for (const line of out.split('\n').filter(Boolean)) {
+    const times = line.trim().split(' ').map(Number);
+    commands.forEach((_, i) => samples[i]!.push((times[2 * i + 1]! - times[2 * i]!) * 1000));
+  }
+  return samples;
 }
 
 /**

@@ -2,7 +2,8 @@
  * The SDK's floor for the exec benchmark: an HTTP server (its own process, so its CPU does not land on the
  * client's event loop) that answers `process.Process/Start` at once, in Connect's JSON stream framing, with a
  * start event and, one turn later, the end event and end-of-stream, as envd does for `true`. Nothing is spawned.
- * Prints `listening <port>` on stdout.
+ * Listens on 127.0.0.1 and a free port, or on argv[2] and argv[3] (host, port) when given. Prints
+ * `listening <port>` on stdout.
  */
 import { createServer } from 'node:http';
 
@@ -30,7 +31,8 @@ const server = createServer((req, res) => {
     setImmediate(() => res.end(ended));
   });
 });
-server.listen(0, '127.0.0.1', () => {
+const [host = '127.0.0.1', port = '0'] = process.argv.slice(2);
+server.listen(Number(port), host, () => {
   const address = server.address();
   process.stdout.write(`listening ${typeof address === 'object' && address ? address.port : 0}\n`);
 });

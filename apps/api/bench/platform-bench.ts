@@ -5,6 +5,10 @@
  *   sandboxes   create→ready cold: Sandbox.create → first commands.run('true'), serially (≥ 30)   vs docker run -d → envd /health
  *               cold at concurrency 20 and 50 (concurrency-bench.ts)                   vs that many docker runs at once
  *               exec: commands.run('true') through the proxy (exec-bench.ts)          vs docker exec, bash -l -c true in it, the SDK floor
+ *   exec        that exec figure alone, with its breakdown (proxy, envd + shell, CPU per call) and an optional
+ *               before/after A/B in the same run (exec-bench.ts; BENCH_EXEC_BEFORE_DIR, BENCH_EXEC_BEFORE_IMAGE)
+ *   proxy-hop   the proxy alone on that path: the SDK to an instant Start server straight and through one proxy hop,
+ *               no container (proxy-hop-bench.ts; BENCH_PROXY_BEFORE_DIR for an A/B)
  *               pause / resume: sbx.pause() / Sandbox.connect() of a paused sandbox    vs docker pause / unpause
  *               proxy overhead: GET /health through the API's proxy                     vs straight to the container IP
  *   templates   cached rebuild, snapshot, create from a snapshot, 150 steps (template-bench.ts)
@@ -20,7 +24,7 @@
  *
  * Sizes: BENCH_SERIAL (30), BENCH_CONCURRENT (50), BENCH_CONCURRENCY (20,50), BENCH_EXEC (200), BENCH_PAUSE (10),
  * BENCH_PROXY (1000), BENCH_POOL_CONCURRENCY (20,50), BENCH_DENSITY (500).
- * BENCH_SECTIONS: comma list of `sandboxes`, `runtimes`, `templates`, `pool`, `pool-adaptive`, `density`, `neighbours`, `code-interpreter`, `placement`
+ * BENCH_SECTIONS: comma list of `sandboxes`, `exec`, `proxy-hop`, `runtimes`, `templates`, `pool`, `pool-adaptive`, `density`, `neighbours`, `code-interpreter`, `placement`
  * (placement-bench.ts: a placement decision over 1,000 sandboxes; pure, no engine), `cluster` (cluster-bench.ts: c=50
  * creates through the SDK on a three-node local cluster vs one node of it; root; BENCH_CLUSTER_CREATES,
  * BENCH_CLUSTER_CONCURRENCY), `node-hop` (node-hop-bench.ts: envd /health and commands.run through the proxy to a
@@ -38,6 +42,7 @@ import { benchPool } from './pool-bench.ts';
 import { benchPoolAdaptive } from './pool-adaptive-bench.ts';
 import { benchColdConcurrency } from './concurrency-bench.ts';
 import { benchExec } from './exec-bench.ts';
+import { benchProxyHop } from './proxy-hop-bench.ts';
 import { benchDensity } from './density-bench.ts';
 import { benchCodeInterpreter } from './code-interpreter-bench.ts';
 import { benchPlacement } from './placement-bench.ts';
@@ -55,8 +60,12 @@ const SECTIONS = new Set((process.env.BENCH_SECTIONS ?? 'sandboxes,runtimes,temp
 const log = (message: string): void => console.error(`[bench] ${message}`);
 
 async function main(): Promise<void> {
-  log('building images if needed');
-  const image = await ensureBaseImage();
+  let image = '';
+  // Sections that need no container do not wait for an image build.
+  if (![...SECTIONS].every((name) => name === 'placement' || name === 'proxy-hop')) {
+    log('building images if needed');
+    image = await ensureBaseImage();
+  }
   const rows: Row[] = [];
   if (SECTIONS.has('density')) {
     try {
@@ -71,6 +80,8 @@ async function main(): Promise<void> {
   }
   // Sections that start their own API process, printed alone when nothing else was asked for.
   const ownProcess: Array<[string, () => Promise<Row[]>]> = [
+    ['exec', () => benchExec(log)],
+    ['proxy-hop', () => benchProxyHop(log)],
     ['code-interpreter', () => benchCodeInterpreter(log)],
     ['placement', async () => benchPlacement(log)],
     ['neighbours', () => benchNeighbours(log)],

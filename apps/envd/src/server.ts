@@ -1,11 +1,11 @@
-import { STATUS_CODES } from 'node:http';
+import { type IncomingMessage, type ServerResponse, STATUS_CODES } from 'node:http';
 import type { Socket } from 'node:net';
 import { fastifyConnectPlugin } from '@connectrpc/connect-fastify';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, LogController } from 'fastify';
 import { reclassifyClientFaults } from './connect/client-fault-errors.ts';
 import type { EnvdContext } from './context.ts';
 import { registerFilesystemService } from './filesystem/filesystem-service.ts';
-import { installAccessTokenGuard } from './http/access-token-guard.ts';
+import { accessTokenAccepted, installAccessTokenGuard } from './http/access-token-guard.ts';
 import { registerControlRoutes } from './http/control-routes.ts';
 import { registerFileRoutes } from './http/files-routes.ts';
 import { installHttpErrorHandler } from './http/http-error.ts';
@@ -50,15 +50,6 @@ export async function buildEnvdServer(ctx: EnvdContext): Promise<FastifyInstance
   installHttpErrorHandler(app);
   installAccessTokenGuard(app, ctx.state);
   let processes: ProcessRegistry | undefined;
-  if (ctx.config.startFastPath) {
-    // After the token guard: a refused call never gets here. Everything else goes on to Connect.
-    app.addHook('onRequest', async (request, reply) => {
-      if (!processes || !servesStart(request.raw)) return;
-      reply.hijack();
-      void serveStart(request.raw, reply.raw, ctx, processes);
-      return reply;
-    });
-  }
   await app.register(fastifyConnectPlugin, {
     routes(router) {
       processes = registerProcessService(router, ctx);
@@ -68,5 +59,28 @@ export async function buildEnvdServer(ctx: EnvdContext): Promise<FastifyInstance
   });
   await app.register(async (scope) => registerControlRoutes(scope, ctx));
   await app.register(async (scope) => registerFileRoutes(scope, ctx));
+  if (ctx.config.startFastPath && processes) serveStartBeforeFastify(app, ctx, processes);
   return app;
+}
+
+type RequestListener = (req: IncomingMessage, res: ServerResponse) => void;
+
+/**
+ * Every `commands.run()` is one Start call: those start-fast-path.ts answers exactly as Connect does are taken from
+ * the server's `request` event before Fastify routes them (no request/reply objects, no hook chain), once their
+ * `X-Access-Token` passes the same check as the token guard. A call the token guard would refuse, and everything
+ * else, goes on to Fastify.
+ */
+function serveStartBeforeFastify(app: FastifyInstance, ctx: EnvdContext, processes: ProcessRegistry): void {
+  const server = app.server;
+  const fastifyListeners = server.listeners('request') as RequestListener[];
+  if (fastifyListeners.length === 0) throw new Error('envd: the Fastify server has no request listener to put the Start fast path in front of');
+  server.removeAllListeners('request');
+  server.on('request', (req: IncomingMessage, res: ServerResponse) => {
+    if (servesStart(req) && accessTokenAccepted(ctx.state, req.headers['x-access-token'])) {
+      void serveStart(req, res, ctx, processes);
+      return;
+    }
+    for (const listener of fastifyListeners) listener.call(server, req, res);
+  });
 }

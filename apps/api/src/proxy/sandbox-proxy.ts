@@ -13,7 +13,7 @@ import { forwardHttp, type UpstreamTarget } from './http-forwarder.ts';
 import { DialPools } from './dial-pools.ts';
 import { requestFramingProblem } from './message-checks.ts';
 import { proxyErrorReasonOf, proxyErrors, sendProxyError, writeProxyErrorToSocket, type ProxyErrorReply } from './proxy-errors.ts';
-import { resolveRouteTarget } from './route-target.ts';
+import { resolveRouteTarget, type RouteTarget } from './route-target.ts';
 import { ENVD_PORT, type RoutableSandbox, type SandboxDirectory } from './sandbox-directory.ts';
 import { findSignedUrlOwner, parseSignedFilesQuery } from './signed-url-owner.ts';
 import { inertResponseHeaders } from './inert-response.ts';
@@ -80,10 +80,11 @@ export class SandboxProxy {
 
   /** Returns false when the request is not for a sandbox (the API handles it). */
   handleRequest(req: IncomingMessage, res: ServerResponse): boolean {
-    const admission = this.route(req);
-    if (admission === undefined) return false;
+    const target = this.targetOf(req);
+    if (target.kind === 'api') return false;
+    const admission = this.route(req, target);
     this.measure(res);
-    const servedOnApiOrigin = resolveRouteTarget(req.method, req.url ?? '/', req.headers, this.options.domain).kind === 'signed-files';
+    const servedOnApiOrigin = target.kind === 'signed-files';
     const go = (result: Admission): void => {
       if (isReply(result)) {
         sendProxyError(res, req.headers, result);
@@ -129,8 +130,9 @@ export class SandboxProxy {
 
   /** Returns false when the upgrade is not for a sandbox. */
   handleUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer): boolean {
-    const admission = this.route(req);
-    if (admission === undefined) return false;
+    const target = this.targetOf(req);
+    if (target.kind === 'api') return false;
+    const admission = this.route(req, target);
     socket.once('close', () => this.countError(socket));
     const go = (result: Admission): void => {
       if (isReply(result)) {
@@ -204,11 +206,13 @@ export class SandboxProxy {
     return now !== undefined && now.state === 'running' && now.address === sandbox.address;
   }
 
-  /** undefined: not sandbox traffic. Otherwise the admission decision, synchronous unless a resume is needed. */
-  private route(req: IncomingMessage): Admission | Promise<Admission> | undefined {
+  private targetOf(req: IncomingMessage): RouteTarget {
+    return resolveRouteTarget(req.method, req.url ?? '/', req.headers, this.options.domain);
+  }
+
+  /** The admission decision for sandbox traffic, synchronous unless a resume is needed. */
+  private route(req: IncomingMessage, target: Exclude<RouteTarget, { kind: 'api' }>): Admission | Promise<Admission> {
     const url = req.url ?? '/';
-    const target = resolveRouteTarget(req.method, url, req.headers, this.options.domain);
-    if (target.kind === 'api') return undefined;
     const refusal = this.framingRefusal(req);
     if (refusal) return refusal;
     switch (target.kind) {

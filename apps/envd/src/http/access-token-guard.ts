@@ -18,15 +18,19 @@ function isExempt(method: string, path: string): boolean {
   return path === '/files' && (method === 'GET' || method === 'POST' || method === 'HEAD');
 }
 
+/** Whether a request to a route that needs the token may pass: no token set yet, or `X-Access-Token` matches. */
+export function accessTokenAccepted(state: EnvdState, given: string | string[] | undefined): boolean {
+  const token = state.accessToken;
+  return !token || (typeof given === 'string' && tokensEqual(given, token));
+}
+
 /** Every route but the exempt ones needs `X-Access-Token` once `/init` set a token. */
 export function installAccessTokenGuard(app: FastifyInstance, state: EnvdState): void {
   app.addHook('onRequest', async (request, reply) => {
-    const token = state.accessToken;
-    if (!token || request.method === 'OPTIONS') return;
+    if (!state.accessToken || request.method === 'OPTIONS') return;
     const path = request.url.split('?')[0];
     if (isExempt(request.method, path)) return;
-    const given = request.headers['x-access-token'];
-    if (typeof given === 'string' && tokensEqual(given, token)) return;
+    if (accessTokenAccepted(state, request.headers['x-access-token'])) return;
     sendHttpError(reply, 401, UNAUTHORIZED_MESSAGE);
     return reply;
   });

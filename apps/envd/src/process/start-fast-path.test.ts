@@ -100,3 +100,30 @@ describe('Start fast path', () => {
     expect(answer.envelopes.at(-1)).toEqual({ flags: 2, text: '{}' });
   });
 });
+
+describe('Start fast path with an access token', () => {
+  let fastWithToken: RunningEnvd;
+  let connectWithToken: RunningEnvd;
+
+  beforeAll(async () => {
+    fastWithToken = await startEnvd({ accessToken: 'the-token' });
+    connectWithToken = await startEnvd({ accessToken: 'the-token', startFastPath: false });
+  });
+
+  afterAll(async () => {
+    await fastWithToken?.close();
+    await connectWithToken?.close();
+  });
+
+  const body = envelope(0, run('echo hi'));
+  it.each<[string, Record<string, string>]>([
+    ['the right token', { ...JSON_TYPE, 'x-access-token': 'the-token' }],
+    ['a wrong token', { ...JSON_TYPE, 'x-access-token': 'the-tokeN' }],
+    ['a longer token', { ...JSON_TYPE, 'x-access-token': 'the-token2' }],
+    ['no token', JSON_TYPE],
+  ])('answers a Start with %s exactly like connect-es behind the token guard', async (_name, headers) => {
+    const [mine, theirs] = await Promise.all([post(fastWithToken, body, headers), post(connectWithToken, body, headers)]);
+    expect(mine).toEqual(theirs);
+    expect(mine.status).toBe(headers['x-access-token'] === 'the-token' ? 200 : 401);
+  });
+});

@@ -4,6 +4,7 @@ import { Code, ConnectError } from '@connectrpc/connect';
 import { StartRequestSchema, StartResponseSchema, type StartRequest } from '@tidepool/protocol/process';
 import { keepaliveIntervalMs } from '../connect/keepalive.ts';
 import type { EnvdContext } from '../context.ts';
+import { startResponseJson } from './event-json.ts';
 import type { ProcessEventInit } from './event-stream.ts';
 import type { ProcessRegistry } from './process-registry.ts';
 import { startProcessEvents } from './process-service.ts';
@@ -115,6 +116,8 @@ export function endStreamMessage(error: unknown): Buffer {
 }
 
 function encodeEvent(event: ProcessEventInit, json: boolean): Buffer {
+  const text = json ? startResponseJson(event) : undefined;
+  if (text !== undefined) return envelope(0, Buffer.from(text));
   const message = create(StartResponseSchema, { event });
   return envelope(0, json ? Buffer.from(toJsonString(StartResponseSchema, message)) : toBinary(StartResponseSchema, message));
 }
