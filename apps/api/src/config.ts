@@ -6,6 +6,7 @@ import { DOCKER_HOST_PATTERN } from './runtime/docker/docker-host.ts';
 import { DEFAULT_WARM_POOL_MIN, MAX_POOL_SIZE, isPoolOff, parseWarmPool } from './sandboxes/pool-settings.ts';
 import { LISTEN_ADDRESS_PATTERN } from './observability/metrics-route.ts';
 import { decodeSecretsKey } from './secrets/secret-crypto.ts';
+import { registrySettingsProblem } from './runtime/registry/registry-settings.ts';
 
 const Port = Type.Integer({ minimum: 0, maximum: 65535 });
 
@@ -154,6 +155,14 @@ export const ConfigSchema = Type.Object({
   clusterCa: Type.String(),
   /** A node whose last heartbeat is older than this (seconds) is marked lost. */
   nodeLostAfterSeconds: Type.Integer({ minimum: 1, maximum: 86400 }),
+  /** Cluster images: `host[:port][/path]` of the registry every image the platform makes is pushed to (runtime/registry/registry-settings.ts); '' = images stay on the node that made them. */
+  registry: Type.String(),
+  /** The registry's user (with `registryPasswordFile`); '' = anonymous. */
+  registryUsername: Type.String({ maxLength: 255, pattern: '^[^\\x00-\\x20:]*$' }),
+  /** File whose first line is the registry password; '' = none. Never echoed. */
+  registryPasswordFile: Type.String(),
+  /** The operator allows plain HTTP to the registry (the engine must list it as insecure too); off = the engine must use HTTPS. */
+  registryInsecure: Type.Boolean(),
 });
 
 export type Config = Static<typeof ConfigSchema>;
@@ -228,6 +237,10 @@ const ENV_NAMES: Record<keyof Config, string> = {
   clusterClientKey: 'TIDEPOOL_CLUSTER_CLIENT_KEY',
   clusterCa: 'TIDEPOOL_CLUSTER_CA',
   nodeLostAfterSeconds: 'TIDEPOOL_NODE_LOST_AFTER_SECONDS',
+  registry: 'TIDEPOOL_REGISTRY',
+  registryUsername: 'TIDEPOOL_REGISTRY_USERNAME',
+  registryPasswordFile: 'TIDEPOOL_REGISTRY_PASSWORD_FILE',
+  registryInsecure: 'TIDEPOOL_REGISTRY_INSECURE',
 };
 
 /** Every environment variable that feeds a setting (deployment manifests are checked against it). */
@@ -404,6 +417,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     clusterClientKey: (env.TIDEPOOL_CLUSTER_CLIENT_KEY ?? '').trim(),
     clusterCa: (env.TIDEPOOL_CLUSTER_CA ?? '').trim(),
     nodeLostAfterSeconds: integer(env.TIDEPOOL_NODE_LOST_AFTER_SECONDS, 30),
+    registry: (env.TIDEPOOL_REGISTRY ?? '').trim(),
+    registryUsername: (env.TIDEPOOL_REGISTRY_USERNAME ?? '').trim(),
+    registryPasswordFile: (env.TIDEPOOL_REGISTRY_PASSWORD_FILE ?? '').trim(),
+    registryInsecure: flag(env.TIDEPOOL_REGISTRY_INSECURE, false),
     ...overrides,
   };
   if (overrides.imageAliases === undefined) {
@@ -443,6 +460,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
   if (Boolean(config.clusterClientCert) !== Boolean(config.clusterClientKey) || (Boolean(config.clusterClientCert) && !config.clusterCa)) {
     throw new ConfigError('invalid configuration:\n  TIDEPOOL_CLUSTER_CLIENT_CERT, TIDEPOOL_CLUSTER_CLIENT_KEY and TIDEPOOL_CLUSTER_CA go together (the API\'s certificate for node agents, its key, and the cluster CA)');
   }
+  const registryProblem = registrySettingsProblem(config);
+  if (registryProblem) throw new ConfigError(`invalid configuration:\n  ${registryProblem}`);
   if (config.tls && config.httpsPort !== 0 && config.httpsPort === config.port) {
     throw new ConfigError(`invalid configuration:\n  TIDEPOOL_HTTPS_PORT (${config.httpsPort}) must differ from TIDEPOOL_PORT: the plain HTTP listener stays`);
   }

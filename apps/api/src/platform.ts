@@ -50,6 +50,10 @@ import { type NodeFactory, NodeSet } from './nodes/node-set.ts';
 import { NodeStore } from './nodes/node-store.ts';
 import type { SandboxNode } from './nodes/sandbox-node.ts';
 import type Docker from 'dockerode';
+import { ClusterImages } from './nodes/cluster-images.ts';
+import { RegistryImages } from './runtime/registry/registry-images.ts';
+import { loadRegistrySettings } from './runtime/registry/registry-settings.ts';
+import { publishedBuilder } from './templates/published-builder.ts';
 
 /** How long shutdown waits for sandbox operations in flight. */
 const SHUTDOWN_DRAIN_MS = 15_000;
@@ -176,6 +180,9 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
     const metrics = new PlatformMetrics();
     const hardening = containerHardening(config);
     const docker = dockerClient(config.dockerHost);
+    // Cluster images (TIDEPOOL_REGISTRY): what the platform makes is pushed there, nodes pull what they lack.
+    const registrySettings = loadRegistrySettings(config);
+    const images = new ClusterImages(registrySettings, logger);
     // Sandboxes' own /proc files: one lxcfs on the host, outliving this process (sandboxes bind its files).
     lxcfs = !runtimeOverride && lxcfsWanted(config, env) ? new LxcfsSupervisor({ dir: config.lxcfsDir, logger }) : undefined;
     await lxcfs?.start();
@@ -194,6 +201,7 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
           egressProxyAllowedCidrs: config.egressProxyAllowedCidrs,
           // A sandbox's connection that could not go through its own proxy is an event in the sandbox's logs.
           onEgressProxyFailure: (sandboxId, message) => void lifecycle?.registry.recordEvent(sandboxId, message, 'warn').catch((error: unknown) => logger.warn({ err: error, sandboxId }, 'could not store the sandbox event')),
+          registry: registrySettings ? new RegistryImages(docker, registrySettings, logger) : undefined,
         }),
         {},
         (operation) => metrics.engineCallFailed(operation),
@@ -267,6 +275,7 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
       platformMetrics: metrics,
       pool,
       egressTrust: egressCas,
+      images,
       egressProxies: new EgressProxyGate({ cipher: secretCipher, addresses: new UpstreamAddressPolicy(config.egressProxyAllowedCidrs), problem: async () => (runtime.egressUpstreamProblem ? runtime.egressUpstreamProblem() : 'the container runtime cannot tunnel sandbox egress') }),
     });
     poolUser = lifecycle;
@@ -310,9 +319,15 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
     }
     const warmPool = pool;
     const contextFiles = new ContextFiles(config.dataDir, config.maxUploadMB * 1024 * 1024);
-    const builder =
-      builderOverride ??
-      new TemplateBuilder({
+    const builder = publishedBuilder({
+      builder: builderOverride ?? dockerBuilder(),
+      images,
+      buildNode: () => nodes.runtime(nodeId),
+      allNodes: () => nodes.all().map((node) => node.runtime),
+      logger,
+    });
+    function dockerBuilder(): TemplateBuilder {
+      return new TemplateBuilder({
         engine: reportingFailures(new DockerImageEngine({ docker, network: config.sandboxNetwork, platformId, hardening }), (operation) => metrics.engineCallFailed(operation), 'build_'),
         contextFiles,
         baseImage: config.baseImage,
@@ -324,6 +339,7 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
         readyTimeoutMs: config.buildReadyTimeoutSeconds * 1000,
         logger,
       });
+    }
     // On PostgreSQL other replicas may be running builds: leases tell their builds from interrupted ones.
     const leases = db.dialect === 'postgres' ? { store: new LeaseStore(db), owner: lifecycle.registry.replicaId } : undefined;
     queue = new BuildQueue({

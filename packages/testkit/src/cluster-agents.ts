@@ -89,6 +89,8 @@ export interface StartAgentOptions {
   /** Stamped on the node's containers (TIDEPOOL_NODE_PLATFORM_ID): one per cluster. */
   platformId: string;
   timeoutMs?: number;
+  /** The cluster's registry the agent pushes to and pulls from (plain HTTP on the private bridge: marked insecure). */
+  registry?: { host: string; username: string; passwordFile: string };
 }
 
 /** Starts a node's agent in its namespace and waits until it answers over mTLS; returns its URL and start time. */
@@ -112,6 +114,9 @@ export async function startNodeAgentProcess(node: NodeLayout, opts: StartAgentOp
     TIDEPOOL_DATA_DIR: files.dataDir,
     TIDEPOOL_LXCFS: 'off',
     TIDEPOOL_LOG_LEVEL: process.env.TIDEPOOL_NODE_LOG_LEVEL || 'info',
+    ...(opts.registry
+      ? { TIDEPOOL_REGISTRY: opts.registry.host, TIDEPOOL_REGISTRY_USERNAME: opts.registry.username, TIDEPOOL_REGISTRY_PASSWORD_FILE: opts.registry.passwordFile, TIDEPOOL_REGISTRY_INSECURE: 'on' }
+      : {}),
   };
   const log = openSync(files.logFile, 'a');
   const started = Date.now();

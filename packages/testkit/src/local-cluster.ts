@@ -11,6 +11,7 @@
  * PostgreSQL store is being built separately); that is the seam to fill.
  */
 import { existsSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { ClusterError } from './cluster-error.ts';
 import { enginePid, loadImageIntoNode, pingEngine, startNodeEngine, stopNodeEngine, type StorageDriver } from './cluster-engines.ts';
 import { clusterLayout, MAX_NODES, nodeLayout, parseNodeId, type ClusterLayout, type NodeLayout } from './cluster-layout.ts';
@@ -183,7 +184,7 @@ export async function upCluster(opts: UpOptions): Promise<ClusterState> {
         progress(`${node.id} loaded ${image} in ${Date.now() - before} ms`);
       }
       if (tls && serverTls && opts.agents !== false) {
-        const agent = await startNodeAgentProcess(node, { serverTls, clientTls: tls, platformId: `cluster-${cluster.name}` });
+        const agent = await startNodeAgentProcess(node, { serverTls, clientTls: tls, platformId: `cluster-${cluster.name}`, registry: agentRegistry(state) });
         state.nodes[state.nodes.length - 1] = nodeState(node, started, agent);
         writeClusterState(state);
         progress(`${node.id} agent ${agent.url} up in ${agent.startMs} ms`);
@@ -217,6 +218,13 @@ export async function stopClusterNode(dir: string, id: string): Promise<{ gracef
   return { graceful: engine.graceful && (agent?.graceful ?? true) };
 }
 
+/** The registry settings node agents get: its host, user and a password file (0600) in the cluster directory. */
+export function agentRegistry(state: ClusterState): { host: string; username: string; passwordFile: string } {
+  const passwordFile = join(state.dir, 'registry-password');
+  writeFileSync(passwordFile, `${state.registry.password}\n`, { mode: 0o600 });
+  return { host: state.registry.host, username: state.registry.username, passwordFile };
+}
+
 /** Starts a stopped node's engine again, on the storage driver it had. */
 export async function startClusterNode(dir: string, id: string): Promise<ClusterNodeState> {
   requireRoot();
@@ -226,7 +234,7 @@ export async function startClusterNode(dir: string, id: string): Promise<Cluster
   const serverTls = state.tls ? await ensureNodeServerTls(cluster.tlsDir, node.id, node.address) : undefined;
   const started = await startNodeEngine(node, { storageDriver: state.nodes[index].storageDriver, insecureRegistries: [state.registry.host], tls: serverTls });
   const hadAgent = state.nodes[index].agentUrl !== null && state.nodes[index].agentUrl !== undefined;
-  const agent = hadAgent && serverTls && state.tls ? await startNodeAgentProcess(node, { serverTls, clientTls: state.tls, platformId: `cluster-${state.name}` }) : undefined;
+  const agent = hadAgent && serverTls && state.tls ? await startNodeAgentProcess(node, { serverTls, clientTls: state.tls, platformId: `cluster-${state.name}`, registry: agentRegistry(state) }) : undefined;
   state.nodes[index] = nodeState(node, started, agent);
   writeClusterState(state);
   return state.nodes[index];

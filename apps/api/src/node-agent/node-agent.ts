@@ -18,6 +18,7 @@ import type { NodeCapacity, NodeHeartbeats } from '../nodes/sandbox-node.ts';
 import { createAgentServer } from './agent-server.ts';
 import { startHeartbeats, type HeartbeatLoop } from './heartbeat-loop.ts';
 import { readNodeCapacity } from './node-capacity.ts';
+import { registryImages } from '../runtime/registry/registry-images.ts';
 
 export const NODE_AGENT_VERSION = '1';
 
@@ -67,6 +68,7 @@ export async function startNodeAgent(options: NodeAgentOptions): Promise<Running
         helperImage: config.baseImage,
         hardening: containerHardening(config),
         cpuset: config.sandboxCpuset,
+        registry: registryImages(config, docker, logger),
       }),
     );
   await runtime.prepare();

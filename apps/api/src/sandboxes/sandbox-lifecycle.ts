@@ -25,6 +25,7 @@ import { type SandboxVolumeMount, volumeMountsProblem } from './volume-mounts.ts
 import { claimPooled } from './pool-claim.ts';
 import { poolKey } from './pool-settings.ts';
 import type { PooledContainer, WarmPool } from './warm-pool.ts';
+import { ClusterImages } from '../nodes/cluster-images.ts';
 
 export type { LaunchPlan, SandboxSettings };
 
@@ -73,6 +74,8 @@ export interface LifecycleDeps {
   egressTrust?: EgressTrustSource;
   /** Admits `network.egressProxy` and keeps its password sealed; none = such sandboxes are refused. */
   egressProxies?: EgressProxyGate;
+  /** Images through the cluster registry (pulled where missing, pushed when made); none = images stay where made. */
+  images?: ClusterImages;
 }
 
 const transformsUnavailable = (): PlatformError =>
@@ -98,7 +101,11 @@ export class SandboxLifecycle implements SandboxDirectory {
   /** What the pause and resume transitions (sandbox-pause-resume.ts) work with. */
   private readonly transitions: PauseResumeContext;
 
+  /** The cluster registry's images (a no-op without one). */
+  readonly images: ClusterImages;
+
   constructor(private readonly deps: LifecycleDeps) {
+    this.images = deps.images ?? new ClusterImages(undefined, deps.logger);
     this.registry = new SandboxRegistry(deps.store, deps.maxSandboxes, (record) => deps.nodes.lostReason(record, record.sandboxId));
     this.timers = new SandboxTimers((id) => this.expire(id));
     this.transitions = {
@@ -111,6 +118,7 @@ export class SandboxLifecycle implements SandboxDirectory {
       directoriesOf: (record) => this.directoriesOf(record),
       openProxyPassword: this.openProxyPassword,
       trustEgressCa: (record) => this.trustEgressCa(record),
+      images: this.images,
     };
     this.metrics = new MetricsRecorder(() => this.registry.running(), deps.logger, (record) => deps.nodes.dialOf(record.nodeId));
   }
@@ -425,6 +433,8 @@ export class SandboxLifecycle implements SandboxDirectory {
             },
             async (node) => {
               if (hasTransforms(settings.network)) await this.requireEgressTransforms(node.runtime);
+              // A node that lacks the image pulls it from the registry; a failed pull fails this node only.
+              await this.images.ensure(node.runtime, plan.image, log.child({ nodeId: node.nodeId }));
               return bootSandbox(node.runtime, { ...record, nodeId: node.nodeId }, plan.image, log.child({ nodeId: node.nodeId }), this.directoriesOf(record), this.deps.nodes.dialOf(node.nodeId), this.openProxyPassword);
             },
             log,
@@ -491,7 +501,15 @@ export class SandboxLifecycle implements SandboxDirectory {
     this.timers.clear(record.sandboxId);
     const runtime = this.runtimeOf(record);
     if (record.containerId) await runtime.remove(record.containerId);
-    await runtime.removeSandboxImage(record.sandboxId);
+    if (this.images.movable(record.pausedImage)) {
+      // Its filesystem is in the registry: the node that paused it may be gone, so its copies there are best effort.
+      const log = this.log(record.sandboxId);
+      await runtime.removeSandboxImage(record.sandboxId).catch((error: unknown) => log.warn({ err: error, nodeId: record.nodeId }, 'could not remove the paused image from its node'));
+      await runtime.removeImage(record.pausedImage!).catch((error: unknown) => log.warn({ err: error, nodeId: record.nodeId }, 'could not untag the paused image on its node'));
+      await this.images.forget(record.pausedImage);
+    } else {
+      await runtime.removeSandboxImage(record.sandboxId);
+    }
     await this.registry.forget(record.sandboxId);
     this.deps.egressTrust?.forget(record.sandboxId);
     this.metrics.forget(record.sandboxId);

@@ -7,6 +7,9 @@ import { bootSandbox, initFor } from './sandbox-boot.ts';
 import type { SandboxRecord } from './sandbox-record.ts';
 import type { SandboxRegistry } from './sandbox-registry.ts';
 import type { SandboxTimers } from './sandbox-timers.ts';
+import type { ClusterImages } from '../nodes/cluster-images.ts';
+import { startOnPlacedNode } from '../nodes/placed-start.ts';
+import type { BootedSandbox } from './sandbox-boot.ts';
 
 /** What pausing and resuming a sandbox work with (the lifecycle holds them; the caller serialises per sandbox). */
 export interface PauseResumeContext {
@@ -24,6 +27,8 @@ export interface PauseResumeContext {
   openProxyPassword(sealed: string): string;
   /** A sandbox with network.rules trusts its egress CA again once it runs (idempotent). */
   trustEgressCa(record: SandboxRecord): Promise<void>;
+  /** The cluster registry: a filesystem pause is pushed there, so the sandbox can resume on any node with room. */
+  images: ClusterImages;
 }
 
 const nowIso = (): string => new Date().toISOString();
@@ -48,6 +53,14 @@ export async function pauseSandbox(ctx: PauseResumeContext, record: SandboxRecor
     await runtime.remove(containerId);
     record.containerId = null;
     record.address = null;
+    if (ctx.images.enabled) {
+      // In the registry the filesystem can resume on any node; a failed push keeps it resumable here only.
+      try {
+        record.pausedImage = await ctx.images.publish(runtime, record.pausedImage, 'sandbox', record.sandboxId);
+      } catch (error) {
+        ctx.logger.child({ sandboxId: record.sandboxId, nodeId: record.nodeId }).warn({ err: error }, 'paused filesystem not pushed to the registry; it resumes on its own node only');
+      }
+    }
     await ctx.registry.persist(record, 'sandbox paused (filesystem only)');
   }
   ctx.logger.child({ sandboxId: record.sandboxId, nodeId: record.nodeId }).info({ keepMemory }, 'sandbox paused');
@@ -65,8 +78,10 @@ export async function resumeSandbox(ctx: PauseResumeContext, record: SandboxReco
     try {
       // The token stays the same across a cold boot, as in the reference: an SDK object's own connect()
       // keeps the token it has, so a rotated one would lock it out of its sandbox.
-      // Its committed filesystem is on its node: it resumes there.
-      const booted = await bootSandbox(runtime, record, record.pausedImage, log, ctx.directoriesOf(record), dial, ctx.openProxyPassword);
+      // Its committed filesystem is on its node (it resumes there), or in the registry (any node with room).
+      const booted = ctx.images.movable(record.pausedImage)
+        ? await resumeAnywhere(ctx, record, record.pausedImage, log)
+        : await bootSandbox(runtime, record, record.pausedImage, log, ctx.directoriesOf(record), dial, ctx.openProxyPassword);
       record.containerId = booted.containerId;
       record.address = booted.address;
       record.envdVersion = booted.envdVersion;
@@ -74,7 +89,9 @@ export async function resumeSandbox(ctx: PauseResumeContext, record: SandboxReco
       release();
     }
     // The image stays (tagged) under the new container until the sandbox is killed or paused again.
+    const pushed = record.pausedImage;
     record.pausedImage = null;
+    if (ctx.images.movable(pushed)) await ctx.images.forget(pushed);
   } else {
     // A resume that failed half-way (thawed, /init failed) may be retried: only thaw what is frozen.
     const { status } = await runtime.inspect(record.containerId!);
@@ -93,4 +110,43 @@ export async function resumeSandbox(ctx: PauseResumeContext, record: SandboxReco
   ctx.timers.arm(record);
   log.info('sandbox resumed');
   return record;
+}
+
+/**
+ * A filesystem pause in the registry resumes on the node placement picks (its own node is preferred while it still
+ * has the image, a volume pins it to the node holding the volume); that node pulls the image if it lacks it, a
+ * failed pull or start tries another node. The image is named as the sandbox's own there (removed with it).
+ */
+async function resumeAnywhere(ctx: PauseResumeContext, record: SandboxRecord, image: string, log: Logger): Promise<BootedSandbox> {
+  const previous = record.nodeId;
+  const { result, nodeId } = await startOnPlacedNode(
+    ctx.nodes,
+    () => ctx.registry.all(),
+    { cpuCount: record.cpuCount, memoryMB: record.memoryMB, image, requiredNode: record.volumeMounts.length > 0 ? ctx.nodes.embeddedId : undefined },
+    async (node) => {
+      const nodeLog = log.child({ nodeId: node.nodeId });
+      await ctx.images.ensure(node.runtime, image, nodeLog);
+      const booted = await bootSandbox(node.runtime, { ...record, nodeId: node.nodeId }, image, nodeLog, ctx.directoriesOf(record), ctx.nodes.dialOf(node.nodeId), ctx.openProxyPassword);
+      // Best effort: the container already runs (a retry elsewhere would leave it behind).
+      await node.runtime.claimSandboxImage(image, record.sandboxId).catch((error: unknown) => nodeLog.warn({ err: error }, 'could not name the pulled image as the sandbox\'s own'));
+      return booted;
+    },
+    log,
+  );
+  record.nodeId = nodeId;
+  const runtime = ctx.nodes.runtime(nodeId);
+  // The registry name is not needed on the node any more (the sandbox's own name holds the image).
+  await runtime.removeImage(image).catch((error: unknown) => log.warn({ err: error, nodeId }, 'could not untag the pulled image'));
+  if (previous !== nodeId) {
+    log.info({ from: previous, to: nodeId }, 'filesystem-paused sandbox resumed on another node');
+    // Not waited for: the old node may be down (its calls would wait for their deadlines).
+    const old = ctx.nodes.has(previous) ? ctx.nodes.runtime(previous) : undefined;
+    if (old) {
+      void old
+        .removeSandboxImage(record.sandboxId)
+        .then(() => old.removeImage(image))
+        .catch((error: unknown) => log.warn({ err: error, nodeId: previous }, 'could not remove the paused image from its old node'));
+    }
+  }
+  return result;
 }

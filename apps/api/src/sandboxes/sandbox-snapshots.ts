@@ -39,10 +39,18 @@ export function createSnapshot(deps: SnapshotDeps, sandboxId: string, name: stri
 function snapshotNow(deps: SnapshotDeps, sandboxId: string, name: string | undefined): Promise<SnapshotInfo> {
   return deps.lifecycle.withSandbox(sandboxId, async (record) => {
     const started = Date.now();
-    const image = `${SNAPSHOT_REPOSITORY}:${randomBytes(10).toString('hex')}`;
-    // The image is made on the sandbox's node (templates from snapshots start where it is; images do not move yet).
+    const tag = randomBytes(10).toString('hex');
+    const local = `${SNAPSHOT_REPOSITORY}:${tag}`;
+    // The image is made on the sandbox's node; with a registry it is pushed (and recorded) under its registry name.
     const runtime = deps.lifecycle.nodes.runtime(record.nodeId);
-    await captureFilesystem(runtime, record, image);
+    await captureFilesystem(runtime, record, local);
+    let image = local;
+    try {
+      image = await deps.lifecycle.images.publish(runtime, local, 'snapshot', tag, true);
+    } catch (error) {
+      await runtime.removeImage(local);
+      throw error;
+    }
     try {
       const info = await deps.catalog.registerSnapshot({
         teamId: record.teamId,
@@ -60,6 +68,7 @@ function snapshotNow(deps: SnapshotDeps, sandboxId: string, name: string | undef
       return info;
     } catch (error) {
       await runtime.removeImage(image);
+      await deps.lifecycle.images.forget(image);
       throw error;
     }
   });

@@ -1,0 +1,157 @@
+/**
+ * Images across machines through the registry, end to end: an API with TIDEPOOL_REGISTRY drives the two node
+ * agents of a local cluster (engines in network namespaces on 198.19.<slot>.0/24, the cluster's own registry with
+ * htpasswd on the bridge address); its embedded node (the host's engine) is set `draining`, so every sandbox goes
+ * to a cluster node. With the published e2b SDK: a snapshot taken on one node is pushed to the registry and a
+ * sandbox created from it on the other node (which pulls it) has the source's files; a filesystem-paused sandbox
+ * resumes on the other node after its own node's engine and agent are stopped; deleting the snapshot removes its
+ * registry tag. The agents' rows are heartbeated by this test (as in cluster-mode.test.ts). Needs root.
+ * CLUSTER_TEST_LOG=info shows the API's log.
+ */
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Sandbox } from 'e2b';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { BASE_IMAGE, downCluster, freeClusterSlot, stopClusterNode, upCluster, type ClusterState } from '@tidepool/testkit';
+import { connectRemoteNode, type RemoteNode } from '../src/nodes/remote-node.ts';
+import { api, startTestPlatform, type TestPlatform } from './support/start-platform.ts';
+
+const isRoot = process.getuid?.() === 0;
+const name = `i${process.pid % 10_000_000}`;
+const dir = mkdtempSync(join(tmpdir(), 'tp-cluster-images-test-'));
+let state: ClusterState | undefined;
+let platform: TestPlatform | undefined;
+const probes = new Map<string, RemoteNode>();
+const beating = new Map<string, NodeJS.Timeout>();
+const sandboxes: Sandbox[] = [];
+
+async function until<T>(what: string, check: () => Promise<T | undefined | false>, timeoutMs = 30_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await check();
+    if (value) return value;
+    if (Date.now() > deadline) throw new Error(`${what}: not within ${timeoutMs} ms`);
+    await new Promise((resolve) => setTimeout(resolve, 250));
+  }
+}
+
+const clientIdOf = async (id: string): Promise<string> => (await api(platform!, 'GET', `/sandboxes/${id}`)).body.clientID;
+const otherNode = (nodeId: string): string => state!.nodes.map((n) => n.id).find((id) => id !== nodeId)!;
+
+/** Keeps a node out of placement (`draining`) while `work` runs. */
+async function avoiding<T>(nodeId: string, work: () => Promise<T>): Promise<T> {
+  const store = platform!.nodes.store;
+  await store.transition(nodeId, 'ready', 'draining');
+  platform!.nodes.set.setStatus(nodeId, 'draining');
+  try {
+    return await work();
+  } finally {
+    if (await store.transition(nodeId, 'draining', 'ready')) platform!.nodes.set.setStatus(nodeId, 'ready');
+  }
+}
+
+/** The manifest of a registry reference: its HTTP status (200 present, 404 gone). */
+async function manifestStatus(reference: string): Promise<number> {
+  const { host, username, password } = state!.registry;
+  const [repository, tag] = reference.slice(host.length + 1).split(':');
+  const response = await fetch(`http://${host}/v2/${repository}/manifests/${tag}`, {
+    method: 'HEAD',
+    headers: { authorization: `Basic ${Buffer.from(`${username}:${password}`).toString('base64')}`, accept: 'application/vnd.docker.distribution.manifest.v2+json, application/vnd.oci.image.manifest.v1+json' },
+  });
+  return response.status;
+}
+
+describe.skipIf(!isRoot)('cluster images: templates, snapshots and paused sandboxes move through the registry', () => {
+  beforeAll(async () => {
+    const slot = await freeClusterSlot();
+    state = await upCluster({ name, slot, dir, nodes: 2, images: [BASE_IMAGE] });
+    const tls = state.tls!;
+    const passwordFile = join(dir, 'api-registry-password');
+    writeFileSync(passwordFile, `${state.registry.password}\n`, { mode: 0o600 });
+    platform = await startTestPlatform({
+      logLevel: (process.env.CLUSTER_TEST_LOG as 'info' | undefined) ?? 'silent',
+      nodeId: 'api-node',
+      nodeLostAfterSeconds: 3,
+      clusterClientCert: tls.cert,
+      clusterClientKey: tls.key,
+      clusterCa: tls.ca,
+      registry: state.registry.host,
+      registryUsername: state.registry.username,
+      registryPasswordFile: passwordFile,
+      registryInsecure: true,
+    });
+    const store = platform.nodes.store;
+    // The host's engine cannot reach the cluster registry over plain HTTP: sandboxes go to the cluster's nodes.
+    await store.transition('api-node', 'ready', 'draining');
+    for (const node of state.nodes) {
+      const probe = connectRemoteNode({ nodeId: node.id, url: node.agentUrl!, tls: { ca: readFileSync(tls.ca), cert: readFileSync(tls.cert), key: readFileSync(tls.key) } });
+      probes.set(node.id, probe);
+      await store.register({ nodeId: node.id, url: node.agentUrl!, version: 'agent', capacity: await probe.capacity() });
+      const beat = async (): Promise<void> => {
+        await store.heartbeat(node.id, await probe.capacity()).catch(() => undefined);
+        if (beating.has(node.id)) beating.set(node.id, setTimeout(() => void beat(), 500));
+      };
+      beating.set(node.id, setTimeout(() => void beat(), 0));
+    }
+    await until('the API drives both agents', async () => state!.nodes.every((n) => platform!.nodes.set.status(n.id) === 'ready') && platform!.nodes.set.status('api-node') === 'draining');
+  }, 900_000);
+
+  afterAll(async () => {
+    for (const timer of beating.values()) clearTimeout(timer);
+    beating.clear();
+    for (const sandbox of sandboxes) await sandbox.kill().catch(() => undefined);
+    for (const probe of probes.values()) probe.close();
+    await platform?.dispose();
+    if (state) await downCluster({ name, dir }).catch((error: unknown) => process.stderr.write(`[cluster-images] down failed: ${String(error)}\n`));
+    rmSync(dir, { recursive: true, force: true });
+  }, 600_000);
+
+  it('a snapshot taken on one node is pushed and starts on the other, which pulls it; deleting it removes its tag', async () => {
+    const source = await Sandbox.create({ ...platform!.sdk, timeoutMs: 600_000 });
+    sandboxes.push(source);
+    const sourceNode = await clientIdOf(source.sandboxId);
+    await source.files.write('/home/user/made-on.txt', `made on ${sourceNode}`);
+    const started = Date.now();
+    const snapshot = await source.createSnapshot();
+    const snapshotMs = Date.now() - started;
+    const createStarted = Date.now();
+    const forked = await avoiding(sourceNode, () => Sandbox.create(snapshot.snapshotId, { ...platform!.sdk, timeoutMs: 600_000 }));
+    const createMs = Date.now() - createStarted;
+    sandboxes.push(forked);
+    const forkNode = await clientIdOf(forked.sandboxId);
+    expect(forkNode).toBe(otherNode(sourceNode));
+    expect(await forked.files.read('/home/user/made-on.txt')).toBe(`made on ${sourceNode}`);
+    // The image it started from is the registry reference, pulled onto that node.
+    const reference = (await probes.get(forkNode)!.capacity()).images!.find((tag) => tag.startsWith(`${state!.registry.host}/snapshot:`));
+    expect(reference, `a snapshot image from the registry on ${forkNode}`).toBeTruthy();
+    expect(await manifestStatus(reference!)).toBe(200);
+    process.stdout.write(`[cluster-images] snapshot (commit + push) ${snapshotMs} ms; create on the other node (pull + start) ${createMs} ms\n`);
+    await forked.kill();
+    await Sandbox.deleteSnapshot(snapshot.snapshotId, platform!.sdk);
+    expect(await manifestStatus(reference!)).toBe(404);
+  }, 600_000);
+
+  it('a filesystem-paused sandbox resumes on the other node after its own node is stopped', async () => {
+    const sandbox = await Sandbox.create({ ...platform!.sdk, timeoutMs: 600_000 });
+    sandboxes.push(sandbox);
+    const first = await clientIdOf(sandbox.sandboxId);
+    await sandbox.files.write('/home/user/kept.txt', 'across machines');
+    const paused = await api(platform!, 'POST', `/sandboxes/${sandbox.sandboxId}/pause`, { memory: false });
+    expect(paused.status).toBe(204);
+    const record = platform!.lifecycle.get(sandbox.sandboxId)!;
+    expect(record.pausedImage).toBe(`${state!.registry.host}/sandbox:${sandbox.sandboxId}`);
+    expect(await manifestStatus(record.pausedImage!)).toBe(200);
+    // Its node goes away: engine and agent stopped, no more heartbeats.
+    clearTimeout(beating.get(first));
+    beating.delete(first);
+    await stopClusterNode(dir, first);
+    await until('the stopped node is lost', async () => platform!.nodes.set.status(first) === 'lost', 30_000);
+    const resumed = await Sandbox.connect(sandbox.sandboxId, { ...platform!.sdk, timeoutMs: 600_000 });
+    expect(await clientIdOf(sandbox.sandboxId)).toBe(otherNode(first));
+    expect(await resumed.files.read('/home/user/kept.txt')).toBe('across machines');
+    expect((await resumed.commands.run('echo alive')).stdout).toContain('alive');
+    // Resumed, its registry copy is no longer needed.
+    expect(await manifestStatus(`${state!.registry.host}/sandbox:${sandbox.sandboxId}`)).toBe(404);
+  }, 600_000);
+});
