@@ -53,7 +53,8 @@ import type Docker from 'dockerode';
 import { ClusterImages } from './nodes/cluster-images.ts';
 import { RegistryImages } from './runtime/registry/registry-images.ts';
 import { loadRegistrySettings } from './runtime/registry/registry-settings.ts';
-import { publishedBuilder } from './templates/published-builder.ts';
+import { clusterBuilder } from './templates/cluster-builder.ts';
+import type { ImageEngine } from './runtime/image-engine.ts';
 
 /** How long shutdown waits for sandbox operations in flight. */
 const SHUTDOWN_DRAIN_MS = 15_000;
@@ -319,16 +320,18 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
     }
     const warmPool = pool;
     const contextFiles = new ContextFiles(config.dataDir, config.maxUploadMB * 1024 * 1024);
-    const builder = publishedBuilder({
-      builder: builderOverride ?? dockerBuilder(),
+    const sandboxRecords = lifecycle;
+    const builder = clusterBuilder({
+      embedded: builderOverride ?? dockerBuilder(new DockerImageEngine({ docker, network: config.sandboxNetwork, platformId, hardening })),
+      builderOn: dockerBuilder,
+      nodes,
+      sandboxes: () => sandboxRecords.registry.all(),
       images,
-      buildNode: () => nodes.runtime(nodeId),
-      allNodes: () => nodes.all().map((node) => node.runtime),
       logger,
     });
-    function dockerBuilder(): TemplateBuilder {
+    function dockerBuilder(engine: ImageEngine): TemplateBuilder {
       return new TemplateBuilder({
-        engine: reportingFailures(new DockerImageEngine({ docker, network: config.sandboxNetwork, platformId, hardening }), (operation) => metrics.engineCallFailed(operation), 'build_'),
+        engine: reportingFailures(engine, (operation) => metrics.engineCallFailed(operation), 'build_'),
         contextFiles,
         baseImage: config.baseImage,
         runtimeImage: config.runtimeImage,

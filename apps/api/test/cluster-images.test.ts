@@ -8,16 +8,17 @@
  * registry tag. The agents' rows are heartbeated by this test (as in cluster-mode.test.ts). Needs root.
  * CLUSTER_TEST_LOG=info shows the API's log.
  */
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Sandbox } from 'e2b';
+import { Sandbox, Template } from 'e2b';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BASE_IMAGE, downCluster, freeClusterSlot, stopClusterNode, upCluster, type ClusterState } from '@tidepool/testkit';
 import { connectRemoteNode, type RemoteNode } from '../src/nodes/remote-node.ts';
 import { api, startTestPlatform, type TestPlatform } from './support/start-platform.ts';
 
 const isRoot = process.getuid?.() === 0;
+const RUNTIME_IMAGE = 'tidepool/envd-runtime:latest';
 const name = `i${process.pid % 10_000_000}`;
 const dir = mkdtempSync(join(tmpdir(), 'tp-cluster-images-test-'));
 let state: ClusterState | undefined;
@@ -36,6 +37,8 @@ async function until<T>(what: string, check: () => Promise<T | undefined | false
   }
 }
 
+/** SDK options with room for commits and pushes of a 500 MB image on a loaded 2-core machine. */
+const sdk = () => ({ ...platform!.sdk, requestTimeoutMs: 600_000 });
 const clientIdOf = async (id: string): Promise<string> => (await api(platform!, 'GET', `/sandboxes/${id}`)).body.clientID;
 const otherNode = (nodeId: string): string => state!.nodes.map((n) => n.id).find((id) => id !== nodeId)!;
 
@@ -65,7 +68,7 @@ async function manifestStatus(reference: string): Promise<number> {
 describe.skipIf(!isRoot)('cluster images: templates, snapshots and paused sandboxes move through the registry', () => {
   beforeAll(async () => {
     const slot = await freeClusterSlot();
-    state = await upCluster({ name, slot, dir, nodes: 2, images: [BASE_IMAGE] });
+    state = await upCluster({ name, slot, dir, nodes: 2, images: [BASE_IMAGE, RUNTIME_IMAGE] });
     const tls = state.tls!;
     const passwordFile = join(dir, 'api-registry-password');
     writeFileSync(passwordFile, `${state.registry.password}\n`, { mode: 0o600 });
@@ -107,16 +110,44 @@ describe.skipIf(!isRoot)('cluster images: templates, snapshots and paused sandbo
     rmSync(dir, { recursive: true, force: true });
   }, 600_000);
 
+  it('a template built on one node (through its agent) is pushed and starts on the other node', async () => {
+    const context = join(dir, 'context');
+    mkdirSync(context, { recursive: true });
+    writeFileSync(join(context, 'hello.txt'), 'hello from the build context');
+    const name = `tp-cluster-${process.pid}`;
+    const template = Template({ fileContextPath: context }).fromTemplate('base').copy('hello.txt', '/opt/hello.txt').runCmd('echo built-on-$(hostname) > /opt/built.txt', { user: 'root' });
+    const started = Date.now();
+    await Template.build(template, name, sdk());
+    const buildMs = Date.now() - started;
+    const tagged = async (nodeId: string) => (await probes.get(nodeId)!.capacity()).images!.find((tag) => tag.startsWith(`${state!.registry.host}/template:`));
+    const builtOn = (await Promise.all(state!.nodes.map(async (n) => ((await tagged(n.id)) ? n.id : undefined)))).filter(Boolean) as string[];
+    expect(builtOn).toHaveLength(1);
+    const reference = (await tagged(builtOn[0]))!;
+    expect(await manifestStatus(reference)).toBe(200);
+    const createStarted = Date.now();
+    const sandbox = await avoiding(builtOn[0], () => Sandbox.create(name, { ...sdk(), timeoutMs: 600_000 }));
+    const createMs = Date.now() - createStarted;
+    sandboxes.push(sandbox);
+    expect(await clientIdOf(sandbox.sandboxId)).toBe(otherNode(builtOn[0]));
+    expect(await sandbox.files.read('/opt/hello.txt')).toBe('hello from the build context');
+    expect(await sandbox.files.read('/opt/built.txt')).toMatch(/^built-on-/);
+    process.stdout.write(`[cluster-images] build on ${builtOn[0]} (with push) ${buildMs} ms; create on the other node (pull + start) ${createMs} ms\n`);
+    await sandbox.kill();
+    const templateId = (await api(platform!, 'GET', `/templates/aliases/${name}`)).body?.templateID ?? name;
+    expect((await api(platform!, 'DELETE', `/templates/${templateId}`)).status).toBeLessThan(300);
+    expect(await manifestStatus(reference)).toBe(404);
+  }, 900_000);
+
   it('a snapshot taken on one node is pushed and starts on the other, which pulls it; deleting it removes its tag', async () => {
-    const source = await Sandbox.create({ ...platform!.sdk, timeoutMs: 600_000 });
+    const source = await Sandbox.create({ ...sdk(), timeoutMs: 600_000 });
     sandboxes.push(source);
     const sourceNode = await clientIdOf(source.sandboxId);
     await source.files.write('/home/user/made-on.txt', `made on ${sourceNode}`);
     const started = Date.now();
-    const snapshot = await source.createSnapshot();
+    const snapshot = await source.createSnapshot({ requestTimeoutMs: 600_000 });
     const snapshotMs = Date.now() - started;
     const createStarted = Date.now();
-    const forked = await avoiding(sourceNode, () => Sandbox.create(snapshot.snapshotId, { ...platform!.sdk, timeoutMs: 600_000 }));
+    const forked = await avoiding(sourceNode, () => Sandbox.create(snapshot.snapshotId, { ...sdk(), timeoutMs: 600_000 }));
     const createMs = Date.now() - createStarted;
     sandboxes.push(forked);
     const forkNode = await clientIdOf(forked.sandboxId);
@@ -128,12 +159,12 @@ describe.skipIf(!isRoot)('cluster images: templates, snapshots and paused sandbo
     expect(await manifestStatus(reference!)).toBe(200);
     process.stdout.write(`[cluster-images] snapshot (commit + push) ${snapshotMs} ms; create on the other node (pull + start) ${createMs} ms\n`);
     await forked.kill();
-    await Sandbox.deleteSnapshot(snapshot.snapshotId, platform!.sdk);
+    await Sandbox.deleteSnapshot(snapshot.snapshotId, sdk());
     expect(await manifestStatus(reference!)).toBe(404);
   }, 600_000);
 
   it('a filesystem-paused sandbox resumes on the other node after its own node is stopped', async () => {
-    const sandbox = await Sandbox.create({ ...platform!.sdk, timeoutMs: 600_000 });
+    const sandbox = await Sandbox.create({ ...sdk(), timeoutMs: 600_000 });
     sandboxes.push(sandbox);
     const first = await clientIdOf(sandbox.sandboxId);
     await sandbox.files.write('/home/user/kept.txt', 'across machines');
@@ -147,7 +178,7 @@ describe.skipIf(!isRoot)('cluster images: templates, snapshots and paused sandbo
     beating.delete(first);
     await stopClusterNode(dir, first);
     await until('the stopped node is lost', async () => platform!.nodes.set.status(first) === 'lost', 30_000);
-    const resumed = await Sandbox.connect(sandbox.sandboxId, { ...platform!.sdk, timeoutMs: 600_000 });
+    const resumed = await Sandbox.connect(sandbox.sandboxId, { ...sdk(), timeoutMs: 600_000 });
     expect(await clientIdOf(sandbox.sandboxId)).toBe(otherNode(first));
     expect(await resumed.files.read('/home/user/kept.txt')).toBe('across machines');
     expect((await resumed.commands.run('echo alive')).stdout).toContain('alive');

@@ -1,5 +1,6 @@
 import type { Duplex } from 'node:stream';
 import type { SandboxRuntime } from '../runtime/sandbox-runtime.ts';
+import type { ImageEngine } from '../runtime/image-engine.ts';
 
 /**
  * The seam of cluster mode. A node is one machine's Docker engine as the API sees it: its containers
@@ -12,6 +13,8 @@ export interface SandboxNode {
   readonly runtime: SandboxRuntime;
   /** Opens a TCP stream to `port` of a container of this node at `address` (its address on the node's sandbox network). */
   dial(address: string, port: number, signal?: AbortSignal): Promise<Duplex>;
+  /** The node's engine for template builds (cluster mode: builds run on any node); absent = no builds here. */
+  readonly images?: ImageEngine;
 }
 
 /** What a node has, as its agent reports it in every heartbeat. */
