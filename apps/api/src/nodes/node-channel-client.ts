@@ -6,7 +6,7 @@
 import { connect as connectHttp2, type ClientHttp2Session } from 'node:http2';
 import { Agent, request } from 'node:https';
 import type { IncomingMessage } from 'node:http';
-import { Readable } from 'node:stream';
+import type { Readable } from 'node:stream';
 import { NodeChannelError } from './node-channel-errors.ts';
 
 export interface NodeTls {
@@ -41,7 +41,8 @@ export class NodeChannel {
 
   /** Sends one request (`body`: JSON, or a stream sent as is); resolves with the response once its head arrived (the deadline keeps running for the body). */
   open(method: string, path: string, body: unknown, deadlineMs: number, what: string): { response: Promise<IncomingMessage>; abort(error?: Error): void; timedOut(): boolean } {
-    const raw = body instanceof Readable ? body : undefined;
+    // A stream body (tar-stream's packs are streamx streams, not node Readables: anything with pipe()).
+    const raw = isStream(body) ? body : undefined;
     const text = body === undefined || raw ? undefined : JSON.stringify(body);
     const req = request({
       agent: this.agent,
@@ -143,4 +144,8 @@ export class NodeChannel {
     this.agent.destroy();
     this.dropTunnelSession();
   }
+}
+
+function isStream(body: unknown): body is Readable {
+  return typeof body === 'object' && body !== null && typeof (body as { pipe?: unknown }).pipe === 'function';
 }
