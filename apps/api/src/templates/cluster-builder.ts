@@ -1,6 +1,6 @@
 /**
- * Template builds in cluster mode (TIDEPOOL_REGISTRY set): each build runs on a node placement picks among the
- * ready ones (free CPU and memory, creates and builds in flight counted), on that node's engine — the embedded
+ * Template builds in cluster mode (TIDEPOOL_REGISTRY set): each build runs on the embedded node while it is ready,
+ * else on a node placement picks among the ready ones (free CPU and memory, creates and builds in flight counted), on that node's engine — the embedded
  * node's directly, any other through its agent (nodes/remote-image-engine.ts) — and its image is pushed from there
  * as `<registry>/template:<templateId>-<buildId>`, the reference the build records. Deleting a build removes its
  * image from every node this API drives and its tag from the registry. Without a registry: the embedded builder.
@@ -44,7 +44,9 @@ export function clusterBuilder(deps: ClusterBuilderDeps): BuildRunner {
   };
   return {
     async build(job, reporter, signal) {
-      const placement = nodes.place({ cpuCount: job.cpuCount, memoryMB: job.memoryMB }, deps.sandboxes());
+      // The embedded node builds while it is ready (builds through an agent are not proven yet: README); else placement.
+      const embeddedReady = nodes.status(nodes.embeddedId) === 'ready';
+      const placement = nodes.place({ cpuCount: job.cpuCount, memoryMB: job.memoryMB, ...(embeddedReady ? { requiredNode: nodes.embeddedId } : {}) }, deps.sandboxes());
       if (placement.kind !== 'placed') throw new BuildFailure(`no node can run the build: ${placement.message}`, 'base');
       const node = nodes.node(placement.nodeId);
       const builder = builderOf(node);
