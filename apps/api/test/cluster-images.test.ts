@@ -219,6 +219,11 @@ describe.skipIf(!isRoot)('cluster images: templates, snapshots and paused sandbo
     const imagesAfter = (await probes.get(sourceNode)!.capacity()).images ?? [];
     expect(imagesAfter.filter((tag) => !imagesBefore.includes(tag))).toEqual([]);
 
+    const templateTags = async (): Promise<string[]> => {
+      const all = await Promise.all([...probes.values()].map((probe) => probe.capacity().then((c) => c.images ?? [], () => [])));
+      return all.flat().filter((tag) => tag.startsWith(`${state!.registry.host}/template:`));
+    };
+    const templatesBefore = await templateTags();
     const alias = `tp-down-${process.pid}`;
     const template = Template().fromTemplate('base').runCmd('echo unpushed > /opt/unpushed.txt', { user: 'root' });
     const build = await Template.build(template, alias, sdk()).then(
@@ -229,10 +234,7 @@ describe.skipIf(!isRoot)('cluster images: templates, snapshots and paused sandbo
     expect(build!.message).toMatch(/pushing the template image to the registry failed/);
     // The template has no usable build: a create from it is refused, and no node holds a pushed name for it.
     await expect(Sandbox.create(alias, sdk())).rejects.toThrow();
-    for (const probe of probes.values()) {
-      const tags = await probe.capacity().then((c) => c.images ?? [], () => undefined);
-      if (tags) expect(tags.filter((tag) => tag.startsWith(`${state!.registry.host}/template:`))).toEqual([]);
-    }
+    expect((await templateTags()).filter((tag) => !templatesBefore.includes(tag))).toEqual([]);
     // Neither answer carries the registry's credentials.
     for (const message of [failed!.message, build!.message]) expect(message).not.toContain(state!.registry.password);
   }, 900_000);

@@ -451,7 +451,8 @@ export class DockerRuntime implements SandboxRuntime {
   async listManaged(): Promise<ManagedContainer[]> {
     const containers = await this.docker.listContainers({ all: true, filters: { label: [SANDBOX_LABEL] } });
     return containers
-      .filter((c) => this.isOurs(c.Labels) && c.Labels[BUILD_ROLE_LABEL] === undefined)
+      // Build containers are not sandboxes; a sandbox of a built template inherits its image's `layer` role label.
+      .filter((c) => this.isOurs(c.Labels) && c.Labels[BUILD_ROLE_LABEL] !== 'container')
       .map((c) => ({
         containerId: c.Id,
         sandboxId: c.Labels[SANDBOX_LABEL],
