@@ -223,7 +223,8 @@ describe.skipIf(!isRoot)('three-node local cluster: the e2b SDK through two API 
   }, 300_000);
 
   whenImagesMove('a template built on one node starts on the others', async () => {
-    const template = Template().fromTemplate('base').runCmd('echo built-in-cluster > /etc/cluster-mark');
+    // /etc is root's: the step runs as root (RUN steps run as `user` by default, as in E2B).
+    const template = Template().fromTemplate('base').runCmd('echo built-in-cluster > /etc/cluster-mark', { user: 'root' });
     const alias = `cluster-mark-${name}`;
     await Template.build(template, alias, { ...replica(0) });
     const sandboxes = await Promise.all([0, 1, 2, 3, 4, 5].map(() => create(0, alias)));
