@@ -7,6 +7,7 @@ import { DOCKER_HOST_PATTERN } from './runtime/docker/docker-host.ts';
 import { DEFAULT_WARM_POOL_MIN, MAX_POOL_SIZE, isPoolOff, parseWarmPool } from './sandboxes/pool-settings.ts';
 import { LISTEN_ADDRESS_PATTERN } from './observability/metrics-route.ts';
 import { decodeSecretsKey } from './secrets/secret-crypto.ts';
+import { registrySettingsProblem } from './runtime/registry/registry-settings.ts';
 
 const Port = Type.Integer({ minimum: 0, maximum: 65535 });
 
@@ -164,6 +165,14 @@ export const ConfigSchema = Type.Object({
    * sandbox, warm pool and volume is on node agents (needs TIDEPOOL_CLUSTER_CLIENT_*).
    */
   embeddedNode: Type.Boolean(),
+  /** Cluster images: `host[:port][/path]` of the registry every image the platform makes is pushed to (runtime/registry/registry-settings.ts); '' = images stay on the node that made them. */
+  registry: Type.String(),
+  /** The registry's user (with `registryPasswordFile`); '' = anonymous. */
+  registryUsername: Type.String({ maxLength: 255, pattern: '^[^\\x00-\\x20:]*$' }),
+  /** File whose first line is the registry password; '' = none. Never echoed. */
+  registryPasswordFile: Type.String(),
+  /** The operator allows plain HTTP to the registry (the engine must list it as insecure too); off = the engine must use HTTPS. */
+  registryInsecure: Type.Boolean(),
 });
 
 export type Config = Static<typeof ConfigSchema>;
@@ -239,6 +248,10 @@ const ENV_NAMES: Record<keyof Config, string> = {
   clusterCa: 'TIDEPOOL_CLUSTER_CA',
   nodeLostAfterSeconds: 'TIDEPOOL_NODE_LOST_AFTER_SECONDS',
   embeddedNode: 'TIDEPOOL_EMBEDDED_NODE',
+  registry: 'TIDEPOOL_REGISTRY',
+  registryUsername: 'TIDEPOOL_REGISTRY_USERNAME',
+  registryPasswordFile: 'TIDEPOOL_REGISTRY_PASSWORD_FILE',
+  registryInsecure: 'TIDEPOOL_REGISTRY_INSECURE',
 };
 
 /** Every environment variable that feeds a setting (deployment manifests are checked against it). */
@@ -425,6 +438,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     clusterCa: (env.TIDEPOOL_CLUSTER_CA ?? '').trim(),
     nodeLostAfterSeconds: integer(env.TIDEPOOL_NODE_LOST_AFTER_SECONDS, 30),
     embeddedNode: flag(env.TIDEPOOL_EMBEDDED_NODE, true),
+    registry: (env.TIDEPOOL_REGISTRY ?? '').trim(),
+    registryUsername: (env.TIDEPOOL_REGISTRY_USERNAME ?? '').trim(),
+    registryPasswordFile: (env.TIDEPOOL_REGISTRY_PASSWORD_FILE ?? '').trim(),
+    registryInsecure: flag(env.TIDEPOOL_REGISTRY_INSECURE, false),
     ...overrides,
   };
   if (overrides.imageAliases === undefined) {
@@ -467,6 +484,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
   if (!config.embeddedNode && !config.clusterClientCert) {
     throw new ConfigError('invalid configuration:\n  TIDEPOOL_EMBEDDED_NODE=off leaves the API without an engine: set TIDEPOOL_CLUSTER_CLIENT_CERT, TIDEPOOL_CLUSTER_CLIENT_KEY and TIDEPOOL_CLUSTER_CA so it drives node agents');
   }
+  const registryProblem = registrySettingsProblem(config);
+  if (registryProblem) throw new ConfigError(`invalid configuration:\n  ${registryProblem}`);
   if (config.tls && config.httpsPort !== 0 && config.httpsPort === config.port) {
     throw new ConfigError(`invalid configuration:\n  TIDEPOOL_HTTPS_PORT (${config.httpsPort}) must differ from TIDEPOOL_PORT: the plain HTTP listener stays`);
   }

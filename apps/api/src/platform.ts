@@ -15,7 +15,6 @@ import { NodePools } from './sandboxes/node-pools.ts';
 import { storageVolumes } from './volumes/node-volumes.ts';
 import { volumeNodes } from './nodes/volume-nodes.ts';
 import { BuiltinTemplates } from './templates/builtin-templates.ts';
-import { engineFreeBuilder } from './templates/build/engine-free-builder.ts';
 import { readMemAvailableMB } from './runtime/host-memory.ts';
 import { LxcfsSupervisor } from './runtime/lxcfs/lxcfs-supervisor.ts';
 import { buildApiServer } from './http/api-server.ts';
@@ -54,6 +53,11 @@ import { type NodeFactory, NodeSet } from './nodes/node-set.ts';
 import { NodeStore } from './nodes/node-store.ts';
 import type { SandboxNode } from './nodes/sandbox-node.ts';
 import type Docker from 'dockerode';
+import { ClusterImages } from './nodes/cluster-images.ts';
+import { RegistryImages } from './runtime/registry/registry-images.ts';
+import { loadRegistrySettings } from './runtime/registry/registry-settings.ts';
+import { clusterBuilder } from './templates/cluster-builder.ts';
+import type { ImageEngine } from './runtime/image-engine.ts';
 
 /** How long shutdown waits for sandbox operations in flight. */
 const SHUTDOWN_DRAIN_MS = 15_000;
@@ -185,6 +189,9 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
     // TIDEPOOL_EMBEDDED_NODE=off: no engine of this machine is touched; every node is an agent.
     const embedded = config.embeddedNode || runtimeOverride !== undefined;
     const docker = embedded ? dockerClient(config.dockerHost) : undefined;
+    // Cluster images (TIDEPOOL_REGISTRY): what the platform makes is pushed there, nodes pull what they lack.
+    const registrySettings = loadRegistrySettings(config);
+    const images = new ClusterImages(registrySettings, logger);
     // Sandboxes' own /proc files: one lxcfs on the host, outliving this process (sandboxes bind its files).
     lxcfs = embedded && !runtimeOverride && lxcfsWanted(config, env) ? new LxcfsSupervisor({ dir: config.lxcfsDir, logger }) : undefined;
     await lxcfs?.start();
@@ -204,6 +211,7 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
           egressProxyAllowedCidrs: config.egressProxyAllowedCidrs,
           // A sandbox's connection that could not go through its own proxy is an event in the sandbox's logs.
           onEgressProxyFailure: (sandboxId, message) => void lifecycle?.registry.recordEvent(sandboxId, message, 'warn').catch((error: unknown) => logger.warn({ err: error, sandboxId }, 'could not store the sandbox event')),
+          registry: registrySettings ? new RegistryImages(docker, registrySettings, logger) : undefined,
         }),
         {},
         (operation) => metrics.engineCallFailed(operation),
@@ -293,6 +301,7 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
       egressTrust: egressCas,
       // API replicas on one PostgreSQL share every sandbox through it (the registry is a cache; SQLite keeps today's path).
       shared: db.replicas ? { sql: db, channel: db.replicas } : undefined,
+      images,
       egressProxies: new EgressProxyGate({ cipher: secretCipher, addresses: new UpstreamAddressPolicy(config.egressProxyAllowedCidrs), problem: async () => (runtime?.egressUpstreamProblem ? runtime.egressUpstreamProblem() : 'the container runtime cannot tunnel sandbox egress') }),
     });
     poolUser = lifecycle;
@@ -345,10 +354,20 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
     const warmPool = pool;
     const nodePools = pools;
     const contextFiles = new ContextFiles(config.dataDir, config.maxUploadMB * 1024 * 1024);
-    const builder =
-      builderOverride ??
-      (!docker ? engineFreeBuilder() : new TemplateBuilder({
-        engine: reportingFailures(new DockerImageEngine({ docker, network: config.sandboxNetwork, platformId, hardening }), (operation) => metrics.engineCallFailed(operation), 'build_'),
+    const sandboxRecords = lifecycle;
+    // The embedded node's builder (none on an engine-free API); with a registry builds run on any placed node.
+    const embeddedBuilder = builderOverride ?? (docker ? dockerBuilder(new DockerImageEngine({ docker, network: config.sandboxNetwork, platformId, hardening })) : undefined);
+    const builder = clusterBuilder({
+      embedded: embeddedBuilder,
+      builderOn: dockerBuilder,
+      nodes,
+      sandboxes: () => sandboxRecords.registry.all(),
+      images,
+      logger,
+    });
+    function dockerBuilder(engine: ImageEngine): TemplateBuilder {
+      return new TemplateBuilder({
+        engine: reportingFailures(engine, (operation) => metrics.engineCallFailed(operation), 'build_'),
         contextFiles,
         baseImage: config.baseImage,
         runtimeImage: config.runtimeImage,
@@ -358,7 +377,8 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
         cacheScope: platformId,
         readyTimeoutMs: config.buildReadyTimeoutSeconds * 1000,
         logger,
-      }));
+      });
+    }
     // On PostgreSQL other replicas may be running builds: leases tell their builds from interrupted ones.
     const leases = db.dialect === 'postgres' ? { store: new LeaseStore(db), owner: lifecycle.registry.replicaId } : undefined;
     queue = new BuildQueue({

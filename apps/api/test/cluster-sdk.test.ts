@@ -10,9 +10,9 @@
  * - a node stopped mid-run: lost after TIDEPOOL_NODE_LOST_AFTER_SECONDS, its sandboxes answer 404 with the reason on
  *   both replicas, the others keep working, new creates avoid it.
  *
- * Also: a sandbox used through the replica that did not create it, a replica killed mid-burst. Cases that need images
- * moving between nodes through the registry (templates, snapshots, disk-paused sandboxes) are `it.todo` until that
- * part of issue 17 exists (the constant below).
+ * Also: a sandbox used through the replica that did not create it, a replica killed mid-burst, and images moving
+ * between nodes through the cluster's registry: a template built on one node (through its agent) started on all
+ * three, a snapshot forked onto another node, a disk-paused sandbox resumed elsewhere after its node is stopped.
  * Last, `down` itself: nothing of the cluster (processes of the database and the replicas included) is left.
  * Root only (namespaces, engines, iptables).
  */
@@ -42,8 +42,8 @@ import {
 
 /** Every replica serves every sandbox (state shared through the database). */
 const REPLICAS_SHARE_SANDBOXES = true;
-/** Template, snapshot and disk-paused images move between nodes through the registry (not yet). */
-const IMAGES_MOVE_BETWEEN_NODES = false;
+/** Template, snapshot and disk-paused images move between nodes through the registry. */
+const IMAGES_MOVE_BETWEEN_NODES = true;
 
 const isRoot = process.getuid?.() === 0;
 const NODES = ['node1', 'node2', 'node3'];
@@ -223,7 +223,8 @@ describe.skipIf(!isRoot)('three-node local cluster: the e2b SDK through two API 
   }, 300_000);
 
   whenImagesMove('a template built on one node starts on the others', async () => {
-    const template = Template().fromTemplate('base').runCmd('echo built-in-cluster > /etc/cluster-mark');
+    // /etc is root's: the step runs as root (RUN steps run as `user` by default, as in E2B).
+    const template = Template().fromTemplate('base').runCmd('echo built-in-cluster > /etc/cluster-mark', { user: 'root' });
     const alias = `cluster-mark-${name}`;
     await Template.build(template, alias, { ...replica(0) });
     const sandboxes = await Promise.all([0, 1, 2, 3, 4, 5].map(() => create(0, alias)));

@@ -46,7 +46,7 @@ const work = mkdtempSync(join(tmpdir(), 'tp-swarm-stack-'));
 const hasStackConfig = (await run('docker', ['stack', 'config', '--help'])).exitCode === 0;
 const isRoot = process.getuid?.() === 0;
 /** What `docker stack deploy` interpolates (the deploying shell's settings). */
-const required = { TIDEPOOL_IMAGE_PREFIX: 'registry.example.com:5000/tidepool', TIDEPOOL_API_KEYS: 'e2b_0123456789abcdef', TIDEPOOL_POSTGRES_ADDRESS: '10.0.0.5' };
+const required = { TIDEPOOL_IMAGE_PREFIX: 'registry.example.com:5000/tidepool', TIDEPOOL_API_KEYS: 'e2b_0123456789abcdef', TIDEPOOL_POSTGRES_ADDRESS: '10.0.0.5', TIDEPOOL_REGISTRY_ADDRESS: '10.0.0.6' };
 
 interface Service {
   image: string;
@@ -82,6 +82,8 @@ describe.skipIf(!hasStackConfig)('deploy/swarm/stack.yml (docker stack config)',
     expect(agent.command).toEqual(['tidepool', 'node']);
     expect(agent.deploy?.mode).toBe('global');
     expect(agent.environment).toMatchObject({ TIDEPOOL_NODE_ID: '{{.Node.ID}}', TIDEPOOL_DOCKER_HOST: 'unix:///var/run/docker.sock', TIDEPOOL_DATABASE_URL: 'postgres://tidepool@10.0.0.5:5432/tidepool' });
+    // Both sides name the stack's registry alike (images pushed on one machine are pulled on another by that name).
+    for (const service of [api, agent]) expect(service.environment).toMatchObject({ TIDEPOOL_REGISTRY: '10.0.0.6:5000/tidepool', TIDEPOOL_REGISTRY_INSECURE: 'on' });
     expect(Object.keys(agent.networks ?? {})).toEqual(['hostnet']);
     expect(agent.volumes?.map((v) => v.source)).toContain('/var/run/docker.sock');
     expect(postgres.deploy?.placement?.constraints).toEqual(['node.labels.tidepool.postgres == true']);
@@ -243,7 +245,7 @@ describe.skipIf(!hasStackConfig || !isRoot)('deploy/swarm/stack.yml deployed on 
     const dockerConfig = join(work, 'docker-config');
     await inNode(['--config', dockerConfig, 'login', state.registry.host, '-u', state.registry.username, '--password-stdin'], { input: state.registry.password });
     const deployed = await run('docker', ['--config', dockerConfig, '-H', node.dockerHost, 'stack', 'deploy', '--with-registry-auth', '-c', stackFile, '-c', override, stackName], {
-      env: { TIDEPOOL_IMAGE_PREFIX: prefix, TIDEPOOL_API_KEYS: apiKey, TIDEPOOL_POSTGRES_ADDRESS: node.address, TIDEPOOL_API_REPLICAS: '1', TIDEPOOL_SWARM_PORT: String(port) },
+      env: { TIDEPOOL_IMAGE_PREFIX: prefix, TIDEPOOL_API_KEYS: apiKey, TIDEPOOL_POSTGRES_ADDRESS: node.address, TIDEPOOL_REGISTRY_ADDRESS: node.address, TIDEPOOL_API_REPLICAS: '1', TIDEPOOL_SWARM_PORT: String(port) },
       timeoutMs: 5 * MINUTE,
     });
     if (deployed.exitCode !== 0) throw new Error(`docker stack deploy failed: ${deployed.stderr}`);

@@ -37,6 +37,9 @@ import {
   upCluster,
 } from '../src/index.ts';
 
+/** What template builds on a node copy envd from (docker/envd-runtime, built by scripts/build-images.sh). */
+const ENVD_RUNTIME_IMAGE = 'tidepool/envd-runtime:latest';
+
 const USAGE = `usage: pnpm cluster:local <up|status|env|stop-node <id>|start-node <id>|drain <id>|undrain <id>|load <image>|certs|down> [options]
   up          [--nodes N] [--apis N | --no-api] [--no-postgres] [--node-lost-after SECONDS] [--no-tls] [--no-agents]
               [--storage-driver auto|overlay2|vfs] [--load IMAGE]... [--no-load]
@@ -90,7 +93,10 @@ async function main(argv: string[]): Promise<void> {
       if (!['auto', 'overlay2', 'vfs'].includes(driver)) throw new UsageError(`--storage-driver must be auto, overlay2 or vfs, got '${driver}'`);
       let images = values.load ?? [];
       if (values['no-load']) images = [];
-      else if (images.length === 0 && (await run('docker', ['image', 'inspect', BASE_IMAGE])).exitCode === 0) images = [BASE_IMAGE];
+      else if (images.length === 0) {
+        // The base image for sandboxes, the envd runtime image for template builds on the nodes (when built here).
+        for (const image of [BASE_IMAGE, ENVD_RUNTIME_IMAGE]) if ((await run('docker', ['image', 'inspect', image])).exitCode === 0) images.push(image);
+      }
       const postgres = !values['no-postgres'] && !values['no-tls'] && !values['no-agents'];
       const apis = values['no-api'] || !postgres ? 0 : integer(values.apis, '--apis', 2);
       const state = await upCluster({

@@ -93,6 +93,8 @@ export interface StartAgentOptions {
   /** TIDEPOOL_NODE_HEARTBEAT_SECONDS (the agent's default when unset). */
   heartbeatSeconds?: number;
   timeoutMs?: number;
+  /** The cluster's registry the agent pushes to and pulls from (plain HTTP on the private bridge: marked insecure). */
+  registry?: { host: string; username: string; passwordFile: string };
 }
 
 /** Starts a node's agent in its namespace and waits until it answers over mTLS; returns its URL and start time. */
@@ -118,6 +120,9 @@ export async function startNodeAgentProcess(node: NodeLayout, opts: StartAgentOp
     TIDEPOOL_LOG_LEVEL: process.env.TIDEPOOL_NODE_LOG_LEVEL || 'info',
     ...(opts.database ? { TIDEPOOL_DATABASE_URL: opts.database.url, TIDEPOOL_DATABASE_PASSWORD_FILE: opts.database.passwordFile } : {}),
     ...(opts.heartbeatSeconds ? { TIDEPOOL_NODE_HEARTBEAT_SECONDS: String(opts.heartbeatSeconds) } : {}),
+    ...(opts.registry
+      ? { TIDEPOOL_REGISTRY: opts.registry.host, TIDEPOOL_REGISTRY_USERNAME: opts.registry.username, TIDEPOOL_REGISTRY_PASSWORD_FILE: opts.registry.passwordFile, TIDEPOOL_REGISTRY_INSECURE: 'on' }
+      : {}),
   };
   const log = openSync(files.logFile, 'a');
   const started = Date.now();

@@ -85,7 +85,7 @@ export interface StartApiOptions {
   apiKey: string;
   adminKey: string;
   nodeLostAfterSeconds: number;
-  /** The cluster's registry (plain HTTP on the bridge), for images moving between nodes (settings the API does not read yet). */
+  /** The cluster's registry (plain HTTP on the bridge): images move between nodes through it. */
   registry: { host: string; username: string; passwordFile: string };
   timeoutMs?: number;
 }

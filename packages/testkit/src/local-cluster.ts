@@ -233,7 +233,7 @@ export async function upCluster(opts: UpOptions): Promise<ClusterState> {
         progress(`${node.id} loaded ${image} in ${Date.now() - before} ms`);
       }
       if (tls && serverTls && opts.agents !== false) {
-        const agent = await startNodeAgentProcess(node, { serverTls, clientTls: tls, platformId: `cluster-${cluster.name}`, ...agentDatabase(state) });
+        const agent = await startNodeAgentProcess(node, { serverTls, clientTls: tls, platformId: `cluster-${cluster.name}`, ...agentDatabase(state), registry: clusterRegistry(state) });
         state.nodes[state.nodes.length - 1] = nodeState(node, started, agent);
         writeClusterState(state);
         progress(`${node.id} agent ${agent.url} up in ${agent.startMs} ms`);
@@ -277,9 +277,7 @@ async function startReplicas(state: ClusterState, cluster: ClusterLayout, tls: C
   state.apiKey = `e2b_${randomBytes(20).toString('hex')}`;
   state.adminKey = randomBytes(24).toString('hex');
   writeClusterState(state);
-  const registryPasswordFile = join(cluster.dir, 'registry-password');
-  writeFileSync(registryPasswordFile, `${state.registry.password}\n`, { mode: 0o600 });
-  const registry = { host: state.registry.host, username: state.registry.username, passwordFile: registryPasswordFile };
+  const registry = clusterRegistry(state);
   for (let index = 1; index <= count; index += 1) {
     const started = await startApiReplica({
       cluster,
@@ -362,6 +360,13 @@ export async function stopClusterNode(dir: string, id: string): Promise<{ gracef
   return { graceful: engine.graceful && (agent?.graceful ?? true) };
 }
 
+/** The registry settings agents and replicas get: its host, user and a password file (0600) in the cluster directory. */
+function clusterRegistry(state: ClusterState): { host: string; username: string; passwordFile: string } {
+  const passwordFile = join(state.dir, 'registry-password');
+  writeFileSync(passwordFile, `${state.registry.password}\n`, { mode: 0o600 });
+  return { host: state.registry.host, username: state.registry.username, passwordFile };
+}
+
 /** Starts a stopped node's engine again, on the storage driver it had. */
 export async function startClusterNode(dir: string, id: string): Promise<ClusterNodeState> {
   requireRoot();
@@ -373,7 +378,7 @@ export async function startClusterNode(dir: string, id: string): Promise<Cluster
   const hadAgent = state.nodes[index].agentUrl !== null && state.nodes[index].agentUrl !== undefined;
   const agent =
     hadAgent && serverTls && state.tls
-      ? await startNodeAgentProcess(node, { serverTls, clientTls: state.tls, platformId: `cluster-${state.name}`, ...agentDatabase(state) })
+      ? await startNodeAgentProcess(node, { serverTls, clientTls: state.tls, platformId: `cluster-${state.name}`, ...agentDatabase(state), registry: clusterRegistry(state) })
       : undefined;
   state.nodes[index] = nodeState(node, started, agent);
   writeClusterState(state);
@@ -434,7 +439,7 @@ export function clusterEnv(state: ClusterState): string[] {
   if (state.tls && state.nodes.some((n) => n.agentUrl)) {
     lines.push(`TIDEPOOL_CLUSTER_CA=${state.tls.ca}`, `TIDEPOOL_CLUSTER_CLIENT_CERT=${state.tls.cert}`, `TIDEPOOL_CLUSTER_CLIENT_KEY=${state.tls.key}`);
   }
-  lines.push(`TIDEPOOL_REGISTRY=${state.registry.host}`, `TIDEPOOL_REGISTRY_USERNAME=${state.registry.username}`, `TIDEPOOL_REGISTRY_PASSWORD=${state.registry.password}`);
+  lines.push(`TIDEPOOL_REGISTRY=${state.registry.host}`, `TIDEPOOL_REGISTRY_USERNAME=${state.registry.username}`, `TIDEPOOL_REGISTRY_PASSWORD_FILE=${clusterRegistry(state).passwordFile}`, 'TIDEPOOL_REGISTRY_INSECURE=on');
   if (state.postgres) lines.push(`TIDEPOOL_DATABASE_URL=${state.postgres.url}`, `TIDEPOOL_DATABASE_PASSWORD_FILE=${state.postgres.passwordFile}`);
   // The e2b SDK: API and sandbox traffic to replica 1 (routing headers), E2B_DOMAIN for getHost's names.
   const apis = state.apis ?? [];

@@ -100,6 +100,9 @@ export async function startLocalRegistry(opts: LocalRegistryOptions = {}): Promi
       'storage:',
       '  filesystem:',
       `    rootdirectory: ${join(dir, 'data')}`,
+      // Images the platform deletes (templates, snapshots) are removed by manifest digest.
+      '  delete:',
+      '    enabled: true',
       'http:',
       `  addr: ${host}`,
       '  secret: tidepool-test-secret',

@@ -26,6 +26,8 @@ import { serveEvents } from './event-stream.ts';
 import { ManagedAddresses } from './managed-addresses.ts';
 import { checkCall, runCall } from './runtime-dispatch.ts';
 import { type AgentVolumes, VOLUME_CONTENT_PATH } from './agent-volumes.ts';
+import type { ImageEngine } from '../runtime/image-engine.ts';
+import { buildContainerAddresses, serveImageCall, serveWriteArchive } from './image-routes.ts';
 
 /** Largest request body (a startContainer spec with its egress rules fits many times over). */
 export const MAX_BODY_BYTES = 1024 * 1024;
@@ -42,6 +44,8 @@ export interface AgentServerOptions {
   volumesRoot?: string;
   /** The node's volumes (directories and their content API); none: volume calls are unknown routes. */
   volumes?: AgentVolumes;
+  /** The node's image engine: template builds on this node (`/v1/image/…`); none = not served. */
+  images?: ImageEngine;
 }
 
 class BodyError extends Error {
@@ -106,7 +110,8 @@ export interface AgentServer {
 
 export function createAgentServer(options: AgentServerOptions): AgentServer {
   const { runtime, logger, nodeId } = options;
-  const managed = new ManagedAddresses(runtime);
+  const images = options.images;
+  const managed = new ManagedAddresses(runtime, {}, images ? () => buildContainerAddresses(images) : undefined);
   const server = createSecureServer({
     cert: options.tls.cert,
     key: options.tls.key,
@@ -173,6 +178,17 @@ export function createAgentServer(options: AgentServerOptions): AgentServer {
     if (options.volumes && VOLUME_CONTENT_PATH.test(path)) return options.volumes.serveContent(request, response);
     const volumeCall = /^\/v1\/volumes\/([A-Za-z]{1,32})$/.exec(path);
     if (options.volumes && request.method === 'POST' && volumeCall) return serveVolumeCall(options.volumes, volumeCall[1], request, response);
+    const image = /^\/v1\/image\/([A-Za-z]{1,64})$/.exec(path);
+    if (request.method === 'POST' && image && images) {
+      if (image[1] === 'writeArchive') return serveWriteArchive(images, request, response, logger);
+      let body: unknown;
+      try {
+        body = await readBody(request);
+      } catch (error) {
+        return sendJson(response, error instanceof BodyError ? error.status : 400, { error: { code: 'bad_call', message: `${image[1]}: ${(error as Error).message}` } });
+      }
+      return serveImageCall(images, image[1], body, response, logger);
+    }
     const match = /^\/v1\/runtime\/([A-Za-z]{1,64})$/.exec(path);
     if (request.method !== 'POST' || !match) {
       request.resume();

@@ -13,6 +13,8 @@ export class ManagedAddresses {
   constructor(
     private readonly runtime: Pick<SandboxRuntime, 'listManaged'>,
     private readonly options: { ttlMs?: number; minRefreshMs?: number; now?: () => number } = {},
+    /** More addresses that may be dialled (the node's build containers: the API reaches their envd). */
+    private readonly more?: () => Promise<string[]>,
   ) {}
 
   private now(): number {
@@ -20,10 +22,9 @@ export class ManagedAddresses {
   }
 
   private refresh(): Promise<void> {
-    this.refreshing ??= this.runtime
-      .listManaged()
-      .then((containers) => {
-        this.addresses = new Set(containers.filter((c) => c.status === 'running' || c.status === 'paused').flatMap((c) => (c.address ? [c.address] : [])));
+    this.refreshing ??= Promise.all([this.runtime.listManaged(), this.more?.() ?? []])
+      .then(([containers, more]) => {
+        this.addresses = new Set([...containers.filter((c) => c.status === 'running' || c.status === 'paused').flatMap((c) => (c.address ? [c.address] : [])), ...more]);
         this.fetchedAt = this.now();
       })
       .finally(() => {

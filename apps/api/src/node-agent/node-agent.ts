@@ -20,6 +20,8 @@ import { startHeartbeats, type HeartbeatLoop } from './heartbeat-loop.ts';
 import { readNodeCapacity } from './node-capacity.ts';
 import { VolumeStorage } from '../volumes/volume-storage.ts';
 import { startAgentVolumes } from './agent-volumes.ts';
+import { registryImages } from '../runtime/registry/registry-images.ts';
+import { DockerImageEngine } from '../runtime/docker/docker-image-engine.ts';
 
 export const NODE_AGENT_VERSION = '1';
 
@@ -56,6 +58,8 @@ export async function startNodeAgent(options: NodeAgentOptions): Promise<Running
   const nodeId = config.nodeId || hostname().toLowerCase();
   const logger = baseLogger.child({ nodeId });
   const docker = dockerClient(config.dockerHost);
+  const platformId = config.nodePlatformId || `node-${nodeId}`;
+  const hardening = containerHardening(config);
   const runtime =
     options.runtime ??
     withEngineDeadlines(
@@ -63,12 +67,13 @@ export async function startNodeAgent(options: NodeAgentOptions): Promise<Running
         docker,
         network: config.sandboxNetwork,
         // Containers (and committed filesystems) carry the cluster's platform id; unset, one of the node's own.
-        platformId: config.nodePlatformId || `node-${nodeId}`,
+        platformId,
         logger,
         isolation: config.sandboxIsolation,
         helperImage: config.baseImage,
-        hardening: containerHardening(config),
+        hardening,
         cpuset: config.sandboxCpuset,
+        registry: registryImages(config, docker, logger),
       }),
     );
   await runtime.prepare();
@@ -77,7 +82,9 @@ export async function startNodeAgent(options: NodeAgentOptions): Promise<Running
   const volumesDir = resolve(config.dataDir, 'volumes');
   const volumesRoot = config.volumesHostDir || volumesDir;
   const volumes = await startAgentVolumes(new VolumeStorage(volumesDir, volumesRoot, logger), logger);
-  const agentServer = createAgentServer({ nodeId, version: NODE_AGENT_VERSION, runtime, capacity, tls: options.tls, logger, volumesRoot, volumes });
+  // Template builds placed on this node use its engine through the same channel (image-routes.ts).
+  const images = new DockerImageEngine({ docker, network: config.sandboxNetwork, platformId, hardening });
+  const agentServer = createAgentServer({ nodeId, version: NODE_AGENT_VERSION, runtime, capacity, tls: options.tls, logger, volumesRoot, volumes, images });
   const { server } = agentServer;
   const { host, port } = parseListen(config.nodeListen);
   const bound = await listenOn(server, port, host);

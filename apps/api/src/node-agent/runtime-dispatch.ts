@@ -57,7 +57,8 @@ export async function runCall(runtime: SandboxRuntime, method: string, args: unk
     return { containerId: started.containerId, address: started.address, ...(egressError !== undefined ? { egressError: egressError.slice(0, 8192) } : {}) };
   }
   if (method === 'applyEgress' && !runtime.applyEgress) return null;
-  const fn = (runtime as unknown as Record<string, (...a: unknown[]) => Promise<unknown>>)[method];
+  const fn = (runtime as unknown as Record<string, ((...a: unknown[]) => Promise<unknown>) | undefined>)[method];
+  if (!fn) throw new Error(`${method}: this node does not offer it (no registry configured: TIDEPOOL_REGISTRY)`);
   const result = await fn.apply(runtime, args);
   if (method === 'inspect') {
     const { status, address } = result as { status: string; address: string | undefined };

@@ -6,6 +6,7 @@
 import { connect as connectHttp2, type ClientHttp2Session } from 'node:http2';
 import { Agent, request } from 'node:https';
 import type { IncomingMessage } from 'node:http';
+import type { Readable } from 'node:stream';
 import { NodeChannelError } from './node-channel-errors.ts';
 
 export interface NodeTls {
@@ -38,9 +39,11 @@ export class NodeChannel {
     return new NodeChannelError(code, message, this.nodeId);
   }
 
-  /** Sends one request; resolves with the response once its head arrived (the deadline keeps running for the body). */
+  /** Sends one request (`body`: JSON, or a stream sent as is); resolves with the response once its head arrived (the deadline keeps running for the body). */
   open(method: string, path: string, body: unknown, deadlineMs: number, what: string): { response: Promise<IncomingMessage>; abort(error?: Error): void; timedOut(): boolean } {
-    const text = body === undefined ? undefined : JSON.stringify(body);
+    // A stream body (tar-stream's packs are streamx streams, not node Readables: anything with pipe()).
+    const raw = isStream(body) ? body : undefined;
+    const text = body === undefined || raw ? undefined : JSON.stringify(body);
     const req = request({
       agent: this.agent,
       protocol: 'https:',
@@ -48,7 +51,7 @@ export class NodeChannel {
       port: this.base.port || 443,
       method,
       path,
-      headers: text === undefined ? {} : { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) },
+      headers: raw ? { 'content-type': 'application/x-tar' } : text === undefined ? {} : { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) },
     });
     let expired = false;
     const timer = setTimeout(() => {
@@ -61,7 +64,13 @@ export class NodeChannel {
     });
     response.catch(() => undefined);
     req.once('close', () => clearTimeout(timer));
-    req.end(text);
+    if (raw) {
+      // A streamed body (a tar into a build container): a failing source fails the request.
+      raw.once('error', (error: Error) => req.destroy(this.fail('unreachable', `${what}: the streamed body failed: ${error.message}`)));
+      raw.pipe(req);
+    } else {
+      req.end(text);
+    }
     return {
       response: response.then((res) => {
         res.once('close', () => clearTimeout(timer));
@@ -77,7 +86,11 @@ export class NodeChannel {
 
   /** A JSON call: the parsed answer and its status. Bounded in time (`deadlineMs`, head and body) and size. */
   async json(method: string, path: string, body: unknown, deadlineMs: number, what: string): Promise<{ status: number; value: unknown }> {
-    const call = this.open(method, path, body, deadlineMs, what);
+    return this.readJson(this.open(method, path, body, deadlineMs, what), what, deadlineMs);
+  }
+
+  /** The JSON answer of a request `open` sent (bounded in size; the request's own deadline keeps running). */
+  async readJson(call: ReturnType<NodeChannel['open']>, what: string, deadlineMs = 0): Promise<{ status: number; value: unknown }> {
     const res = await call.response;
     const chunks: Buffer[] = [];
     let size = 0;
@@ -131,4 +144,8 @@ export class NodeChannel {
     this.agent.destroy();
     this.dropTunnelSession();
   }
+}
+
+function isStream(body: unknown): body is Readable {
+  return typeof body === 'object' && body !== null && typeof (body as { pipe?: unknown }).pipe === 'function';
 }

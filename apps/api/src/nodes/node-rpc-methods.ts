@@ -6,6 +6,7 @@
  */
 import { type Static, type TSchema, Type } from '@sinclair/typebox';
 import { Value } from '@sinclair/typebox/value';
+import { REGISTRY_NAME_PATTERN } from '../runtime/registry/registry-settings.ts';
 
 /** A container id or name: no slash, no dot-dot (it becomes part of an engine URL path). */
 const ContainerId = Type.String({ pattern: '^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$' });
@@ -17,6 +18,8 @@ const ImageRef = Type.String({
   maxLength: 512,
   pattern: `^(?:(?:[A-Za-z0-9-]+(?:\\.[A-Za-z0-9-]+)*(?::[0-9]{1,5})?/)?${PATH_COMPONENT}(?:/${PATH_COMPONENT})*(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(?:@sha256:[a-f0-9]{64})?|sha256:[a-f0-9]{64})$`,
 });
+/** `<kind>:<tag>` under the node's registry prefix (registry-settings.ts): a push can name nothing else. */
+const RegistryName = Type.String({ maxLength: 140, pattern: REGISTRY_NAME_PATTERN });
 const IPv4 = Type.String({ pattern: '^(?:(?:25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])\\.){3}(?:25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])$' });
 /** An IPv4 address with an optional prefix (as the API's network rules accept them: digits, leading zeros included). */
 const Cidr = Type.String({ pattern: '^(?:(?:25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])\\.){3}(?:25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])(?:/[0-9]{1,3})?$' });
@@ -120,6 +123,9 @@ export const RUNTIME_METHODS = {
   },
   listSandboxImages: { args: Type.Tuple([]), result: Type.Array(Type.Object({ image: ImageRef, sandboxId: SandboxId }, { additionalProperties: false }), { maxItems: 100_000 }) },
   applyEgress: { args: Type.Tuple([SandboxId, IPv4, EgressPolicy]), result: Void },
+  // The node's own registry credentials are used; none travel in a call. A pull outside the prefix is refused by the node.
+  pushImage: { args: Type.Tuple([ImageRef, RegistryName]), result: ImageRef },
+  pullImage: { args: Type.Tuple([ImageRef]), result: Void },
 } satisfies Record<string, MethodSpec>;
 
 export type RuntimeMethodName = keyof typeof RUNTIME_METHODS;

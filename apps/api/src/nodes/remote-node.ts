@@ -11,6 +11,7 @@ import { type CallDeadlines, RemoteRuntime } from './remote-runtime.ts';
 import type { NodeCapacity, SandboxNode } from './sandbox-node.ts';
 import { dialThroughAgent } from './tunnel-dial.ts';
 import { remoteVolumes } from './remote-volumes.ts';
+import { RemoteImageEngine } from './remote-image-engine.ts';
 
 export interface RemoteNodeOptions {
   nodeId: string;
@@ -42,13 +43,13 @@ export function connectRemoteNode(options: RemoteNodeOptions): RemoteNode {
     if (status !== 200) throw channel.fail('protocol', `${what}: answered HTTP ${status}`);
     return value;
   };
+  const dial = (address: string, port: number, signal?: AbortSignal): Promise<Duplex> => dialThroughAgent(channel, address, port, signal, options.dialDeadlineMs);
   return {
     nodeId: options.nodeId,
     runtime,
     volumes: remoteVolumes(channel),
-    dial(address: string, port: number, signal?: AbortSignal): Promise<Duplex> {
-      return dialThroughAgent(channel, address, port, signal, options.dialDeadlineMs);
-    },
+    dial,
+    images: new RemoteImageEngine(channel, dial),
     async capacity() {
       const value = await get('/v1/capacity', 'capacity');
       const problem = schemaProblem(NodeCapacityShape, value);

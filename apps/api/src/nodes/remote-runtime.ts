@@ -121,4 +121,12 @@ export class RemoteRuntime implements SandboxRuntime {
   async applyEgress(sandboxId: string, address: string, policy: EgressPolicy): Promise<void> {
     await this.call('applyEgress', [sandboxId, address, policy]);
   }
+
+  async pushImage(image: string, name: string): Promise<string> {
+    return (await this.call('pushImage', [image, name])) as string;
+  }
+
+  async pullImage(reference: string): Promise<void> {
+    await this.call('pullImage', [reference]);
+  }
 }

@@ -1,6 +1,7 @@
 import type { Duplex } from 'node:stream';
 import type { SandboxRuntime } from '../runtime/sandbox-runtime.ts';
 import type { NodeVolumes } from '../volumes/node-volumes.ts';
+import type { ImageEngine } from '../runtime/image-engine.ts';
 
 /**
  * The seam of cluster mode. A node is one machine's Docker engine as the API sees it: its containers
@@ -15,6 +16,8 @@ export interface SandboxNode {
   dial(address: string, port: number, signal?: AbortSignal): Promise<Duplex>;
   /** The volumes on the node's disk; undefined for a node that keeps none (in-process test nodes). */
   readonly volumes?: NodeVolumes;
+  /** The node's engine for template builds (cluster mode: builds run on any node); absent = no builds here. */
+  readonly images?: ImageEngine;
 }
 
 /** What a node has, as its agent reports it in every heartbeat. */

@@ -7,6 +7,7 @@
  * Every call takes an optional AbortSignal and has its own time limit inside the engine.
  */
 import type { Readable } from 'node:stream';
+import type { EnvdDial } from '../envd/envd-client.ts';
 
 export interface ImageConfig {
   env: string[];
@@ -78,6 +79,8 @@ export interface ContainerExit {
 }
 
 export interface ImageEngine {
+  /** How the builder reaches a build container's envd on this engine's machine (a node's tunnel); absent: directly. */
+  readonly dial?: EnvdDial;
   /** Undefined when no such image exists locally. */
   inspectImage(ref: string, signal?: AbortSignal): Promise<ImageInfo | undefined>;
   /** Pulls `ref`; every progress line goes to `progress`. Rejects with the registry's message. */

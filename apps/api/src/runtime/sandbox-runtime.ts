@@ -118,4 +118,11 @@ export interface SandboxRuntime {
   egressTransformsAvailable?(): Promise<boolean>;
   /** Why `EgressPolicy.upstream` cannot be honoured on this install (undefined: it can). Absent: it cannot. */
   egressUpstreamProblem?(): Promise<string | undefined>;
+  /**
+   * Pushes an image this platform made to the node's registry (TIDEPOOL_REGISTRY) as `<prefix>/<name>`, `name`
+   * being `<kind>:<tag>` (registry-settings.ts); returns that reference. Rejects when the node has no registry.
+   */
+  pushImage?(image: string, name: string): Promise<string>;
+  /** Pulls an image of the node's registry (a reference under its prefix, nothing else); concurrent pulls of one image share one. */
+  pullImage?(reference: string): Promise<void>;
 }

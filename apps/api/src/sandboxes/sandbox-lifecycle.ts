@@ -29,6 +29,7 @@ import { claimPooled } from './pool-claim.ts';
 import { poolKey } from './pool-settings.ts';
 import type { PooledContainer } from './warm-pool.ts';
 import type { NodePools } from './node-pools.ts';
+import { ClusterImages } from '../nodes/cluster-images.ts';
 
 export type { LaunchPlan, SandboxSettings };
 
@@ -79,6 +80,8 @@ export interface LifecycleDeps {
   egressProxies?: EgressProxyGate;
   /** The database other API replicas share (PostgreSQL): the store is the truth, the registry a cache of it. */
   shared?: SharedDatabase;
+  /** Images through the cluster registry (pulled where missing, pushed when made); none = images stay where made. */
+  images?: ClusterImages;
 }
 
 const nowIso = (): string => new Date().toISOString();
@@ -101,7 +104,11 @@ export class SandboxLifecycle implements SandboxDirectory {
   private sync: SandboxCacheSync | undefined;
   private janitor: ReplicaJanitor | undefined;
 
+  /** The cluster registry's images (a no-op without one). */
+  readonly images: ClusterImages;
+
   constructor(private readonly deps: LifecycleDeps) {
+    this.images = deps.images ?? new ClusterImages(undefined, deps.logger);
     this.registry = new SandboxRegistry(deps.store, deps.maxSandboxes, (record) => deps.nodes.lostReason(record, record.sandboxId) ?? this.undrivable(record), deps.shared);
     if (deps.shared) {
       this.lookup = async (sandboxId) => {
@@ -128,6 +135,7 @@ export class SandboxLifecycle implements SandboxDirectory {
       directoriesOf: (record) => this.directoriesOf(record),
       openProxyPassword: this.openProxyPassword,
       trustEgressCa: (record) => this.trustEgressCa(record),
+      images: this.images,
     };
     this.metrics = new MetricsRecorder(() => this.registry.running(), deps.logger, (record) => deps.nodes.dialOf(record.nodeId));
   }
@@ -176,6 +184,8 @@ export class SandboxLifecycle implements SandboxDirectory {
   /** Why a record is not served here: its node is one this API replica does not drive (another replica's own engine). */
   private undrivable(record: SandboxRecord): string | undefined {
     if (!this.deps.shared || this.deps.nodes.has(record.nodeId)) return undefined;
+    // Paused to the registry: any node this replica drives can resume it.
+    if (!record.containerId && this.images.movable(record.pausedImage)) return undefined;
     return `Sandbox "${record.sandboxId}" is not available through this API replica: its node "${record.nodeId}" is not driven by it`;
   }
 
@@ -525,6 +535,8 @@ export class SandboxLifecycle implements SandboxDirectory {
             },
             async (node) => {
               await this.requireEgressOn(node.nodeId, settings.network);
+              // A node that lacks the image pulls it from the registry; a failed pull fails this node only.
+              await this.images.ensure(node.runtime, plan.image, log.child({ nodeId: node.nodeId }));
               return bootSandbox(node.runtime, { ...record, nodeId: node.nodeId }, plan.image, log.child({ nodeId: node.nodeId }), await this.directoriesOf(record, node.nodeId), this.deps.nodes.dialOf(node.nodeId), this.openProxyPassword);
             },
             log,
@@ -589,10 +601,21 @@ export class SandboxLifecycle implements SandboxDirectory {
 
   private async destroy(record: SandboxRecord): Promise<void> {
     this.timers.clear(record.sandboxId);
-    const runtime = this.runtimeOf(record);
-    if (record.containerId) await runtime.remove(record.containerId);
-    await runtime.removeSandboxImage(record.sandboxId);
+    const inRegistry = !record.containerId && this.images.movable(record.pausedImage) ? record.pausedImage! : undefined;
+    if (inRegistry) {
+      // Its filesystem is in the registry: the node that paused it may be gone (or not driven here), so its copies there are best effort.
+      const log = this.log(record.sandboxId);
+      const runtime = this.deps.nodes.has(record.nodeId) ? this.runtimeOf(record) : undefined;
+      await runtime?.removeSandboxImage(record.sandboxId).catch((error: unknown) => log.warn({ err: error, nodeId: record.nodeId }, 'could not remove the paused image from its node'));
+      await runtime?.removeImage(inRegistry).catch((error: unknown) => log.warn({ err: error, nodeId: record.nodeId }, 'could not untag the paused image on its node'));
+    } else {
+      const runtime = this.runtimeOf(record);
+      if (record.containerId) await runtime.remove(record.containerId);
+      await runtime.removeSandboxImage(record.sandboxId);
+    }
     await this.registry.forget(record.sandboxId);
+    // Once no record names it (best effort, logged).
+    await this.images.forget(inRegistry);
     this.deps.egressTrust?.forget(record.sandboxId);
     this.metrics.forget(record.sandboxId);
     this.timers.forget(record.sandboxId);

@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import type { Logger } from 'pino';
+import { PlatformError } from '../errors.ts';
 import { type MetricsSink, noMetrics, timed } from '../observability/metrics-sink.ts';
 import type { SandboxRuntime } from '../runtime/sandbox-runtime.ts';
 import type { SnapshotInfo, TemplateCatalog } from '../templates/template-catalog.ts';
@@ -39,10 +40,19 @@ export function createSnapshot(deps: SnapshotDeps, sandboxId: string, name: stri
 function snapshotNow(deps: SnapshotDeps, sandboxId: string, name: string | undefined): Promise<SnapshotInfo> {
   return deps.lifecycle.withSandbox(sandboxId, async (record) => {
     const started = Date.now();
-    const image = `${SNAPSHOT_REPOSITORY}:${randomBytes(10).toString('hex')}`;
-    // The image is made on the sandbox's node (templates from snapshots start where it is; images do not move yet).
+    const tag = randomBytes(10).toString('hex');
+    const local = `${SNAPSHOT_REPOSITORY}:${tag}`;
+    // The image is made on the sandbox's node; with a registry it is pushed (and recorded) under its registry name.
     const runtime = deps.lifecycle.nodes.runtime(record.nodeId);
-    await captureFilesystem(runtime, record, image);
+    await captureFilesystem(runtime, record, local);
+    let image = local;
+    try {
+      image = await deps.lifecycle.images.publish(runtime, local, 'snapshot', tag, true);
+    } catch (error) {
+      // Nothing half-made: no snapshot row, no image on the node.
+      await runtime.removeImage(local).catch((cleanup: unknown) => deps.logger.warn({ err: cleanup, sandboxId: record.sandboxId, image: local }, 'could not remove the image of a snapshot whose push failed'));
+      throw new PlatformError('internal', `Snapshot of sandbox "${record.sandboxId}" failed: its image could not be pushed to the registry (${error instanceof Error ? error.message : String(error)})`);
+    }
     try {
       const info = await deps.catalog.registerSnapshot({
         teamId: record.teamId,
@@ -60,6 +70,7 @@ function snapshotNow(deps: SnapshotDeps, sandboxId: string, name: string | undef
       return info;
     } catch (error) {
       await runtime.removeImage(image);
+      await deps.lifecycle.images.forget(image);
       throw error;
     }
   });

@@ -20,6 +20,7 @@ import { type IsolationMode, isolateSandboxNetwork, networkSpec, recreateIfOpen 
 import type { ProcFileMount } from '../lxcfs/lxcfs-files.ts';
 import { CpuSets } from './cpu-sets.ts';
 import { pauseWithRetries } from './freeze-retry.ts';
+import type { RegistryImages } from '../registry/registry-images.ts';
 
 /** Every sandbox runs envd under tini, whatever the image's own entrypoint and command are. */
 export const ENVD_ENTRYPOINT = ['/opt/tidepool/bin/tini', '--', '/opt/tidepool/bin/envd'];
@@ -52,6 +53,8 @@ export interface DockerRuntimeOptions {
   egressProxyAllowedCidrs?: string[];
   /** Told when a sandbox's connection could not go through its own egress proxy (rate-limited; for its logs). */
   onEgressProxyFailure?: (sandboxId: string, message: string) => void;
+  /** The cluster registry images are pushed to and pulled from (TIDEPOOL_REGISTRY); none = pushImage/pullImage refuse. */
+  registry?: RegistryImages;
 }
 
 function statusCode(error: unknown): number | undefined {
@@ -106,6 +109,8 @@ export class DockerRuntime implements SandboxRuntime {
       );
     }
     await this.hardening.prepare(this.docker, this.logger, this.options.helperImage);
+    const registryProblem = await this.options.registry?.engineProblem();
+    if (registryProblem) throw new Error(registryProblem);
     if (this.options.cpuset) {
       const hostCpus = Number((await this.docker.info()).NCPU);
       if (Number.isInteger(hostCpus) && hostCpus > 0) this.cpuSets = new CpuSets(hostCpus);
@@ -401,6 +406,19 @@ export class DockerRuntime implements SandboxRuntime {
     throw new Error(`container ${containerId} is still being removed after ${timeoutMs} ms`);
   }
 
+  async pushImage(image: string, name: string): Promise<string> {
+    return this.requireRegistry().push(image, name);
+  }
+
+  async pullImage(reference: string): Promise<void> {
+    await this.requireRegistry().pull(reference);
+  }
+
+  private requireRegistry(): RegistryImages {
+    if (!this.options.registry) throw new Error('this node has no registry configured (TIDEPOOL_REGISTRY)');
+    return this.options.registry;
+  }
+
   async claimSandboxImage(image: string, sandboxId: string): Promise<string> {
     const name = pausedImageRef(sandboxId);
     await this.tagImage(image, name);
@@ -433,7 +451,8 @@ export class DockerRuntime implements SandboxRuntime {
   async listManaged(): Promise<ManagedContainer[]> {
     const containers = await this.docker.listContainers({ all: true, filters: { label: [SANDBOX_LABEL] } });
     return containers
-      .filter((c) => this.isOurs(c.Labels) && c.Labels[BUILD_ROLE_LABEL] === undefined)
+      // Build containers are not sandboxes; a sandbox of a built template inherits its image's `layer` role label.
+      .filter((c) => this.isOurs(c.Labels) && c.Labels[BUILD_ROLE_LABEL] !== 'container')
       .map((c) => ({
         containerId: c.Id,
         sandboxId: c.Labels[SANDBOX_LABEL],

@@ -17,6 +17,9 @@ export const ENGINE_DEADLINES_MS: Partial<Record<RuntimeMethod, number>> & { def
   // Writes the sandbox's whole filesystem as an image layer.
   commit: 600_000,
   commitSandbox: 600_000,
+  // Image layers to or from the registry.
+  pushImage: 900_000,
+  pullImage: 900_000,
 };
 
 /** Short description of a call's arguments for the error message (ids, image names). */

@@ -10,7 +10,7 @@
 import type { Logger } from 'pino';
 import { EnvdProcessClient } from '../../envd/envd-process-client.ts';
 import { envdTokenArchive, randomEnvdToken } from '../../envd/envd-birth-token.ts';
-import { waitForEnvd } from '../../envd/envd-client.ts';
+import { type EnvdDial, waitForEnvd } from '../../envd/envd-client.ts';
 import type { Readable } from 'node:stream';
 import type { ImageEngine, ImageInfo, PathStat } from '../../runtime/image-engine.ts';
 import { LAYER_LABELS } from './build-labels.ts';
@@ -107,8 +107,8 @@ export class BuildWorkspace {
     await engine.startContainer(id, signal);
     const address = await engine.containerAddress(id, signal);
     if (!address) throw new Error('the build container has no address on the sandbox network');
-    await waitUntilEnvdAnswers(address, this.options.envdReadyTimeoutMs, signal, () => engine.isRunning(id, signal));
-    container.envd = new EnvdProcessClient(address, { accessToken });
+    await waitUntilEnvdAnswers(address, this.options.envdReadyTimeoutMs, signal, () => engine.isRunning(id, signal), engine.dial);
+    container.envd = new EnvdProcessClient(address, { accessToken, dial: engine.dial });
     return container.envd;
   }
 
@@ -167,7 +167,7 @@ export class BuildWorkspace {
 }
 
 /** envd-client's health wait, stopped by the build's signal too. */
-async function waitUntilEnvdAnswers(address: string, timeoutMs: number, signal: AbortSignal, isRunning: () => Promise<boolean>): Promise<void> {
+async function waitUntilEnvdAnswers(address: string, timeoutMs: number, signal: AbortSignal, isRunning: () => Promise<boolean>, dial?: EnvdDial): Promise<void> {
   signal.throwIfAborted();
   let onAbort: (() => void) | undefined;
   const aborted = new Promise<never>((_, reject) => {
@@ -175,7 +175,7 @@ async function waitUntilEnvdAnswers(address: string, timeoutMs: number, signal: 
     signal.addEventListener('abort', onAbort, { once: true });
   });
   try {
-    await Promise.race([waitForEnvd(address, timeoutMs, isRunning), aborted]);
+    await Promise.race([waitForEnvd(address, timeoutMs, isRunning, dial), aborted]);
   } finally {
     if (onAbort) signal.removeEventListener('abort', onAbort);
   }
