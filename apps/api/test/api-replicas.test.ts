@@ -11,7 +11,6 @@
 import { type PostgresServer, startPostgres } from '@tidepool/testkit';
 import Docker from 'dockerode';
 import { Sandbox } from 'e2b';
-import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import pino from 'pino';
 import { RESERVATION_TTL_MS, SlotReservations } from '../src/sandboxes/slot-reservations.ts';
@@ -20,22 +19,13 @@ import { SandboxStore } from '../src/sandboxes/sandbox-store.ts';
 import type { SandboxRecord } from '../src/sandboxes/sandbox-record.ts';
 import { PostgresDatabase } from '../src/store/postgres-database.ts';
 import { type ApiReplica, replicaApiKey, startApiReplica } from './support/api-replica-process.ts';
+import { pgRows as rowsOf } from './support/pg-rows.ts';
 import { pollUntil } from './support/poll-until.ts';
 import { api, removeLabelled, startTestPlatform, type TestPlatform } from './support/start-platform.ts';
 import { PLATFORM_LABEL, SANDBOX_LABEL } from '../src/runtime/docker/docker-labels.ts';
 
 const NODE_ID = 'replicas-node';
 let server: PostgresServer;
-
-async function rowsOf(url: string, sql: string, params: unknown[] = []): Promise<Array<Record<string, unknown>>> {
-  const client = new pg.Client({ connectionString: url });
-  await client.connect();
-  try {
-    return (await client.query(sql, params)).rows;
-  } finally {
-    await client.end();
-  }
-}
 
 /** The sandbox containers of one platform on the host's engine, by sandbox id. */
 async function containersOf(platformId: string): Promise<Map<string, string[]>> {

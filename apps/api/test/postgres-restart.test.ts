@@ -9,24 +9,15 @@
 import { type PostgresServer, startPostgres } from '@tidepool/testkit';
 import Docker from 'dockerode';
 import { Sandbox } from 'e2b';
-import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PLATFORM_LABEL, SANDBOX_LABEL } from '../src/runtime/docker/docker-labels.ts';
 import { pollUntil } from './support/poll-until.ts';
+import { pgRows } from './support/pg-rows.ts';
 import { api, startTestPlatform, type TestPlatform } from './support/start-platform.ts';
 
 let server: PostgresServer;
+const rowsOf = (sql: string, params: unknown[] = []) => pgRows(server.url, sql, params);
 let platform: TestPlatform;
-
-async function rowsOf(sql: string, params: unknown[] = []): Promise<Array<Record<string, unknown>>> {
-  const client = new pg.Client({ connectionString: server.url });
-  await client.connect();
-  try {
-    return (await client.query(sql, params)).rows;
-  } finally {
-    await client.end();
-  }
-}
 
 /** Sandbox ids of this platform's containers on the engine. */
 async function containerSandboxes(): Promise<string[]> {

@@ -7,24 +7,15 @@ import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { type PostgresServer, startPostgres } from '@tidepool/testkit';
 import { Sandbox } from 'e2b';
-import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ConfigError, loadConfig } from '../src/config.ts';
+import { pgRows } from './support/pg-rows.ts';
 import { api, startTestPlatform, type TestPlatform } from './support/start-platform.ts';
 
 let server: PostgresServer;
+const rowsOf = (sql: string, params: unknown[] = []) => pgRows(server.url, sql, params);
 let platform: TestPlatform | undefined;
 let restarted: TestPlatform | undefined;
-
-async function rowsOf(sql: string, params: unknown[] = []): Promise<Array<Record<string, unknown>>> {
-  const client = new pg.Client({ connectionString: server.url });
-  await client.connect();
-  try {
-    return (await client.query(sql, params)).rows;
-  } finally {
-    await client.end();
-  }
-}
 
 async function waitFor(check: () => Promise<boolean>, timeoutMs: number): Promise<void> {
   const deadline = Date.now() + timeoutMs;
