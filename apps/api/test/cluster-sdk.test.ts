@@ -40,11 +40,6 @@ import {
   type ClusterState,
 } from '@tidepool/testkit';
 
-/** Every replica serves every sandbox (state shared through the database). */
-const REPLICAS_SHARE_SANDBOXES = true;
-/** Template, snapshot and disk-paused images move between nodes through the registry. */
-const IMAGES_MOVE_BETWEEN_NODES = true;
-
 const isRoot = process.getuid?.() === 0;
 const NODES = ['node1', 'node2', 'node3'];
 const LOST_AFTER_SECONDS = 6;
@@ -63,10 +58,6 @@ async function serveWww(sandbox: Sandbox): Promise<void> {
   serving.add(sandbox.sandboxId);
 }
 
-const whenReplicasShare = (title: string, fn: () => Promise<void>, timeout?: number): void =>
-  REPLICAS_SHARE_SANDBOXES ? void it(title, fn, timeout) : void it.todo(`${title} — needs replicas sharing sandbox state`);
-const whenImagesMove = (title: string, fn: () => Promise<void>, timeout?: number): void =>
-  IMAGES_MOVE_BETWEEN_NODES ? void it(title, fn, timeout) : void it.todo(`${title} — needs images moving through the registry`);
 
 /** SDK connection options for replica 0 or 1: API and envd traffic to its listener, getHost names under the domain. */
 function replica(index: number): { apiKey: string; apiUrl: string; sandboxUrl: string; domain: string; requestTimeoutMs: number } {
@@ -129,7 +120,7 @@ describe.skipIf(!isRoot)('three-node local cluster: the e2b SDK through two API 
     await ensureBaseImage();
     const slot = await freeClusterSlot();
     // Template builds on the nodes need the envd runtime image there too.
-    const images = IMAGES_MOVE_BETWEEN_NODES ? [BASE_IMAGE, 'tidepool/envd-runtime:latest'] : [BASE_IMAGE];
+    const images = [BASE_IMAGE, 'tidepool/envd-runtime:latest'];
     state = await upCluster({ name, slot, dir, nodes: 3, images, postgres: true, apis: 2, nodeLostAfterSeconds: LOST_AFTER_SECONDS });
   }, 900_000);
 
@@ -168,8 +159,8 @@ describe.skipIf(!isRoot)('three-node local cluster: the e2b SDK through two API 
       const byId = new Map((nodes.body as { nodeID: string; status: string; sandboxCount: number }[]).map((n) => [n.nodeID, n]));
       for (const id of NODES) {
         expect(byId.get(id)?.status).toBe('ready');
-        // Each replica counts the sandboxes it holds: its own, or all of them once replicas share their state.
-        const counted = placed.filter((p) => (REPLICAS_SHARE_SANDBOXES || p.index === index) && p.nodeId === id);
+        // Every replica counts every sandbox (replicas share their state through the database).
+        const counted = placed.filter((p) => p.nodeId === id);
         expect(byId.get(id)?.sandboxCount).toBe(counted.length);
       }
       for (const id of ['api1', 'api2']) if (byId.has(id)) expect(byId.get(id)?.status).toBe('draining');
@@ -209,7 +200,7 @@ describe.skipIf(!isRoot)('three-node local cluster: the e2b SDK through two API 
     expect([...covered].some((k) => k.startsWith('1/'))).toBe(true);
   }, 600_000);
 
-  whenReplicasShare('a sandbox created through one replica is served by the other (REST, commands, files, getHost)', async () => {
+  it('a sandbox created through one replica is served by the other (REST, commands, files, getHost)', async () => {
     for (const { sandbox, replica: index } of made.slice(0, 4)) {
       const other = 1 - index;
       expect((await rest(other, 'GET', `/sandboxes/${sandbox.sandboxId}`)).status).toBe(200);
@@ -222,7 +213,7 @@ describe.skipIf(!isRoot)('three-node local cluster: the e2b SDK through two API 
     }
   }, 300_000);
 
-  whenImagesMove('a template built on one node starts on the others', async () => {
+  it('a template built on one node starts on the others', async () => {
     // /etc is root's: the step runs as root (RUN steps run as `user` by default, as in E2B).
     const template = Template().fromTemplate('base').runCmd('echo built-in-cluster > /etc/cluster-mark', { user: 'root' });
     const alias = `cluster-mark-${name}`;
@@ -233,7 +224,7 @@ describe.skipIf(!isRoot)('three-node local cluster: the e2b SDK through two API 
     for (const sandbox of sandboxes) expect((await sandbox.commands.run('cat /etc/cluster-mark')).stdout).toBe('built-in-cluster\n');
   }, 900_000);
 
-  whenImagesMove('a snapshot taken on one node forks onto another', async () => {
+  it('a snapshot taken on one node forks onto another', async () => {
     const source = await create(0);
     const sourceNode = await nodeOf(0, source.sandboxId);
     await source.files.write('/home/user/snap.txt', 'from the snapshot');
@@ -279,7 +270,7 @@ describe.skipIf(!isRoot)('three-node local cluster: the e2b SDK through two API 
     }
   }, 600_000);
 
-  whenReplicasShare('a replica killed during a burst of creates: none lost, none doubled', async () => {
+  it('a replica killed during a burst of creates: none lost, none doubled', async () => {
     const listed = async (): Promise<string[]> => ((await rest(0, 'GET', '/v2/sandboxes')).body as { sandboxID: string }[]).map((s) => s.sandboxID);
     const before = new Set(await listed());
     const burst = Array.from({ length: 10 }, (_, i) => create(i % 2).then((s) => s.sandboxId, (error: unknown) => error as Error));
@@ -300,7 +291,7 @@ describe.skipIf(!isRoot)('three-node local cluster: the e2b SDK through two API 
     for (const id of after) expect((await rest(0, 'GET', `/sandboxes/${id}`)).status).toBe(200);
   }, 300_000);
 
-  whenImagesMove('a disk-paused sandbox resumes on another node after its node is stopped', async () => {
+  it('a disk-paused sandbox resumes on another node after its node is stopped', async () => {
     const sandbox = await create(0);
     const nodeId = await nodeOf(0, sandbox.sandboxId);
     await sandbox.files.write('/home/user/paused.txt', 'kept on disk');
