@@ -159,6 +159,8 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
   let engineWatch: EngineWatch | undefined;
   let pool: WarmPool | undefined;
   let pools: NodePools | undefined;
+  /** API replicas share one database (PostgreSQL): a node's pool, the embedded one included, is one replica's by lease. */
+  const poolsShared = db.replicas !== undefined;
   let lxcfs: LxcfsSupervisor | undefined;
   let monitor: NodeMonitor | undefined;
   const agents = new Map<string, LocalNodeAgent>();
@@ -331,9 +333,10 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
       owner: lifecycle.registry.replicaId,
       lostAfterMs: config.nodeLostAfterSeconds * 1000,
       reconcile: (id) => reconciling.reconcileNode(id),
-      // Remote nodes' pools (one replica each, by lease), and the built-in templates of an engine-free API.
+      // Remote nodes' pools (one replica each, by lease), and the built-in templates of an engine-free API. On
+      // PostgreSQL the embedded node's pool is leased too: replicas embedding one engine share that node.
       afterSweep: async () => {
-        const held = nodes.all().filter((node) => node.nodeId !== embeddedId);
+        const held = nodes.all().filter((node) => node.nodeId !== embeddedId || poolsShared);
         await pools?.manage(held.map((node) => ({ node, ready: nodes.status(node.nodeId) === 'ready' })));
         const ready = held.find((node) => nodes.status(node.nodeId) === 'ready');
         if (!runtime && ready) await builtins.registerOnce(ready.runtime);
@@ -345,9 +348,11 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
       pools.onClaim = (waitSeconds) => metrics.poolClaimed(waitSeconds);
       // After the restart reconcile: containers the previous run left in the pool are gone by now.
       const embeddedNode = embeddedId ? nodes.node(embeddedId) : undefined;
-      if (embeddedNode) pool = pools.startOwn(embeddedNode);
+      if (embeddedNode && !poolsShared) pool = pools.startOwn(embeddedNode);
     }
     await monitor.sweep();
+    // A leased embedded pool started in that sweep when this replica took its lease (or runs in another replica).
+    if (pools && poolsShared && embeddedId) pool = pools.of(embeddedId);
     monitor.start(heartbeatMs);
     engineWatch?.start();
     for (const watch of extraWatches) watch.start();

@@ -22,7 +22,7 @@ import { type ApiReplica, replicaApiKey, startApiReplica } from './support/api-r
 import { pgRows as rowsOf } from './support/pg-rows.ts';
 import { pollUntil } from './support/poll-until.ts';
 import { api, removeLabelled, startTestPlatform, type TestPlatform } from './support/start-platform.ts';
-import { PLATFORM_LABEL, SANDBOX_LABEL } from '../src/runtime/docker/docker-labels.ts';
+import { PLATFORM_LABEL, POOL_LABEL, SANDBOX_LABEL } from '../src/runtime/docker/docker-labels.ts';
 
 const NODE_ID = 'replicas-node';
 let server: PostgresServer;
@@ -388,5 +388,60 @@ describe('a tidepool api replica SIGKILLed in a burst of creates', () => {
     const listed = await api({ url: survivor.url } as TestPlatform, 'GET', '/v2/sandboxes', undefined, apiKey);
     expect(new Set(listed.body.map((s: { sandboxID: string }) => s.sandboxID))).toEqual(records);
     for (const id of records) expect((await api({ url: survivor.url } as TestPlatform, 'DELETE', `/sandboxes/${id}`, undefined, apiKey)).status).toBe(204);
+  }, 600_000);
+});
+
+describe('two API replicas embedding one engine share its warm pool', () => {
+  const nodeId = 'shared-pool-node';
+  let url: string;
+  let one: TestPlatform;
+  let two: TestPlatform | undefined;
+  const logLevel = (process.env.REPLICAS_TEST_LOG as 'warn' | undefined) ?? 'silent';
+
+  /** The pool's containers on the engine (ids), whichever replica made them. */
+  const pooled = async (platformId: string): Promise<string[]> =>
+    (await new Docker().listContainers({ all: true, filters: { label: [`${PLATFORM_LABEL}=${platformId}`, POOL_LABEL] } })).map((c) => c.Id).sort();
+
+  beforeAll(async () => {
+    url = await server.createDatabase('sharedpool');
+    one = await startTestPlatform({ databaseUrl: url, nodeId, warmPool: { base: 2 }, logLevel });
+  }, 600_000);
+
+  afterAll(async () => {
+    await two?.close().catch(() => undefined);
+    await one?.dispose();
+    await two?.dispose();
+  }, 300_000);
+
+  it('one replica runs the pool; a second replica starting leaves it alone; the pool moves when its holder stops', async () => {
+    expect(one.warmPool).toBeDefined();
+    const first = await pollUntil('replica one fills the pool', async () => {
+      const ids = await pooled(one.platformId);
+      return one.warmPool!.stats().ready === 2 && ids.length === 2 && ids;
+    }, 180_000, 250);
+
+    // Replica two embeds the same engine and node: its restart reconcile keeps one's pool containers, and it
+    // starts no pool of its own there (one holds the node's pool lease).
+    two = await startTestPlatform({ databaseUrl: url, nodeId, warmPool: { base: 2 }, logLevel });
+    expect(two.platformId).toBe(one.platformId);
+    expect(two.warmPool).toBeUndefined();
+    await new Promise((resolve) => setTimeout(resolve, 6_000)); // a node sweep of two's
+    expect(await pooled(one.platformId)).toEqual(first);
+    expect(one.warmPool!.stats().ready).toBe(2);
+
+    // Creates through either replica work: one's claims from the pool, two's starts cold.
+    const viaOne = await Sandbox.create('base', { ...one.sdk, timeoutMs: 120_000 });
+    expect((await viaOne.commands.run('echo pooled')).stdout.trim()).toBe('pooled');
+    expect(first).toContain((await new Docker().listContainers({ filters: { label: [`${SANDBOX_LABEL}=${viaOne.sandboxId}`] } }))[0]?.Id);
+    const viaTwo = await Sandbox.create('base', { ...two.sdk, apiKey: one.apiKey, timeoutMs: 120_000 });
+    expect((await viaTwo.commands.run('echo cold')).stdout.trim()).toBe('cold');
+    await viaOne.kill();
+    await viaTwo.kill();
+
+    // Replica one stops (its pool drained, the lease given back): two takes the node's pool at its next sweep.
+    await one.close();
+    await pollUntil('replica two runs the pool', async () => (await pooled(two!.platformId)).length === 2, 180_000, 500);
+    const taken = await pooled(two.platformId);
+    for (const id of taken) expect(first).not.toContain(id);
   }, 600_000);
 });

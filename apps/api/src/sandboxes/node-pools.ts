@@ -21,8 +21,9 @@ export interface NodePoolsDeps {
 }
 
 /**
- * The warm pools of every node this API manages, one per node (each sized per template on its own node). The
- * embedded node's pool is this process's own. A remote node's pool is run by the one replica holding the lease
+ * The warm pools of every node this API manages, one per node (each sized per template on its own node). On SQLite
+ * the embedded node's pool is this process's own (`startOwn`). A remote node's pool — and on a shared database the
+ * embedded node's too, since replicas may embed the same engine — is run by the one replica holding the lease
  * `node-pool:<nodeId>` (renewed at every node sweep): only that replica starts, claims and removes its containers,
  * and when it takes the lease it first removes pooled containers a previous holder left on the node. A replica
  * that loses the lease (or whose node is lost) stops that pool and removes its containers.
@@ -44,7 +45,7 @@ export class NodePools {
     return [...this.pools.values()];
   }
 
-  /** Starts the pool of a node this process runs itself (the embedded node): no lease, nobody else drives it. */
+  /** Starts the pool of a node only this process drives (the embedded node on SQLite): no lease. */
   startOwn(node: SandboxNode): WarmPool {
     const pool = this.add(node);
     pool.start();

@@ -223,8 +223,9 @@ export class SandboxLifecycle implements SandboxDirectory {
     const records = (stored ?? (await this.registry.stored())).filter((r) => r.nodeId === nodeId && !this.creating.has(r.sandboxId));
     const runtime = this.deps.nodes.runtime(nodeId);
     await reconcileAfterRestart({ registry: this.registry, runtime, records, logger: this.deps.logger.child({ nodeId }), adopted: (r) => this.timers.arm(r), metrics: this.deps.platformMetrics, keep: (id) => this.creating.has(id) || Boolean(this.deps.pools?.owns(id)),
-      // A remote node's pool containers are its pool holder's (maybe another replica): it removes leftovers itself.
-      keepPooled: nodeId !== this.deps.nodes.embeddedId });
+      // A node's pool containers are its pool holder's (maybe another replica: any remote node, and on a shared
+      // database the embedded one too): the holder removes leftovers itself when it takes the pool.
+      keepPooled: nodeId !== this.deps.nodes.embeddedId || this.deps.shared !== undefined });
     // Egress rules live in the records: they are put in force again (replacing what the host kept).
     for (const record of this.registry.all()) {
       if (record.nodeId !== nodeId || !record.address || !record.containerId) continue;
