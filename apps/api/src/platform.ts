@@ -257,6 +257,8 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
       const poolFor = (node: SandboxNode): WarmPool => new WarmPool({
         runtime: node.runtime,
         dial: nodes.dialOf(node.nodeId),
+        // A node that lacks a template's image pulls it from the cluster's registry before warming it.
+        ensureImage: (runtime, image, log) => images.ensure(runtime, image, log),
         // The pool keeps builds warm for whichever team names them; only that team's creates can claim them.
         templates: { resolve: (reference) => templates.resolveAnyTeam(reference) },
         targets: config.warmPool,

@@ -48,6 +48,8 @@ export interface WarmStartDeps {
   tokenSeed: string;
   /** How the node's containers are reached (a node agent's tunnel); undefined: directly from this process. */
   dial?: EnvdDial;
+  /** Makes the image present on the node first (pulled from the cluster's registry where it lacks it). */
+  ensureImage?(runtime: SandboxRuntime, image: string, log: Logger): Promise<void>;
 }
 
 /**
@@ -58,6 +60,7 @@ export interface WarmStartDeps {
 export async function startPooledContainer(deps: WarmStartDeps, template: PoolTemplate, sandboxId: string, release: () => void, log: Logger): Promise<PooledContainer> {
   const { runtime, dial } = deps;
   const token = envdAccessToken(deps.tokenSeed, sandboxId);
+  await deps.ensureImage?.(runtime, template.image, log);
   const started = await runtime.startContainer({
     sandboxId,
     templateId: template.templateId,

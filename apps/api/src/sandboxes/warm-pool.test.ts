@@ -87,6 +87,7 @@ interface PoolOptions {
   startDelayMs?: number;
   memoryAvailableMB?: () => number | undefined;
   now?: () => number;
+  ensureImage?: (runtime: SandboxRuntime, image: string) => Promise<void>;
 }
 
 function poolWith(options: PoolOptions) {
@@ -106,6 +107,7 @@ function poolWith(options: PoolOptions) {
     reserveSlot: limit.reserve,
     busy: options.busy ?? (() => false),
     holds: options.holds,
+    ensureImage: options.ensureImage,
     logger,
     quietMs: 20,
     checkEveryMs: 10,
@@ -133,6 +135,32 @@ describe('WarmPool', () => {
     expect(engine.started[0].egress).toEqual({ allow: [], deny: [] });
     expect(limit.held()).toBe(2);
     expect(pool.keys()).toEqual([{ key: 'b1/2/512', reference: 'base', size: 2, reason: 'pinned' }]);
+  });
+
+  it('makes the image present on its node before each start; a failed pull starts nothing and frees its slot', async () => {
+    const order: string[] = [];
+    let pullFails = true;
+    const { pool, engine, limit } = poolWith({
+      builds: { base: 'b1' },
+      targets: { base: 1 },
+      ensureImage: async (_runtime, image) => {
+        order.push(`ensure ${image}`);
+        if (pullFails) throw new Error('registry unreachable');
+      },
+    });
+    const startContainer = engine.runtime.startContainer.bind(engine.runtime);
+    engine.runtime.startContainer = async (spec) => {
+      order.push(`start ${spec.image}`);
+      return startContainer(spec);
+    };
+    pool.start();
+    await until(() => order.length >= 2);
+    expect(engine.started).toEqual([]);
+    expect(limit.held()).toBe(0);
+    pullFails = false;
+    await until(() => pool.stats().ready === 1);
+    expect(order.slice(-2)).toEqual(['ensure img-b1', 'start img-b1']);
+    expect(order.filter((o) => o.startsWith('start'))).toHaveLength(1);
   });
 
   it('hands out ready containers once, initialised, counts claims and empty-pool fallbacks, and refills', async () => {

@@ -1,9 +1,7 @@
 import type { Logger } from 'pino';
 import type { PoolStats } from '../observability/metrics-sink.ts';
-import type { SandboxRuntime } from '../runtime/sandbox-runtime.ts';
-import type { EnvdDial } from '../envd/envd-client.ts';
 import type { ResolvedTemplate } from '../templates/template-model.ts';
-import { type PoolTemplate, type PooledContainer, startPooledContainer } from './pool-container.ts';
+import { type PoolTemplate, type PooledContainer, type WarmStartDeps, startPooledContainer } from './pool-container.ts';
 import type { WarmPoolTargets } from './pool-settings.ts';
 import { PoolRefill } from './pool-refill.ts';
 import { PoolSizes, type SizeReason } from './pool-sizes.ts';
@@ -19,16 +17,13 @@ export interface AdaptiveSettings extends SizingSettings {
   floors: WarmPoolTargets;
 }
 
-export interface WarmPoolDeps {
-  /** The engine of the node the pool keeps containers on, and how its containers are reached (undefined: directly). */
-  runtime: SandboxRuntime;
-  dial?: EnvdDial;
+/** What the pool needs besides how it starts a container (WarmStartDeps: the node's engine, its dial, the image). */
+export interface WarmPoolDeps extends WarmStartDeps {
   templates: { resolve(reference: string): Promise<ResolvedTemplate> };
   /** Pinned sizes per template reference (`TIDEPOOL_WARM_POOL`): not adapted to demand. */
   targets: WarmPoolTargets;
   /** Set: templates without a pin are sized from recent demand. */
   adaptive?: AdaptiveSettings;
-  tokenSeed: string;
   /** Takes one slot under the sandbox limit; throws (PlatformError 'limit') when none is free. */
   reserveSlot(): (howMany?: number) => void;
   /** Slots free under the sandbox limit now (sizing cap); unbounded when not given. */
