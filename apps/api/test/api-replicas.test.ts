@@ -230,8 +230,11 @@ describe('two API replicas in one process on one PostgreSQL', () => {
       expect(kill.status).toBe(204);
       // The pause either ran first (204, then killed) or found the sandbox gone (404): never a half state.
       expect([204, 404]).toContain(pause.status);
-      for (const p of [one, two]) expect((await api(p, 'GET', `/sandboxes/${id}`, undefined, one.apiKey)).status).toBe(404);
+      // Gone from the store at once; from each replica's cache within the change feed's bound (2 s, as above).
       expect(await rowsOf(url, 'SELECT 1 FROM sandboxes WHERE sandbox_id = $1', [id])).toHaveLength(0);
+      for (const p of [one, two]) {
+        await pollUntil(`replica ${p === one ? 'one' : 'two'} answers 404`, async () => (await api(p, 'GET', `/sandboxes/${id}`, undefined, one.apiKey)).status === 404, 2_000, 20);
+      }
       expect((await containersOf(one.platformId)).get(id)).toBeUndefined();
     }
     // Two pauses racing: exactly one pauses, the other is told it is paused already; a resume through either works.
