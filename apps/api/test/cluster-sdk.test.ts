@@ -16,7 +16,6 @@
  * Last, `down` itself: nothing of the cluster (processes of the database and the replicas included) is left.
  * Root only (namespaces, engines, iptables).
  */
-import { request } from 'node:http';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -39,6 +38,8 @@ import {
   upCluster,
   type ClusterState,
 } from '@tidepool/testkit';
+import type { TestPlatform } from './support/start-platform.ts';
+import { rawGet } from './support/template-testing.ts';
 
 const isRoot = process.getuid?.() === 0;
 const NODES = ['node1', 'node2', 'node3'];
@@ -79,20 +80,9 @@ async function rest(index: number, method: string, path: string, body?: unknown)
 
 const nodeOf = async (replicaIndex: number, sandboxId: string): Promise<string> => (await rest(replicaIndex, 'GET', `/sandboxes/${sandboxId}`)).body.clientID;
 
-/** A plain HTTP request to a replica with the given Host (what `http://${sbx.getHost(port)}` resolves to). */
-function viaHost(index: number, host: string, path: string): Promise<{ status: number; body: string }> {
-  const { port } = new URL(state!.apis![index].url);
-  return new Promise((resolve, reject) => {
-    const req = request({ host: '127.0.0.1', port: Number(port), path, headers: { host } }, (res) => {
-      let body = '';
-      res.setEncoding('utf8');
-      res.on('data', (chunk: string) => (body += chunk));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
-    });
-    req.on('error', reject);
-    req.end();
-  });
-}
+/** A plain GET to a replica with the given Host (what `http://${sbx.getHost(port)}` resolves to). */
+const viaHost = (index: number, host: string, path: string): Promise<{ status: number; body: string }> =>
+  rawGet({ url: state!.apis![index].url } as TestPlatform, path, { host });
 
 async function until<T>(what: string, check: () => Promise<T | undefined | false>, timeoutMs = 60_000): Promise<T> {
   const deadline = Date.now() + timeoutMs;
