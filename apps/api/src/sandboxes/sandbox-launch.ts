@@ -1,5 +1,15 @@
-import { envdAccessToken, trafficAccessToken } from './sandbox-identity.ts';
+import type { Logger } from 'pino';
+import { PlatformError } from '../errors.ts';
+import { startOnPlacedNode } from '../nodes/placed-start.ts';
+import { type LifecycleContext, inSeconds, nowIso, sandboxLog } from './lifecycle-context.ts';
+import { claimPooled } from './pool-claim.ts';
+import { poolKey } from './pool-settings.ts';
+import { bootSandbox } from './sandbox-boot.ts';
+import { envdAccessToken, newSandboxId, trafficAccessToken } from './sandbox-identity.ts';
+import { requireEgressOn, trustEgressCa } from './sandbox-network-update.ts';
 import type { SandboxNetwork, SandboxRecord } from './sandbox-record.ts';
+import type { SlotRelease } from './sandbox-registry.ts';
+import { directoriesOf, requireVolumes } from './sandbox-volume-binds.ts';
 import type { SandboxVolumeMount } from './volume-mounts.ts';
 import type { PooledContainer } from './warm-pool.ts';
 
@@ -68,4 +78,121 @@ export function newSandboxRecord(plan: LaunchPlan, sandboxId: string, tokenSeed:
     volumeMounts: settings.volumeMounts,
     nodeId,
   };
+}
+
+/** One slot under the sandbox limit; when none is free, a ready warm-pool container gives its slot up. */
+export async function reserveSlot(ctx: LifecycleContext, sandboxId: string, kind: 'create' | 'resume'): Promise<SlotRelease> {
+  try {
+    return await ctx.registry.reserveFor(sandboxId, kind);
+  } catch (error) {
+    if (!(error instanceof PlatformError) || error.kind !== 'limit' || !ctx.deps.pools?.evictOne()) throw error;
+    return ctx.registry.reserveFor(sandboxId, kind);
+  }
+}
+
+/**
+ * Starts a new sandbox from an image (a template build, a fork checkpoint); takes one slot (`poolSlot`: the warm-pool
+ * container's, which a shared database still records as this replica's create).
+ */
+export function launchSandbox(ctx: LifecycleContext, plan: LaunchPlan, poolSlot?: SlotRelease): Promise<SandboxRecord> {
+  const sandboxId = plan.sandboxId ?? newSandboxId();
+  // In flight from the call on (its slot may be taken in the store first): drain and reconcile wait for it.
+  const launching = launchWithSlot(ctx, { ...plan, sandboxId }, poolSlot);
+  ctx.creating.set(sandboxId, launching);
+  return launching.finally(() => ctx.creating.delete(sandboxId));
+}
+
+async function launchWithSlot(ctx: LifecycleContext, plan: LaunchPlan & { sandboxId: string }, poolSlot: SlotRelease | undefined): Promise<SandboxRecord> {
+  const { sandboxId } = plan;
+  let release: SlotRelease;
+  if (poolSlot) {
+    try {
+      const recorded = await ctx.registry.reserveFor(sandboxId, 'create', false);
+      release = (howMany) => {
+        poolSlot(howMany);
+        recorded();
+      };
+    } catch (error) {
+      poolSlot();
+      throw error;
+    }
+  } else {
+    release = await reserveSlot(ctx, sandboxId, 'create');
+  }
+  let held: { release(): void } | undefined;
+  try {
+    // Held from before the container exists until the record does, so a delete cannot race the creation.
+    if (plan.settings.volumeMounts.length > 0) held = await requireVolumes(ctx).hold(plan.settings.volumeMounts.map((m) => m.volumeID));
+  } catch (error) {
+    release(1);
+    throw error;
+  }
+  try {
+    return await launchNow(ctx, plan, release);
+  } finally {
+    held?.release();
+  }
+}
+
+async function launchNow(ctx: LifecycleContext, plan: LaunchPlan, release: (howMany?: number) => void): Promise<SandboxRecord> {
+  try {
+    const sandboxId = plan.sandboxId ?? newSandboxId();
+    const { settings, from } = plan;
+    const record = newSandboxRecord(plan, sandboxId, ctx.deps.tokenSeed, plan.nodeId ?? ctx.deps.nodes.embeddedId ?? '');
+    const log = sandboxLog(ctx, sandboxId);
+    const { result: booted, nodeId } = plan.pooled && plan.nodeId
+      ? { result: await claimOn(ctx, plan.nodeId, record, plan.pooled, log), nodeId: plan.nodeId }
+      : await startOnPlacedNode(
+          ctx.deps.nodes,
+          () => ctx.registry.all(),
+          {
+            cpuCount: record.cpuCount,
+            memoryMB: record.memoryMB,
+            image: plan.image,
+            poolKey: poolKey(from),
+            // A fork's checkpoint is on its source's node; volumes on the node whose disk holds them.
+            requiredNode: plan.nodeId,
+            exclude: plan.excluded,
+          },
+          async (node) => {
+            await requireEgressOn(ctx, node.nodeId, settings.network);
+            // A node that lacks the image pulls it from the registry; a failed pull fails this node only.
+            await ctx.images.ensure(node.runtime, plan.image, log.child({ nodeId: node.nodeId }));
+            return bootSandbox(node.runtime, { ...record, nodeId: node.nodeId }, plan.image, log.child({ nodeId: node.nodeId }), await directoriesOf(ctx, record, node.nodeId), ctx.deps.nodes.dialOf(node.nodeId), ctx.openProxyPassword);
+          },
+          log,
+        );
+    record.nodeId = nodeId;
+    record.containerId = booted.containerId;
+    record.address = booted.address;
+    record.envdVersion = booted.envdVersion;
+    try {
+      await trustEgressCa(ctx, record);
+    } catch (error) {
+      await ctx.deps.nodes.runtime(record.nodeId).remove(booted.containerId);
+      ctx.deps.egressTrust?.forget(sandboxId);
+      throw error;
+    }
+    // The timeout counts from the moment the sandbox is usable.
+    record.startedAt = nowIso();
+    record.endAt = inSeconds(settings.timeoutSeconds);
+    try {
+      await ctx.registry.persist(record, plan.event, true);
+    } catch (error) {
+      await ctx.deps.nodes.runtime(record.nodeId).remove(booted.containerId);
+      throw error;
+    }
+    ctx.timers.arm(record);
+    log.info({ templateId: record.templateId, buildId: record.buildId, containerId: record.containerId, nodeId: record.nodeId, warmPool: Boolean(plan.pooled) }, plan.pooled ? 'sandbox created (claimed from the warm pool)' : 'sandbox created');
+    return record;
+  } finally {
+    release(1);
+  }
+}
+
+/** A warm-pool container on `nodeId` becomes the record's sandbox. */
+async function claimOn(ctx: LifecycleContext, nodeId: string, record: SandboxRecord, pooled: PooledContainer, log: Logger) {
+  const runtime = ctx.deps.nodes.runtime(nodeId);
+  await requireEgressOn(ctx, nodeId, record.network);
+  return claimPooled(runtime, record, pooled, log, ctx.openProxyPassword, ctx.deps.nodes.dialOf(nodeId));
 }

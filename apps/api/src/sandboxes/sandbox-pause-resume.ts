@@ -11,6 +11,7 @@ import type { SandboxTimers } from './sandbox-timers.ts';
 import type { ClusterImages } from '../nodes/cluster-images.ts';
 import { startOnPlacedNode } from '../nodes/placed-start.ts';
 import type { BootedSandbox } from './sandbox-boot.ts';
+import { inSeconds, nowIso } from './lifecycle-context.ts';
 
 /** What pausing and resuming a sandbox work with (the lifecycle holds them; the caller serialises per sandbox). */
 export interface PauseResumeContext {
@@ -31,9 +32,6 @@ export interface PauseResumeContext {
   /** The cluster registry: a filesystem pause is pushed there, so the sandbox can resume on any node with room. */
   images: ClusterImages;
 }
-
-const nowIso = (): string => new Date().toISOString();
-const inSeconds = (seconds: number): string => new Date(Date.now() + seconds * 1000).toISOString();
 
 /** Freezes the sandbox on its node (`keepMemory`), or commits its filesystem there and removes the container. */
 export async function pauseSandbox(ctx: PauseResumeContext, record: SandboxRecord, keepMemory: boolean): Promise<void> {
