@@ -1,26 +1,20 @@
-import type { AddressInfo } from 'node:net';
 import { resolve } from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import { type Config, loadConfig } from './config.ts';
 import { containerHardening } from './runtime/docker/container-hardening.ts';
-import { DockerRuntime } from './runtime/docker/docker-runtime.ts';
 import { dockerClient } from './runtime/docker/docker-host.ts';
-import { withEngineDeadlines } from './runtime/docker/engine-deadlines.ts';
 import type { SandboxRuntime } from './runtime/sandbox-runtime.ts';
 import { SandboxLifecycle } from './sandboxes/sandbox-lifecycle.ts';
 import { EngineWatch } from './sandboxes/engine-watch.ts';
-import { WarmPool } from './sandboxes/warm-pool.ts';
-import { NodePools } from './sandboxes/node-pools.ts';
+import type { WarmPool } from './sandboxes/warm-pool.ts';
+import type { NodePools } from './sandboxes/node-pools.ts';
 import { storageVolumes } from './volumes/node-volumes.ts';
 import { volumeNodes } from './nodes/volume-nodes.ts';
 import { BuiltinTemplates } from './templates/builtin-templates.ts';
-import { readMemAvailableMB } from './runtime/host-memory.ts';
 import { LxcfsSupervisor } from './runtime/lxcfs/lxcfs-supervisor.ts';
 import { buildApiServer } from './http/api-server.ts';
 import { AuthFailureLimiter, DEFAULT_MAX_TRACKED_ADDRESSES } from './http/auth-failure-limiter.ts';
-import { type HttpsListener, listenHttps, loadTlsMaterial } from './tls/https-listener.ts';
-import { type MetricsListener, startMetricsListener } from './observability/metrics-route.ts';
 import { PlatformMetrics } from './observability/platform-metrics.ts';
 import { createPlatformLogger } from './observability/platform-logger.ts';
 import { loadSecretsKey, SecretCipher } from './secrets/secret-crypto.ts';
@@ -36,12 +30,7 @@ import { KeyStore } from './store/key-store.ts';
 import { LeaseStore } from './store/lease-store.ts';
 import { SandboxStore } from './sandboxes/sandbox-store.ts';
 import { type BuildRunner, BuildQueue } from './templates/build-queue.ts';
-import { ContextFiles } from './templates/context-files.ts';
-import { DockerImageEngine } from './runtime/docker/docker-image-engine.ts';
-import { reportingFailures } from './observability/failure-reporting.ts';
-import { TemplateBuilder } from './templates/build/template-builder.ts';
 import { TemplateCatalog } from './templates/template-catalog.ts';
-import { removeTemplate } from './templates/template-removal.ts';
 import { TemplateStore } from './templates/template-store.ts';
 import { VolumeCatalog } from './volumes/volume-catalog.ts';
 import { VolumeStorage } from './volumes/volume-storage.ts';
@@ -52,12 +41,13 @@ import { LocalNodeAgent, NodeMonitor } from './nodes/node-monitor.ts';
 import { type NodeFactory, NodeSet } from './nodes/node-set.ts';
 import { NodeStore } from './nodes/node-store.ts';
 import type { SandboxNode } from './nodes/sandbox-node.ts';
+import { embeddedDockerEngine, lxcfsWanted } from './platform-engine.ts';
+import { nodeWarmPools } from './platform-warm-pools.ts';
+import { templateBuilds } from './platform-builds.ts';
+import { openListeners } from './platform-listeners.ts';
 import type Docker from 'dockerode';
 import { ClusterImages } from './nodes/cluster-images.ts';
-import { RegistryImages } from './runtime/registry/registry-images.ts';
 import { loadRegistrySettings } from './runtime/registry/registry-settings.ts';
-import { clusterBuilder } from './templates/cluster-builder.ts';
-import type { ImageEngine } from './runtime/image-engine.ts';
 
 /** How long shutdown waits for sandbox operations in flight. */
 const SHUTDOWN_DRAIN_MS = 15_000;
@@ -129,16 +119,6 @@ export interface PlatformOptions {
   nodeFor?: NodeFactory;
 }
 
-/**
- * Whether sandboxes get lxcfs files: `on`, or `auto` with the engine on this machine's default socket (a bind
- * source is a path on the engine's machine; TIDEPOOL_DOCKER_HOST or DOCKER_HOST may name another one, or a gate).
- */
-function lxcfsWanted(config: Config, env: NodeJS.ProcessEnv): boolean {
-  if (config.lxcfs !== 'auto') return config.lxcfs === 'on';
-  const host = config.dockerHost || env.DOCKER_HOST || '';
-  return host === '' || host === 'unix:///var/run/docker.sock';
-}
-
 /** Starts the whole platform in this process: store, Docker runtime, lifecycle, API and proxy. */
 export async function startPlatform(overrides: Partial<Config> = {}, options: PlatformOptions | SandboxRuntime = {}): Promise<RunningPlatform> {
   const { runtime: runtimeOverride, env = process.env, builder: builderOverride, logger: loggerOverride, extraNodes, nodeFor } = 'prepare' in options ? { runtime: options } : (options as PlatformOptions);
@@ -197,27 +177,7 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
     // Sandboxes' own /proc files: one lxcfs on the host, outliving this process (sandboxes bind its files).
     lxcfs = embedded && !runtimeOverride && lxcfsWanted(config, env) ? new LxcfsSupervisor({ dir: config.lxcfsDir, logger }) : undefined;
     await lxcfs?.start();
-    const runtime = !docker
-      ? undefined
-      : runtimeOverride ??
-      withEngineDeadlines(
-        new DockerRuntime({ docker, network: config.sandboxNetwork, platformId, logger, isolation: config.sandboxIsolation, helperImage: config.baseImage, hardening, procFiles: lxcfs, cpuset: config.sandboxCpuset,
-          egressTransforms: {
-            // Only the secrets of the sandbox's own team: another team's secret of the same name is never sent.
-            resolveSecret: async (sandboxId, name) => {
-              const teamId = lifecycle?.get(sandboxId)?.teamId;
-              return teamId ? secrets.resolveSecret(teamId, name) : undefined;
-            },
-            leafCertificate: (sandboxId, name) => egressCas.leaf(sandboxId, name),
-          },
-          egressProxyAllowedCidrs: config.egressProxyAllowedCidrs,
-          // A sandbox's connection that could not go through its own proxy is an event in the sandbox's logs.
-          onEgressProxyFailure: (sandboxId, message) => void lifecycle?.registry.recordEvent(sandboxId, message, 'warn').catch((error: unknown) => logger.warn({ err: error, sandboxId }, 'could not store the sandbox event')),
-          registry: registrySettings ? new RegistryImages(docker, registrySettings, logger) : undefined,
-        }),
-        {},
-        (operation) => metrics.engineCallFailed(operation),
-      );
+    const runtime = !docker ? undefined : runtimeOverride ?? embeddedDockerEngine({ docker, config, platformId, logger, hardening, lxcfs, secrets, egressCas, registrySettings, metrics, lifecycle: () => lifecycle });
     await runtime?.prepare();
     const templateStore = new TemplateStore(db);
     const templates = new TemplateCatalog(templateStore);
@@ -252,39 +212,7 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
       nodes.add(node);
     }
     const heartbeatMs = Math.min(5_000, (config.nodeLostAfterSeconds * 1000) / 3);
-    let poolUser: SandboxLifecycle | undefined;
-    if (Object.keys(config.warmPool).length > 0 || config.warmPoolAdaptive) {
-      const poolFor = (node: SandboxNode): WarmPool => new WarmPool({
-        runtime: node.runtime,
-        dial: nodes.dialOf(node.nodeId),
-        // A node that lacks a template's image pulls it from the cluster's registry before warming it.
-        ensureImage: (runtime, image, log) => images.ensure(runtime, image, log),
-        // The pool keeps builds warm for whichever team names them; only that team's creates can claim them.
-        templates: { resolve: (reference) => templates.resolveAnyTeam(reference) },
-        targets: config.warmPool,
-        adaptive: config.warmPoolAdaptive
-          ? { floors: config.warmPoolMin, ceiling: config.warmPoolMax, periodMs: config.warmPoolPeriodSeconds * 1000, idleMs: config.warmPoolIdleSeconds * 1000 }
-          : undefined,
-        parallel: config.warmPoolParallel,
-        // This machine's memory for the embedded node; what a remote node last reported for its own.
-        memoryAvailableMB: node.nodeId === embeddedId ? readMemAvailableMB : () => nodes.capacity(node.nodeId)?.memoryAvailableMB,
-        memoryReserveMB: config.warmPoolMemoryReserveMB,
-        tokenSeed,
-        // Pooled containers count against TIDEPOOL_MAX_SANDBOXES; refills wait while creations are in flight.
-        reserveSlot: () => poolUser!.registry.reserveSlots(1),
-        freeSlots: () => poolUser?.registry.freeSlots() ?? 0,
-        busy: () => (poolUser?.creatingCount() ?? 0) > 0,
-        holds: (sandboxId, containerId) => poolUser?.get(sandboxId)?.containerId === containerId,
-        logger: logger.child({ nodeId: node.nodeId }),
-      });
-      pools = new NodePools({
-        poolFor,
-        leases: { store: new LeaseStore(db), owner: () => poolUser!.registry.replicaId },
-        isSandbox: async (sandboxId) => Boolean(poolUser?.isCreating(sandboxId) || poolUser?.registry.peek(sandboxId) || (await sandboxes.get(sandboxId))),
-        logger,
-      });
-      nodes.poolReady = (id) => pools?.readyByKey(id);
-    }
+    pools = nodeWarmPools({ config, db, nodes, embeddedId, images, templates, tokenSeed, sandboxes, logger, lifecycle: () => lifecycle });
     for (const node of nodes.all()) {
       const isEmbedded = node.nodeId === embeddedId;
       const agent = new LocalNodeAgent(nodeStore, { nodeId: node.nodeId, url: `embedded://${node.nodeId}`, version: 'embedded' }, () => localCapacity(isEmbedded ? () => pools?.readyByKey(node.nodeId) ?? {} : undefined), logger);
@@ -308,7 +236,6 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
       images,
       egressProxies: new EgressProxyGate({ cipher: secretCipher, addresses: new UpstreamAddressPolicy(config.egressProxyAllowedCidrs), problem: async () => (runtime?.egressUpstreamProblem ? runtime.egressUpstreamProblem() : 'the container runtime cannot tunnel sandbox egress') }),
     });
-    poolUser = lifecycle;
     const sandboxLifecycle = lifecycle;
     metrics.observe({
       maxSandboxes: config.maxSandboxes,
@@ -360,76 +287,17 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
     for (const watch of extraWatches) watch.start();
     const warmPool = pool;
     const nodePools = pools;
-    const contextFiles = new ContextFiles(config.dataDir, config.maxUploadMB * 1024 * 1024);
-    const sandboxRecords = lifecycle;
-    // The embedded node's builder (none on an engine-free API); with a registry builds run on any placed node.
-    const embeddedBuilder = builderOverride ?? (docker ? dockerBuilder(new DockerImageEngine({ docker, network: config.sandboxNetwork, platformId, hardening })) : undefined);
-    const builder = clusterBuilder({
-      embedded: embeddedBuilder,
-      builderOn: dockerBuilder,
-      nodes,
-      sandboxes: () => sandboxRecords.registry.all(),
-      images,
-      logger,
-    });
-    function dockerBuilder(engine: ImageEngine): TemplateBuilder {
-      return new TemplateBuilder({
-        engine: reportingFailures(engine, (operation) => metrics.engineCallFailed(operation), 'build_'),
-        contextFiles,
-        baseImage: config.baseImage,
-        runtimeImage: config.runtimeImage,
-        imageAliases: config.imageAliases,
-        localImagePatterns: config.buildLocalImages,
-        knownImages: [config.codeInterpreterImage],
-        cacheScope: platformId,
-        readyTimeoutMs: config.buildReadyTimeoutSeconds * 1000,
-        logger,
-      });
-    }
-    // On PostgreSQL other replicas may be running builds: leases tell their builds from interrupted ones.
-    const leases = db.dialect === 'postgres' ? { store: new LeaseStore(db), owner: lifecycle.registry.replicaId } : undefined;
-    queue = new BuildQueue({
-      catalog: templates,
-      store: templateStore,
-      builder,
-      contextFiles,
-      maxConcurrent: config.maxConcurrentBuilds,
-      maxQueued: config.maxQueuedBuilds,
-      logger,
-      metrics,
-      leases,
-    });
+    const builds = templateBuilds({ config, db, docker, platformId, hardening, builderOverride, nodes, images, templates, templateStore, lifecycle, pools: nodePools, metrics, tokenSeed, logger });
+    queue = builds.queue;
     await queue.recoverAfterRestart();
     const running = lifecycle;
     const buildQueue = queue;
     const watch = engineWatch;
-    const templateDeps = {
-      catalog: templates,
-      store: templateStore,
-      queue: buildQueue,
-      contextFiles,
-      signingSeed: tokenSeed,
-      remove: async (reference: string, teamId: string) => {
-        const removal = (): Promise<void> =>
-          removeTemplate(reference, teamId, {
-            catalog: templates,
-            store: templateStore,
-            queue: buildQueue,
-            contextFiles,
-            sandboxesUsing: (buildIds) => running.usingBuilds(buildIds).map((r) => r.sandboxId),
-            builder,
-            logger,
-          });
-        // Images in use by pooled containers cannot be removed: the template's pool is emptied first.
-        const templateId = (await templates.find(reference, teamId, 'write'))?.templateId;
-        return nodePools && templateId ? nodePools.whileRemoving(templateId, removal) : removal();
-      },
-    };
     const sandboxDomain: string | null = config.publicDomain || null;
     const app = buildApiServer({
       sandboxDomain: () => sandboxDomain,
       lifecycle,
-      templates: templateDeps,
+      templates: builds.templateDeps,
       nodes: { store: nodeStore, set: nodes, lostAfterSeconds: config.nodeLostAfterSeconds },
       keys,
       admin,
@@ -451,32 +319,7 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
         trustForwardedFor: config.trustForwardedFor,
       },
     });
-    await app.listen({ host: config.host, port: config.port });
-    const { port } = app.server.address() as AddressInfo;
-    const host = config.host === '0.0.0.0' || config.host === '::' ? '127.0.0.1' : config.host.includes(':') ? `[${config.host}]` : config.host;
-    const url = `http://${host}:${port}`;
-    let httpsListener: HttpsListener | undefined;
-    if (config.tls) {
-      try {
-        httpsListener = await listenHttps(app, { host: config.host, port: config.httpsPort, material: () => loadTlsMaterial(config, logger), logger });
-      } catch (error) {
-        await app.close();
-        throw error;
-      }
-    }
-    const clientDomain = config.publicDomain || (httpsListener ? (httpsListener.port === 443 ? config.domain : `${config.domain}:${httpsListener.port}`) : undefined);
-    const httpsUrl = clientDomain ? `https://api.${clientDomain}` : undefined;
-    logger.info({ url, httpsUrl, caFile: httpsListener?.caFile, domain: config.domain, network: config.sandboxNetwork, platformId }, 'tidepool platform listening');
-    let metricsListener: MetricsListener | undefined;
-    if (config.metricsAddress) {
-      try {
-        metricsListener = await startMetricsListener(config.metricsAddress, metrics, logger);
-      } catch (error) {
-        await httpsListener?.close();
-        await app.close();
-        throw error;
-      }
-    }
+    const { url, clientDomain, httpsUrl, httpsListener, metricsListener } = await openListeners(app, config, metrics, platformId, logger);
     let closed = false;
     const nodeMonitor = monitor;
     return {
