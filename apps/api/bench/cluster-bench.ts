@@ -10,9 +10,9 @@
  * and the load average around each phase (the three "nodes" share this machine's cores: the figure shows what
  * spreading costs or gains here, not what three machines would do). Root only.
  */
-import { mkdtempSync, rmSync } from 'node:fs';
+import { cpSync, lstatSync, mkdtempSync, rmSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { basename, join } from 'node:path';
 import { RateLimitError, Sandbox } from 'e2b';
 import { BASE_IMAGE, downCluster, freeClusterSlot, setClusterNodePlacement, upCluster, type ClusterState } from '@tidepool/testkit';
 import { atConcurrency, ms, now, percentile, type Row } from './bench-stats.ts';
@@ -101,6 +101,14 @@ async function burst(state: ClusterState, log: (message: string) => void, label:
   return { seconds, samples, ok: samples.length, refusals, landed, load: `${before} → ${after}` };
 }
 
+/** Copies the cluster's logs (engines, agents, replicas, PostgreSQL) out before `down` removes them. */
+function keepLogs(dir: string, to: string, log: (message: string) => void): void {
+  const skipped = new Set(['data', 'exec', 'registry', 'agent-data', 'run', 'tls']);
+  const wanted = (path: string): boolean => (lstatSync(path).isDirectory() ? !skipped.has(basename(path)) : path.endsWith('.log'));
+  cpSync(dir, to, { recursive: true, filter: wanted });
+  log(`cluster: logs kept in ${to}`);
+}
+
 export async function benchCluster(log: (message: string) => void): Promise<Row[]> {
   if (process.getuid?.() !== 0) {
     log('cluster: skipped (the local cluster needs root)');
@@ -130,6 +138,7 @@ export async function benchCluster(log: (message: string) => void): Promise<Row[
       { metric: 'load average (1/5/15 min) before → after each burst', tidepool: three.load, baseline: one.load, target: '', verdict: 'info' },
     ];
   } finally {
+    if (process.env.BENCH_CLUSTER_LOGS) keepLogs(dir, process.env.BENCH_CLUSTER_LOGS, log);
     await downCluster({ name, dir }).catch((error: unknown) => log(`cluster: down failed: ${String(error)}`));
     rmSync(dir, { recursive: true, force: true });
   }

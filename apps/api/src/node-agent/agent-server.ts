@@ -120,7 +120,13 @@ export function createAgentServer(options: AgentServerOptions): AgentServer {
     rejectUnauthorized: true,
     minVersion: 'TLSv1.2',
     allowHTTP1: true,
-    settings: { maxConcurrentStreams: 1024 },
+    // Node refuses a new stream while the session's stream table (closed streams linger there until collected)
+    // holds `maxConcurrentStreams` entries or its buffers pass `maxSessionMemory`, and after 100 refusals it ends
+    // the whole connection with INTERNAL_ERROR — every tunnel on it. A burst of creates (envd health checks and
+    // first commands, each a tunnel) reached that at 1024 streams and 10 MB; only the API's authenticated client
+    // reaches this server, and the API opens a new connection every TUNNEL_STREAMS_PER_SESSION streams.
+    settings: { maxConcurrentStreams: 65_535 },
+    maxSessionMemory: 64,
   });
   // HTTP/1.1 limits (the fallback reads them from the server): event streams and commits are long, and each
   // runtime call has its own engine deadline, so no request timeout; headers must come quickly.
@@ -134,6 +140,13 @@ export function createAgentServer(options: AgentServerOptions): AgentServer {
       logger.warn({ peer: socket.remoteAddress, subject: socket.getPeerCertificate().subject?.CN }, 'refused a peer whose certificate is not a client certificate');
       socket.destroy();
     }
+  });
+  // An HTTP/2 connection ended by an error ends every tunnel on it: say why (the API's next tunnel opens another).
+  server.on('sessionError', (error: Error) => {
+    logger.warn({ err: error.message, code: (error as NodeJS.ErrnoException).code }, 'tunnel connection failed');
+  });
+  server.on('session', (session) => {
+    session.on('frameError', (type: number, code: number, streamId: number) => logger.warn({ type, code, streamId }, 'tunnel frame not sent'));
   });
   server.on('tlsClientError', (error, socket) => {
     logger.info({ peer: socket.remoteAddress, reason: error.message }, 'refused a TLS client');

@@ -9,6 +9,13 @@ import type { IncomingMessage } from 'node:http';
 import type { Readable } from 'node:stream';
 import { NodeChannelError } from './node-channel-errors.ts';
 
+/**
+ * Tunnels opened on one HTTP/2 connection before the next tunnel opens a new one: Node keeps a closed stream in the
+ * session's table until it is garbage-collected and refuses new streams once the table is full, so a long-lived
+ * session under steady tunnel churn must not grow it without bound.
+ */
+export const TUNNEL_STREAMS_PER_SESSION = 4_096;
+
 export interface NodeTls {
   /** PEM of the cluster CA, the API's client certificate and its key. */
   ca: string | Buffer;
@@ -24,11 +31,14 @@ export class NodeChannel {
   readonly base: URL;
   /** The HTTP/2 connection tunnels are streams of (opened on first use, replaced once it closes). */
   private session: ClientHttp2Session | undefined;
+  /** Tunnels opened on `session`: it is replaced after `streamsPerSession` (see the agent server). */
+  private streamsOnSession = 0;
 
   constructor(
     readonly nodeId: string,
     url: string,
     private readonly tls: NodeTls,
+    private readonly streamsPerSession = TUNNEL_STREAMS_PER_SESSION,
   ) {
     this.base = new URL(url);
     if (this.base.protocol !== 'https:') throw new NodeChannelError('bad_call', `node URL must be https://host:port, got ${url}`, nodeId);
@@ -121,7 +131,13 @@ export class NodeChannel {
 
   /** The open HTTP/2 connection to the agent, or a new one. */
   tunnelSession(): ClientHttp2Session {
-    if (this.session && !this.session.closed && !this.session.destroyed) return this.session;
+    if (this.session && !this.session.closed && !this.session.destroyed && this.streamsOnSession < this.streamsPerSession) {
+      this.streamsOnSession += 1;
+      return this.session;
+    }
+    // A session that carried its share goes quietly: its open tunnels finish on it, new ones use the next.
+    if (this.session && !this.session.closed) this.session.close();
+    this.streamsOnSession = 1;
     const session = connectHttp2(this.base.origin, { ca: this.tls.ca, cert: this.tls.cert, key: this.tls.key, minVersion: 'TLSv1.2' });
     session.on('error', () => undefined); // each stream reports its own failure
     const forget = (): void => {
