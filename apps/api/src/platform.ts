@@ -19,6 +19,7 @@ import { PlatformMetrics } from './observability/platform-metrics.ts';
 import { createPlatformLogger } from './observability/platform-logger.ts';
 import { loadSecretsKey, SecretCipher } from './secrets/secret-crypto.ts';
 import { EgressProxyGate } from './sandboxes/egress-proxy-gate.ts';
+import { SandboxEgress } from './sandboxes/sandbox-egress.ts';
 import { UpstreamAddressPolicy } from './runtime/docker/upstream-address.ts';
 import { SecretStore } from './secrets/secret-store.ts';
 import { SandboxCertificateAuthorities } from './tls/sandbox-ca.ts';
@@ -219,6 +220,16 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
       await agent.start(heartbeatMs);
       agents.set(node.nodeId, agent);
     }
+    // Each sandbox's CA and pushed secrets on its node (agents); the embedded node's CAs are this process's.
+    const sandboxEgress = new SandboxEgress({
+      node: (id) => (nodes.has(id) ? nodes.node(id) : undefined),
+      local: { caCertificate: (id) => egressCas.caCertificate(id), forget: async (id) => egressCas.forget(id) },
+      secretValue: (teamId, name) => secrets.resolveSecret(teamId, name),
+      records: () => lifecycle?.list() ?? [],
+      live: (id) => nodes.has(id) && ['ready', 'draining'].includes(nodes.status(id) ?? ''),
+      logger,
+    });
+    secrets.onChange = (teamId, name) => sandboxEgress.secretChanged(teamId, name);
     lifecycle = new SandboxLifecycle({
       store: sandboxes,
       templates,
@@ -230,11 +241,11 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
       volumes,
       platformMetrics: metrics,
       pools,
-      egressTrust: egressCas,
+      egressTrust: sandboxEgress,
       // API replicas on one PostgreSQL share every sandbox through it (the registry is a cache; SQLite keeps today's path).
       shared: db.replicas ? { sql: db, channel: db.replicas } : undefined,
       images,
-      egressProxies: new EgressProxyGate({ cipher: secretCipher, addresses: new UpstreamAddressPolicy(config.egressProxyAllowedCidrs), problem: async () => (runtime?.egressUpstreamProblem ? runtime.egressUpstreamProblem() : 'the container runtime cannot tunnel sandbox egress') }),
+      egressProxies: new EgressProxyGate({ cipher: secretCipher, addresses: new UpstreamAddressPolicy(config.egressProxyAllowedCidrs), problem: async () => (nodeFactory ? undefined : runtime?.egressUpstreamProblem ? runtime.egressUpstreamProblem() : 'the container runtime cannot tunnel sandbox egress') }),
     });
     const sandboxLifecycle = lifecycle;
     metrics.observe({

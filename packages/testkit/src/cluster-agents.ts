@@ -95,6 +95,8 @@ export interface StartAgentOptions {
   timeoutMs?: number;
   /** The cluster's registry the agent pushes to and pulls from (plain HTTP on the private bridge: marked insecure). */
   registry?: { host: string; username: string; passwordFile: string };
+  /** More environment for the agent process (tests: NODE_OPTIONS preloading a stand-in name resolver). */
+  env?: Record<string, string>;
 }
 
 /** Starts a node's agent in its namespace and waits until it answers over mTLS; returns its URL and start time. */
@@ -123,6 +125,7 @@ export async function startNodeAgentProcess(node: NodeLayout, opts: StartAgentOp
     ...(opts.registry
       ? { TIDEPOOL_REGISTRY: opts.registry.host, TIDEPOOL_REGISTRY_USERNAME: opts.registry.username, TIDEPOOL_REGISTRY_PASSWORD_FILE: opts.registry.passwordFile, TIDEPOOL_REGISTRY_INSECURE: 'on' }
       : {}),
+    ...opts.env,
   };
   const log = openSync(files.logFile, 'a');
   const started = Date.now();

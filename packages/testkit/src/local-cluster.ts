@@ -107,6 +107,8 @@ export interface UpOptions {
   apis?: number;
   /** The replicas' TIDEPOOL_NODE_LOST_AFTER_SECONDS (default 15); the agents heartbeat at a third of it. */
   nodeLostAfterSeconds?: number;
+  /** More environment for every node agent started by `up` (tests). */
+  agentEnv?: Record<string, string>;
 }
 
 function requireRoot(): void {
@@ -233,7 +235,7 @@ export async function upCluster(opts: UpOptions): Promise<ClusterState> {
         progress(`${node.id} loaded ${image} in ${Date.now() - before} ms`);
       }
       if (tls && serverTls && opts.agents !== false) {
-        const agent = await startNodeAgentProcess(node, { serverTls, clientTls: tls, platformId: `cluster-${cluster.name}`, ...agentDatabase(state), registry: clusterRegistry(state) });
+        const agent = await startNodeAgentProcess(node, { serverTls, clientTls: tls, platformId: `cluster-${cluster.name}`, ...agentDatabase(state), registry: clusterRegistry(state), env: opts.agentEnv });
         state.nodes[state.nodes.length - 1] = nodeState(node, started, agent);
         writeClusterState(state);
         progress(`${node.id} agent ${agent.url} up in ${agent.startMs} ms`);

@@ -8,6 +8,7 @@
  *   POST /v1/runtime/<method>        → { result } | { error } (runtime-dispatch.ts)
  *   POST /v1/volumes/<method>        → { result } | { error } (agent-volumes.ts: the node's volume directories)
  *   *    /v1/volumecontent/<id>/<op> → the volume-content API for a request the API authorized (agent-volumes.ts)
+ *   POST|GET|DELETE /v1/egress/<id>… → a sandbox's pushed secrets and its egress CA (egress-routes.ts)
  *   CONNECT <address>:<port>         → a tunnel to a managed container (container-tunnel.ts)
  * Calls and streams are HTTP/1.1; tunnels are HTTP/2 CONNECT streams (many over one connection) or HTTP/1.1 CONNECT.
  */
@@ -28,6 +29,7 @@ import { checkCall, runCall } from './runtime-dispatch.ts';
 import { type AgentVolumes, VOLUME_CONTENT_PATH } from './agent-volumes.ts';
 import type { ImageEngine } from '../runtime/image-engine.ts';
 import { buildContainerAddresses, serveImageCall, serveWriteArchive } from './image-routes.ts';
+import { EGRESS_PATH, egressCallHasBody, type EgressRouteDeps, serveEgressCall } from './egress-routes.ts';
 
 /** Largest request body (a startContainer spec with its egress rules fits many times over). */
 export const MAX_BODY_BYTES = 1024 * 1024;
@@ -46,6 +48,8 @@ export interface AgentServerOptions {
   volumes?: AgentVolumes;
   /** The node's image engine: template builds on this node (`/v1/image/…`); none = not served. */
   images?: ImageEngine;
+  /** Pushed secrets and per-sandbox CAs of the node's egress proxy (`/v1/egress/…`); none = not served. */
+  egress?: EgressRouteDeps;
 }
 
 class BodyError extends Error {
@@ -191,6 +195,7 @@ export function createAgentServer(options: AgentServerOptions): AgentServer {
     if (options.volumes && VOLUME_CONTENT_PATH.test(path)) return options.volumes.serveContent(request, response);
     const volumeCall = /^\/v1\/volumes\/([A-Za-z]{1,32})$/.exec(path);
     if (options.volumes && request.method === 'POST' && volumeCall) return serveVolumeCall(options.volumes, volumeCall[1], request, response);
+    if (options.egress && EGRESS_PATH.test(path)) return serveEgress(options.egress, request, response, path);
     const image = /^\/v1\/image\/([A-Za-z]{1,64})$/.exec(path);
     if (request.method === 'POST' && image && images) {
       if (image[1] === 'writeArchive') return serveWriteArchive(images, request, response, logger);
@@ -245,6 +250,19 @@ export function createAgentServer(options: AgentServerOptions): AgentServer {
       logger.warn({ sandboxId: sandboxOf(method, args), method, ms: Date.now() - started, err: error }, 'runtime call failed');
       sendJson(response, 500, { error: encodeError(error) });
     }
+  }
+
+  async function serveEgress(egress: EgressRouteDeps, request: IncomingMessage, response: ServerResponse, path: string): Promise<void> {
+    let body: unknown;
+    if (egressCallHasBody(request.method, path)) {
+      try {
+        body = await readBody(request);
+      } catch (error) {
+        return sendJson(response, error instanceof BodyError ? error.status : 400, { error: { code: 'bad_call', message: `egress: ${(error as Error).message}` } });
+      }
+    } else request.resume();
+    const answer = await serveEgressCall(request.method, path, body, egress);
+    sendJson(response, answer.status, answer.body);
   }
 
   async function serveVolumeCall(volumes: AgentVolumes, method: string, request: IncomingMessage, response: ServerResponse): Promise<void> {

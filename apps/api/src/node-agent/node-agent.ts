@@ -22,8 +22,11 @@ import { VolumeStorage } from '../volumes/volume-storage.ts';
 import { startAgentVolumes } from './agent-volumes.ts';
 import { registryImages } from '../runtime/registry/registry-images.ts';
 import { DockerImageEngine } from '../runtime/docker/docker-image-engine.ts';
+import { SandboxCertificateAuthorities } from '../tls/sandbox-ca.ts';
+import { EgressSecretStore } from './egress-secrets.ts';
 
-export const NODE_AGENT_VERSION = '1';
+/** 2: the node applies network.rules transforms and egressProxy (egress calls, `/v1/egress/…`). */
+export const NODE_AGENT_VERSION = '2';
 
 export interface NodeAgentOptions {
   config: Config;
@@ -60,6 +63,9 @@ export async function startNodeAgent(options: NodeAgentOptions): Promise<Running
   const docker = dockerClient(config.dockerHost);
   const platformId = config.nodePlatformId || `node-${nodeId}`;
   const hardening = containerHardening(config);
+  // network.rules on this node: each sandbox's CA on this node's disk, the secret values the API pushes in memory only.
+  const authorities = new SandboxCertificateAuthorities(config.dataDir, logger);
+  const secrets = new EgressSecretStore();
   const runtime =
     options.runtime ??
     withEngineDeadlines(
@@ -74,9 +80,18 @@ export async function startNodeAgent(options: NodeAgentOptions): Promise<Running
         hardening,
         cpuset: config.sandboxCpuset,
         registry: registryImages(config, docker, logger),
+        egressTransforms: {
+          // Only what the API pushed for this very sandbox: another sandbox's secrets are never looked at.
+          resolveSecret: async (sandboxId, name) => secrets.value(sandboxId, name),
+          leafCertificate: (sandboxId, name) => authorities.leaf(sandboxId, name),
+        },
+        egressProxyAllowedCidrs: config.egressProxyAllowedCidrs,
       }),
     );
   await runtime.prepare();
+  // CAs of sandboxes this node no longer holds (no container, no committed filesystem) go.
+  const held = [...(await runtime.listManaged()), ...(await runtime.listSandboxImages())].map((entry) => entry.sandboxId);
+  authorities.prune(new Set(held));
   const capacity = options.capacity ?? (() => readNodeCapacity(docker));
   // The node's volumes: `<data dir>/volumes` as this process sees it, TIDEPOOL_VOLUMES_HOST_DIR as the engine does.
   const volumesDir = resolve(config.dataDir, 'volumes');
@@ -84,7 +99,7 @@ export async function startNodeAgent(options: NodeAgentOptions): Promise<Running
   const volumes = await startAgentVolumes(new VolumeStorage(volumesDir, volumesRoot, logger), logger);
   // Template builds placed on this node use its engine through the same channel (image-routes.ts).
   const images = new DockerImageEngine({ docker, network: config.sandboxNetwork, platformId, hardening });
-  const agentServer = createAgentServer({ nodeId, version: NODE_AGENT_VERSION, runtime, capacity, tls: options.tls, logger, volumesRoot, volumes, images });
+  const agentServer = createAgentServer({ nodeId, version: NODE_AGENT_VERSION, runtime, capacity, tls: options.tls, logger, volumesRoot, volumes, images, egress: { secrets, authorities, logger } });
   const { server } = agentServer;
   const { host, port } = parseListen(config.nodeListen);
   const bound = await listenOn(server, port, host);

@@ -57,6 +57,11 @@ export async function runCall(runtime: SandboxRuntime, method: string, args: unk
     return { containerId: started.containerId, address: started.address, ...(egressError !== undefined ? { egressError: egressError.slice(0, 8192) } : {}) };
   }
   if (method === 'applyEgress' && !runtime.applyEgress) return null;
+  if (method === 'egressTransformsAvailable') return (await runtime.egressTransformsAvailable?.()) === true;
+  if (method === 'egressUpstreamProblem') {
+    if (!runtime.egressUpstreamProblem) return 'this node\'s runtime cannot tunnel sandbox egress';
+    return ((await runtime.egressUpstreamProblem()) ?? null)?.slice(0, 4096) ?? null;
+  }
   const fn = (runtime as unknown as Record<string, ((...a: unknown[]) => Promise<unknown>) | undefined>)[method];
   if (!fn) throw new Error(`${method}: this node does not offer it (no registry configured: TIDEPOOL_REGISTRY)`);
   const result = await fn.apply(runtime, args);

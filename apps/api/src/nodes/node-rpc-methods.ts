@@ -123,6 +123,9 @@ export const RUNTIME_METHODS = {
   },
   listSandboxImages: { args: Type.Tuple([]), result: Type.Array(Type.Object({ image: ImageRef, sandboxId: SandboxId }, { additionalProperties: false }), { maxItems: 100_000 }) },
   applyEgress: { args: Type.Tuple([SandboxId, IPv4, EgressPolicy]), result: Void },
+  // What the node's egress proxy and tunnel can apply (agents from version 2 on; an older agent refuses the call).
+  egressTransformsAvailable: { args: Type.Tuple([]), result: Type.Boolean() },
+  egressUpstreamProblem: { args: Type.Tuple([]), result: Type.Union([Type.String({ maxLength: 4096 }), Type.Null()]) },
   // The node's own registry credentials are used; none travel in a call. A pull outside the prefix is refused by the node.
   pushImage: { args: Type.Tuple([ImageRef, RegistryName]), result: ImageRef },
   pullImage: { args: Type.Tuple([ImageRef]), result: Void },

@@ -12,6 +12,7 @@ import type { NodeCapacity, SandboxNode } from './sandbox-node.ts';
 import { dialThroughAgent } from './tunnel-dial.ts';
 import { remoteVolumes } from './remote-volumes.ts';
 import { RemoteImageEngine } from './remote-image-engine.ts';
+import { remoteEgress } from './remote-egress.ts';
 
 export interface RemoteNodeOptions {
   nodeId: string;
@@ -50,6 +51,7 @@ export function connectRemoteNode(options: RemoteNodeOptions): RemoteNode {
     volumes: remoteVolumes(channel),
     dial,
     images: new RemoteImageEngine(channel, dial),
+    egress: remoteEgress(channel),
     async capacity() {
       const value = await get('/v1/capacity', 'capacity');
       const problem = schemaProblem(NodeCapacityShape, value);

@@ -122,6 +122,14 @@ export class RemoteRuntime implements SandboxRuntime {
     await this.call('applyEgress', [sandboxId, address, policy]);
   }
 
+  async egressTransformsAvailable(): Promise<boolean> {
+    return (await this.call('egressTransformsAvailable', [])) as boolean;
+  }
+
+  async egressUpstreamProblem(): Promise<string | undefined> {
+    return ((await this.call('egressUpstreamProblem', [])) as string | null) ?? undefined;
+  }
+
   async pushImage(image: string, name: string): Promise<string> {
     return (await this.call('pushImage', [image, name])) as string;
   }

@@ -18,6 +18,24 @@ export interface SandboxNode {
   readonly volumes?: NodeVolumes;
   /** The node's engine for template builds (cluster mode: builds run on any node); absent = no builds here. */
   readonly images?: ImageEngine;
+  /** Where the node keeps what its egress proxy needs per sandbox (network.rules); absent = no CA is kept here. */
+  readonly egress?: NodeEgress;
+}
+
+/**
+ * A node's per-sandbox egress state: the sandbox's CA (on the node's disk; only its certificate leaves the node) and,
+ * on a node agent, the secret values its network.rules name (pushed by the API, kept in the agent's memory).
+ */
+export interface NodeEgress {
+  /** The certificate (PEM) of the sandbox's egress CA, made on first use. */
+  caCertificate(sandboxId: string): Promise<string>;
+  /**
+   * Replaces the secret values the node's proxy may put into the sandbox's requests. Absent: the node resolves them
+   * itself per request (the embedded node reads the API's store).
+   */
+  pushSecrets?(sandboxId: string, secrets: Record<string, string>): Promise<void>;
+  /** The sandbox is gone: its CA (key included) and its secrets go too. */
+  forget(sandboxId: string): Promise<void>;
 }
 
 /** What a node has, as its agent reports it in every heartbeat. */

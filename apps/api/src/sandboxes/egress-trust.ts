@@ -5,18 +5,26 @@
 import type { EnvdDial } from '../envd/envd-client.ts';
 import { EnvdProcessClient, shellCommand } from '../envd/envd-process-client.ts';
 import { PlatformError } from '../errors.ts';
-import type { SandboxNetwork } from './sandbox-record.ts';
+import type { SandboxNetwork, SandboxRecord } from './sandbox-record.ts';
 
 /** The CA certificate alone (Node's NODE_EXTRA_CA_CERTS adds it to its own roots). */
 export const EGRESS_CA_FILE = '/usr/local/share/ca-certificates/tidepool-egress-ca.crt';
 /** The system bundle (Debian layout) curl, OpenSSL and Python's ssl read; the CA is appended to it once. */
 export const SYSTEM_CA_BUNDLE = '/etc/ssl/certs/ca-certificates.crt';
 
-/** Which CA certificate a sandbox trusts for its transformed destinations (the platform's per-sandbox CAs). */
+/** What the per-sandbox egress state is kept by: the sandbox on its node. */
+export type EgressHolder = Pick<SandboxRecord, 'sandboxId' | 'nodeId' | 'teamId' | 'network'>;
+
+/**
+ * The per-sandbox egress state on a sandbox's node (sandbox-egress.ts): which CA certificate the sandbox trusts
+ * for its transformed destinations, and the secret values its rules name where the node needs them pushed.
+ */
 export interface EgressTrustSource {
-  caCertificate(sandboxId: string): Promise<string>;
-  /** The sandbox is gone: its CA (key included) goes too. */
-  forget(sandboxId: string): void;
+  caCertificate(sandbox: EgressHolder): Promise<string>;
+  /** Puts the values of the secrets the sandbox's rules name in force on its node (a node agent keeps them in memory). */
+  pushSecrets(sandbox: EgressHolder): Promise<void>;
+  /** The sandbox is gone: its CA (key included) and its secrets go too (failures are logged, not thrown). */
+  forget(sandbox: EgressHolder): void;
 }
 
 export function hasTransforms(network: SandboxNetwork): boolean {

@@ -45,6 +45,11 @@ const wrongKey = (): PlatformError =>
  */
 export class SecretStore {
   private keyed: { cipher: SecretCipher; matches: boolean } | undefined;
+  /**
+   * Told (and awaited) after a secret was created, updated or removed, with its team and name: node agents keep the
+   * values their sandboxes' rules name, and get them again (sandbox-egress.ts). Must not throw.
+   */
+  onChange: ((teamId: string, name: string) => Promise<void>) | undefined;
 
   private constructor(private readonly sql: Sql, private readonly loadCipher: () => SecretCipher, private readonly logger: Logger) {}
 
@@ -97,6 +102,7 @@ export class SecretStore {
       [secretId, teamId, name, cipher.seal(value, sealContext(secretId, 1)), JSON.stringify(metadata), now, now],
     );
     if (inserted !== 1) throw conflict(`a secret named '${name}' already exists`);
+    await this.onChange?.(teamId, name);
     return this.require(teamId, secretId);
   }
 
@@ -117,6 +123,7 @@ export class SecretStore {
       current.currentVersion,
     ]);
     if (changed !== 1) throw conflict(`secret '${reference}' was changed or removed meanwhile: try again`);
+    await this.onChange?.(teamId, current.name);
     return this.require(teamId, current.secretID);
   }
 
@@ -145,6 +152,7 @@ export class SecretStore {
   async remove(teamId: string, reference: string): Promise<void> {
     const row = await this.find(teamId, reference);
     if (!row || (await this.sql.run('DELETE FROM secrets WHERE secret_id = ?', [row.secret_id])) !== 1) throw notFound(`secret '${reference}' not found`);
+    await this.onChange?.(teamId, row.name);
   }
 
   /**
