@@ -5,20 +5,24 @@
  * (connectRemoteNode over mutual TLS), every engine call and every stream to its containers through the agent.
  * With the published e2b SDK: creates spread over both nodes (clientID), commands and files on both; when the
  * agent's heartbeats stop its sandboxes answer 404 with the node-lost reason, the others keep working, new creates
- * avoid it. The agent's row is heartbeated by this test through the API's node store (the agent cannot reach this
+ * avoid it. network.rules on both nodes: the agent's own egress proxy injects the secrets the API pushed to it (for
+ * each sandbox its own), terminates HTTPS with the sandbox's CA kept on the agent's disk, takes a Secret.update and a
+ * network update, and forgets the CA when the sandbox is killed; its stand-in host is a server inside the node's
+ * namespace, whose name the agent resolves through a preloaded resolver (NODE_OPTIONS, test only).
+ * The agent's row is heartbeated by this test through the API's node store (the agent cannot reach this
  * test's loopback database from its namespace; node-announcements.test.ts proves the agent's own database path).
  * Every address contacted is loopback or in 198.18.0.0/15. Needs root. CLUSTER_TEST_LOG=warn shows the API's log.
  */
 import { createHash, randomBytes } from 'node:crypto';
-import { readFileSync, mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, readFileSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Sandbox, Secret } from 'e2b';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { BASE_IMAGE, downCluster, freeClusterSlot, upCluster, type ClusterState } from '@tidepool/testkit';
+import { BASE_IMAGE, agentFiles, clusterLayout, downCluster, freeClusterSlot, nodeLayout, upCluster, type ClusterState } from '@tidepool/testkit';
 import { connectRemoteNode, type RemoteNode } from '../src/nodes/remote-node.ts';
 import { egressNameResolver } from '../src/runtime/docker/egress-proxy.ts';
-import { type StandinHosts, startStandinHosts } from './support/standin-hosts.ts';
+import { type StandinHosts, startStandinHosts, startStandinServerIn } from './support/standin-hosts.ts';
 import { api, startTestPlatform, type TestPlatform } from './support/start-platform.ts';
 import { pollUntil as until } from './support/poll-until.ts';
 
@@ -36,13 +40,47 @@ const RULE_HOST = 'api.standin.test';
 const secretName = `tok-${randomBytes(4).toString('hex')}`;
 const secretValue = `tpsv-${randomBytes(12).toString('hex')}`;
 const originalResolve = egressNameResolver.resolve;
+/** The agent's stand-in host: a server on this address inside the node's namespace (where the agent's proxy dials from). */
+const NODE_STANDIN = '198.18.61.7';
+let nodeStandin: { stop(): Promise<void> } | undefined;
+let clusterSlot = 0;
+const otherSecret = `tok2-${randomBytes(4).toString('hex')}`;
+const otherValue = `tpsv2-${randomBytes(12).toString('hex')}`;
+const digest = (value: string): string => `sha256:${createHash('sha256').update(value).digest('hex')}`;
+const bearerRules = (secret: string) => ({ [RULE_HOST]: [{ transform: { headers: { Authorization: `Bearer ${Secret.fill(secret)}` } } }] });
+
+/** The agent process resolves RULE_HOST to NODE_STANDIN (its proxy resolves destinations itself): a preload, test only. */
+function standinResolver(file: string): string {
+  writeFileSync(
+    file,
+    `const dns = require('node:dns'); const names = ${JSON.stringify({ [RULE_HOST]: NODE_STANDIN })};
+const original = dns.promises.lookup;
+const lookup = function (host, options) {
+  const address = names[String(host).toLowerCase()];
+  if (!address) return original.apply(this, arguments);
+  return Promise.resolve(options && options.all ? [{ address, family: 4 }] : { address, family: 4 });
+};
+dns.promises.lookup = lookup; require('node:dns/promises').lookup = lookup;
+require('node:module').syncBuiltinESMExports();
+`,
+  );
+  return file;
+}
+
+/** What the stand-in host saw of the sandbox's request to RULE_HOST over plain HTTP (at `address`). */
+async function headersSeen(sandbox: Sandbox, address: string): Promise<Record<string, string>> {
+  const seen = await sandbox.commands.run(`curl -sS --max-time 10 --resolve ${RULE_HOST}:80:${address} http://${RULE_HOST}/headers`, { timeoutMs: 30_000 });
+  return JSON.parse(seen.stdout) as Record<string, string>;
+}
 
 const clientIdOf = async (id: string): Promise<string> => (await api(platform!, 'GET', `/sandboxes/${id}`)).body.clientID;
 
 describe.skipIf(!isRoot)('cluster mode: an API drives a node agent it finds in the node table', () => {
   beforeAll(async () => {
     const slot = await freeClusterSlot();
-    state = await upCluster({ name, slot, dir, nodes: 1, images: [BASE_IMAGE] });
+    clusterSlot = slot;
+    state = await upCluster({ name, slot, dir, nodes: 1, images: [BASE_IMAGE], agentEnv: { NODE_OPTIONS: `--require ${standinResolver(join(dir, 'standin-resolve.cjs'))}` } });
+    nodeStandin = await startStandinServerIn(state.nodes[0].netns, NODE_STANDIN);
     const node = state.nodes[0];
     const tls = state.tls!;
     probe = connectRemoteNode({ nodeId: node.id, url: node.agentUrl!, tls: { ca: readFileSync(tls.ca), cert: readFileSync(tls.cert), key: readFileSync(tls.key) } });
@@ -59,6 +97,7 @@ describe.skipIf(!isRoot)('cluster mode: an API drives a node agent it finds in t
     const standinAddress = standin.internet[0];
     egressNameResolver.resolve = async (host) => (host === RULE_HOST ? [standinAddress] : originalResolve(host));
     await Secret.create(secretName, secretValue, platform.sdk);
+    await Secret.create(otherSecret, otherValue, platform.sdk);
   }, 600_000);
 
   afterAll(async () => {
@@ -67,6 +106,7 @@ describe.skipIf(!isRoot)('cluster mode: an API drives a node agent it finds in t
     probe?.close();
     egressNameResolver.resolve = originalResolve;
     await standin?.stop();
+    await nodeStandin?.stop();
     await platform?.dispose();
     if (state) await downCluster({ name, dir }).catch((error: unknown) => process.stderr.write(`[cluster-mode] down failed: ${String(error)}\n`));
     rmSync(dir, { recursive: true, force: true });
@@ -89,33 +129,50 @@ describe.skipIf(!isRoot)('cluster mode: an API drives a node agent it finds in t
     for (const sandbox of onAgent) expect(managed.some((c) => c.sandboxId === sandbox.sandboxId)).toBe(true);
   }, 300_000);
 
-  it('network.rules: creates with transforms go to the node that applies them (not the agent) and get the header there; adding rules on the agent is a 400 naming it', async () => {
+  it('network.rules on both nodes: the agent applies them with the secrets the API pushed and the sandbox\'s own CA kept on its disk', async () => {
     const agentId = state!.nodes[0].id;
-    const rules = { [RULE_HOST]: [{ transform: { headers: { Authorization: `Bearer ${Secret.fill(secretName)}` } } }] };
-    const ruled = await Promise.all([0, 1, 2, 3].map(() => Sandbox.create('base', { ...platform!.sdk, timeoutMs: 300_000, network: { rules } })));
-    sandboxes.push(...ruled);
-    // Without rules these would spread over both nodes (the first case): with them, only the embedded node is placed.
-    for (const sandbox of ruled) expect(await clientIdOf(sandbox.sandboxId)).toBe('api-node');
-    const seen = await ruled[0]!.commands.run(`curl -sS --max-time 10 --resolve ${RULE_HOST}:80:${standin!.internet[0]} http://${RULE_HOST}/headers`, { timeoutMs: 30_000 });
-    expect(JSON.parse(seen.stdout).authorization).toBe(`sha256:${createHash('sha256').update(`Bearer ${secretValue}`).digest('hex')}`);
-    // A sandbox already on the agent cannot take rules: refused with the node named, its rules unchanged, it keeps working.
-    let onAgent: Sandbox | undefined;
-    for (const sandbox of sandboxes) if (!onAgent && (await clientIdOf(sandbox.sandboxId)) === agentId) onAgent = sandbox;
-    const refused = await api(platform!, 'PUT', `/sandboxes/${onAgent!.sandboxId}/network`, { rules });
-    expect(refused.status).toBe(400);
-    expect(refused.body.message).toContain(`network.rules cannot be applied on node "${agentId}"`);
-    expect((await api(platform!, 'GET', `/sandboxes/${onAgent!.sandboxId}`)).body.network?.rules).toBeUndefined();
-    expect((await onAgent!.commands.run('echo unchanged')).stdout).toContain('unchanged');
-    // With the embedded node drained, nothing can take them: the create is refused (400) and nothing is left behind.
-    expect((await api(platform!, 'POST', '/nodes/api-node', { status: 'draining' }, platform!.adminKey)).status).toBe(204);
-    try {
-      const before = (await api(platform!, 'GET', '/v2/sandboxes')).body.length;
-      const answer = await api(platform!, 'POST', '/sandboxes', { templateID: 'base', network: { rules } });
-      expect(answer.status).toBe(503);
-      expect((await api(platform!, 'GET', '/v2/sandboxes')).body.length).toBe(before);
-    } finally {
-      expect((await api(platform!, 'POST', '/nodes/api-node', { status: 'ready' }, platform!.adminKey)).status).toBe(204);
-    }
+    const drained = async <T>(nodeId: string, work: () => Promise<T>): Promise<T> => {
+      expect((await api(platform!, 'POST', `/nodes/${nodeId}`, { status: 'draining' }, platform!.adminKey)).status).toBe(204);
+      try {
+        return await work();
+      } finally {
+        expect((await api(platform!, 'POST', `/nodes/${nodeId}`, { status: 'ready' }, platform!.adminKey)).status).toBe(204);
+      }
+    };
+    const create = (secret: string) => Sandbox.create('base', { ...platform!.sdk, timeoutMs: 300_000, network: { rules: bearerRules(secret) } });
+    // The embedded node's proxy, as before.
+    const embedded = await drained(agentId, () => create(secretName));
+    sandboxes.push(embedded);
+    expect(await clientIdOf(embedded.sandboxId)).toBe('api-node');
+    expect((await headersSeen(embedded, standin!.internet[0])).authorization).toBe(digest(`Bearer ${secretValue}`));
+    // Two sandboxes on the agent, each naming another secret: each gets its own value, never the other's.
+    const [a, b] = await drained('api-node', () => Promise.all([create(secretName), create(otherSecret)]));
+    sandboxes.push(a!, b!);
+    for (const sandbox of [a!, b!]) expect(await clientIdOf(sandbox.sandboxId)).toBe(agentId);
+    expect((await headersSeen(a!, NODE_STANDIN)).authorization).toBe(digest(`Bearer ${secretValue}`));
+    expect((await headersSeen(b!, NODE_STANDIN)).authorization).toBe(digest(`Bearer ${otherValue}`));
+    // HTTPS: the agent's proxy terminates TLS with a's own CA, which a trusts (the certificate the agent keeps, installed
+    // by the API); the stand-in's self-signed certificate does not verify upstream, which the proxy answers with a 502.
+    const ca = await probe.egress!.caCertificate(a!.sandboxId);
+    expect((await a!.files.read('/usr/local/share/ca-certificates/tidepool-egress-ca.crt')).trim()).toBe(ca.trim());
+    expect(await probe.egress!.caCertificate(b!.sandboxId)).not.toBe(ca);
+    const https = await a!.commands.run(`curl -sS --max-time 15 -w ' status=%{http_code}' --resolve ${RULE_HOST}:443:${NODE_STANDIN} https://${RULE_HOST}/headers`, { timeoutMs: 30_000 });
+    expect(https.stdout).toMatch(/cannot open a verified TLS connection to api\.standin\.test[\s\S]* status=502$/);
+    // A Secret.update is pushed to the agent and in force for the next request.
+    const updated = `tpsv-new-${randomBytes(8).toString('hex')}`;
+    await Secret.update(secretName, updated, platform!.sdk);
+    expect((await headersSeen(a!, NODE_STANDIN)).authorization).toBe(digest(`Bearer ${updated}`));
+    expect((await headersSeen(b!, NODE_STANDIN)).authorization).toBe(digest(`Bearer ${otherValue}`));
+    // A network update of a sandbox on the agent: its new rules (and their secret) are in force at once.
+    expect((await api(platform!, 'PUT', `/sandboxes/${a!.sandboxId}/network`, { rules: bearerRules(otherSecret) })).status).toBe(204);
+    expect((await headersSeen(a!, NODE_STANDIN)).authorization).toBe(digest(`Bearer ${otherValue}`));
+    // Killed: the agent forgets its CA (the key's directory on the node's disk goes).
+    const caDir = join(agentFiles(nodeLayout(clusterLayout(name, clusterSlot, dir), state!.nodes[0].index)).dataDir, 'sandbox-ca', a!.sandboxId);
+    expect(existsSync(join(caDir, 'ca.key'))).toBe(true);
+    await a!.kill();
+    sandboxes.splice(sandboxes.indexOf(a!), 1);
+    await until('the agent dropped the killed sandbox\'s CA', async () => !existsSync(caDir), 10_000);
+    expect((await headersSeen(b!, NODE_STANDIN)).authorization).toBe(digest(`Bearer ${otherValue}`));
   }, 300_000);
 
   it('a node whose heartbeats stop is lost: its sandboxes 404 with the reason, the others work, new creates avoid it', async () => {

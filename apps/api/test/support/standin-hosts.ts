@@ -84,6 +84,33 @@ export async function waitForHostRoute(address: string, port: number): Promise<v
 }
 
 /**
+ * The same servers inside an existing network namespace (a local-cluster node's, where a node agent's egress proxy
+ * dials from), on `address` added to its loopback: reachable from that namespace only. `stop` removes both.
+ */
+export async function startStandinServerIn(namespace: string, address: string): Promise<{ stop(): Promise<void> }> {
+  const dir = mkdtempSync(join(tmpdir(), 'tp-standin-in-'));
+  let server: ChildProcess | undefined;
+  const stop = async (): Promise<void> => {
+    server?.kill('SIGKILL');
+    await ip('netns', 'exec', namespace, 'ip', 'addr', 'del', `${address}/32`, 'dev', 'lo').catch(() => undefined);
+    rmSync(dir, { recursive: true, force: true });
+  };
+  try {
+    const { key, cert } = await selfSignedCertificate('standin.test');
+    writeFileSync(join(dir, 'key.pem'), key);
+    writeFileSync(join(dir, 'cert.pem'), cert);
+    writeFileSync(join(dir, 'server.cjs'), SERVER.replaceAll("'0.0.0.0'", JSON.stringify(address)));
+    await ip('netns', 'exec', namespace, 'ip', 'addr', 'add', `${address}/32`, 'dev', 'lo');
+    server = spawn('ip', ['netns', 'exec', namespace, process.execPath, join(dir, 'server.cjs'), dir], { stdio: 'ignore' });
+    for (const port of [8099, 80, 443]) await waitForPort(namespace, address, port);
+    return { stop };
+  } catch (error) {
+    await stop();
+    throw error;
+  }
+}
+
+/**
  * `slot` (0-63) keeps concurrently running suites apart: each gets its own /30 link and addresses. `tls`: the
  * HTTPS server's key and certificate (default: self-signed for standin.test).
  */
