@@ -14,7 +14,7 @@
  * Every address contacted is loopback or in 198.18.0.0/15. Needs root. CLUSTER_TEST_LOG=warn shows the API's log.
  */
 import { createHash, randomBytes } from 'node:crypto';
-import { existsSync, readFileSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Sandbox, Secret } from 'e2b';
@@ -23,6 +23,7 @@ import { BASE_IMAGE, agentFiles, clusterLayout, downCluster, freeClusterSlot, no
 import { connectRemoteNode, type RemoteNode } from '../src/nodes/remote-node.ts';
 import { egressNameResolver } from '../src/runtime/docker/egress-proxy.ts';
 import { type StandinHosts, startStandinHosts, startStandinServerIn } from './support/standin-hosts.ts';
+import { agentStandinResolver, headersSeen as seenVia } from './support/agent-standin.ts';
 import { api, startTestPlatform, type TestPlatform } from './support/start-platform.ts';
 import { pollUntil as until } from './support/poll-until.ts';
 
@@ -48,30 +49,7 @@ const otherSecret = `tok2-${randomBytes(4).toString('hex')}`;
 const otherValue = `tpsv2-${randomBytes(12).toString('hex')}`;
 const digest = (value: string): string => `sha256:${createHash('sha256').update(value).digest('hex')}`;
 const bearerRules = (secret: string) => ({ [RULE_HOST]: [{ transform: { headers: { Authorization: `Bearer ${Secret.fill(secret)}` } } }] });
-
-/** The agent process resolves RULE_HOST to NODE_STANDIN (its proxy resolves destinations itself): a preload, test only. */
-function standinResolver(file: string): string {
-  writeFileSync(
-    file,
-    `const dns = require('node:dns'); const names = ${JSON.stringify({ [RULE_HOST]: NODE_STANDIN })};
-const original = dns.promises.lookup;
-const lookup = function (host, options) {
-  const address = names[String(host).toLowerCase()];
-  if (!address) return original.apply(this, arguments);
-  return Promise.resolve(options && options.all ? [{ address, family: 4 }] : { address, family: 4 });
-};
-dns.promises.lookup = lookup; require('node:dns/promises').lookup = lookup;
-require('node:module').syncBuiltinESMExports();
-`,
-  );
-  return file;
-}
-
-/** What the stand-in host saw of the sandbox's request to RULE_HOST over plain HTTP (at `address`). */
-async function headersSeen(sandbox: Sandbox, address: string): Promise<Record<string, string>> {
-  const seen = await sandbox.commands.run(`curl -sS --max-time 10 --resolve ${RULE_HOST}:80:${address} http://${RULE_HOST}/headers`, { timeoutMs: 30_000 });
-  return JSON.parse(seen.stdout) as Record<string, string>;
-}
+const headersSeen = (sandbox: Sandbox, address: string) => seenVia(sandbox, RULE_HOST, address);
 
 const clientIdOf = async (id: string): Promise<string> => (await api(platform!, 'GET', `/sandboxes/${id}`)).body.clientID;
 
@@ -79,7 +57,7 @@ describe.skipIf(!isRoot)('cluster mode: an API drives a node agent it finds in t
   beforeAll(async () => {
     const slot = await freeClusterSlot();
     clusterSlot = slot;
-    state = await upCluster({ name, slot, dir, nodes: 1, images: [BASE_IMAGE], agentEnv: { NODE_OPTIONS: `--require ${standinResolver(join(dir, 'standin-resolve.cjs'))}` } });
+    state = await upCluster({ name, slot, dir, nodes: 1, images: [BASE_IMAGE], agentEnv: agentStandinResolver(join(dir, 'standin-resolve.cjs'), { [RULE_HOST]: NODE_STANDIN }) });
     nodeStandin = await startStandinServerIn(state.nodes[0].netns, NODE_STANDIN);
     const node = state.nodes[0];
     const tls = state.tls!;

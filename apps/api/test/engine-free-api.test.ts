@@ -4,20 +4,24 @@
  * on an agent. With the published e2b SDK: creates spread over both agents; a create claims a container from a
  * remote node's warm pool (started and warmed through the agent); a volume made on node 2 is mounted by a sandbox
  * placed there and its content API is forwarded to node 2's agent (files land on node 2's disk only); a template
- * build answers a clear error. The agents' rows are heartbeated by this test through the API's node store (as in
+ * build answers a clear error; a create with network.rules is accepted (no embedded node needed) and the agent it lands on
+ * injects the secret the API pushed to it (stand-in servers in the nodes' namespaces, agent-standin.ts). The agents' rows are heartbeated by this test through the API's node store (as in
  * cluster-mode.test.ts: the agents cannot reach this test's loopback database from their namespaces). Every address
  * contacted is loopback or in 198.18.0.0/15. Needs root. CLUSTER_TEST_LOG=warn shows the API's log.
  */
+import { createHash, randomBytes } from 'node:crypto';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { AuthenticationError, Sandbox, Volume } from 'e2b';
+import { AuthenticationError, Sandbox, Secret, Volume } from 'e2b';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { agentFiles, BASE_IMAGE, clusterLayout, downCluster, nodeLayout, freeClusterSlot, upCluster, type ClusterState } from '@tidepool/testkit';
 import { connectRemoteNode, type RemoteNode } from '../src/nodes/remote-node.ts';
 import { startPlatform } from '../src/platform.ts';
 import { api, type TestPlatform } from './support/start-platform.ts';
 import { pollUntil as until } from './support/poll-until.ts';
+import { agentStandinResolver, headersSeen } from './support/agent-standin.ts';
+import { startStandinServerIn } from './support/standin-hosts.ts';
 
 const isRoot = process.getuid?.() === 0;
 const name = `f${process.pid % 10_000_000}`;
@@ -29,6 +33,10 @@ const probes = new Map<string, RemoteNode>();
 let beating: NodeJS.Timeout | undefined;
 const sandboxes: Sandbox[] = [];
 let previousVolumeUrl: string | undefined;
+/** network.rules: a stand-in server at this address inside each node's namespace, named RULE_HOST for the agents. */
+const RULE_HOST = 'api.standin.test';
+const NODE_STANDIN = '198.18.61.7';
+const standins: Array<{ stop(): Promise<void> }> = [];
 
 const clientIdOf = async (id: string): Promise<string> => (await api(platform!, 'GET', `/sandboxes/${id}`)).body.clientID;
 const nodeIds = (): string[] => state!.nodes.map((n) => n.id);
@@ -37,7 +45,8 @@ const readyIn = (nodeId: string): number => platform!.pools?.of(nodeId)?.stats()
 describe.skipIf(!isRoot)('an engine-free API drives two node agents', () => {
   beforeAll(async () => {
     const slot = await freeClusterSlot();
-    state = await upCluster({ name, slot, dir, nodes: 2, images: [BASE_IMAGE] });
+    state = await upCluster({ name, slot, dir, nodes: 2, images: [BASE_IMAGE], agentEnv: agentStandinResolver(join(dir, 'standin-resolve.cjs'), { [RULE_HOST]: NODE_STANDIN }) });
+    for (const node of state.nodes) standins.push(await startStandinServerIn(node.netns, NODE_STANDIN));
     const tls = state.tls!;
     const pem = { ca: readFileSync(tls.ca), cert: readFileSync(tls.cert), key: readFileSync(tls.key) };
     for (const node of state.nodes) probes.set(node.id, connectRemoteNode({ nodeId: node.id, url: node.agentUrl!, tls: pem }));
@@ -88,6 +97,7 @@ describe.skipIf(!isRoot)('an engine-free API drives two node agents', () => {
     for (const sandbox of sandboxes) await sandbox.kill().catch(() => undefined);
     await platform?.dispose();
     for (const probe of probes.values()) probe.close();
+    for (const standin of standins) await standin.stop();
     if (state) await downCluster({ name, dir }).catch((error: unknown) => process.stderr.write(`[engine-free] down failed: ${String(error)}\n`));
     rmSync(dir, { recursive: true, force: true });
   }, 600_000);
@@ -162,6 +172,19 @@ describe.skipIf(!isRoot)('an engine-free API drives two node agents', () => {
     expect((await api(platform!, 'DELETE', `/volumes/${onFirst.volumeId}`)).status).toBe(204);
     expect(existsSync(diskOf(first, onFirst))).toBe(false);
   }, 400_000);
+
+  it('accepts network.rules: the agent the sandbox lands on injects the secret the API pushed to it', async () => {
+    const secret = `ef-tok-${randomBytes(4).toString('hex')}`;
+    const value = `ef-${randomBytes(12).toString('hex')}`;
+    await Secret.create(secret, value, platform!.sdk);
+    const rules = { [RULE_HOST]: [{ transform: { headers: { Authorization: `Bearer ${Secret.fill(secret)}` } } }] };
+    const sandbox = await Sandbox.create('base', { ...platform!.sdk, timeoutMs: 300_000, network: { rules } });
+    sandboxes.push(sandbox);
+    expect(nodeIds()).toContain(await clientIdOf(sandbox.sandboxId));
+    const seen = await headersSeen(sandbox, RULE_HOST, NODE_STANDIN);
+    expect(seen.authorization).toBe(`sha256:${createHash('sha256').update(`Bearer ${value}`).digest('hex')}`);
+    await Secret.destroy(secret, platform!.sdk);
+  }, 300_000);
 
   it('answers a template build with a clear error (the builder needs an engine)', async () => {
     const created = await api(platform!, 'POST', '/v3/templates', { name: `ef-${name}`, cpuCount: 1, memoryMB: 512 });

@@ -32,7 +32,7 @@ describe('network.rules where they cannot be applied', () => {
     rmSync(dir, { recursive: true, force: true });
   });
 
-  const trust: EgressTrustSource = { caCertificate: async () => 'pem', forget: () => undefined };
+  const trust: EgressTrustSource = { caCertificate: async () => 'pem', pushSecrets: async () => undefined, forget: () => undefined };
   const lifecycle = (runtime: Partial<SandboxRuntime>, egressTrust?: EgressTrustSource): SandboxLifecycle => {
     const templates = { resolve: () => Promise.reject(new Error('template resolution reached')), recordSpawn: async () => undefined };
     return new SandboxLifecycle({ store: new SandboxStore(db), templates, nodes: NodeSet.single('local', runtime as SandboxRuntime), tokenSeed: 'seed', maxSandboxes: 10, defaultTimeoutSeconds: 15, logger: pino({ level: 'silent' }), egressTrust });

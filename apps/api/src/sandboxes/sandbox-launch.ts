@@ -170,7 +170,7 @@ async function launchNow(ctx: LifecycleContext, plan: LaunchPlan, release: (howM
       await trustEgressCa(ctx, record);
     } catch (error) {
       await ctx.deps.nodes.runtime(record.nodeId).remove(booted.containerId);
-      ctx.deps.egressTrust?.forget(sandboxId);
+      ctx.deps.egressTrust?.forget(record);
       throw error;
     }
     // The timeout counts from the moment the sandbox is usable.

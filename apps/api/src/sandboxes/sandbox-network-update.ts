@@ -23,6 +23,8 @@ export async function updateNetwork(ctx: LifecycleContext, id: string, update: N
       // The sandbox trusts its CA (and new processes are pointed at it) before any connection is terminated.
       await trustEgressCa(ctx, { ...record, network });
       await initEnvd(record.address, initFor({ ...record, network }), ctx.deps.nodes.dialOf(record.nodeId));
+    } else if (record.containerId && (hasTransforms(network) || hasTransforms(record.network))) {
+      await ctx.deps.egressTrust?.pushSecrets({ ...record, network });
     }
     if (record.address && record.containerId) await runtime.applyEgress?.(record.sandboxId, record.address, egressPolicy(network, ctx.openProxyPassword));
     record.network = network;
@@ -46,7 +48,9 @@ export function egressExcluded(ctx: LifecycleContext, network: SandboxNetwork): 
 /** A running sandbox with transforms trusts its own egress CA (idempotent: resumes and retries run it again). */
 export async function trustEgressCa(ctx: LifecycleContext, record: SandboxRecord): Promise<void> {
   if (!ctx.deps.egressTrust || !hasTransforms(record.network) || !record.address) return;
-  await installEgressCa(record.address, record.envdAccessToken, await ctx.deps.egressTrust.caCertificate(record.sandboxId), ctx.deps.nodes.dialOf(record.nodeId));
+  // Its node's proxy gets the secrets the rules name (a node agent keeps them in memory), then the CA it signs with.
+  await ctx.deps.egressTrust.pushSecrets(record);
+  await installEgressCa(record.address, record.envdAccessToken, await ctx.deps.egressTrust.caCertificate(record), ctx.deps.nodes.dialOf(record.nodeId));
   sandboxLog(ctx, record.sandboxId).debug('sandbox egress CA certificate installed');
 }
 

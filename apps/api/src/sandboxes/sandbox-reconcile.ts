@@ -1,5 +1,6 @@
 import { type LifecycleContext, sandboxLog } from './lifecycle-context.ts';
 import { egressPolicy } from './network-rules.ts';
+import { hasTransforms } from './egress-trust.ts';
 import type { SandboxRecord } from './sandbox-record.ts';
 import { reconcileAfterRestart } from './restart-reconcile.ts';
 
@@ -14,11 +15,21 @@ export async function reconcileNode(ctx: LifecycleContext, nodeId: string, store
     // A node's pool containers are its pool holder's (maybe another replica: any remote node, and on a shared
     // database the embedded one too): the holder removes leftovers itself when it takes the pool.
     keepPooled: nodeId !== ctx.deps.nodes.embeddedId || ctx.deps.shared !== undefined });
-  // Egress rules live in the records: they are put in force again (replacing what the host kept).
+  await reapplyEgress(ctx, nodeId);
+}
+
+/**
+ * Egress rules live in the records: they are put in force again on the node (replacing what the host kept), and a
+ * node agent gets the secrets of its sandboxes' rules again (after a reconcile, or when the agent restarted).
+ */
+export async function reapplyEgress(ctx: LifecycleContext, nodeId: string): Promise<void> {
+  const runtime = ctx.deps.nodes.runtime(nodeId);
   for (const record of ctx.registry.all()) {
     if (record.nodeId !== nodeId || !record.address || !record.containerId) continue;
     await Promise.resolve()
       .then(() => runtime.applyEgress?.(record.sandboxId, record.address!, egressPolicy(record.network, ctx.openProxyPassword)))
+      // A node agent keeps the secret values of the sandbox's rules in memory: it gets them again.
+      .then(() => (hasTransforms(record.network) ? ctx.deps.egressTrust?.pushSecrets(record) : undefined))
       .catch((error: unknown) => sandboxLog(ctx, record.sandboxId).error({ err: error, nodeId }, 'egress rules not re-applied'));
   }
 }

@@ -37,7 +37,7 @@ export async function destroySandbox(ctx: LifecycleContext, record: SandboxRecor
   await ctx.registry.forget(record.sandboxId);
   // Once no record names it (best effort, logged).
   await ctx.images.forget(inRegistry);
-  ctx.deps.egressTrust?.forget(record.sandboxId);
+  ctx.deps.egressTrust?.forget(record);
   ctx.metrics.forget(record.sandboxId);
   ctx.timers.forget(record.sandboxId);
 }
