@@ -273,6 +273,7 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
       owner: lifecycle.registry.replicaId,
       lostAfterMs: config.nodeLostAfterSeconds * 1000,
       reconcile: (id) => reconciling.reconcileNode(id),
+      restarted: (id) => reconciling.reapplyEgress(id),
       // Remote nodes' pools (one replica each, by lease), and the built-in templates of an engine-free API. On
       // PostgreSQL the embedded node's pool is leased too: replicas embedding one engine share that node.
       afterSweep: async () => {

@@ -19,7 +19,19 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Sandbox, Secret } from 'e2b';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { BASE_IMAGE, agentFiles, clusterLayout, downCluster, freeClusterSlot, nodeLayout, upCluster, type ClusterState } from '@tidepool/testkit';
+import {
+  BASE_IMAGE,
+  agentFiles,
+  clusterLayout,
+  downCluster,
+  ensureNodeServerTls,
+  freeClusterSlot,
+  nodeLayout,
+  startNodeAgentProcess,
+  stopNodeAgentProcess,
+  upCluster,
+  type ClusterState,
+} from '@tidepool/testkit';
 import { connectRemoteNode, type RemoteNode } from '../src/nodes/remote-node.ts';
 import { egressNameResolver } from '../src/runtime/docker/egress-proxy.ts';
 import { type StandinHosts, startStandinHosts, startStandinServerIn } from './support/standin-hosts.ts';
@@ -45,6 +57,7 @@ const originalResolve = egressNameResolver.resolve;
 const NODE_STANDIN = '198.18.61.7';
 let nodeStandin: { stop(): Promise<void> } | undefined;
 let clusterSlot = 0;
+let agentEnv: Record<string, string> = {};
 const otherSecret = `tok2-${randomBytes(4).toString('hex')}`;
 const otherValue = `tpsv2-${randomBytes(12).toString('hex')}`;
 const digest = (value: string): string => `sha256:${createHash('sha256').update(value).digest('hex')}`;
@@ -57,7 +70,8 @@ describe.skipIf(!isRoot)('cluster mode: an API drives a node agent it finds in t
   beforeAll(async () => {
     const slot = await freeClusterSlot();
     clusterSlot = slot;
-    state = await upCluster({ name, slot, dir, nodes: 1, images: [BASE_IMAGE], agentEnv: agentStandinResolver(join(dir, 'standin-resolve.cjs'), { [RULE_HOST]: NODE_STANDIN }) });
+    agentEnv = agentStandinResolver(join(dir, 'standin-resolve.cjs'), { [RULE_HOST]: NODE_STANDIN });
+    state = await upCluster({ name, slot, dir, nodes: 1, images: [BASE_IMAGE], agentEnv });
     nodeStandin = await startStandinServerIn(state.nodes[0].netns, NODE_STANDIN);
     const node = state.nodes[0];
     const tls = state.tls!;
@@ -65,8 +79,11 @@ describe.skipIf(!isRoot)('cluster mode: an API drives a node agent it finds in t
     platform = await startTestPlatform({ logLevel: (process.env.CLUSTER_TEST_LOG as 'warn' | undefined) ?? 'silent', nodeId: 'api-node', nodeLostAfterSeconds: 3, clusterClientCert: tls.cert, clusterClientKey: tls.key, clusterCa: tls.ca });
     const store = platform.nodes.store;
     await store.register({ nodeId: node.id, url: node.agentUrl!, version: 'agent', capacity: await probe.capacity() });
+    let capacity = await probe.capacity();
     const beat = async (): Promise<void> => {
-      await store.heartbeat(node.id, await probe.capacity()).catch(() => undefined);
+      // While its agent restarts (a case below) the node keeps heartbeating with what it last reported.
+      capacity = await probe.capacity().catch(() => capacity);
+      await store.heartbeat(node.id, capacity).catch(() => undefined);
       beating = setTimeout(() => void beat(), 500);
     };
     void beat();
@@ -144,8 +161,17 @@ describe.skipIf(!isRoot)('cluster mode: an API drives a node agent it finds in t
     // A network update of a sandbox on the agent: its new rules (and their secret) are in force at once.
     expect((await api(platform!, 'PUT', `/sandboxes/${a!.sandboxId}/network`, { rules: bearerRules(otherSecret) })).status).toBe(204);
     expect((await headersSeen(a!, NODE_STANDIN)).authorization).toBe(digest(`Bearer ${otherValue}`));
+    // The agent restarts (its node stays ready): it has forgotten the pushed secrets and the rules it held; the API
+    // sees the new registration and puts both back, so the next request carries the header again.
+    const cluster = clusterLayout(name, clusterSlot, dir);
+    const layout = nodeLayout(cluster, state!.nodes[0].index);
+    await stopNodeAgentProcess(layout);
+    await startNodeAgentProcess(layout, { serverTls: await ensureNodeServerTls(cluster.tlsDir, agentId, layout.address), clientTls: state!.tls!, platformId: `cluster-${name}`, env: agentEnv });
+    await platform!.nodes.store.register({ nodeId: agentId, url: state!.nodes[0].agentUrl!, version: 'agent', capacity: await probe.capacity() });
+    await until('the restarted agent has b\'s secret again', async () => (await headersSeen(b!, NODE_STANDIN).catch(() => ({}) as Record<string, string>)).authorization === digest(`Bearer ${otherValue}`), 30_000);
+    expect(platform!.nodes.set.status(agentId)).toBe('ready');
     // Killed: the agent forgets its CA (the key's directory on the node's disk goes).
-    const caDir = join(agentFiles(nodeLayout(clusterLayout(name, clusterSlot, dir), state!.nodes[0].index)).dataDir, 'sandbox-ca', a!.sandboxId);
+    const caDir = join(agentFiles(layout).dataDir, 'sandbox-ca', a!.sandboxId);
     expect(existsSync(join(caDir, 'ca.key'))).toBe(true);
     await a!.kill();
     sandboxes.splice(sandboxes.indexOf(a!), 1);

@@ -56,6 +56,8 @@ export interface NodeMonitorOptions {
   lostAfterMs: number;
   /** Adopts what a returning node still runs that records name, removes what the platform forgot. */
   reconcile(nodeId: string): Promise<void>;
+  /** Puts back what a restarted agent kept in memory (its sandboxes' egress rules and pushed secrets). */
+  restarted?(nodeId: string): Promise<void>;
   /** Runs after every sweep, with the statuses taken in (remote nodes' warm pools are managed there). */
   afterSweep?(): Promise<void>;
   logger: Logger;
@@ -92,9 +94,10 @@ export class NodeMonitor {
     for (const nodeId of await store.markLost(this.options.lostAfterMs)) {
       logger.warn({ nodeId, lostAfterSeconds: this.options.lostAfterMs / 1000 }, 'node stopped heartbeating; marked lost (its sandboxes with a container answer 404 until it returns)');
     }
-    const { returning, added } = nodes.update(await store.list());
+    const { returning, added, restarted } = nodes.update(await store.list());
     for (const nodeId of added) await this.reconcileAdded(nodeId);
     for (const nodeId of returning) await this.reconcileReturning(nodeId);
+    for (const nodeId of restarted) await this.restoreRestarted(nodeId);
     await this.options.afterSweep?.();
   }
 
@@ -108,6 +111,21 @@ export class NodeMonitor {
       logger.info({ nodeId }, 'node joined; its sandboxes adopted');
     } catch (error) {
       logger.error({ err: error, nodeId }, 'adopting the sandboxes of a new node failed');
+    } finally {
+      await leases.release(lease, owner);
+    }
+  }
+
+  /** A node whose agent restarted while ready: one replica (by lease) puts its sandboxes' egress state back. */
+  private async restoreRestarted(nodeId: string): Promise<void> {
+    const { leases, owner, logger } = this.options;
+    const lease = `node-restarted:${nodeId}`;
+    if (!this.options.restarted || !(await leases.acquire(lease, owner, RECONCILE_LEASE_MS))) return;
+    try {
+      await this.options.restarted(nodeId);
+      logger.info({ nodeId }, 'node agent restarted; its sandboxes\' egress rules and secrets put back');
+    } catch (error) {
+      logger.error({ err: error, nodeId }, 'putting back the egress state of a restarted node agent failed');
     } finally {
       await leases.release(lease, owner);
     }

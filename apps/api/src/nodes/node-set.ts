@@ -37,6 +37,8 @@ const UNREPORTED: NodeCapacity = { cpuCount: 1, memoryMB: 1, memoryAvailableMB: 
 export class NodeSet {
   private readonly nodes = new Map<string, SandboxNode>();
   private readonly facts = new Map<string, NodeFacts>();
+  /** The registration time of each held node's row, as last seen (a change: its agent restarted). */
+  private readonly registeredAt = new Map<string, string>();
   private readonly inFlight = new Map<string, { cpu: number; memoryMB: number; count: number }>();
 
   /**
@@ -83,11 +85,13 @@ export class NodeSet {
   /**
    * Takes in the node store's rows: statuses and capacities of held nodes; a row of a node not held yet is built with
    * the factory (when there is one). Answers the held nodes that are `returning` and the ones just built (both to
-   * reconcile: a node just built has records this API has not adopted yet).
+   * reconcile: a node just built has records this API has not adopted yet), and the held nodes whose agent registered
+   * again while ready or draining (restarted: what it kept in memory, its sandboxes' egress state, must be put back).
    */
-  update(rows: readonly NodeRow[]): { returning: string[]; added: string[] } {
+  update(rows: readonly NodeRow[]): { returning: string[]; added: string[]; restarted: string[] } {
     const returning: string[] = [];
     const added: string[] = [];
+    const restarted: string[] = [];
     for (const row of rows) {
       if (!this.nodes.has(row.nodeId) && this.options.nodeFor) {
         const built = this.options.nodeFor(row);
@@ -99,8 +103,12 @@ export class NodeSet {
       if (!this.nodes.has(row.nodeId)) continue;
       this.facts.set(row.nodeId, { status: row.status, capacity: row.capacity });
       if (row.status === 'returning') returning.push(row.nodeId);
+      // Registered again since the last sweep without being lost: its agent restarted (and forgot what it kept in memory).
+      const before = this.registeredAt.get(row.nodeId);
+      this.registeredAt.set(row.nodeId, row.registeredAt);
+      if (before !== undefined && before !== row.registeredAt && (row.status === 'ready' || row.status === 'draining')) restarted.push(row.nodeId);
     }
-    return { returning, added: added.filter((id) => !returning.includes(id)) };
+    return { returning, added: added.filter((id) => !returning.includes(id)), restarted: restarted.filter((id) => !added.includes(id)) };
   }
 
   /** Sets one node's status here at once (the store row is the truth; this is for the replica that changed it). */

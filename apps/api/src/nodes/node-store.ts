@@ -77,7 +77,10 @@ function checkCapacity(nodeId: string, capacity: unknown): void {
 export class NodeStore implements NodeHeartbeats {
   constructor(private readonly sql: Sql, private readonly now: () => number = Date.now) {}
 
-  /** A node announcing itself (again): its URL, version and capacity are replaced; a draining node stays draining. */
+  /**
+   * A node announcing itself (again): its URL, version, capacity and registration time are replaced (a new
+   * registration time tells the API replicas the agent restarted); a draining node stays draining.
+   */
   async register(node: NodeRegistration): Promise<void> {
     if (typeof node.nodeId !== 'string' || !NODE_ID_PATTERN.test(node.nodeId)) throw invalid(`node id ${JSON.stringify(node.nodeId)} is not valid: letters, digits, '.', '_' and '-', at most 63`);
     if (typeof node.url !== 'string' || node.url.length > MAX_TEXT || typeof node.version !== 'string' || node.version.length > 200) throw invalid(`node "${node.nodeId}": url and version must be short strings`);
@@ -86,7 +89,7 @@ export class NodeStore implements NodeHeartbeats {
     await this.sql.run(
       `INSERT INTO nodes (node_id, url, version, capacity, status, last_heartbeat, registered_at) VALUES (?, ?, ?, ?, 'ready', ?, ?)
        ON CONFLICT (node_id) DO UPDATE SET url = excluded.url, version = excluded.version, capacity = excluded.capacity,
-         last_heartbeat = excluded.last_heartbeat,
+         last_heartbeat = excluded.last_heartbeat, registered_at = excluded.registered_at,
          status = CASE WHEN nodes.status = 'lost' THEN 'returning' ELSE nodes.status END`,
       [node.nodeId, node.url, node.version, JSON.stringify(node.capacity), now, new Date(now).toISOString()],
     );

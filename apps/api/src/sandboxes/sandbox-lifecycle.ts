@@ -14,7 +14,7 @@ import { expireSandbox, extendTo, setSandboxTimeout } from './sandbox-expiry.ts'
 import { type LaunchPlan, launchSandbox, reserveSlot, type SandboxSettings } from './sandbox-launch.ts';
 import { proxyPasswordOpener, trustEgressCa, updateNetwork } from './sandbox-network-update.ts';
 import { pauseSandbox, resumeSandbox } from './sandbox-pause-resume.ts';
-import { cleanAbandoned, reconcileNode } from './sandbox-reconcile.ts';
+import { cleanAbandoned, reapplyEgress, reconcileNode } from './sandbox-reconcile.ts';
 import { containerLost, destroySandbox } from './sandbox-removal.ts';
 import { routable, undrivable } from './sandbox-routing.ts';
 import { directoriesOf } from './sandbox-volume-binds.ts';
@@ -126,6 +126,11 @@ export class SandboxLifecycle implements SandboxDirectory {
   /** Makes one node's containers and the records naming it agree (sandbox-reconcile.ts). */
   reconcileNode(nodeId: string, stored?: SandboxRecord[]): Promise<void> {
     return reconcileNode(this.ctx, nodeId, stored);
+  }
+
+  /** Puts one node's egress rules (and an agent's pushed secrets) back, e.g. after its agent restarted (sandbox-reconcile.ts). */
+  reapplyEgress(nodeId: string): Promise<void> {
+    return reapplyEgress(this.ctx, nodeId);
   }
 
   /** `PUT /network` (sandbox-network-update.ts). */
