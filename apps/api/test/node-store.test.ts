@@ -59,8 +59,11 @@ describe.each(BACKENDS)('node store on %s', (kind) => {
     expect(await store.transition('old', 'returning', 'ready')).toBe(true);
     expect(await store.transition('old', 'returning', 'ready')).toBe(false);
     expect(await store.transition('fresh', 'ready', 'draining')).toBe(true);
+    const firstRegistration = (await store.get('fresh'))!.registeredAt;
     await store.register({ nodeId: 'fresh', url: 'u3', version: 'v2', capacity: capacity() });
-    expect(await store.get('fresh')).toMatchObject({ status: 'draining', url: 'u3', version: 'v2' });
+    // A new registration time: the replicas see that the agent restarted.
+    expect(await store.get('fresh')).toMatchObject({ status: 'draining', url: 'u3', version: 'v2', registeredAt: new Date(now).toISOString() });
+    expect((await store.get('fresh'))!.registeredAt).not.toBe(firstRegistration);
   });
 
   it('two replicas sweeping together: each lost node is reported by exactly one', async () => {

@@ -48,15 +48,24 @@ describe('NodeSet', () => {
     expect(set.loads([]).find((l) => l.nodeId === 'b')).toMatchObject({ inFlightCpu: 0, inFlightMemoryMB: 0 });
   });
 
+  it('reports a held node registered again while ready or draining as restarted (not a new, returning or lost one)', () => {
+    const set = new NodeSet('a', { nodeFor: (r) => fakeNode(r.nodeId) });
+    const at = (r: NodeRow, registeredAt: string): NodeRow => ({ ...r, registeredAt });
+    expect(set.update([at(row('b', 'ready'), 't1'), at(row('c', 'ready'), 't1'), at(row('d', 'ready'), 't1')]).restarted).toEqual([]);
+    expect(set.update([at(row('b', 'ready'), 't1'), at(row('c', 'draining'), 't1'), at(row('d', 'ready'), 't1')]).restarted).toEqual([]);
+    expect(set.update([at(row('b', 'ready'), 't2'), at(row('c', 'draining'), 't2'), at(row('d', 'returning'), 't2')])).toEqual({ returning: ['d'], added: [], restarted: ['b', 'c'] });
+    expect(set.update([at(row('b', 'ready'), 't2'), at(row('c', 'draining'), 't2'), at(row('d', 'ready'), 't2')]).restarted).toEqual([]);
+  });
+
   it('takes in node rows: statuses and capacities of held nodes, new nodes from the factory, returning ones reported', () => {
     const built: string[] = [];
     const set = new NodeSet('a', { nodeFor: (r) => (built.push(r.nodeId), fakeNode(r.nodeId)) });
     set.add(fakeNode('a'));
-    expect(set.update([row('a', 'ready'), row('c', 'returning'), row('d', 'lost')])).toEqual({ returning: ['c'], added: ['d'] });
+    expect(set.update([row('a', 'ready'), row('c', 'returning'), row('d', 'lost')])).toEqual({ returning: ['c'], added: ['d'], restarted: [] });
     expect(built).toEqual(['c', 'd']);
     expect(set.status('d')).toBe('lost');
     // Built once: the next rows only update them.
-    expect(set.update([row('c', 'ready'), row('d', 'ready')])).toEqual({ returning: [], added: [] });
+    expect(set.update([row('c', 'ready'), row('d', 'ready')])).toEqual({ returning: [], added: [], restarted: [] });
     expect(built).toEqual(['c', 'd']);
     expect(set.status('d')).toBe('ready');
     const withoutFactory = new NodeSet('a');
