@@ -36,6 +36,7 @@ import { connectRemoteNode, type RemoteNode } from '../src/nodes/remote-node.ts'
 import { egressNameResolver } from '../src/runtime/docker/egress-proxy.ts';
 import { type StandinHosts, startStandinHosts, startStandinServerIn } from './support/standin-hosts.ts';
 import { agentStandinResolver, headersSeen as seenVia } from './support/agent-standin.ts';
+import { PROXY_ADDRESSES, startStandinProxiesIn } from './support/standin-proxies.ts';
 import { api, startTestPlatform, type TestPlatform } from './support/start-platform.ts';
 import { pollUntil as until } from './support/poll-until.ts';
 
@@ -63,6 +64,16 @@ const otherValue = `tpsv2-${randomBytes(12).toString('hex')}`;
 const digest = (value: string): string => `sha256:${createHash('sha256').update(value).digest('hex')}`;
 const bearerRules = (secret: string) => ({ [RULE_HOST]: [{ transform: { headers: { Authorization: `Bearer ${Secret.fill(secret)}` } } }] });
 const headersSeen = (sandbox: Sandbox, address: string) => seenVia(sandbox, RULE_HOST, address);
+
+/** Runs `work` with `nodeId` drained (creates go to the other node), then makes it placeable again. */
+async function drained<T>(nodeId: string, work: () => Promise<T>): Promise<T> {
+  expect((await api(platform!, 'POST', `/nodes/${nodeId}`, { status: 'draining' }, platform!.adminKey)).status).toBe(204);
+  try {
+    return await work();
+  } finally {
+    expect((await api(platform!, 'POST', `/nodes/${nodeId}`, { status: 'ready' }, platform!.adminKey)).status).toBe(204);
+  }
+}
 
 const clientIdOf = async (id: string): Promise<string> => (await api(platform!, 'GET', `/sandboxes/${id}`)).body.clientID;
 
@@ -126,14 +137,6 @@ describe.skipIf(!isRoot)('cluster mode: an API drives a node agent it finds in t
 
   it('network.rules on both nodes: the agent applies them with the secrets the API pushed and the sandbox\'s own CA kept on its disk', async () => {
     const agentId = state!.nodes[0].id;
-    const drained = async <T>(nodeId: string, work: () => Promise<T>): Promise<T> => {
-      expect((await api(platform!, 'POST', `/nodes/${nodeId}`, { status: 'draining' }, platform!.adminKey)).status).toBe(204);
-      try {
-        return await work();
-      } finally {
-        expect((await api(platform!, 'POST', `/nodes/${nodeId}`, { status: 'ready' }, platform!.adminKey)).status).toBe(204);
-      }
-    };
     const create = (secret: string) => Sandbox.create('base', { ...platform!.sdk, timeoutMs: 300_000, network: { rules: bearerRules(secret) } });
     // The embedded node's proxy, as before.
     const embedded = await drained(agentId, () => create(secretName));
@@ -177,6 +180,23 @@ describe.skipIf(!isRoot)('cluster mode: an API drives a node agent it finds in t
     sandboxes.splice(sandboxes.indexOf(a!), 1);
     await until('the agent dropped the killed sandbox\'s CA', async () => !existsSync(caDir), 10_000);
     expect((await headersSeen(b!, NODE_STANDIN)).authorization).toBe(digest(`Bearer ${otherValue}`));
+  }, 300_000);
+
+  it('network.egressProxy on the agent: its TCP leaves through the owner\'s SOCKS5 proxy, with the password the API opened for it', async () => {
+    const proxies = await startStandinProxiesIn(state!.nodes[0].netns, 'owner', 'owner-pass');
+    try {
+      const egressProxy = { address: `${PROXY_ADDRESSES.socks5}:1080`, username: 'owner', password: 'owner-pass' };
+      const sandbox = await drained('api-node', () => Sandbox.create('base', { ...platform!.sdk, timeoutMs: 300_000, network: { egressProxy } }));
+      sandboxes.push(sandbox);
+      expect(await clientIdOf(sandbox.sandboxId)).toBe(state!.nodes[0].id);
+      const answer = await sandbox.commands.run(`curl -sS --max-time 10 http://${PROXY_ADDRESSES.destination}:8080/`, { timeoutMs: 30_000 });
+      expect(answer.stdout.trim()).toBe(`dest from=${PROXY_ADDRESSES.socks5} host=${PROXY_ADDRESSES.destination}:8080`);
+      expect(proxies.records).toContainEqual({ proxy: 'socks5', target: `${PROXY_ADDRESSES.destination}:8080`, atyp: 1, credentials: 'owner:owner-pass', ok: true });
+      // getInfo shows the address and user, never the password.
+      expect(JSON.stringify((await api(platform!, 'GET', `/sandboxes/${sandbox.sandboxId}`)).body)).not.toContain('owner-pass');
+    } finally {
+      await proxies.stop();
+    }
   }, 300_000);
 
   it('a node whose heartbeats stop is lost: its sandboxes 404 with the reason, the others work, new creates avoid it', async () => {

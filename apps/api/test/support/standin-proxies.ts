@@ -61,18 +61,53 @@ export async function startStandinProxies(username: string, password: string): P
       await ip('route', 'add', `${address}/32`, 'via', nsLink, 'dev', hostSide);
     }
     await inNs('route', 'add', 'default', 'via', PROXY_ADDRESSES.hostLink);
-    server = spawn('ip', ['netns', 'exec', namespace, process.execPath, SERVER, username, password], { stdio: ['ignore', 'pipe', 'ignore'] });
-    let pending = '';
-    server.stdout!.on('data', (chunk: Buffer) => {
-      pending += chunk.toString();
-      const lines = pending.split('\n');
-      pending = lines.pop()!;
-      for (const line of lines) if (line.trim()) records.push(JSON.parse(line) as ProxyRecord);
-    });
+    server = await serveProxies(namespace, username, password, records);
+    await waitForHostRoute(PROXY_ADDRESSES.destination, 2222);
+    records.splice(0); // the readiness probes
+    return { records, stop };
+  } catch (error) {
+    await stop();
+    throw error;
+  }
+}
+
+/** Runs the stand-in proxies' server in `namespace` (its addresses already there); what they are asked lands in `records`. */
+async function serveProxies(namespace: string, username: string, password: string, records: ProxyRecord[]): Promise<ChildProcess> {
+  const server = spawn('ip', ['netns', 'exec', namespace, process.execPath, SERVER, username, password], { stdio: ['ignore', 'pipe', 'ignore'] });
+  let pending = '';
+  server.stdout!.on('data', (chunk: Buffer) => {
+    pending += chunk.toString();
+    const lines = pending.split('\n');
+    pending = lines.pop()!;
+    for (const line of lines) if (line.trim()) records.push(JSON.parse(line) as ProxyRecord);
+  });
+  try {
     for (const [address, port] of [[PROXY_ADDRESSES.http, 3128], [PROXY_ADDRESSES.socks5, 1080], [PROXY_ADDRESSES.destination, 8080], [PROXY_ADDRESSES.destination, 2222]] as const) {
       await waitForPort(namespace, address, port);
     }
-    await waitForHostRoute(PROXY_ADDRESSES.destination, 2222);
+  } catch (error) {
+    server.kill('SIGKILL');
+    throw error;
+  }
+  return server;
+}
+
+/**
+ * The same proxies and destination inside an existing namespace (a local-cluster node's, where a node agent's egress
+ * tunnel dials from), their addresses on its loopback: reachable from that namespace only. `stop` removes them.
+ */
+export async function startStandinProxiesIn(namespace: string, username: string, password: string): Promise<StandinProxies> {
+  const records: ProxyRecord[] = [];
+  const loopback = [PROXY_ADDRESSES.http, PROXY_ADDRESSES.socks5, PROXY_ADDRESSES.silent, PROXY_ADDRESSES.destination];
+  const ip = async (...args: string[]): Promise<void> => void (await exec('ip', ['netns', 'exec', namespace, 'ip', ...args]));
+  let server: ChildProcess | undefined;
+  const stop = async (): Promise<void> => {
+    server?.kill('SIGKILL');
+    for (const address of loopback) await ip('addr', 'del', `${address}/32`, 'dev', 'lo').catch(() => undefined);
+  };
+  try {
+    for (const address of loopback) await ip('addr', 'add', `${address}/32`, 'dev', 'lo');
+    server = await serveProxies(namespace, username, password, records);
     records.splice(0); // the readiness probes
     return { records, stop };
   } catch (error) {
