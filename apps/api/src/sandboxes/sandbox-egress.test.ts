@@ -64,7 +64,9 @@ describe('SandboxEgress', () => {
     expect(await egress.caCertificate(sandbox('s1', 'embedded', 't1', {}))).toBe('local-ca-s1');
     expect(await egress.caCertificate(sandbox('s2', 'agent', 't1', {}))).toBe('agent-ca-s2');
     egress.forget(sandbox('s1', 'embedded', 't1', {}));
-    egress.forget(sandbox('s2', 'agent', 't1', {}));
+    egress.forget(sandbox('s2', 'agent', 't1', { rules: rule('tok') }));
+    // An agent is not called for a sandbox without rules (its kill costs no egress call).
+    egress.forget(sandbox('s3', 'agent', 't1', {}));
     await new Promise((resolve) => setImmediate(resolve));
     expect(localForgotten).toEqual(['s1']);
     expect(agent.forgotten).toEqual(['s2']);

@@ -50,8 +50,14 @@ export class SandboxEgress implements EgressTrustSource {
     this.deps.logger.debug({ sandboxId: sandbox.sandboxId, nodeId: sandbox.nodeId, secrets: Object.keys(secrets) }, 'egress secrets pushed to the sandbox\'s node');
   }
 
+  /**
+   * The sandbox is gone. A node agent is called only for a sandbox with rules (no call per kill otherwise); one whose
+   * rules were removed by a network update leaves its CA there until the agent's next start drops it.
+   */
   forget(sandbox: EgressHolder): void {
-    this.egressOf(sandbox.nodeId)
+    const egress = this.egressOf(sandbox.nodeId);
+    if (egress.pushSecrets && !hasTransforms(sandbox.network)) return;
+    egress
       .forget(sandbox.sandboxId)
       .catch((error: unknown) => this.deps.logger.warn({ err: error, sandboxId: sandbox.sandboxId, nodeId: sandbox.nodeId }, 'could not forget the sandbox\'s egress CA and secrets on its node'));
   }
