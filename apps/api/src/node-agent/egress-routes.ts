@@ -7,8 +7,7 @@
  */
 import type { Logger } from 'pino';
 import { encodeError, NodeChannelError, type WireError } from '../nodes/node-channel-errors.ts';
-import type { EgressSecretStore } from './egress-secrets.ts';
-import { parseSecretPush } from './egress-secrets.ts';
+import { type EgressSecretStore, parseSecretPush } from './egress-secrets.ts';
 
 /** `/v1/egress/<sandboxId>` or `/v1/egress/<sandboxId>/ca`; ids as the platform makes them (and the CA directory accepts). */
 export const EGRESS_PATH = /^\/v1\/egress\/([^/]*)(\/ca)?$/;

@@ -18,7 +18,7 @@ export interface SandboxNode {
   readonly volumes?: NodeVolumes;
   /** The node's engine for template builds (cluster mode: builds run on any node); absent = no builds here. */
   readonly images?: ImageEngine;
-  /** Where the node keeps what its egress proxy needs per sandbox (network.rules); absent = no CA is kept here. */
+  /** Where the node keeps what its egress proxy needs per sandbox (network.rules); absent = this API process's own (the embedded node). */
   readonly egress?: NodeEgress;
 }
 
