@@ -12,12 +12,12 @@ import { Writable } from 'node:stream';
 import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ensureClusterTls, ensureNodeServerTls } from '@tidepool/testkit';
-import { NodeChannelError } from '../nodes/node-channel-errors.ts';
-import { connectRemoteNode, type RemoteNode } from '../nodes/remote-node.ts';
-import type { SandboxRuntime } from '../runtime/sandbox-runtime.ts';
-import { SandboxCertificateAuthorities } from '../tls/sandbox-ca.ts';
-import { type AgentServer, createAgentServer } from './agent-server.ts';
-import { EgressSecretStore, parseSecretPush } from './egress-secrets.ts';
+import { NodeChannelError } from '../src/nodes/node-channel-errors.ts';
+import { connectRemoteNode, type RemoteNode } from '../src/nodes/remote-node.ts';
+import type { SandboxRuntime } from '../src/runtime/sandbox-runtime.ts';
+import { SandboxCertificateAuthorities } from '../src/tls/sandbox-ca.ts';
+import { type AgentServer, createAgentServer } from '../src/node-agent/agent-server.ts';
+import { EgressSecretStore, parseSecretPush } from '../src/node-agent/egress-secrets.ts';
 
 const dir = mkdtempSync(join(tmpdir(), 'tp-agent-egress-'));
 const VALUE = 'sk-agent-egress-4f1d9c27b3';
