@@ -34,7 +34,7 @@ describe('nodes that can apply network.rules and egressProxy', () => {
     await expect(nodesWithoutEgress([agent, broken], { rules }, true)).rejects.toMatchObject({ kind: 'invalid', message: expect.stringMatching(/^network.rules cannot be applied here: .*node agent of version 2 or later/) });
     // Without per-sandbox CAs configured, even the embedded node cannot terminate TLS for the rules.
     await expect(nodesWithoutEgress([embedded], { rules }, false)).rejects.toMatchObject({ kind: 'invalid' });
-    await expect(nodesWithoutEgress([agent], proxy, true)).rejects.toMatchObject({ kind: 'invalid', message: expect.stringMatching(/^network.egressProxy cannot be applied on node "agent": .*egress tunnel/) });
+    await expect(nodesWithoutEgress([agent], proxy, true)).rejects.toMatchObject({ kind: 'invalid', message: expect.stringMatching(/^network.egressProxy cannot be applied on node "agent": its runtime cannot tunnel sandbox egress/) });
     const tunnelDown = node('down', { egressUpstreamProblem: async () => 'the egress tunnel is not running' });
     await expect(nodesWithoutEgress([tunnelDown], proxy, true)).rejects.toMatchObject({ message: 'network.egressProxy cannot be applied on node "down": the egress tunnel is not running' });
   });
