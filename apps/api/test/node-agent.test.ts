@@ -143,7 +143,10 @@ describe.skipIf(!isRoot)('node agent over mutual TLS (one-node local cluster)', 
 
   it('answers health and capacity as the node it is', async () => {
     expect(state.nodes[0].agentUrl).toBe(`https://${state.nodes[0].address}:7443`);
-    expect(await node.health()).toEqual({ nodeId: 'node1', version: '1' });
+    expect(await node.health()).toEqual({ nodeId: 'node1', version: '2' });
+    // Version 2: its egress proxy applies network.rules and its tunnel egressProxy (a host install with conntrack).
+    expect(await node.runtime.egressTransformsAvailable()).toBe(true);
+    expect(await node.runtime.egressUpstreamProblem()).toBeUndefined();
     const capacity = await node.capacity();
     expect(capacity.cpuCount).toBeGreaterThan(0);
     expect(capacity.memoryMB).toBeGreaterThan(0);
