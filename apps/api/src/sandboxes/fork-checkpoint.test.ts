@@ -1,4 +1,4 @@
-import { pino } from 'pino';
+import pino from 'pino';
 import { describe, expect, it, vi } from 'vitest';
 import { PlatformError } from '../errors.ts';
 import { ClusterImages } from '../nodes/cluster-images.ts';
@@ -7,7 +7,6 @@ import type { SandboxRuntime } from '../runtime/sandbox-runtime.ts';
 import { ForkCheckpoint } from './fork-checkpoint.ts';
 
 const logger = pino({ level: 'silent' });
-// Nothing listens there: the registry tag removal `dispose` asks for fails at once (logged, never thrown).
 const PREFIX = '127.0.0.1:1/tp';
 const CHECKPOINT = 'tidepool/paused:fork0123456789abcdef';
 const REFERENCE = `${PREFIX}/fork:fork0123456789abcdef`;
@@ -65,7 +64,8 @@ function setUp(registry = true) {
   const nodes = new NodeSet('src');
   for (const [nodeId, engine] of Object.entries(engines)) nodes.add({ nodeId, runtime: engine.asRuntime(), dial: () => Promise.reject(new Error('no dial')) });
   const images = new ClusterImages(registry ? { host: '127.0.0.1:1', prefix: PREFIX, insecure: true } : undefined, logger);
-  const forget = vi.spyOn(images, 'forget');
+  // The registry's tag removal (HTTP to the registry) is recorded, not made.
+  const forget = vi.spyOn(images, 'forget').mockResolvedValue();
   const checkpoint = new ForkCheckpoint({ nodes, images, logger }, 'isource', 'src', CHECKPOINT, 'fork0123456789abcdef');
   return { engines, nodes, checkpoint, forget, node: (id: keyof typeof engines) => nodes.node(id) };
 }
