@@ -14,7 +14,7 @@
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Sandbox, Template } from 'e2b';
+import { Sandbox, SandboxError, Template } from 'e2b';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BASE_IMAGE, agentFiles, clusterLayout, downCluster, freeClusterSlot, nodeLayout, stopClusterNode, stopRegistryIn, upCluster, type ClusterState } from '@tidepool/testkit';
 import { connectRemoteNode, type RemoteNode } from '../src/nodes/remote-node.ts';
@@ -45,17 +45,21 @@ const sdk = () => ({ ...platform!.sdk, requestTimeoutMs: 600_000 });
 const clientIdOf = async (id: string): Promise<string> => (await api(platform!, 'GET', `/sandboxes/${id}`)).body.clientID;
 const otherNode = (nodeId: string): string => state!.nodes.map((n) => n.id).find((id) => id !== nodeId)!;
 
-/** Keeps a node out of placement (`draining`) while `work` runs. */
-async function avoiding<T>(nodeId: string, work: () => Promise<T>): Promise<T> {
+/** Sets a node `draining` (out of placement) or back `ready` while `work` runs, and then as it was. */
+async function whileNode<T>(nodeId: string, status: 'draining' | 'ready', work: () => Promise<T>): Promise<T> {
   const store = platform!.nodes.store;
-  await store.transition(nodeId, 'ready', 'draining');
-  platform!.nodes.set.setStatus(nodeId, 'draining');
+  const was = status === 'draining' ? 'ready' : 'draining';
+  await store.transition(nodeId, was, status);
+  platform!.nodes.set.setStatus(nodeId, status);
   try {
     return await work();
   } finally {
-    if (await store.transition(nodeId, 'draining', 'ready')) platform!.nodes.set.setStatus(nodeId, 'ready');
+    if (await store.transition(nodeId, status, was)) platform!.nodes.set.setStatus(nodeId, was);
   }
 }
+
+/** Keeps a node out of placement (`draining`) while `work` runs. */
+const avoiding = <T>(nodeId: string, work: () => Promise<T>): Promise<T> => whileNode(nodeId, 'draining', work);
 
 /** The manifest of a registry reference: its HTTP status (200 present, 404 gone). */
 async function manifestStatus(reference: string): Promise<number> {
@@ -66,6 +70,17 @@ async function manifestStatus(reference: string): Promise<number> {
     headers: { authorization: `Basic ${Buffer.from(`${username}:${password}`).toString('base64')}`, accept: 'application/vnd.docker.distribution.manifest.v2+json, application/vnd.oci.image.manifest.v1+json' },
   });
   return response.status;
+}
+
+/** Every image name on each cluster node (what its agent reports). */
+async function nodeTags(): Promise<Record<string, string[]>> {
+  const entries = await Promise.all([...probes].map(async ([nodeId, probe]) => [nodeId, (await probe.capacity()).images ?? []] as const));
+  return Object.fromEntries(entries);
+}
+
+/** The names each reachable node has in `after` and not in `before` (sorted). */
+function newTags(before: Record<string, string[]>, after: Record<string, string[]>): Record<string, string[]> {
+  return Object.fromEntries(Object.entries(after).map(([nodeId, tags]) => [nodeId, tags.filter((tag) => !(before[nodeId] ?? []).includes(tag)).sort()]));
 }
 
 describe.skipIf(!isRoot)('cluster images: templates, snapshots and paused sandboxes move through the registry', () => {
@@ -170,6 +185,46 @@ describe.skipIf(!isRoot)('cluster images: templates, snapshots and paused sandbo
     expect(await manifestStatus(reference)).toBe(404);
   }, 600_000);
 
+  it("a fork of a sandbox whose node is drained starts on the other node with the source's files; the checkpoint leaves no name behind", async () => {
+    const source = await Sandbox.create({ ...sdk(), timeoutMs: 600_000 });
+    sandboxes.push(source);
+    const sourceNode = await clientIdOf(source.sandboxId);
+    const target = otherNode(sourceNode);
+    await source.files.write('/home/user/forked-from.txt', `written on ${sourceNode}`);
+    const tagsBefore = await nodeTags();
+    const started = Date.now();
+    // Two forks: one push from the source's node, one pull on the other (checked in fork-checkpoint.test.ts).
+    const forks = await avoiding(sourceNode, () => Sandbox.fork(source.sandboxId, { ...sdk(), count: 2, timeoutMs: 600_000 }));
+    const forkMs = Date.now() - started;
+    const made = forks.map((fork) => {
+      if (!(fork instanceof Sandbox)) throw fork;
+      sandboxes.push(fork);
+      return fork;
+    });
+    expect(made).toHaveLength(2);
+    for (const fork of made) {
+      expect(await clientIdOf(fork.sandboxId)).toBe(target);
+      expect(await fork.files.read('/home/user/forked-from.txt')).toBe(`written on ${sourceNode}`);
+    }
+    // The source still runs on its node, and with room there a fork stays on it (the preferred node: no push, no pull).
+    expect(await clientIdOf(source.sandboxId)).toBe(sourceNode);
+    const localStarted = Date.now();
+    const [local] = await source.fork({ ...sdk(), timeoutMs: 600_000 });
+    const localMs = Date.now() - localStarted;
+    if (!(local instanceof Sandbox)) throw local;
+    sandboxes.push(local);
+    expect(await clientIdOf(local.sandboxId)).toBe(sourceNode);
+    // Only the forks' own images are new (named as theirs, on their nodes): no checkpoint name and no registry name.
+    const tagsAfter = await nodeTags();
+    expect(newTags(tagsBefore, tagsAfter)).toEqual({
+      [sourceNode]: [`tidepool/paused:${local.sandboxId}`],
+      [target]: made.map((fork) => `tidepool/paused:${fork.sandboxId}`).sort(),
+    });
+    process.stdout.write(`[cluster-images] 2 forks on the other node (commit + push + pull + 2 starts) ${forkMs} ms; 1 fork on the source's node (commit + start) ${localMs} ms\n`);
+    for (const sandbox of [...made, local, source]) await sandbox.kill();
+    expect(newTags(tagsBefore, await nodeTags())).toEqual({ [sourceNode]: [], [target]: [] });
+  }, 600_000);
+
   it('a filesystem-paused sandbox resumes on the other node after its own node is stopped', async () => {
     const sandbox = await Sandbox.create({ ...sdk(), timeoutMs: 600_000 });
     sandboxes.push(sandbox);
@@ -194,7 +249,8 @@ describe.skipIf(!isRoot)('cluster images: templates, snapshots and paused sandbo
   }, 600_000);
 
   it('a node refuses to push or pull a name outside its registry prefix', async () => {
-    const probe = probes.get(state!.nodes[0].id)!;
+    // A node still up (the test before stopped the one its sandbox was placed on).
+    const probe = probes.get(state!.nodes.find((n) => platform!.nodes.set.status(n.id) === 'ready')!.id)!;
     await expect(probe.runtime.pullImage('docker.io/library/busybox:latest')).rejects.toThrow(/not an image of this platform's registry/);
     await expect(probe.runtime.pullImage(`${state!.registry.host}/other-repository:x`)).rejects.toThrow(/not an image of this platform's registry/);
     await expect(probe.runtime.pushImage(BASE_IMAGE, 'base:latest')).rejects.toThrow(/bad_call|pushImage/);
@@ -218,6 +274,27 @@ describe.skipIf(!isRoot)('cluster images: templates, snapshots and paused sandbo
     expect((await api(platform!, 'GET', `/snapshots?sandboxID=${source.sandboxId}`)).body).toEqual([]);
     const imagesAfter = (await probes.get(sourceNode)!.capacity()).images ?? [];
     expect(imagesAfter.filter((tag) => !imagesBefore.includes(tag))).toEqual([]);
+
+    // A fork with room on its source's node needs no registry: it starts there. Placed on another node (the source's
+    // drained, the embedded node the only ready one) its checkpoint cannot be pushed: a 500 for that fork with the
+    // reason, and nothing made on any node (no record, no container, no image name).
+    const [stayed] = await Sandbox.fork(source.sandboxId, { ...sdk(), timeoutMs: 600_000 });
+    if (!(stayed instanceof Sandbox)) throw stayed;
+    sandboxes.push(stayed);
+    expect(await clientIdOf(stayed.sandboxId)).toBe(sourceNode);
+    await stayed.kill();
+    const recordsBefore = platform!.lifecycle.list().length;
+    const embedded = platform!.nodes.set.runtime('api-node');
+    const embeddedContainers = (await embedded.listManaged()).length;
+    const sourceTags = (await probes.get(sourceNode)!.capacity()).images ?? [];
+    const [refused] = await avoiding(sourceNode, () => whileNode('api-node', 'ready', () => Sandbox.fork(source.sandboxId, { ...sdk(), timeoutMs: 600_000 })));
+    expect(refused).toBeInstanceOf(SandboxError);
+    expect((refused as SandboxError).statusCode).toBe(500);
+    expect((refused as Error).message).toMatch(new RegExp(`Fork of sandbox "${source.sandboxId}" failed: its checkpoint could not be pushed from node "${sourceNode}" to the registry`));
+    expect((refused as Error).message).not.toContain(state!.registry.password);
+    expect(platform!.lifecycle.list().length).toBe(recordsBefore);
+    expect((await embedded.listManaged()).length).toBe(embeddedContainers);
+    expect(((await probes.get(sourceNode)!.capacity()).images ?? []).filter((tag) => !sourceTags.includes(tag))).toEqual([]);
 
     const templateTags = async (): Promise<string[]> => {
       const all = await Promise.all([...probes.values()].map((probe) => probe.capacity().then((c) => c.images ?? [], () => [])));

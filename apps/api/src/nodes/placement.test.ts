@@ -79,6 +79,24 @@ describe('placement', () => {
     });
   });
 
+  it("a fork prefers its source's node (the checkpoint is there) over an emptier one, and goes elsewhere when the source cannot take it", () => {
+    const source = node('src', { allocatedCpu: 7, allocatedMemoryMB: 15000 }, { images: [] });
+    const others = [node('a', {}, { images: ['img:1'] }), node('b')];
+    // Preferred even against more room and a present image elsewhere.
+    expect(place([source, ...others], { ...small, image: 'img:1', preferredNode: 'src' })).toEqual({ kind: 'placed', nodeId: 'src' });
+    // Full, draining, lost, returning or left out (a failed start, egress rules it cannot apply): the best other node.
+    expect(place([node('src', {}, { memoryAvailableMB: 100 }), ...others], { ...small, preferredNode: 'src' })).toEqual({ kind: 'placed', nodeId: 'a' });
+    for (const status of ['draining', 'lost', 'returning'] as const) {
+      expect(place([node('src', { status }), node('a', { allocatedCpu: 4 }), node('b')], { ...small, preferredNode: 'src' })).toEqual({ kind: 'placed', nodeId: 'b' });
+    }
+    expect(place([node('src'), ...others], { ...small, preferredNode: 'src', exclude: new Set(['src']) })).toEqual({ kind: 'placed', nodeId: 'a' });
+    // Only the other nodes full beside a full source: 429; a source no longer known: the others decide.
+    expect(place([node('src', {}, { memoryAvailableMB: 100 }), node('a', {}, { memoryAvailableMB: 100 })], { ...small, preferredNode: 'src' })).toMatchObject({ kind: 'full' });
+    expect(place(others, { ...small, preferredNode: 'gone' })).toEqual({ kind: 'placed', nodeId: 'a' });
+    // A required node (a volume's) still wins: the preference only chooses among candidates.
+    expect(place([node('src'), node('vol', { allocatedCpu: 6 })], { ...small, preferredNode: 'src', requiredNode: 'vol' })).toEqual({ kind: 'placed', nodeId: 'vol' });
+  });
+
   it('a node reporting nonsense capacity (zero CPUs or memory) is never preferred over a sane one', () => {
     expect(place([node('a', {}, { cpuCount: 0, memoryMB: 0 }), node('b', { allocatedCpu: 7, allocatedMemoryMB: 16000 })], small)).toEqual({ kind: 'placed', nodeId: 'b' });
   });

@@ -30,10 +30,15 @@ export interface PlacementRequest {
   image?: string;
   /** Warm-pool key of the template: a node with a ready container there starts it at once. */
   poolKey?: string;
-  /** Must go to this node (it holds a volume the sandbox mounts). */
+  /** Must go to this node (it holds a volume the sandbox mounts; a fork without a registry: its checkpoint). */
   requiredNode?: string;
   /** Nodes already tried for this create (a start failed there). */
   exclude?: ReadonlySet<string>;
+  /**
+   * Taken whenever it is a candidate with room, whatever the others' scores (a fork's source node: its checkpoint is
+   * there, nothing to push or pull); when it cannot take the sandbox, placement goes on as without it.
+   */
+  preferredNode?: string;
 }
 
 export type Placement =
@@ -76,6 +81,7 @@ export function placementScore(node: NodeLoad, request: PlacementRequest): numbe
 export function place(nodes: Iterable<NodeLoad>, request: PlacementRequest): Placement {
   let best: NodeLoad | undefined;
   let bestScore = -Infinity;
+  let preferred: NodeLoad | undefined;
   let candidates = 0;
   let full = 0;
   for (const node of nodes) {
@@ -87,6 +93,7 @@ export function place(nodes: Iterable<NodeLoad>, request: PlacementRequest): Pla
       full += 1;
       continue;
     }
+    if (node.nodeId === request.preferredNode) preferred = node;
     const score = placementScore(node, request);
     // Ties go to the smaller id, so the same facts always give the same node.
     if (score > bestScore || (score === bestScore && best !== undefined && node.nodeId < best.nodeId)) {
@@ -94,12 +101,13 @@ export function place(nodes: Iterable<NodeLoad>, request: PlacementRequest): Pla
       bestScore = score;
     }
   }
-  if (best) return { kind: 'placed', nodeId: best.nodeId };
+  const chosen = preferred ?? best;
+  if (chosen) return { kind: 'placed', nodeId: chosen.nodeId };
   if (candidates > 0 && full === candidates) {
     return { kind: 'full', message: `every node is full (${full} without ${request.memoryMB} MiB of memory available); try again later` };
   }
   if (request.requiredNode !== undefined) {
-    return { kind: 'unavailable', message: `the sandbox must run on node "${request.requiredNode}" (it holds a volume the sandbox mounts), which is not ready` };
+    return { kind: 'unavailable', message: `the sandbox must run on node "${request.requiredNode}" (it holds a volume the sandbox mounts, or the checkpoint it is forked from), which is not ready` };
   }
   return { kind: 'unavailable', message: request.exclude?.size ? `no other ready node to try after ${request.exclude.size} failed start(s)` : 'no node is ready to run sandboxes' };
 }

@@ -1,6 +1,7 @@
 import type { Logger } from 'pino';
 import { PlatformError } from '../errors.ts';
 import { startOnPlacedNode } from '../nodes/placed-start.ts';
+import type { SandboxNode } from '../nodes/sandbox-node.ts';
 import { type LifecycleContext, inSeconds, nowIso, sandboxLog } from './lifecycle-context.ts';
 import { claimPooled } from './pool-claim.ts';
 import { poolKey } from './pool-settings.ts';
@@ -31,9 +32,16 @@ export interface SandboxSettings {
 /** Everything `launch` needs: what to run and how the sandbox is configured. */
 export interface LaunchPlan {
   sandboxId?: string;
-  /** The node it must start on (a fork: where its checkpoint image is); placed otherwise. */
+  /** The node it must start on (its volumes' node; a fork without a registry: its source's); placed otherwise. */
   nodeId?: string;
+  /** Placement takes this node when it has room (a fork's source: its checkpoint is there). */
+  preferredNode?: string;
   image: string;
+  /**
+   * The image the sandbox starts from on the node placement picked, made present there (a fork: its checkpoint,
+   * brought from its source's node); without it `image`, pulled when the node lacks it.
+   */
+  imageOn?: (node: SandboxNode) => Promise<string>;
   from: Pick<SandboxRecord, 'templateId' | 'buildId' | 'alias' | 'cpuCount' | 'memoryMB' | 'diskSizeMB' | 'envdVersion' | 'defaults'>;
   settings: SandboxSettings;
   event: string;
@@ -150,15 +158,17 @@ async function launchNow(ctx: LifecycleContext, plan: LaunchPlan, release: (howM
             memoryMB: record.memoryMB,
             image: plan.image,
             poolKey: poolKey(from),
-            // A fork's checkpoint is on its source's node; volumes on the node whose disk holds them.
+            // Volumes on the node whose disk holds them (a fork without a registry: its source's, where its checkpoint is).
             requiredNode: plan.nodeId,
+            preferredNode: plan.preferredNode,
             exclude: plan.excluded,
           },
           async (node) => {
             await requireEgressOn(ctx, node.nodeId, settings.network);
-            // A node that lacks the image pulls it from the registry; a failed pull fails this node only.
-            await ctx.images.ensure(node.runtime, plan.image, log.child({ nodeId: node.nodeId }));
-            return bootSandbox(node.runtime, { ...record, nodeId: node.nodeId }, plan.image, log.child({ nodeId: node.nodeId }), await directoriesOf(ctx, record, node.nodeId), ctx.deps.nodes.dialOf(node.nodeId), ctx.openProxyPassword);
+            // A node that lacks the image pulls it from the registry (a fork's checkpoint: imageOn brings it); a failed pull fails this node only.
+            const image = plan.imageOn ? await plan.imageOn(node) : plan.image;
+            if (!plan.imageOn) await ctx.images.ensure(node.runtime, plan.image, log.child({ nodeId: node.nodeId }));
+            return bootSandbox(node.runtime, { ...record, nodeId: node.nodeId }, image, log.child({ nodeId: node.nodeId }), await directoriesOf(ctx, record, node.nodeId), ctx.deps.nodes.dialOf(node.nodeId), ctx.openProxyPassword);
           },
           log,
         );

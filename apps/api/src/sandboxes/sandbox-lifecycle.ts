@@ -3,7 +3,7 @@ import type { RoutableSandbox, SandboxDirectory } from '../proxy/sandbox-directo
 import type { NodeSet } from '../nodes/node-set.ts';
 import { MetricsRecorder } from './metrics-recorder.ts';
 import type { NetworkUpdate } from './network-rules.ts';
-import type { SandboxRecord } from './sandbox-record.ts';
+import type { SandboxNetwork, SandboxRecord } from './sandbox-record.ts';
 import { type SlotRelease, SandboxRegistry } from './sandbox-registry.ts';
 import { SandboxCacheSync } from './sandbox-cache-sync.ts';
 import { ReplicaJanitor } from './replica-janitor.ts';
@@ -12,7 +12,7 @@ import { type LifecycleContext, type LifecycleDeps, type TemplateSource, type Vo
 import { type CreateSandboxInput, createSandbox } from './sandbox-create.ts';
 import { expireSandbox, extendTo, setSandboxTimeout } from './sandbox-expiry.ts';
 import { type LaunchPlan, launchSandbox, reserveSlot, type SandboxSettings } from './sandbox-launch.ts';
-import { proxyPasswordOpener, trustEgressCa, updateNetwork } from './sandbox-network-update.ts';
+import { egressExcluded, proxyPasswordOpener, trustEgressCa, updateNetwork } from './sandbox-network-update.ts';
 import { pauseSandbox, resumeSandbox } from './sandbox-pause-resume.ts';
 import { cleanAbandoned, reapplyEgress, reconcileNode } from './sandbox-reconcile.ts';
 import { containerLost, destroySandbox } from './sandbox-removal.ts';
@@ -136,6 +136,11 @@ export class SandboxLifecycle implements SandboxDirectory {
   /** `PUT /network` (sandbox-network-update.ts). */
   updateNetwork(id: string, update: NetworkUpdate): Promise<void> {
     return updateNetwork(this.ctx, id, update);
+  }
+
+  /** The nodes a fork of a sandbox with `network` must not be placed on; throws when that is all of them (sandbox-network-update.ts). */
+  egressExcluded(network: SandboxNetwork): Promise<Set<string>> {
+    return egressExcluded(this.ctx, network);
   }
 
   async stop(): Promise<void> {
