@@ -102,8 +102,8 @@ export const ConfigSchema = Type.Object({
   egressProxyAllowedCidrs: Type.Array(Type.String({ pattern: '^(25[0-5]|2[0-4]\\d|1?\\d?\\d)(\\.(25[0-5]|2[0-4]\\d|1?\\d?\\d)){3}(/(3[0-2]|[12]?\\d))?$' })),
   /**
    * OCI runtime for sandboxes and builds, checked against `docker info` at startup: `auto` (crun when the engine has it
-   * registered, else the engine's default), a registered name (`runc`, `crun`, `runsc` = gVisor), or '' = the engine's
-   * default (the default: crun is opt-in until the suite has run under it on a quiet machine).
+   * registered and it starts a probe container, else the engine's default; the default), a registered name (`runc`,
+   * `crun`, `runsc` = gVisor), or '' (set but empty) = the engine's default.
    */
   containerRuntime: Type.String({ pattern: '^[A-Za-z0-9._-]*$' }),
   /** Where the engine is: `unix:///path` or `tcp://host:port` (the docker gate in docker-compose.yml); '' = DOCKER_HOST, else /var/run/docker.sock. */
@@ -412,7 +412,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     lxcfsDir: (env.TIDEPOOL_LXCFS_DIR ?? '').trim() || '/var/lib/tidepool-lxcfs',
     sandboxCpuset: flag(env.TIDEPOOL_SANDBOX_CPUSET, true),
     egressProxyAllowedCidrs: (env.TIDEPOOL_EGRESS_PROXY_ALLOWED_CIDRS ?? '').split(',').map((c) => c.trim()).filter(Boolean),
-    containerRuntime: (env.TIDEPOOL_CONTAINER_RUNTIME ?? '').trim(),
+    containerRuntime: (env.TIDEPOOL_CONTAINER_RUNTIME ?? 'auto').trim(),
     dockerHost: (env.TIDEPOOL_DOCKER_HOST ?? '').trim(),
     volumesHostDir: (env.TIDEPOOL_VOLUMES_HOST_DIR ?? '').trim(),
     tls: flag(env.TIDEPOOL_TLS, Boolean(env.TIDEPOOL_TLS_CERT?.trim())),

@@ -29,9 +29,9 @@ describe('ContainerHardening', () => {
     expect(hardening.hostConfig(512 * 1024 * 1024)).toMatchObject({ Runtime: 'runsc', Memory: 512 * 1024 * 1024, MemorySwap: 512 * 1024 * 1024, CapDrop: ['ALL'] });
   });
 
-  it('auto picks crun when the engine has it registered, else the engine default, and says which', async () => {
+  it('auto (the default) picks crun when the engine has it registered, else the engine default, and says which in one line', async () => {
     const withCrun = capture();
-    expect(DEFAULT_HARDENING.runtime).toBe('');
+    expect(DEFAULT_HARDENING.runtime).toBe('auto');
     const hardening = new ContainerHardening({ ...DEFAULT_HARDENING, runtime: 'auto', diskMB: 0 });
     await hardening.prepare(engine({ Runtimes: { runc: {}, crun: {} } }), withCrun.logger, undefined);
     expect(hardening.runtime).toBe('crun');
@@ -45,7 +45,8 @@ describe('ContainerHardening', () => {
     expect(fallback.runtime).toBe('');
     expect(fallback.hostKernel).toBe(true);
     expect(fallback.hostConfig(1)).not.toHaveProperty('Runtime');
-    expect(without.lines.join('')).toMatch(/engine's default runtime: it has no crun registered/);
+    expect(without.lines).toHaveLength(1);
+    expect(without.lines[0]).toMatch(/engine's default runtime: it has no crun registered/);
   });
 
   it('auto falls back to the engine default when crun cannot start a container here; a named crun fails startup', async () => {
@@ -61,8 +62,9 @@ describe('ContainerHardening', () => {
     await hardening.prepare(engine({ Runtimes: { runc: {}, crun: {} } }, refusing), logger, 'base');
     expect(hardening.runtime).toBe('');
     expect(hardening.hostConfig(1)).not.toHaveProperty('Runtime');
-    expect(lines.join('')).toMatch(/crun is registered but cannot start a container here/);
-    expect(lines.join('')).toMatch(/hybrid mode not supported/);
+    expect(lines).toHaveLength(1);
+    expect(lines[0]).toMatch(/crun is registered but cannot start a container here/);
+    expect(lines[0]).toMatch(/hybrid mode not supported/);
     // The probe ran with the sandboxes' limits, under crun, without a network, and was removed.
     expect(created[0]).toMatchObject({ Image: 'base', HostConfig: { Runtime: 'crun', NetworkMode: 'none', PidsLimit: DEFAULT_HARDENING.pidsLimit, CapDrop: ['ALL'] } });
     expect(removed).toBe(1);
@@ -122,7 +124,8 @@ describe('hardening settings', () => {
     expect(containerHardening(custom).settings).toEqual({ pidsLimit: 256, nofile: 4096, nproc: 8192, diskMB: 0, runtime: 'runsc' });
     expect(() => loadConfig({ TIDEPOOL_SANDBOX_PIDS_LIMIT: '5' })).toThrow(/TIDEPOOL_SANDBOX_PIDS_LIMIT/);
     expect(() => loadConfig({ TIDEPOOL_CONTAINER_RUNTIME: 'run sc' })).toThrow(/TIDEPOOL_CONTAINER_RUNTIME/);
+    expect(loadConfig({}).containerRuntime).toBe('auto');
     expect(loadConfig({ TIDEPOOL_CONTAINER_RUNTIME: ' ' }).containerRuntime).toBe('');
-    expect(loadConfig({ TIDEPOOL_CONTAINER_RUNTIME: 'auto' }).containerRuntime).toBe('auto');
+    expect(loadConfig({ TIDEPOOL_CONTAINER_RUNTIME: 'runc' }).containerRuntime).toBe('runc');
   });
 });

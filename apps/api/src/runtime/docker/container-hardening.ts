@@ -14,13 +14,13 @@ export interface HardeningSettings {
   /** Writable-layer quota per container (MiB), where the storage driver enforces one; 0 = none. */
   diskMB: number;
   /**
-   * OCI runtime registered with the engine: `auto` (crun when the engine has it registered, else the engine's
-   * default), '' (the engine's default), or a name (`runc`, `crun`, `runsc` for gVisor …).
+   * OCI runtime registered with the engine: `auto` (the default: crun when the engine has it registered and it starts
+   * a probe container, else the engine's default), '' (the engine's default), or a name (`runc`, `crun`, `runsc` for gVisor …).
    */
   runtime: string;
 }
 
-export const DEFAULT_HARDENING: HardeningSettings = { pidsLimit: 1024, nofile: 16384, nproc: 65536, diskMB: 10240, runtime: '' };
+export const DEFAULT_HARDENING: HardeningSettings = { pidsLimit: 1024, nofile: 16384, nproc: 65536, diskMB: 10240, runtime: 'auto' };
 
 /**
  * Capabilities a sandbox keeps; every other one is dropped. Docker's default set minus NET_RAW (raw
