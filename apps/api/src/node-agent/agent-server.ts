@@ -124,13 +124,15 @@ export function createAgentServer(options: AgentServerOptions): AgentServer {
     rejectUnauthorized: true,
     minVersion: 'TLSv1.2',
     allowHTTP1: true,
-    // Node refuses a new stream while the session's stream table (closed streams linger there until collected)
-    // holds `maxConcurrentStreams` entries or its buffers pass `maxSessionMemory`, and after 100 refusals it ends
-    // the whole connection with INTERNAL_ERROR — every tunnel on it. A burst of creates (envd health checks and
-    // first commands, each a tunnel) reached that at 1024 streams and 10 MB; only the API's authenticated client
-    // reaches this server, and the API opens a new connection every TUNNEL_STREAMS_PER_SESSION streams.
+    // Limits that end the whole connection — every tunnel on it — with INTERNAL_ERROR when passed, sized for tunnel
+    // churn: a frame for a stream already closed counts as invalid (a tunnel's two ends close independently, so
+    // every closed tunnel can produce some) and Node's default ends the session after 1000 of them; a burst of 50
+    // creates on one node ended it every ~1500 tunnels. Node also refuses streams while its table (closed streams
+    // linger until collected) holds `maxConcurrentStreams` or its buffers pass `maxSessionMemory`. Only the API's
+    // authenticated client reaches this server, and it opens a new connection every TUNNEL_STREAMS_PER_SESSION.
     settings: { maxConcurrentStreams: 65_535 },
     maxSessionMemory: 64,
+    maxSessionInvalidFrames: 1_000_000,
   });
   // HTTP/1.1 limits (the fallback reads them from the server): event streams and commits are long, and each
   // runtime call has its own engine deadline, so no request timeout; headers must come quickly.

@@ -11,10 +11,10 @@ import { NodeChannelError } from './node-channel-errors.ts';
 
 /**
  * Tunnels opened on one HTTP/2 connection before the next tunnel opens a new one: Node keeps a closed stream in the
- * session's table until it is garbage-collected and refuses new streams once the table is full, so a long-lived
- * session under steady tunnel churn must not grow it without bound.
+ * session's table until it is garbage-collected and counts a session's invalid frames (frames for streams already
+ * closed) for its whole life, so a long-lived session under steady tunnel churn must not grow either without bound.
  */
-export const TUNNEL_STREAMS_PER_SESSION = 4_096;
+export const TUNNEL_STREAMS_PER_SESSION = 1_024;
 
 export interface NodeTls {
   /** PEM of the cluster CA, the API's client certificate and its key. */
