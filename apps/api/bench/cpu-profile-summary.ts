@@ -2,7 +2,9 @@
  * Reads a V8 CPU profile (`.cpuprofile`: what `--cpu-prof` and the inspector's Profiler write) and sums its
  * samples' self time by function and by where the code lives (a source file of this repository, a package under
  * node_modules, Node's own modules, or V8's (program)/(garbage collector)/(idle)), so two profiles of the same
- * work can be compared per create.
+ * work can be compared per create. A sample counts for the time since the one before, at most MAX_SAMPLE_MS: on a
+ * loaded machine the process is descheduled between samples, and the sample after such a gap would otherwise take
+ * the whole gap (the first sample's delta is the profiler's own start).
  */
 import { readFileSync } from 'node:fs';
 
@@ -17,6 +19,8 @@ interface CpuProfile {
   samples: number[];
   timeDeltas: number[];
 }
+
+const MAX_SAMPLE_MS = 1;
 
 export interface ProfileSummary {
   /** Sampled time that was not idle (ms). */
@@ -54,8 +58,8 @@ export function summarizeProfile(profile: CpuProfile): ProfileSummary {
   let busyMs = 0;
   for (const [i, id] of profile.samples.entries()) {
     const node = byId.get(id);
-    if (!node) continue;
-    const ms = (profile.timeDeltas[i] ?? 0) / 1000;
+    if (!node || i === 0) continue;
+    const ms = Math.min(MAX_SAMPLE_MS, (profile.timeDeltas[i] ?? 0) / 1000);
     const { functionName, url, lineNumber } = node.callFrame;
     if (functionName === '(idle)') continue;
     busyMs += ms;
@@ -75,12 +79,16 @@ export function summarizeProfile(profile: CpuProfile): ProfileSummary {
   return { busyMs, functions: sorted(functions), places: sorted(places), sourceInclusive: sorted(inclusive) };
 }
 
-/** The summary as text lines, each figure also per unit of work (`per`, e.g. creates in the burst). */
-export function profileReport(file: string, per: number, top = 25): string[] {
+/**
+ * The summary as text lines: each item's share of the busy samples, and that share of `cpuMsPerCreate` (the CPU per
+ * create measured without the profiler, which itself costs CPU) when given, else of the sampled time over `creates`.
+ */
+export function profileReport(file: string, creates: number, cpuMsPerCreate?: number, top = 25): string[] {
   const summary = summarizeProfile(JSON.parse(readFileSync(file, 'utf8')) as CpuProfile);
-  const line = ([name, ms]: [string, number]): string => `  ${(ms / per).toFixed(3).padStart(8)} ms/create  ${((100 * ms) / summary.busyMs).toFixed(1).padStart(5)}%  ${name}`;
+  const perCreate = cpuMsPerCreate ?? summary.busyMs / creates;
+  const line = ([name, ms]: [string, number]): string => `  ${((perCreate * ms) / summary.busyMs).toFixed(3).padStart(8)} ms/create  ${((100 * ms) / summary.busyMs).toFixed(1).padStart(5)}%  ${name}`;
   return [
-    `${file}: busy ${summary.busyMs.toFixed(1)} ms, ${(summary.busyMs / per).toFixed(2)} ms per create`,
+    `${file}: ${summary.busyMs.toFixed(1)} ms sampled busy over ${creates} creates; shares of ${perCreate.toFixed(2)} ms per create${cpuMsPerCreate === undefined ? ' (sampled)' : ' (measured without the profiler)'}`,
     ' by place:',
     ...summary.places.slice(0, top).map(line),
     ' by function (self):',
@@ -90,9 +98,9 @@ export function profileReport(file: string, per: number, top = 25): string[] {
   ];
 }
 
-// `tsx bench/cpu-profile-summary.ts <file.cpuprofile> [creates] [top]`
+// `tsx bench/cpu-profile-summary.ts <file.cpuprofile> <creates> [cpu ms per create] [top]`
 if (process.argv[1]?.endsWith('cpu-profile-summary.ts')) {
-  const [file, per = '1', top = '30'] = process.argv.slice(2);
-  if (!file) throw new Error('usage: tsx bench/cpu-profile-summary.ts <file.cpuprofile> [creates] [top]');
-  process.stdout.write(`${profileReport(file, Number(per), Number(top)).join('\n')}\n`);
+  const [file, creates = '1', cpu, top = '30'] = process.argv.slice(2);
+  if (!file) throw new Error('usage: tsx bench/cpu-profile-summary.ts <file.cpuprofile> <creates> [cpu ms per create] [top]');
+  process.stdout.write(`${profileReport(file, Number(creates), cpu ? Number(cpu) : undefined, Number(top)).join('\n')}\n`);
 }
