@@ -19,12 +19,14 @@
  *   density     500 idle sandboxes: memory per sandbox, API RSS, responsiveness (density-bench.ts; minutes)
  *   neighbours  cold creates and an idle neighbour's commands while one sandbox fork-bombs or fills its memory,
  *               beside the same quiet (neighbour-bench.ts; ~3 min)
+ *   burst       c=20 and c=50 from pinned pools with the platform in its own process: its CPU per create, p50/p99, an
+ *               optional A/B against another checkout and CPU profiles of the bursts (burst-ab-bench.ts; BENCH_BURST_*)
  *   code-interpreter  runCode('1+1') warm beside commands.run('python3 -c …'), create→first runCode from a warm
  *               pool of code-interpreter-v1 (code-interpreter-bench.ts; BENCH_CI_RUNS, BENCH_CI_CREATES, BENCH_CI_POOL)
  *
  * Sizes: BENCH_SERIAL (30), BENCH_CONCURRENT (50), BENCH_CONCURRENCY (20,50), BENCH_EXEC (200), BENCH_PAUSE (10),
  * BENCH_PROXY (1000), BENCH_POOL_CONCURRENCY (20,50), BENCH_DENSITY (500).
- * BENCH_SECTIONS: comma list of `sandboxes`, `exec`, `proxy-hop`, `runtimes`, `templates`, `pool`, `pool-adaptive`, `density`, `neighbours`, `code-interpreter`, `placement`
+ * BENCH_SECTIONS: comma list of `sandboxes`, `exec`, `proxy-hop`, `runtimes`, `templates`, `pool`, `pool-adaptive`, `density`, `neighbours`, `code-interpreter`, `burst`, `placement`
  * (placement-bench.ts: a placement decision over 1,000 sandboxes; pure, no engine), `cluster` (cluster-bench.ts: c=50
  * creates through the SDK on a three-node local cluster vs one node of it; root; BENCH_CLUSTER_CREATES,
  * BENCH_CLUSTER_CONCURRENCY), `node-hop` (node-hop-bench.ts: envd /health and commands.run through the proxy to a
@@ -50,6 +52,7 @@ import { benchNeighbours } from './neighbour-bench.ts';
 import { benchCluster } from './cluster-bench.ts';
 import { benchNodeHop } from './node-hop-bench.ts';
 import { benchColdRuntimes } from './runtime-bench.ts';
+import { benchBurstAb } from './burst-ab-bench.ts';
 import { loadConfig } from '../src/config.ts';
 
 const SERIAL = Number(process.env.BENCH_SERIAL ?? 30);
@@ -88,6 +91,7 @@ async function main(): Promise<void> {
     ['cluster', () => benchCluster(log)],
     ['node-hop', () => benchNodeHop(log)],
     ['runtimes', () => benchColdRuntimes(image, loadConfig(process.env).sandboxNetwork, log)],
+    ['burst', () => benchBurstAb(log)],
   ];
   for (const [name, bench] of ownProcess) {
     if (!SECTIONS.has(name)) continue;

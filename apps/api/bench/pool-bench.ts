@@ -63,8 +63,11 @@ export interface BurstResult {
  */
 export const BURST_CLIENTS = Math.max(1, Number(process.env.BENCH_BURST_CLIENTS ?? 2));
 
+/** Where burst clients create their sandboxes. */
+export type BurstTarget = Pick<RunningPlatform, 'url' | 'apiKey'>;
+
 /** Starts one client process for `count` creates; resolves once it is warmed and waiting for `go`. */
-async function startBurstClient(platform: RunningPlatform, count: number) {
+async function startBurstClient(platform: BurstTarget, count: number) {
   const here = dirname(fileURLToPath(import.meta.url));
   const child = spawn(process.execPath, ['--import', 'tsx', join(here, 'pool-burst-client.ts')], {
     cwd: join(here, '..'),
@@ -103,7 +106,7 @@ async function startBurstClient(platform: RunningPlatform, count: number) {
  * Runs a burst of `count` creates from BURST_CLIENTS client processes: all started and warmed first, then told to
  * go at once when `settled` resolves. Latencies are merged; `creates` are each from its own client's start.
  */
-export async function burstFromClient(platform: RunningPlatform, count: number, settled: () => Promise<void>): Promise<BurstResult> {
+export async function burstFromClient(platform: BurstTarget, count: number, settled: () => Promise<void>): Promise<BurstResult> {
   const processes = Math.min(BURST_CLIENTS, count);
   const shares = Array.from({ length: processes }, (_, i) => Math.floor(count / processes) + (i < count % processes ? 1 : 0));
   const clients: Awaited<ReturnType<typeof startBurstClient>>[] = [];

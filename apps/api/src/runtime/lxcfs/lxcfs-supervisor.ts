@@ -17,6 +17,12 @@ export interface LxcfsOptions {
 }
 
 const FUSE_DEVICE = '/dev/fuse';
+/**
+ * Every how many checks the mount is read through (a child process: a hung FUSE server must not block the API).
+ * Forking the API costs ~10-20 ms of its CPU on the event loop here; the checks between see that lxcfs's process
+ * still runs and the mount is its (a dead lxcfs is found as soon as before, a hung one within this many checks).
+ */
+const READ_EVERY_CHECKS = 6;
 
 /**
  * One lxcfs process on the host, serving every sandbox its own /proc files (memory, cpus, uptime). Started
@@ -83,6 +89,7 @@ export class LxcfsSupervisor {
   }
 
   private checking = false;
+  private checks = 0;
 
   private async check(): Promise<void> {
     if (this.checking) return;
@@ -95,6 +102,8 @@ export class LxcfsSupervisor {
   }
 
   private async restartIfGone(): Promise<void> {
+    this.checks += 1;
+    if (this.checks % READ_EVERY_CHECKS !== 0 && this.runningPid() !== undefined && this.mountType() === 'fuse.lxcfs') return;
     if (await this.alive()) return;
     this.log.error('lxcfs is gone: starting it again (sandboxes started before keep unreadable /proc files until they are restarted or paused and resumed)');
     try {
@@ -117,11 +126,7 @@ export class LxcfsSupervisor {
    * file is read by a child process with a deadline: a hung FUSE server must not block the API's event loop.
    */
   private async alive(): Promise<boolean> {
-    try {
-      if (mountTypeAt(readFileSync('/proc/self/mountinfo', 'utf8'), this.options.dir) !== 'fuse.lxcfs') return false;
-    } catch {
-      return false;
-    }
+    if (this.mountType() !== 'fuse.lxcfs') return false;
     return new Promise((resolve) => {
       execFile('head', ['-c', '64', join(this.options.dir, 'proc/meminfo')], { timeout: 3_000, killSignal: 'SIGKILL' }, (error, stdout) => resolve(!error && stdout.startsWith('MemTotal:')));
     });
@@ -131,7 +136,7 @@ export class LxcfsSupervisor {
     const { dir } = this.options;
     const binary = this.binary();
     if (!binary) throw new Error('lxcfs is not installed');
-    if (mountTypeAt(readFileSync('/proc/self/mountinfo', 'utf8'), dir) !== undefined && this.runningPid() === undefined) {
+    if (this.mountType() !== undefined && this.runningPid() === undefined) {
       // Left by an lxcfs that died: detach it so a new one can mount there.
       const unmount = spawnSync('umount', ['-l', dir], { encoding: 'utf8', timeout: 10_000 });
       if (unmount.status !== 0) throw new Error(`could not unmount the dead lxcfs at ${dir}: ${unmount.stderr.trim() || unmount.error?.message}`);
@@ -173,6 +178,15 @@ export class LxcfsSupervisor {
         throw new Error(`lxcfs exited (${code}) before mounting; see ${dir}.log`);
       }
       if (Date.now() > deadline) throw new Error(`lxcfs did not mount ${dir} within ${timeoutMs} ms; see ${dir}.log`);
+    }
+  }
+
+  /** What is mounted at `dir` (undefined: nothing, or mountinfo unreadable). */
+  private mountType(): string | undefined {
+    try {
+      return mountTypeAt(readFileSync('/proc/self/mountinfo', 'utf8'), this.options.dir);
+    } catch {
+      return undefined;
     }
   }
 
