@@ -43,7 +43,7 @@ const gateSettings = {
   bindRoots: [volumesRoot],
   helperImage: 'tidepool/base:latest',
   protectedImages: [stackImage],
-  runtimes: ['runc', 'runsc'],
+  runtimes: ['runc', 'crun', 'runsc'],
   logLevel: 'debug',
 };
 
