@@ -6,14 +6,21 @@
  * sandbox's ruled requests until the API pushes them again.
  */
 import { NodeChannelError } from '../nodes/node-channel-errors.ts';
-import { MAX_NAME_LENGTH, MAX_VALUE_BYTES } from '../secrets/secret-rules.ts';
-
-/** Names as the secrets store keeps them (lower-case; the same rule as canonicalSecretName). */
-const SECRET_NAME = /^[a-z0-9_-]+$/;
+import { canonicalSecretName, MAX_NAME_LENGTH, MAX_VALUE_BYTES } from '../secrets/secret-rules.ts';
 /** Most secrets one push may carry (a sandbox's rules name few; 1 MiB bodies bound the rest). */
 export const MAX_PUSHED_SECRETS = 1024;
 
 const badCall = (message: string): NodeChannelError => new NodeChannelError('bad_call', message);
+
+/** A pushed name must be one the secrets store can hold, exactly as it keeps it (canonicalSecretName). */
+function storedName(name: string): string {
+  try {
+    if (canonicalSecretName(name) === name) return name;
+  } catch {
+    // answered below, in the push's own words
+  }
+  throw badCall(`egress push: ${JSON.stringify(name.slice(0, 80))} is not a secret name (1-${MAX_NAME_LENGTH} of a-z 0-9 _ -)`);
+}
 
 /** Checks a push body, `{"secrets": {"<name>": "<value>", …}}`, and returns its secrets (a bad_call error otherwise). */
 export function parseSecretPush(body: unknown): Map<string, string> {
@@ -27,7 +34,7 @@ export function parseSecretPush(body: unknown): Map<string, string> {
   const parsed = new Map<string, string>();
   for (const [name, value] of entries) {
     // The name may be shown (it is in the sandbox's rules); a value never is, not even its length.
-    if (name.length === 0 || name.length > MAX_NAME_LENGTH || !SECRET_NAME.test(name)) throw badCall(`egress push: ${JSON.stringify(name.slice(0, 80))} is not a secret name (1-${MAX_NAME_LENGTH} of a-z 0-9 _ -)`);
+    storedName(name);
     if (typeof value !== 'string' || value.length === 0 || Buffer.byteLength(value, 'utf8') > MAX_VALUE_BYTES) throw badCall(`egress push: the value of secret "${name}" must be a string of 1 byte to ${MAX_VALUE_BYTES / 1024} KiB`);
     parsed.set(name, value);
   }

@@ -102,48 +102,43 @@ export class NodeMonitor {
   }
 
   /** A node this API just built from its row (cluster mode): its sandboxes are adopted and its engine reconciled. */
-  private async reconcileAdded(nodeId: string): Promise<void> {
-    const { leases, owner, logger } = this.options;
-    const lease = `node-reconcile:${nodeId}`;
-    if (!(await leases.acquire(lease, owner, RECONCILE_LEASE_MS))) return;
-    try {
-      await this.options.reconcile(nodeId);
-      logger.info({ nodeId }, 'node joined; its sandboxes adopted');
-    } catch (error) {
-      logger.error({ err: error, nodeId }, 'adopting the sandboxes of a new node failed');
-    } finally {
-      await leases.release(lease, owner);
-    }
+  private reconcileAdded(nodeId: string): Promise<void> {
+    return this.onceAcrossReplicas(`node-reconcile:${nodeId}`, nodeId, () => this.options.reconcile(nodeId), 'node joined; its sandboxes adopted', 'adopting the sandboxes of a new node failed');
   }
 
   /** A node whose agent restarted while ready: one replica (by lease) puts its sandboxes' egress state back. */
   private async restoreRestarted(nodeId: string): Promise<void> {
+    const restarted = this.options.restarted;
+    if (!restarted) return;
+    await this.onceAcrossReplicas(`node-restarted:${nodeId}`, nodeId, () => restarted(nodeId), 'node agent restarted; its sandboxes\' egress rules and secrets put back', 'putting back the egress state of a restarted node agent failed');
+  }
+
+  /** Runs `work` in the replica that takes `lease` (the others skip it), logging how it ended. */
+  private async onceAcrossReplicas(lease: string, nodeId: string, work: () => Promise<void>, done: string, failed: string): Promise<void> {
     const { leases, owner, logger } = this.options;
-    const lease = `node-restarted:${nodeId}`;
-    if (!this.options.restarted || !(await leases.acquire(lease, owner, RECONCILE_LEASE_MS))) return;
+    if (!(await leases.acquire(lease, owner, RECONCILE_LEASE_MS))) return;
     try {
-      await this.options.restarted(nodeId);
-      logger.info({ nodeId }, 'node agent restarted; its sandboxes\' egress rules and secrets put back');
+      await work();
+      logger.info({ nodeId }, done);
     } catch (error) {
-      logger.error({ err: error, nodeId }, 'putting back the egress state of a restarted node agent failed');
+      logger.error({ err: error, nodeId }, failed);
     } finally {
       await leases.release(lease, owner);
     }
   }
 
-  private async reconcileReturning(nodeId: string): Promise<void> {
-    const { store, nodes, leases, owner, logger } = this.options;
-    const lease = `node-reconcile:${nodeId}`;
-    if (!(await leases.acquire(lease, owner, RECONCILE_LEASE_MS))) return;
-    try {
-      logger.info({ nodeId }, 'node is heartbeating again; reconciling its containers');
-      await this.options.reconcile(nodeId);
-      if (await store.transition(nodeId, 'returning', 'ready')) nodes.setStatus(nodeId, 'ready');
-      logger.info({ nodeId }, 'node reconciled and ready again');
-    } catch (error) {
-      logger.error({ err: error, nodeId }, 'reconciling a returning node failed; retried at the next sweep');
-    } finally {
-      await leases.release(lease, owner);
-    }
+  private reconcileReturning(nodeId: string): Promise<void> {
+    const { store, nodes, logger } = this.options;
+    return this.onceAcrossReplicas(
+      `node-reconcile:${nodeId}`,
+      nodeId,
+      async () => {
+        logger.info({ nodeId }, 'node is heartbeating again; reconciling its containers');
+        await this.options.reconcile(nodeId);
+        if (await store.transition(nodeId, 'returning', 'ready')) nodes.setStatus(nodeId, 'ready');
+      },
+      'node reconciled and ready again',
+      'reconciling a returning node failed; retried at the next sweep',
+    );
   }
 }

@@ -12,6 +12,9 @@ import { secretNamesInRules } from '../secrets/secret-placeholders.ts';
 import { type EgressHolder, type EgressTrustSource, hasTransforms } from './egress-trust.ts';
 import type { SandboxRecord } from './sandbox-record.ts';
 
+/** The secret names a sandbox's rules use, as the store keeps them (lower-case). */
+const namedSecrets = (rules: unknown): Set<string> => new Set(secretNamesInRules(rules).map((name) => name.toLowerCase()));
+
 export interface SandboxEgressDeps {
   /** The node a sandbox is on (undefined: not driven by this API). */
   node(nodeId: string): SandboxNode | undefined;
@@ -42,7 +45,7 @@ export class SandboxEgress implements EgressTrustSource {
     const egress = this.egressOf(sandbox.nodeId);
     if (!egress.pushSecrets) return;
     const secrets: Record<string, string> = {};
-    for (const name of new Set(secretNamesInRules(sandbox.network.rules).map((n) => n.toLowerCase()))) {
+    for (const name of namedSecrets(sandbox.network.rules)) {
       const value = sandbox.teamId ? await this.deps.secretValue(sandbox.teamId, name) : undefined;
       if (value !== undefined) secrets[name] = value;
     }
@@ -76,7 +79,7 @@ export class SandboxEgress implements EgressTrustSource {
         this.deps.live(record.nodeId) &&
         hasTransforms(record.network) &&
         this.egressOf(record.nodeId).pushSecrets !== undefined &&
-        secretNamesInRules(record.network.rules).some((n) => n.toLowerCase() === secret),
+        namedSecrets(record.network.rules).has(secret),
     );
     await Promise.all(
       affected.map((record) =>
