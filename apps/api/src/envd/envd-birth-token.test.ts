@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { ENVD_TOKEN_FILE, envdTokenArchive, envdWaitsForToken, unguessableTokenFile } from './envd-birth-token.ts';
+import tar from 'tar-stream';
+import { ENVD_TOKEN_FILE, envdTokenArchive, envdWaitsForToken, tokenWrittenMarker, unguessableTokenFile } from './envd-birth-token.ts';
 
 describe('envd birth token', () => {
   it('knows which envd versions wait for a token written after the start', () => {
@@ -18,6 +19,21 @@ describe('envd birth token', () => {
     const b = unguessableTokenFile();
     expect(a).not.toBe(b);
     expect(a).toMatch(new RegExp(`^${ENVD_TOKEN_FILE}-[0-9a-f]{32}$`));
+  });
+
+  it('writes the directory, the token and then its marker, in that order', async () => {
+    const file = unguessableTokenFile();
+    const names: string[] = [];
+    const extract = tar.extract();
+    extract.on('entry', (header, stream, next) => {
+      names.push(header.name);
+      stream.resume();
+      stream.on('end', next);
+    });
+    const done = new Promise((resolve) => extract.on('finish', resolve));
+    envdTokenArchive('t', file).pipe(extract);
+    await done;
+    expect(names).toEqual(['run/tidepool/', file.slice(1), tokenWrittenMarker(file).slice(1)]);
   });
 
   it('refuses to write a token outside its directory', () => {

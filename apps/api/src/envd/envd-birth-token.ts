@@ -33,13 +33,24 @@ export function envdWaitsForToken(version: string | undefined): boolean {
   return true;
 }
 
-/** A tar (extracted at `/`) holding only the token file (at `file`, under /run/tidepool) and its root-only directory. */
+/**
+ * The empty file that follows the token in its archive. The engine extracts entries one after another and
+ * finishes each (owner, mode, times) before the next, so once this exists the token file is complete and the
+ * engine is done with it: envd may delete it. Taken at the newline alone, envd once deleted the file between
+ * the engine's write and its chown, and the engine failed the whole write (`lchown …: no such file`).
+ */
+export function tokenWrittenMarker(file: string): string {
+  return `${file}.written`;
+}
+
+/** A tar (extracted at `/`) holding only the token file (at `file`, under /run/tidepool), its root-only directory and then its marker. */
 export function envdTokenArchive(token: string, file: string = ENVD_TOKEN_FILE): Readable {
   if (!file.startsWith(`/${ENVD_TOKEN_DIRECTORY}/`)) throw new Error(`envd token file ${file} is outside /${ENVD_TOKEN_DIRECTORY}`);
   const pack = tar.pack();
   const mtime = new Date();
   pack.entry({ name: `${ENVD_TOKEN_DIRECTORY}/`, type: 'directory', mode: 0o700, uid: 0, gid: 0, mtime });
   pack.entry({ name: file.slice(1), type: 'file', mode: 0o600, uid: 0, gid: 0, mtime }, `${token}\n`);
+  pack.entry({ name: tokenWrittenMarker(file).slice(1), type: 'file', mode: 0o600, uid: 0, gid: 0, mtime }, '');
   pack.finalize();
   return pack;
 }
