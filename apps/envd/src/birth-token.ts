@@ -1,4 +1,4 @@
-import { existsSync, readFileSync, rmSync } from 'node:fs';
+import { readFileSync, rmSync, statSync } from 'node:fs';
 
 /** Where the platform puts the access token as the container starts (root-only, read once). */
 export const DEFAULT_ACCESS_TOKEN_FILE = '/run/tidepool/envd-access-token';
@@ -25,57 +25,46 @@ export function takeBirthToken(path: string): string | undefined {
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
 /**
- * The platform writes an empty `<token file>.written` right after the token, in the same archive: the engine
- * finishes one entry (owner, mode, times) before it starts the next, so once the marker is there the token is
- * whole and the engine is done with it. A token deleted earlier — at its newline — made the engine's chown of
- * it fail, and with it the whole write and the sandbox's create.
+ * The modification time the platform gives the token file in its archive (2000-01-01T00:00:00Z; apps/api
+ * envd-birth-token.ts ENVD_TOKEN_MTIME): the engine writes a file, then sets its owner, mode and — last — its times,
+ * so a file showing this mtime is one the engine is done with. Deleted earlier — at its newline — the engine's chown
+ * of it failed, and with it the whole write and the sandbox's create.
  */
-export const tokenWrittenMarker = (path: string): string => `${path}.written`;
+export const PLATFORM_TOKEN_MTIME_MS = Date.UTC(2000, 0, 1);
 
-/** A token file without the marker (another writer) is taken once it has not changed for this long. */
+/** A token file written otherwise (without that mtime) is taken once it has not changed for this long. */
 const SETTLED_MS = 1_000;
 
-/** The marker is removed this long after it appears: by then the engine has long finished it too. */
-const MARKER_KEPT_MS = 10_000;
-
-function readIfPresent(path: string): string | undefined {
+/** The file's text and whether the engine is done writing it, or undefined when there is none. */
+function readIfPresent(path: string): { text: string; done: boolean } | undefined {
   try {
-    return readFileSync(path, 'utf8');
+    const done = statSync(path).mtimeMs === PLATFORM_TOKEN_MTIME_MS;
+    return { text: readFileSync(path, 'utf8'), done };
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
     throw new Error(`cannot read the access token file ${path}: ${(error as Error).message}`);
   }
 }
 
-function removeLater(path: string, ms: number): void {
-  setTimeout(() => rmSync(path, { force: true }), ms).unref();
-}
-
 /**
  * Like takeBirthToken, but a platform may also write the file while envd is already starting (it
  * starts the container and writes the token at the same time): waits up to `timeoutMs` for it,
- * polling every few ms. The token is taken once its marker (tokenWrittenMarker) exists, or — written by
- * something else, without one — once it is non-empty and unchanged for SETTLED_MS; at the deadline, as it is.
- * Nothing listens before this returns, so no request can arrive without the token in place.
+ * polling every few ms. The token is taken once the file carries the platform's mtime (PLATFORM_TOKEN_MTIME_MS:
+ * the engine is done with it), or — written some other way — once it is non-empty and unchanged for SETTLED_MS;
+ * at the deadline, as it is. Nothing listens before this returns, so no request can arrive without the token in place.
  */
-export async function awaitBirthToken(path: string, timeoutMs: number, markerKeptMs = MARKER_KEPT_MS): Promise<string | undefined> {
+export async function awaitBirthToken(path: string, timeoutMs: number): Promise<string | undefined> {
   const deadline = Date.now() + timeoutMs;
-  const marker = tokenWrittenMarker(path);
   let previous: string | undefined;
   let changedAt = Date.now();
   for (;;) {
-    const marked = existsSync(marker);
-    const text = readIfPresent(path);
+    const file = readIfPresent(path);
     const now = Date.now();
-    if (text !== previous) changedAt = now;
-    if (marked && text !== undefined) {
-      removeLater(marker, markerKeptMs);
-      return takeBirthToken(path);
-    }
-    const settled = text !== undefined && text !== '' && now - changedAt >= SETTLED_MS;
-    if (settled || (text !== undefined && now >= deadline)) return takeBirthToken(path);
+    if (file?.text !== previous) changedAt = now;
+    const settled = file !== undefined && file.text !== '' && now - changedAt >= SETTLED_MS;
+    if (file?.done || settled || (file !== undefined && now >= deadline)) return takeBirthToken(path);
     if (now >= deadline) return undefined;
-    previous = text;
-    await sleep(text === undefined ? 5 : 2);
+    previous = file?.text;
+    await sleep(file === undefined ? 5 : 2);
   }
 }

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import tar from 'tar-stream';
-import { ENVD_TOKEN_FILE, envdTokenArchive, envdWaitsForToken, tokenWrittenMarker, unguessableTokenFile } from './envd-birth-token.ts';
+import { ENVD_TOKEN_FILE, ENVD_TOKEN_MTIME, envdTokenArchive, envdWaitsForToken, unguessableTokenFile } from './envd-birth-token.ts';
 
 describe('envd birth token', () => {
   it('knows which envd versions wait for a token written after the start', () => {
@@ -21,19 +21,21 @@ describe('envd birth token', () => {
     expect(a).toMatch(new RegExp(`^${ENVD_TOKEN_FILE}-[0-9a-f]{32}$`));
   });
 
-  it('writes the directory, the token and then its marker, in that order', async () => {
+  it('writes the directory and then the token, the token with its fixed past mtime (envd waits for it)', async () => {
     const file = unguessableTokenFile();
-    const names: string[] = [];
+    const entries: { name: string; mtime: number | undefined; mode: number | undefined }[] = [];
     const extract = tar.extract();
     extract.on('entry', (header, stream, next) => {
-      names.push(header.name);
+      entries.push({ name: header.name, mtime: header.mtime?.getTime(), mode: header.mode });
       stream.resume();
       stream.on('end', next);
     });
     const done = new Promise((resolve) => extract.on('finish', resolve));
     envdTokenArchive('t', file).pipe(extract);
     await done;
-    expect(names).toEqual(['run/tidepool/', file.slice(1), tokenWrittenMarker(file).slice(1)]);
+    expect(entries.map((e) => e.name)).toEqual(['run/tidepool/', file.slice(1)]);
+    expect(entries[1]).toMatchObject({ mtime: Date.UTC(2000, 0, 1), mode: 0o600 });
+    expect(ENVD_TOKEN_MTIME.getTime()).toBe(Date.UTC(2000, 0, 1));
   });
 
   it('refuses to write a token outside its directory', () => {

@@ -34,23 +34,20 @@ export function envdWaitsForToken(version: string | undefined): boolean {
 }
 
 /**
- * The empty file that follows the token in its archive. The engine extracts entries one after another and
- * finishes each (owner, mode, times) before the next, so once this exists the token file is complete and the
- * engine is done with it: envd may delete it. Taken at the newline alone, envd once deleted the file between
- * the engine's write and its chown, and the engine failed the whole write (`lchown …: no such file`).
+ * The token file's modification time in its archive, a fixed past instant (2000-01-01T00:00:00Z) no file written now
+ * can have. The engine extracts an entry by creating and writing the file, then setting its owner, mode and — last —
+ * its times; envd takes (and deletes) the file only once its mtime is this instant, so only after the engine is done
+ * with it. Taken at its newline, envd once deleted the file before the engine's chown, and the engine failed the
+ * whole write (`lchown …: no such file or directory`) and with it the create.
  */
-export function tokenWrittenMarker(file: string): string {
-  return `${file}.written`;
-}
+export const ENVD_TOKEN_MTIME = new Date(Date.UTC(2000, 0, 1));
 
-/** A tar (extracted at `/`) holding only the token file (at `file`, under /run/tidepool), its root-only directory and then its marker. */
+/** A tar (extracted at `/`) holding only the token file (at `file`, under /run/tidepool) and its root-only directory. */
 export function envdTokenArchive(token: string, file: string = ENVD_TOKEN_FILE): Readable {
   if (!file.startsWith(`/${ENVD_TOKEN_DIRECTORY}/`)) throw new Error(`envd token file ${file} is outside /${ENVD_TOKEN_DIRECTORY}`);
   const pack = tar.pack();
-  const mtime = new Date();
-  pack.entry({ name: `${ENVD_TOKEN_DIRECTORY}/`, type: 'directory', mode: 0o700, uid: 0, gid: 0, mtime });
-  pack.entry({ name: file.slice(1), type: 'file', mode: 0o600, uid: 0, gid: 0, mtime }, `${token}\n`);
-  pack.entry({ name: tokenWrittenMarker(file).slice(1), type: 'file', mode: 0o600, uid: 0, gid: 0, mtime }, '');
+  pack.entry({ name: `${ENVD_TOKEN_DIRECTORY}/`, type: 'directory', mode: 0o700, uid: 0, gid: 0, mtime: new Date() });
+  pack.entry({ name: file.slice(1), type: 'file', mode: 0o600, uid: 0, gid: 0, mtime: ENVD_TOKEN_MTIME }, `${token}\n`);
   pack.finalize();
   return pack;
 }
