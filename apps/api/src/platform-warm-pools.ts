@@ -46,10 +46,11 @@ export function nodeWarmPools({ config, db, nodes, embeddedId, images, templates
     memoryAvailableMB: node.nodeId === embeddedId ? readMemAvailableMB : () => nodes.capacity(node.nodeId)?.memoryAvailableMB,
     memoryReserveMB: config.warmPoolMemoryReserveMB,
     tokenSeed,
-    // Pooled containers count against TIDEPOOL_MAX_SANDBOXES; refills wait while creations are in flight.
+    // Pooled containers count against TIDEPOOL_MAX_SANDBOXES; refills wait while creations are in flight and until
+    // new sandboxes have been served their first exchange (at most a few seconds): a burst's first commands come first.
     reserveSlot: () => lifecycle()!.registry.reserveSlots(1),
     freeSlots: () => lifecycle()?.registry.freeSlots() ?? 0,
-    busy: () => (lifecycle()?.creatingCount() ?? 0) > 0,
+    busy: () => (lifecycle()?.creatingCount() ?? 0) > 0 || (lifecycle()?.awaitingFirstUse() ?? false),
     holds: (sandboxId, containerId) => lifecycle()?.get(sandboxId)?.containerId === containerId,
     logger: logger.child({ nodeId: node.nodeId }),
   });

@@ -3,7 +3,8 @@
  * the pool refills, an empty pool falls back to a cold start, a claimed sandbox cannot be told from a cold
  * one from inside, pooled containers left by a previous run are removed (never leaked), a stop removes the
  * pool's containers whatever happens to the sandboxes, a template rebuild or removal drains its containers,
- * and the adaptive pool grows after a burst (the next burst is served from it) and shrinks back when idle.
+ * the refill waits for a new sandbox's first exchange, and the adaptive pool grows after a burst (the next burst is
+ * served from it) and shrinks back when idle.
  */
 import { Sandbox as CodeInterpreter } from '@e2b/code-interpreter';
 import { Sandbox, Template } from 'e2b';
@@ -127,6 +128,19 @@ describe('warm pool', () => {
     expect(inPooled.env).toContain('E2B_SANDBOX=true');
     expect(inPooled).toEqual(inCold);
     for (const s of [a, b, cold]) await s.kill();
+  });
+
+  it("holds its refill until a new sandbox's first exchange has ended (the burst's first commands go first)", async () => {
+    const platform = await sharedPlatform();
+    await until(() => ready(platform) === 2, 60_000, 'two ready containers');
+    await until(() => !platform.lifecycle.awaitingFirstUse(), 5_000, 'earlier sandboxes to be served or lapse');
+    const sbx = await Sandbox.create('base', platform.sdk);
+    // The create itself is an API call, not an exchange with the sandbox: the refill waits (at most 3 s).
+    expect(platform.lifecycle.awaitingFirstUse()).toBe(true);
+    expect((await sbx.commands.run('echo served')).stdout.trim()).toBe('served');
+    await until(() => !platform.lifecycle.awaitingFirstUse(), 2_000, 'the first command to count as served');
+    await until(() => ready(platform) === 2, 60_000, 'the pool to refill');
+    await sbx.kill();
   });
 
   it('counts pooled containers against the sandbox limit', async () => {

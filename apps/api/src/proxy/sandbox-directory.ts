@@ -33,6 +33,8 @@ export interface SandboxDirectory {
   unavailableReason?(sandboxId: string): string | undefined;
   /** Every running sandbox: used to find the owner of a signed `/files` URL that carries no routing headers. */
   running(): Iterable<RoutableSandbox>;
+  /** A proxied HTTP exchange with the sandbox ended (a new sandbox's first one lets the warm pool refill). */
+  served?(sandboxId: string): void;
   /** Resumes a paused sandbox on behalf of proxy traffic (only called when `autoResume` is true). */
   resumeForTraffic(sandboxId: string): Promise<RoutableSandbox>;
 }

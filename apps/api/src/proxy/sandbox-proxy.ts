@@ -96,7 +96,10 @@ export class SandboxProxy {
         sendProxyError(res, req.headers, release);
         return;
       }
-      res.once('close', release);
+      res.once('close', () => {
+        release();
+        this.options.directory.served?.(sandbox.sandboxId);
+      });
       const target = upstreamTarget(sandbox, port);
       forwardHttp(req, res, target, {
         agent: target.dial ? this.dialPools.agentFor(target.dial, target.tls) : target.tls ? this.tlsAgent : this.agent,

@@ -1,3 +1,4 @@
+import type { FirstUseTracker } from './first-use-tracker.ts';
 import type { Logger } from 'pino';
 import type { NodeSet } from '../nodes/node-set.ts';
 import type { ClusterImages } from '../nodes/cluster-images.ts';
@@ -66,6 +67,8 @@ export interface LifecycleContext {
   images: ClusterImages;
   /** Creations in flight by sandbox id: their containers exist before their records do. */
   creating: Map<string, Promise<SandboxRecord>>;
+  /** New sandboxes whose first proxied exchange has not ended (the warm pool's refill waits for them). */
+  firstUse: FirstUseTracker;
   /** What the pause and resume transitions (sandbox-pause-resume.ts) work with. */
   transitions: PauseResumeContext;
   /** The sandbox's egress proxy password, opened for the dialer (never logged, never returned). */

@@ -107,7 +107,12 @@ export function launchSandbox(ctx: LifecycleContext, plan: LaunchPlan, poolSlot?
   // In flight from the call on (its slot may be taken in the store first): drain and reconcile wait for it.
   const launching = launchWithSlot(ctx, { ...plan, sandboxId }, poolSlot);
   ctx.creating.set(sandboxId, launching);
-  return launching.finally(() => ctx.creating.delete(sandboxId));
+  return launching
+    .then((record) => {
+      ctx.firstUse.created(sandboxId);
+      return record;
+    })
+    .finally(() => ctx.creating.delete(sandboxId));
 }
 
 async function launchWithSlot(ctx: LifecycleContext, plan: LaunchPlan & { sandboxId: string }, poolSlot: SlotRelease | undefined): Promise<SandboxRecord> {

@@ -1,6 +1,7 @@
 import { conflict } from '../errors.ts';
 import type { RoutableSandbox, SandboxDirectory } from '../proxy/sandbox-directory.ts';
 import type { NodeSet } from '../nodes/node-set.ts';
+import { FirstUseTracker } from './first-use-tracker.ts';
 import { MetricsRecorder } from './metrics-recorder.ts';
 import type { NetworkUpdate } from './network-rules.ts';
 import type { SandboxNetwork, SandboxRecord } from './sandbox-record.ts';
@@ -35,6 +36,7 @@ export class SandboxLifecycle implements SandboxDirectory {
   readonly metrics: MetricsRecorder;
   /** Creations in flight by sandbox id: their containers exist before their records do. */
   private readonly creating = new Map<string, Promise<SandboxRecord>>();
+  private readonly firstUse = new FirstUseTracker();
 
   /** What the transitions work with. */
   private readonly ctx: LifecycleContext;
@@ -72,6 +74,7 @@ export class SandboxLifecycle implements SandboxDirectory {
       metrics: this.metrics,
       images: this.images,
       creating: this.creating,
+      firstUse: this.firstUse,
       openProxyPassword,
       transitions: {
         registry: this.registry,
@@ -91,6 +94,11 @@ export class SandboxLifecycle implements SandboxDirectory {
   /** Creations in flight (for the sandboxes-by-state gauge). */
   creatingCount(): number {
     return this.creating.size;
+  }
+
+  /** Whether a sandbox created in the last few seconds has not been served its first exchange yet (first-use-tracker.ts). */
+  awaitingFirstUse(): boolean {
+    return this.firstUse.awaiting();
   }
 
   /** The nodes sandboxes run on. */
@@ -299,6 +307,10 @@ export class SandboxLifecycle implements SandboxDirectory {
    * 2 s; alone on SQLite the map is the truth and a miss stays synchronous).
    */
   readonly lookup: ((sandboxId: string) => Promise<RoutableSandbox | undefined>) | undefined;
+
+  served(sandboxId: string): void {
+    this.firstUse.served(sandboxId);
+  }
 
   unavailableReason(sandboxId: string): string | undefined {
     return this.registry.unavailableReason(sandboxId);
