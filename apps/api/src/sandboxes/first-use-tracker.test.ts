@@ -33,4 +33,15 @@ describe('FirstUseTracker', () => {
     now = 3_100;
     expect(tracker.awaiting()).toBe(true);
   });
+
+  it('does not grow with sandboxes that are never called, even when nobody asks', () => {
+    let now = 0;
+    const tracker = new FirstUseTracker(3_000, () => now);
+    for (let i = 0; i < 1_000; i += 1) {
+      tracker.created(`s${i}`);
+      now += 100;
+    }
+    // Only those of the last 3 s remain (30 of them, and the newest).
+    expect(tracker.size).toBeLessThanOrEqual(31);
+  });
 });

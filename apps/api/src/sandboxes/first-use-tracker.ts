@@ -17,7 +17,9 @@ export class FirstUseTracker {
 
   /** A sandbox was just created (from the pool or cold). */
   created(sandboxId: string): void {
-    this.pending.set(sandboxId, this.now() + this.waitMs);
+    const now = this.now();
+    this.dropLapsed(now);
+    this.pending.set(sandboxId, now + this.waitMs);
   }
 
   /** An exchange with the sandbox ended (or it is gone). */
@@ -25,13 +27,22 @@ export class FirstUseTracker {
     if (this.pending.size > 0) this.pending.delete(sandboxId);
   }
 
-  /** Whether any sandbox created in the last `waitMs` still awaits its first exchange; lapsed entries are dropped. */
+  /** Whether any sandbox created in the last `waitMs` still awaits its first exchange. */
   awaiting(): boolean {
-    const now = this.now();
+    this.dropLapsed(this.now());
+    return this.pending.size > 0;
+  }
+
+  /** Entries are kept in creation order, so lapsed ones are at the front: nothing grows when nobody asks. */
+  private dropLapsed(now: number): void {
     for (const [sandboxId, until] of this.pending) {
-      if (until > now) return true;
+      if (until > now) return;
       this.pending.delete(sandboxId);
     }
-    return false;
+  }
+
+  /** How many sandboxes are awaited (for tests). */
+  get size(): number {
+    return this.pending.size;
   }
 }
