@@ -63,15 +63,20 @@ async function waitForApi(url: string, child: ChildProcess, logFile: string): Pr
 
 /**
  * `apiDir`: the `apps/api` directory whose `src/main.ts` runs (default: this checkout's), e.g. another worktree's
- * for an A/B of two versions of the platform in one run.
+ * for an A/B of two versions of the platform in one run. `nodeArgs`: flags for node itself (e.g. `--cpu-prof`,
+ * which NODE_OPTIONS does not accept).
  */
-export async function startApiProcess(settings: Record<string, string>, apiDir = join(dirname(fileURLToPath(import.meta.url)), '..')): Promise<ApiProcess> {
+export async function startApiProcess(
+  settings: Record<string, string>,
+  apiDir = join(dirname(fileURLToPath(import.meta.url)), '..'),
+  nodeArgs: string[] = [],
+): Promise<ApiProcess> {
   const dataDir = mkdtempSync(join(tmpdir(), 'tidepool-bench-api-'));
   const logFile = join(dataDir, 'api.log');
   const port = await freePort();
   const apiKey = `e2b_${randomBytes(20).toString('hex')}`;
   const out = openSync(logFile, 'a');
-  const child = spawn(process.execPath, ['--import', 'tsx', join(apiDir, 'src', 'main.ts')], {
+  const child = spawn(process.execPath, [...nodeArgs, '--import', 'tsx', join(apiDir, 'src', 'main.ts')], {
     cwd: apiDir,
     env: {
       ...process.env,

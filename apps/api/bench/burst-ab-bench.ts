@@ -7,7 +7,7 @@
  * each burst started only when both pools are full and idle: an A/B of the same load in one run.
  *
  * Sizes: BENCH_BURST_SIZES (20,50; each size its own pool of that size), BENCH_BURST_ROUNDS (4 per variant and size).
- * BENCH_BURST_PROFILE_DIR: after the measured rounds one more burst per variant and size is profiled (the
+ * Each burst's line also gives the whole machine's CPU over it (machine-cpu.ts). BENCH_BURST_PROFILE_DIR: after the measured rounds one more burst per variant and size is profiled (the
  * inspector's sampling profiler, for exactly the burst) into `<dir>/<variant>-c<N>.cpuprofile`, and summarised
  * per create (cpu-profile-summary.ts). The platforms log at their default level into `<variant>-c<N>.log` of a
  * temporary directory, printed at the end.
@@ -20,6 +20,7 @@ import { fileURLToPath } from 'node:url';
 import { ms, percentile, type Row } from './bench-stats.ts';
 import type { HostReply, HostRequest } from './burst-api-host.ts';
 import { profileReport } from './cpu-profile-summary.ts';
+import { type MachineCpu, machineCpuWindow } from './machine-cpu.ts';
 import { BURST_CLIENTS, type BurstResult, burstFromClient } from './pool-bench.ts';
 
 const SIZES = (process.env.BENCH_BURST_SIZES ?? '20,50').split(',').map((s) => Math.max(1, Number(s.trim())));
@@ -100,23 +101,28 @@ interface Measured {
   apiCpuMs: number;
   /** Pool containers being started when the burst's last answer came (the refill overlapping the burst). */
   warmingAtEnd: number;
+  /** Every process's CPU on the machine over the burst. */
+  machine: MachineCpu;
 }
 
 /** One burst of `size` against `host`, started when every host's pool is full and idle. */
 async function measuredBurst(host: Host, all: Host[], size: number, profileFile?: string): Promise<Measured> {
   let cpuBefore = 0;
+  let machineWindow = machineCpuWindow();
   const result = await burstFromClient(host, size, async () => {
     await fullAndIdle(all, size);
     // Let the pools' last refill bookkeeping and the clients' warm-up kills settle.
     await new Promise((r) => setTimeout(r, 1_000));
     if (profileFile) await host.call({ op: 'profile-start' });
     cpuBefore = (await host.call({ op: 'cpu' })) as number;
+    machineWindow = machineCpuWindow();
   });
+  const machine = machineWindow();
   const apiCpuMs = ((await host.call({ op: 'cpu' })) as number) - cpuBefore;
   const { warming } = (await host.call({ op: 'stats' })) as { warming: number };
   if (profileFile) await host.call({ op: 'profile-stop', file: profileFile });
   await host.call({ op: 'kill', sandboxIds: result.sandboxIds });
-  return { result, apiCpuMs, warmingAtEnd: warming };
+  return { result, apiCpuMs, warmingAtEnd: warming, machine };
 }
 
 const load = (): string => loadavg().map((l) => l.toFixed(1)).join(' ');
@@ -141,7 +147,7 @@ export async function benchBurstAb(log: Log): Promise<Row[]> {
           const m = await measuredBurst(host, hosts, size);
           measured.get(host.name)!.push(m);
           const failures = m.result.failures.length;
-          log(`burst c=${size} ${host.name} round ${round + 1}: p50 ${ms(percentile(m.result.latencies, 50))} p99 ${ms(percentile(m.result.latencies, 99))}, ${m.result.latencies.length}/${size}${failures ? ` (${[...new Set(m.result.failures)].slice(0, 3).join(' | ')})` : ''}, API CPU ${ms(m.apiCpuMs / size)}/create, SDK ${ms(m.result.clientCpuMs / size)}/create, warming at end ${m.warmingAtEnd}; load ${load()}`);
+          log(`burst c=${size} ${host.name} round ${round + 1}: p50 ${ms(percentile(m.result.latencies, 50))} p99 ${ms(percentile(m.result.latencies, 99))}, ${m.result.latencies.length}/${size}${failures ? ` (${[...new Set(m.result.failures)].slice(0, 3).join(' | ')})` : ''}, API CPU ${ms(m.apiCpuMs / size)}/create, SDK ${ms(m.result.clientCpuMs / size)}/create, machine ${ms(m.machine.busyMs / size)}/create (cores ${(m.machine.busyShare * 100).toFixed(0)}% busy over ${ms(m.machine.wallMs)}), warming at end ${m.warmingAtEnd}; load ${load()}`);
         }
       }
       for (const host of hosts) {
@@ -164,6 +170,16 @@ export async function benchBurstAb(log: Log): Promise<Row[]> {
           metric: `burst c=${size} (${host.name}): the platform's CPU per create→first command, median of bursts without a refill in them (each; r: a refill began during it)`,
           tidepool: `${clean.length > 0 ? ms(percentile(clean, 50)) : 'n/a'} (${runs.map((m) => `${(m.apiCpuMs / size).toFixed(1)}${m.warmingAtEnd > 0 ? 'r' : ''}`).join(', ')})`,
           baseline: `SDK ${ms(percentile(runs.map((m) => m.result.clientCpuMs / size), 50))} per create in its client processes`,
+          target: '',
+          verdict: 'info',
+        });
+        // Every process's CPU over the burst: when the cores were busy all along, the burst could not end sooner than
+        // the CPU its work needs divided by the cores, whatever is waited on.
+        const { cores } = runs[0]!.machine;
+        rows.push({
+          metric: `burst c=${size} (${host.name}): the machine's CPU over each burst, all processes (SDK, platform, engine, envd, shells, kernel), per create; the cores' busy share`,
+          tidepool: `${ms(percentile(runs.map((m) => m.machine.busyMs / size), 50))} per create (${runs.map((m) => (m.machine.busyMs / size).toFixed(1)).join(', ')}); ${runs.map((m) => `${(m.machine.busyShare * 100).toFixed(0)}%`).join(', ')} of ${cores} cores`,
+          baseline: `floor of a burst at that CPU: ${ms((percentile(runs.map((m) => m.machine.busyMs), 50)) / cores)} (all of it spread over ${cores} cores)`,
           target: '',
           verdict: 'info',
         });

@@ -92,11 +92,11 @@ export async function benchExec(log: (m: string) => void): Promise<Row[]> {
   const beforeDir = process.env.BENCH_EXEC_BEFORE_DIR;
   const beforeImage = process.env.BENCH_EXEC_BEFORE_IMAGE;
   const profileDir = process.env.BENCH_EXEC_PROFILE_DIR;
-  const nodeOptions: Record<string, string> = profileDir ? { NODE_OPTIONS: `--cpu-prof --cpu-prof-dir=${profileDir}` } : {};
+  const nodeArgs = profileDir ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : [];
   const withBefore = beforeDir !== undefined || beforeImage !== undefined;
   log(`exec: commands.run('true') ×${RUNS} through the proxy of an API in its own process, interleaved with the SDK floor and envd direct${withBefore ? ' and the before variant' : ''}`);
-  const api = await startApiProcess({ ...nodeOptions });
-  const before = withBefore ? await startApiProcess({ ...nodeOptions, ...(beforeImage ? { TIDEPOOL_BASE_IMAGE: beforeImage } : {}) }, beforeDir) : undefined;
+  const api = await startApiProcess({}, undefined, nodeArgs);
+  const before = withBefore ? await startApiProcess(beforeImage ? { TIDEPOOL_BASE_IMAGE: beforeImage } : {}, beforeDir, nodeArgs) : undefined;
   const instant = await startBenchServer('instant-start-server.ts');
   const sandboxes: Sandbox[] = [];
   try {

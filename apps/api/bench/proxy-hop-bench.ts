@@ -3,7 +3,8 @@
  * the published SDK to the instant Start server (instant-start-server.ts, on a loopback address at envd's port),
  * once straight (the SDK floor) and once through a proxy hop (proxy-hop-server.ts: `installSandboxProxy` on
  * Fastify, every sandbox routed to that address), each in its own process, interleaved round by round.
- * BENCH_PROXY_BEFORE_DIR (an `apps/api` directory of another checkout) adds a hop running that checkout's proxy,
+ * A third hop is the least a Node proxy does (bare-proxy-server.ts: forward and stream back, nothing else): the floor
+ * of any proxy hop on this machine. BENCH_PROXY_BEFORE_DIR (an `apps/api` directory of another checkout) adds a hop running that checkout's proxy,
  * for an A/B in one run. Prints p50 / p99 of each, what the hop adds above the floor and the CPU each proxy
  * process spent per call (/proc/<pid>/stat). BENCH_PROXY_HOP_RUNS (1000); BENCH_PROXY_PROFILE_DIR: the proxy
  * processes run with `--cpu-prof` into that directory.
@@ -30,6 +31,12 @@ interface Variant {
   cpuMs: number;
 }
 
+function hopName(variant: string, beforeDir: string | undefined): string {
+  if (variant === 'floor') return 'SDK floor (no proxy)';
+  if (variant === 'bare') return 'through a bare Node proxy (forward and stream back, nothing else)';
+  return `through the ${variant === 'proxy' ? 'proxy of this checkout' : `before proxy (${beforeDir})`}`;
+}
+
 export async function benchProxyHop(log: (m: string) => void): Promise<Row[]> {
   // A loopback address of its own, so envd's port is free there whatever else runs on the machine.
   const upstream = `127.${10 + (process.pid % 200)}.${(process.pid >> 8) % 250}.1`;
@@ -49,6 +56,9 @@ export async function benchProxyHop(log: (m: string) => void): Promise<Row[]> {
       servers.push(server);
       variants.push({ name, pid: server.pid, sandbox: await Sandbox.create({ debug: true, sandboxUrl: server.url, apiKey: 'hop' }), samples: [], cpuMs: 0 });
     }
+    const bare = await startBenchServer('bare-proxy-server.ts', [upstream]);
+    servers.push(bare);
+    variants.push({ name: 'bare', pid: bare.pid, sandbox: await Sandbox.create({ debug: true, sandboxUrl: bare.url, apiKey: 'hop' }), samples: [], cpuMs: 0 });
     for (let i = 0; i < WARMUP; i += 1) for (const v of variants) await v.sandbox.commands.run('true');
     const cpuStart = variants.map((v) => (v.pid ? cpuOf(v.pid).own : 0));
     for (let i = 0; i < RUNS; i += 1) {
@@ -63,7 +73,7 @@ export async function benchProxyHop(log: (m: string) => void): Promise<Row[]> {
     const floor = percentile(variants[0]!.samples, 50);
     const load = readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ');
     return variants.map((v) => ({
-      metric: `proxy hop: ${v.name === 'floor' ? 'SDK floor (no proxy)' : `through the ${v.name === 'proxy' ? 'proxy of this checkout' : `before proxy (${beforeDir})`}`} p50 / p99 (n=${RUNS})`,
+      metric: `proxy hop: ${hopName(v.name, beforeDir)} p50 / p99 (n=${RUNS})`,
       tidepool: `${ms(percentile(v.samples, 50))} / ${ms(percentile(v.samples, 99))}`,
       baseline: v.name === 'floor' ? `load average ${load}` : `adds ${ms(percentile(v.samples, 50) - floor)} above the floor; proxy CPU ${ms(v.cpuMs / RUNS)} per call`,
       target: '',

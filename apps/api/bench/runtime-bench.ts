@@ -11,10 +11,12 @@ import { Sandbox } from 'e2b';
 import { startApiProcess, type ApiProcess } from './api-process.ts';
 import { ms, now, percentile, type Row } from './bench-stats.ts';
 import { docker, dockerRunToHealthy } from './docker-baseline.ts';
+import { networkNamespaceStarts } from './network-namespace-start.ts';
 import { runtimeCpuPerRun } from './runtime-cpu.ts';
 
 const ROUNDS = Number(process.env.BENCH_RUNTIME_ROUNDS ?? 30);
 const CPU_RUNS = Number(process.env.BENCH_RUNTIME_CPU_RUNS ?? 50);
+const NETNS_ROUNDS = Number(process.env.BENCH_RUNTIME_NETNS_ROUNDS ?? 10);
 const TARGET_RATIO = 0.9;
 
 interface Leg {
@@ -105,6 +107,18 @@ export async function benchColdRuntimes(image: string, network: string | undefin
       log(`runtimes: CPU per container, runc run / crun run of /bin/true ×${CPU_RUNS}`);
       const [runc, crun] = await runtimeCpuPerRun(image, ['runc', 'crun'], CPU_RUNS);
       rows.push({ metric: `runtime CPU per container (user+sys of \`<runtime> run\`, /bin/true, n=${CPU_RUNS})`, tidepool: `${ms(crun!)} crun`, baseline: `${ms(runc!)} runc`, target: '', verdict: 'info' });
+    }
+    if (network) {
+      const mode = withCrun ? 'crun' : undefined;
+      log(`runtimes: docker start of a sleep container on ${network}, with --network none, and joining a running container's namespace, interleaved ×${NETNS_ROUNDS}`);
+      const starts = await networkNamespaceStarts(image, network, mode, NETNS_ROUNDS);
+      rows.push({
+        metric: `engine start (\`docker start\`, ${mode ?? 'default runtime'}, a sleep container, n=${NETNS_ROUNDS}): on ${network} / --network none / joining an existing namespace`,
+        tidepool: `${ms(starts.sandboxNetwork)} / ${ms(starts.none)} / ${ms(starts.joined)}`,
+        baseline: `making the network namespace: ${ms(starts.sandboxNetwork - starts.joined)} of every start, the platform's and docker run's alike`,
+        target: '',
+        verdict: 'info',
+      });
     }
     return rows;
   } finally {

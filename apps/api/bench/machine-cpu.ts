@@ -1,0 +1,46 @@
+/**
+ * The whole machine's CPU over a window, from /proc/stat's `cpu` line: how busy every core was, whatever process
+ * used it (the SDK clients, the platform, dockerd, envd and the shells in the sandboxes, the kernel). A burst that
+ * keeps every core busy from its first request to its last answer is bounded by the CPU its work needs, not by
+ * waiting.
+ */
+import { readFileSync } from 'node:fs';
+import { cpus } from 'node:os';
+
+/** Jiffies since boot (USER_HZ is 100 on Linux: 10 ms each). */
+interface CpuTimes {
+  busy: number;
+  idle: number;
+  steal: number;
+}
+
+export interface MachineCpu {
+  /** CPU time all processes used in the window (ms, summed over cores). */
+  busyMs: number;
+  /** busyMs as a share of what the cores could give in the window (0–1). */
+  busyShare: number;
+  /** Time the hypervisor gave this VM's cores to others (ms, summed over cores). */
+  stealMs: number;
+  wallMs: number;
+  cores: number;
+}
+
+function readCpuTimes(): CpuTimes {
+  const line = readFileSync('/proc/stat', 'utf8').split('\n', 1)[0]!;
+  // cpu user nice system idle iowait irq softirq steal guest guest_nice (guest time is inside user)
+  const [user, nice, system, idle, iowait, irq, softirq, steal] = line.trim().split(/\s+/).slice(1, 9).map(Number) as number[];
+  return { busy: user! + nice! + system! + irq! + softirq!, idle: idle! + iowait!, steal: steal! };
+}
+
+/** Starts a window; the returned function ends it and tells what the machine's cores did in it. */
+export function machineCpuWindow(): () => MachineCpu {
+  const before = readCpuTimes();
+  const start = performance.now();
+  return () => {
+    const after = readCpuTimes();
+    const wallMs = performance.now() - start;
+    const cores = cpus().length;
+    const busyMs = (after.busy - before.busy) * 10;
+    return { busyMs, busyShare: wallMs > 0 ? busyMs / (wallMs * cores) : 0, stealMs: (after.steal - before.steal) * 10, wallMs, cores };
+  };
+}
