@@ -47,10 +47,11 @@ export interface DockerRunSample {
 
 /**
  * One `docker run -d` of the image (envd in debug mode: a bare `docker run` has no birth token), its address
- * from `docker inspect`, envd's `/health` polled until it answers; the container is removed after.
+ * from `docker inspect` (or `address`, for a container that joins another's network namespace and has none of its
+ * own), envd's `/health` polled until it answers; the container is removed after.
  * `runtime`: `--runtime` (default: the engine's).
  */
-export async function dockerRunToHealthy(image: string, network: string | undefined, runtime?: string): Promise<DockerRunSample> {
+export async function dockerRunToHealthy(image: string, network: string | undefined, runtime?: string, address?: string): Promise<DockerRunSample> {
   const start = now();
   const args = ['run', '-d', '--label', 'dev.tidepool.bench=1', '--entrypoint', '/opt/tidepool/bin/tini'];
   if (network) args.push('--network', network);
@@ -58,8 +59,8 @@ export async function dockerRunToHealthy(image: string, network: string | undefi
   const id = await docker([...args, image, '--', '/opt/tidepool/bin/envd', '-debug']);
   const runMs = now() - start;
   try {
-    const ip = await docker(['inspect', '--format', '{{range .NetworkSettings.Networks}}{{.IPAddress}} {{end}}', id]);
-    await waitForHealth(`http://${ip.split(' ')[0]}:49983`);
+    const ip = address ?? (await docker(['inspect', '--format', '{{range .NetworkSettings.Networks}}{{.IPAddress}} {{end}}', id])).split(' ')[0];
+    await waitForHealth(`http://${ip}:49983`);
     return { runMs, healthyMs: now() - start };
   } finally {
     await docker(['rm', '-f', id]).catch(() => undefined);

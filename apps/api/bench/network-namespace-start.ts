@@ -1,12 +1,13 @@
 /**
- * Where the engine's start of a container goes: `docker start` of a created container (its process a `sleep`, so
- * nothing of envd is in it) on the sandboxes' network, with no network (`none`: a namespace of its own, only
- * loopback), and joining the network namespace of a container already running on the sandboxes' network
- * (`container:<id>`, what a pre-made namespace would give), interleaved `rounds` times. The difference between
- * the first and the last is what making the container's network namespace costs a start, on both sides of the
- * cold-start comparison (the platform's create and `docker run`).
+ * What making a container's network namespace costs a cold start, on both sides of the cold-start comparison (the
+ * platform's create and `docker run`), interleaved `rounds` times:
+ *   start     `docker start` of a created container whose process is a `sleep` (nothing of envd in it): on the
+ *             sandboxes' network, with `--network none` (a namespace of its own, only loopback), and joining the
+ *             namespace of a container already running on the sandboxes' network (`container:<id>`);
+ *   healthy   `docker run` → envd `/health` of the sandbox image, on the sandboxes' network and joined to such a
+ *             namespace made ahead: what a start from pre-made namespaces would give against `docker run`.
  */
-import { docker } from './docker-baseline.ts';
+import { dockerRunToHealthy, docker } from './docker-baseline.ts';
 import { now, percentile } from './bench-stats.ts';
 
 export interface NetworkNamespaceStarts {
@@ -14,6 +15,9 @@ export interface NetworkNamespaceStarts {
   sandboxNetwork: number;
   none: number;
   joined: number;
+  /** p50 of `docker run` → envd healthy (ms) on the sandboxes' network and joined to a namespace made ahead. */
+  healthyOnNetwork: number;
+  healthyJoined: number;
 }
 
 const LABEL = 'dev.tidepool.bench=1';
@@ -31,22 +35,26 @@ async function timedStart(image: string, network: string, runtime: string | unde
 
 export async function networkNamespaceStarts(image: string, network: string, runtime: string | undefined, rounds: number): Promise<NetworkNamespaceStarts> {
   const holder = await docker(['run', '-d', '--label', LABEL, '--network', network, '--entrypoint', '/bin/sleep', image, 'infinity']);
-  const samples = { sandboxNetwork: [] as number[], none: [] as number[], joined: [] as number[] };
+  const samples: Record<keyof NetworkNamespaceStarts, number[]> = { sandboxNetwork: [], none: [], joined: [], healthyOnNetwork: [], healthyJoined: [] };
   try {
+    const holderAddress = (await docker(['inspect', '--format', '{{range .NetworkSettings.Networks}}{{.IPAddress}} {{end}}', holder])).split(' ')[0]!;
+    const ways: Array<[keyof NetworkNamespaceStarts, () => Promise<number>]> = [
+      ['sandboxNetwork', () => timedStart(image, network, runtime)],
+      ['none', () => timedStart(image, 'none', runtime)],
+      ['joined', () => timedStart(image, `container:${holder}`, runtime)],
+      ['healthyOnNetwork', async () => (await dockerRunToHealthy(image, network, runtime)).healthyMs],
+      ['healthyJoined', async () => (await dockerRunToHealthy(image, `container:${holder}`, runtime, holderAddress)).healthyMs],
+    ];
     for (let round = 0; round < rounds; round += 1) {
-      const ways: Array<[keyof typeof samples, string]> = [
-        ['sandboxNetwork', network],
-        ['none', 'none'],
-        ['joined', `container:${holder}`],
-      ];
       // Rotate the order each round: no way always runs right after another's removal.
       for (let i = 0; i < ways.length; i += 1) {
-        const [name, mode] = ways[(round + i) % ways.length]!;
-        samples[name].push(await timedStart(image, mode, runtime));
+        const [name, once] = ways[(round + i) % ways.length]!;
+        samples[name].push(await once());
       }
     }
   } finally {
     await docker(['rm', '-f', holder]).catch(() => undefined);
   }
-  return { sandboxNetwork: percentile(samples.sandboxNetwork, 50), none: percentile(samples.none, 50), joined: percentile(samples.joined, 50) };
+  const p50 = (name: keyof NetworkNamespaceStarts): number => percentile(samples[name], 50);
+  return { sandboxNetwork: p50('sandboxNetwork'), none: p50('none'), joined: p50('joined'), healthyOnNetwork: p50('healthyOnNetwork'), healthyJoined: p50('healthyJoined') };
 }

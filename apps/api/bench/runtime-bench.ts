@@ -119,6 +119,13 @@ export async function benchColdRuntimes(image: string, network: string | undefin
         target: '',
         verdict: 'info',
       });
+      rows.push({
+        metric: `docker run → envd healthy joined to a network namespace made ahead (\`--network container:<holder>\`, ${mode ?? 'default runtime'}, n=${NETNS_ROUNDS})`,
+        tidepool: `${ms(starts.healthyJoined)} (${(starts.healthyJoined / base50).toFixed(2)}× the docker run (runc) baseline above)`,
+        baseline: `${ms(starts.healthyOnNetwork)} the same on ${network} (in these rounds)`,
+        target: '',
+        verdict: 'info',
+      });
     }
     return rows;
   } finally {
