@@ -8,6 +8,14 @@ export interface Probe {
   error?: string;
 }
 
+/**
+ * What bash reports when the kernel answered a connection with a refusal (a TCP reset or an ICMP unreachable), as
+ * the firewall's REJECT rules do. A connection dropped instead hangs until the probe's 5 s timeout and is reported
+ * open (exit 124), so a probe that is not open and failed this way was refused rather than left to time out; how
+ * long the refusal took is not the point (a loaded machine can delay it by a retransmitted SYN or two).
+ */
+export const REFUSED = /Connection refused|No route to host|Network is unreachable/;
+
 /** Opens a TCP connection from inside the sandbox (bash's /dev/tcp, 5 s at most) and reads what comes back. */
 export async function tcpProbe(sbx: Sandbox, address: string, port: number): Promise<Probe> {
   const script = [
