@@ -7,7 +7,8 @@
  * each burst started only when both pools are full and idle: an A/B of the same load in one run.
  *
  * Sizes: BENCH_BURST_SIZES (20,50; each size its own pool of that size), BENCH_BURST_ROUNDS (4 per variant and size).
- * Each burst's line also gives the whole machine's CPU over it (machine-cpu.ts). BENCH_BURST_PROFILE_DIR: after the measured rounds one more burst per variant and size is profiled (the
+ * Each burst's line also gives the whole machine's CPU over it (machine-cpu.ts).
+ * BENCH_BURST_PROFILE_DIR: after the measured rounds one more burst per variant and size is profiled (the
  * inspector's sampling profiler, for exactly the burst) into `<dir>/<variant>-c<N>.cpuprofile`, and summarised
  * per create (cpu-profile-summary.ts). The platforms log at their default level into `<variant>-c<N>.log` of a
  * temporary directory, printed at the end.

@@ -45,6 +45,11 @@ export interface DockerRunSample {
   healthyMs: number;
 }
 
+/** A container's address on its network (the first one), from `docker inspect`. */
+export async function containerAddress(id: string): Promise<string> {
+  return (await docker(['inspect', '--format', '{{range .NetworkSettings.Networks}}{{.IPAddress}} {{end}}', id])).split(' ')[0]!;
+}
+
 /**
  * One `docker run -d` of the image (envd in debug mode: a bare `docker run` has no birth token), its address
  * from `docker inspect` (or `address`, for a container that joins another's network namespace and has none of its
@@ -59,8 +64,7 @@ export async function dockerRunToHealthy(image: string, network: string | undefi
   const id = await docker([...args, image, '--', '/opt/tidepool/bin/envd', '-debug']);
   const runMs = now() - start;
   try {
-    const ip = address ?? (await docker(['inspect', '--format', '{{range .NetworkSettings.Networks}}{{.IPAddress}} {{end}}', id])).split(' ')[0];
-    await waitForHealth(`http://${ip}:49983`);
+    await waitForHealth(`http://${address ?? (await containerAddress(id))}:49983`);
     return { runMs, healthyMs: now() - start };
   } finally {
     await docker(['rm', '-f', id]).catch(() => undefined);

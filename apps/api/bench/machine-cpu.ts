@@ -7,40 +7,31 @@
 import { readFileSync } from 'node:fs';
 import { cpus } from 'node:os';
 
-/** Jiffies since boot (USER_HZ is 100 on Linux: 10 ms each). */
-interface CpuTimes {
-  busy: number;
-  idle: number;
-  steal: number;
-}
-
 export interface MachineCpu {
   /** CPU time all processes used in the window (ms, summed over cores). */
   busyMs: number;
   /** busyMs as a share of what the cores could give in the window (0–1). */
   busyShare: number;
-  /** Time the hypervisor gave this VM's cores to others (ms, summed over cores). */
-  stealMs: number;
   wallMs: number;
   cores: number;
 }
 
-function readCpuTimes(): CpuTimes {
+/** Jiffies (USER_HZ is 100 on Linux: 10 ms each) all cores spent busy since boot. */
+function busyJiffies(): number {
   const line = readFileSync('/proc/stat', 'utf8').split('\n', 1)[0]!;
-  // cpu user nice system idle iowait irq softirq steal guest guest_nice (guest time is inside user)
-  const [user, nice, system, idle, iowait, irq, softirq, steal] = line.trim().split(/\s+/).slice(1, 9).map(Number) as number[];
-  return { busy: user! + nice! + system! + irq! + softirq!, idle: idle! + iowait!, steal: steal! };
+  // cpu user nice system idle iowait irq softirq … (guest time is inside user)
+  const [user, nice, system, , , irq, softirq] = line.trim().split(/\s+/).slice(1, 8).map(Number) as number[];
+  return user! + nice! + system! + irq! + softirq!;
 }
 
 /** Starts a window; the returned function ends it and tells what the machine's cores did in it. */
 export function machineCpuWindow(): () => MachineCpu {
-  const before = readCpuTimes();
+  const before = busyJiffies();
   const start = performance.now();
   return () => {
-    const after = readCpuTimes();
+    const busyMs = (busyJiffies() - before) * 10;
     const wallMs = performance.now() - start;
     const cores = cpus().length;
-    const busyMs = (after.busy - before.busy) * 10;
-    return { busyMs, busyShare: wallMs > 0 ? busyMs / (wallMs * cores) : 0, stealMs: (after.steal - before.steal) * 10, wallMs, cores };
+    return { busyMs, busyShare: wallMs > 0 ? busyMs / (wallMs * cores) : 0, wallMs, cores };
   };
 }

@@ -7,7 +7,7 @@
  *   healthy   `docker run` → envd `/health` of the sandbox image, on the sandboxes' network and joined to such a
  *             namespace made ahead: what a start from pre-made namespaces would give against `docker run`.
  */
-import { dockerRunToHealthy, docker } from './docker-baseline.ts';
+import { containerAddress, docker, dockerRunToHealthy } from './docker-baseline.ts';
 import { now, percentile } from './bench-stats.ts';
 
 export interface NetworkNamespaceStarts {
@@ -37,7 +37,7 @@ export async function networkNamespaceStarts(image: string, network: string, run
   const holder = await docker(['run', '-d', '--label', LABEL, '--network', network, '--entrypoint', '/bin/sleep', image, 'infinity']);
   const samples: Record<keyof NetworkNamespaceStarts, number[]> = { sandboxNetwork: [], none: [], joined: [], healthyOnNetwork: [], healthyJoined: [] };
   try {
-    const holderAddress = (await docker(['inspect', '--format', '{{range .NetworkSettings.Networks}}{{.IPAddress}} {{end}}', holder])).split(' ')[0]!;
+    const holderAddress = await containerAddress(holder);
     const ways: Array<[keyof NetworkNamespaceStarts, () => Promise<number>]> = [
       ['sandboxNetwork', () => timedStart(image, network, runtime)],
       ['none', () => timedStart(image, 'none', runtime)],

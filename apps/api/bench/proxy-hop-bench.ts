@@ -4,8 +4,8 @@
  * once straight (the SDK floor) and once through a proxy hop (proxy-hop-server.ts: `installSandboxProxy` on
  * Fastify, every sandbox routed to that address), each in its own process, interleaved round by round.
  * A third hop is the least a Node proxy does (bare-proxy-server.ts: forward and stream back, nothing else): the floor
- * of any proxy hop on this machine. BENCH_PROXY_BEFORE_DIR (an `apps/api` directory of another checkout) adds a hop running that checkout's proxy,
- * for an A/B in one run. Prints p50 / p99 of each, what the hop adds above the floor and the CPU each proxy
+ * of any proxy hop on this machine. BENCH_PROXY_BEFORE_DIR (an `apps/api` directory of another checkout) adds a hop
+ * running that checkout's proxy, for an A/B in one run. Prints p50 / p99 of each, what the hop adds above the floor and the CPU each proxy
  * process spent per call (/proc/<pid>/stat). BENCH_PROXY_HOP_RUNS (1000); BENCH_PROXY_PROFILE_DIR: the proxy
  * processes run with `--cpu-prof` into that directory.
  *
