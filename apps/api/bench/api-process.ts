@@ -19,6 +19,8 @@ import { docker, removeContainersWhere } from './docker-baseline.ts';
 export interface ApiProcess {
   url: string;
   apiKey: string;
+  /** The admin key (`GET /metrics` takes it). */
+  adminKey: string;
   platformId: string;
   pid: number;
   /** The API's log (stdout and stderr). */
@@ -75,6 +77,7 @@ export async function startApiProcess(
   const logFile = join(dataDir, 'api.log');
   const port = await freePort();
   const apiKey = `e2b_${randomBytes(20).toString('hex')}`;
+  const adminKey = `tpadmin_${randomBytes(24).toString('hex')}`;
   const out = openSync(logFile, 'a');
   const child = spawn(process.execPath, [...nodeArgs, '--import', 'tsx', join(apiDir, 'src', 'main.ts')], {
     cwd: apiDir,
@@ -84,6 +87,7 @@ export async function startApiProcess(
       TIDEPOOL_PORT: String(port),
       TIDEPOOL_DATA_DIR: dataDir,
       TIDEPOOL_API_KEYS: apiKey,
+      TIDEPOOL_ADMIN_KEY: adminKey,
       TIDEPOOL_WARM_POOL: 'off',
       TIDEPOOL_ON_SHUTDOWN: 'kill',
       TIDEPOOL_LOG_LEVEL: 'warn',
@@ -108,6 +112,7 @@ export async function startApiProcess(
   return {
     url,
     apiKey,
+    adminKey,
     platformId,
     pid: child.pid!,
     logFile,

@@ -39,8 +39,8 @@ const CREATE_TARGET_MS = 150;
 type Log = (message: string) => void;
 
 /** Ready pool containers of the platform, from its Prometheus `/metrics`. */
-async function poolReady(url: string, apiKey: string): Promise<number> {
-  const response = await fetch(`${url}/metrics`, { headers: { 'X-API-Key': apiKey } });
+async function poolReady(url: string, adminKey: string): Promise<number> {
+  const response = await fetch(`${url}/metrics`, { headers: { 'X-API-Key': adminKey } });
   if (!response.ok) throw new Error(`GET /metrics answered ${response.status}`);
   const text = await response.text();
   let ready = 0;
@@ -48,9 +48,9 @@ async function poolReady(url: string, apiKey: string): Promise<number> {
   return ready;
 }
 
-async function untilPoolFull(url: string, apiKey: string, timeoutMs: number): Promise<void> {
+async function untilPoolFull(url: string, adminKey: string, timeoutMs: number): Promise<void> {
   const deadline = Date.now() + timeoutMs;
-  while ((await poolReady(url, apiKey)) < POOL) {
+  while ((await poolReady(url, adminKey)) < POOL) {
     if (Date.now() > deadline) throw new Error(`the code-interpreter pool did not reach ${POOL} ready within ${timeoutMs / 1000} s`);
     await new Promise((r) => setTimeout(r, 250));
   }
@@ -121,7 +121,7 @@ export async function benchCodeInterpreter(log: Log): Promise<Row[]> {
     }
     const platforms = [api, ...(apiB ? [apiB] : [])];
     const poolsFull = async (timeoutMs: number) => {
-      for (const platform of platforms) await untilPoolFull(platform.url, platform.apiKey, timeoutMs);
+      for (const platform of platforms) await untilPoolFull(platform.url, platform.adminKey, timeoutMs);
     };
     log('code-interpreter: waiting for the pool to fill');
     await poolsFull(10 * 60_000);

@@ -21,7 +21,7 @@ afterAll(async () => {
   await platform?.dispose();
 });
 
-async function scrape(headers: Record<string, string> = { 'x-api-key': platform.apiKey }): Promise<Exposition> {
+async function scrape(headers: Record<string, string> = { 'x-api-key': platform.adminKey }): Promise<Exposition> {
   const response = await fetch(`${platform.url}/metrics`, { headers });
   expect(response.status).toBe(200);
   return parseExposition(await response.text());
@@ -34,8 +34,15 @@ const state = (e: Exposition, name: string): number => sampleValue(e, 'tidepool_
 const inUse = (e: Exposition): number => sampleValue(e, 'tidepool_pool_containers', { state: 'in_use' });
 
 describe('GET /metrics access', () => {
-  it('is refused without a valid API key, with the API error shape', async () => {
-    const attempts: Array<Record<string, string>> = [{}, { 'x-api-key': 'e2b_0000000000000000000000000000000000000000' }, { authorization: 'Bearer e2b_0000' }, { authorization: `Basic ${platform.apiKey}` }];
+  it("is refused without the admin key — a team's key included — with the API error shape", async () => {
+    const attempts: Array<Record<string, string>> = [
+      {},
+      { 'x-api-key': 'e2b_0000000000000000000000000000000000000000' },
+      { authorization: 'Bearer e2b_0000' },
+      { authorization: `Basic ${platform.adminKey}` },
+      { 'x-api-key': platform.apiKey },
+      { authorization: `Bearer ${platform.apiKey}` },
+    ];
     for (const headers of attempts) {
       const response = await fetch(`${platform.url}/metrics`, { headers });
       expect(response.status, JSON.stringify(headers)).toBe(401);
@@ -43,8 +50,8 @@ describe('GET /metrics access', () => {
     }
   });
 
-  it('is served with X-API-Key and with a Bearer API key, in the Prometheus text format', async () => {
-    const accepted: Array<Record<string, string>> = [{ 'x-api-key': platform.apiKey }, { authorization: `Bearer ${platform.apiKey}` }];
+  it('is served with the admin key as X-API-Key or Bearer, in the Prometheus text format', async () => {
+    const accepted: Array<Record<string, string>> = [{ 'x-api-key': platform.adminKey }, { authorization: `Bearer ${platform.adminKey}` }];
     for (const headers of accepted) {
       const response = await fetch(`${platform.url}/metrics`, { headers });
       expect(response.status).toBe(200);
@@ -56,7 +63,7 @@ describe('GET /metrics access', () => {
     }
   });
 
-  it('accepts a Bearer API key on /metrics only', async () => {
+  it('takes no Bearer team key on team routes but /teams', async () => {
     const response = await fetch(`${platform.url}/sandboxes`, { headers: { authorization: `Bearer ${platform.apiKey}` } });
     expect(response.status).toBe(401);
   });
@@ -74,8 +81,8 @@ describe('GET /metrics access', () => {
 
   it('is never answered by the API for a request that carries sandbox routing (headers or host)', async () => {
     const before = await scrape();
-    const byHeaders = await rawGet(platform, '/metrics', { 'x-api-key': platform.apiKey, 'e2b-sandbox-id': 'inosuchsandbox00000000', 'e2b-sandbox-port': '49983' });
-    const byHost = await rawGet(platform, '/metrics', { 'x-api-key': platform.apiKey, host: `49983-inosuchsandbox00000000.${platform.domain}` });
+    const byHeaders = await rawGet(platform, '/metrics', { 'x-api-key': platform.adminKey, 'e2b-sandbox-id': 'inosuchsandbox00000000', 'e2b-sandbox-port': '49983' });
+    const byHost = await rawGet(platform, '/metrics', { 'x-api-key': platform.adminKey, host: `49983-inosuchsandbox00000000.${platform.domain}` });
     for (const answer of [byHeaders, byHost]) {
       expect(answer.status).toBe(502);
       expect(JSON.parse(answer.body)).toMatchObject({ sandboxId: 'inosuchsandbox00000000', message: 'The sandbox was not found', code: 502 });

@@ -148,7 +148,7 @@ const CASES: Record<string, RouteCase> = {
   'GET /dashboard': { kind: 'own-test', why: 'static dashboard files: no team data' },
   'GET /dashboard/': { kind: 'own-test', why: 'static dashboard files: no team data' },
   'GET /dashboard/*': { kind: 'own-test', why: 'static dashboard files: no team data' },
-  'GET /metrics': { kind: 'own-test', why: 'platform-wide aggregates without sandbox ids (checked below)' },
+  'GET /metrics': { kind: 'own-test', why: 'admin key only: the whole platform (checked below)' },
   'GET /teams': { kind: 'own-test', why: "answers the caller's team only (checked below)" },
   'POST /admin/teams': { kind: 'own-test', why: 'admin key only (checked below)' },
   'GET /admin/teams': { kind: 'own-test', why: 'admin key only (checked below)' },
@@ -360,8 +360,11 @@ describe('lists and creates keep teams apart', () => {
     expect(generated.body).toEqual([{ teamID: platform.defaultTeamId, name: 'default', apiKey: platform.apiKey, isDefault: true }]);
   });
 
-  it('GET /metrics carries no sandbox ids (platform-wide aggregates)', async () => {
-    const metrics = await fetch(`${platform.url}/metrics`, { headers: { 'x-api-key': teamB.key } });
+  it("GET /metrics is the operator's: no team's key opens it, and it carries no sandbox or team ids", async () => {
+    for (const headers of [{ 'x-api-key': teamB.key }, { authorization: `Bearer ${teamB.key}` }] as Record<string, string>[]) {
+      expect((await fetch(`${platform.url}/metrics`, { headers })).status).toBe(401);
+    }
+    const metrics = await fetch(`${platform.url}/metrics`, { headers: { 'x-api-key': platform.adminKey } });
     expect(metrics.status).toBe(200);
     const text = await metrics.text();
     expect(text).not.toContain(sbxA.sandboxId);

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import Fastify from 'fastify';
 import pino from 'pino';
 import { afterAll, describe, expect, it } from 'vitest';
-import { isDashboardRequest, registerDashboardRoutes } from './dashboard-assets.ts';
+import { registerDashboardRoutes } from './dashboard-assets.ts';
 
 const dirs: string[] = [];
 afterAll(() => {
@@ -28,17 +28,6 @@ async function appFor(dir: string) {
   await app.ready();
   return app;
 }
-
-describe('isDashboardRequest', () => {
-  it('opens GET and HEAD of /dashboard and below, nothing else', () => {
-    expect(isDashboardRequest('GET', '/dashboard')).toBe(true);
-    expect(isDashboardRequest('HEAD', '/dashboard/app.js')).toBe(true);
-    expect(isDashboardRequest('POST', '/dashboard/')).toBe(false);
-    expect(isDashboardRequest('GET', '/dashboards')).toBe(false);
-    expect(isDashboardRequest('GET', '/dashboardx/a')).toBe(false);
-    expect(isDashboardRequest('GET', '/v2/sandboxes')).toBe(false);
-  });
-});
 
 describe('registerDashboardRoutes', () => {
   it('serves the built files with their types and the security headers; redirects /dashboard; 404 for anything else', async () => {

@@ -3,20 +3,13 @@ import { extname, join, relative, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { FastifyInstance, FastifyReply } from 'fastify';
 import type { Logger } from 'pino';
+import { OPEN_ROUTE } from '../http/route-auth.ts';
 
 /** Where the dashboard lives on the API's origin. */
 export const DASHBOARD_PREFIX = '/dashboard';
 
 /** `apps/dashboard/dist`, built by `pnpm --filter @tidepool/dashboard build`. */
 export const DEFAULT_DASHBOARD_DIR = fileURLToPath(new URL('../../../dashboard/dist', import.meta.url));
-
-/**
- * The dashboard's files are public (the page asks for the API key and keeps it in the browser); only GET and
- * HEAD under the prefix are open, everything the page then calls still needs the key.
- */
-export function isDashboardRequest(method: string, path: string): boolean {
-  return (method === 'GET' || method === 'HEAD') && (path === DASHBOARD_PREFIX || path.startsWith(`${DASHBOARD_PREFIX}/`));
-}
 
 const TYPES: Record<string, string> = {
   '.html': 'text/html; charset=utf-8',
@@ -73,7 +66,8 @@ function secure(reply: FastifyReply): FastifyReply {
 }
 
 /**
- * `GET /dashboard/…`: the static single-page dashboard. A missing build answers 503 with how to build it
+ * `GET /dashboard/…`: the static single-page dashboard, open (the page asks for the API key and keeps it in the
+ * browser; everything it then calls needs the key). A missing build answers 503 with how to build it
  * (the API itself keeps working). Reached only on the API's own hosts: the sandbox proxy takes every request
  * for a sandbox host or with sandbox routing headers before the router sees it.
  */
@@ -91,7 +85,7 @@ export function registerDashboardRoutes(app: FastifyInstance, logger: Logger, di
     return secure(reply).code(200).type(asset.type).send(asset.body);
   };
 
-  app.get(DASHBOARD_PREFIX, async (_request, reply) => reply.redirect(`${DASHBOARD_PREFIX}/`, 302));
-  app.get(`${DASHBOARD_PREFIX}/`, async (_request, reply) => serve('index.html', reply));
-  app.get(`${DASHBOARD_PREFIX}/*`, async (request, reply) => serve((request.params as { '*': string })['*'], reply));
+  app.get(DASHBOARD_PREFIX, { config: OPEN_ROUTE }, async (_request, reply) => reply.redirect(`${DASHBOARD_PREFIX}/`, 302));
+  app.get(`${DASHBOARD_PREFIX}/`, { config: OPEN_ROUTE }, async (_request, reply) => serve('index.html', reply));
+  app.get(`${DASHBOARD_PREFIX}/*`, { config: OPEN_ROUTE }, async (request, reply) => serve((request.params as { '*': string })['*'], reply));
 }

@@ -33,6 +33,7 @@ import { type AuthFailureGuard, installApiKeyAuth } from './api-key-auth.ts';
 import { installLenientJsonBody } from './json-body.ts';
 import { recordRouteTable } from './route-table.ts';
 import { installSandboxReadThrough } from '../sandboxes/routes/sandbox-read-through.ts';
+import { OPEN_ROUTE, requireDeclaredAuth } from './route-auth.ts';
 
 export interface ApiServerDeps {
   lifecycle: SandboxLifecycle;
@@ -78,10 +79,11 @@ export function buildApiServer(deps: ApiServerDeps): FastifyInstance {
     clientErrorHandler: answerClientError,
   }).withTypeProvider<TypeBoxTypeProvider>();
   recordRouteTable(app);
+  requireDeclaredAuth(app);
   installSandboxProxy(app, { directory: deps.lifecycle, domain: deps.domain, logger: deps.logger, limits: deps.proxyLimits, metrics: deps.metrics });
   installApiErrorHandler(app);
   installLenientJsonBody(app);
-  app.get('/health', async (_request, reply) => reply.code(200).type('text/plain').send('Health check successful'));
+  app.get('/health', { config: OPEN_ROUTE }, async (_request, reply) => reply.code(200).type('text/plain').send('Health check successful'));
   installApiKeyAuth(app, deps.keys, deps.admin, deps.authFailures);
   installSandboxReadThrough(app, deps.lifecycle);
   registerDashboardRoutes(app, deps.logger, deps.dashboardDir);

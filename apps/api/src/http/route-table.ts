@@ -1,9 +1,11 @@
 import type { FastifyInstance } from 'fastify';
+import type { RouteAuth } from './route-auth.ts';
 
-/** One route as registered: its method and URL pattern (`/sandboxes/:sandboxID`). */
+/** One route as registered: its method, URL pattern (`/sandboxes/:sandboxID`) and who may call it. */
 export interface RouteEntry {
   method: string;
   url: string;
+  auth: RouteAuth | undefined;
 }
 
 declare module 'fastify' {
@@ -15,7 +17,7 @@ declare module 'fastify' {
 
 /**
  * Records the routes registered from now on into `app.routeTable`. Installed before any route: the teams isolation
- * test walks this table so that a route added without an isolation case fails it.
+ * and route-auth tests walk this table so that a route added without a case fails them.
  */
 export function recordRouteTable(app: FastifyInstance): void {
   const entries: RouteEntry[] = [];
@@ -23,7 +25,7 @@ export function recordRouteTable(app: FastifyInstance): void {
   app.addHook('onRoute', (route) => {
     for (const method of Array.isArray(route.method) ? route.method : [route.method]) {
       if (method === 'HEAD') continue;
-      entries.push({ method, url: route.url });
+      entries.push({ method, url: route.url, auth: route.config?.auth });
     }
   });
 }

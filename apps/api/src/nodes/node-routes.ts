@@ -6,6 +6,7 @@ import type { SandboxRecord } from '../sandboxes/sandbox-record.ts';
 import { listedSandboxView } from '../sandboxes/sandbox-views.ts';
 import type { NodeSet } from './node-set.ts';
 import type { NodeRow, NodeStatus, NodeStore } from './node-store.ts';
+import { ADMIN_ROUTE } from '../http/route-auth.ts';
 
 export interface NodeRouteDeps {
   store: NodeStore;
@@ -86,14 +87,14 @@ async function changeStatus(deps: NodeRouteDeps, nodeId: string, wanted: 'ready'
  */
 export function registerNodeRoutes(app: FastifyInstance, deps: NodeRouteDeps, lifecycle: SandboxLifecycle): void {
   const onNode = (nodeId: string): SandboxRecord[] => lifecycle.registry.all().filter((r) => r.nodeId === nodeId);
-  app.get('/nodes', { schema: { querystring: NodeQuery } }, async () => {
+  app.get('/nodes', { config: ADMIN_ROUTE, schema: { querystring: NodeQuery } }, async () => {
     const rows = await deps.store.list();
     return rows.map((row) => {
       const sandboxes = onNode(row.nodeId);
       return { ...nodeFields(row, sandboxes, deps.set), sandboxCount: sandboxes.length, sandboxStartingCount: deps.set.startingOn(row.nodeId) };
     });
   });
-  app.get('/nodes/:nodeID', { schema: { params: NodeParams, querystring: NodeQuery } }, async (request) => {
+  app.get('/nodes/:nodeID', { config: ADMIN_ROUTE, schema: { params: NodeParams, querystring: NodeQuery } }, async (request) => {
     const { nodeID } = request.params as Static<typeof NodeParams>;
     const row = await deps.store.get(nodeID);
     if (!row) throw notFound(`node "${nodeID}" not found`);
@@ -106,7 +107,7 @@ export function registerNodeRoutes(app: FastifyInstance, deps: NodeRouteDeps, li
       cachedBuilds: row.capacity.images ?? [],
     };
   });
-  app.post('/nodes/:nodeID', { schema: { params: NodeParams, body: StatusChange } }, async (request, reply) => {
+  app.post('/nodes/:nodeID', { config: ADMIN_ROUTE, schema: { params: NodeParams, body: StatusChange } }, async (request, reply) => {
     const { nodeID } = request.params as Static<typeof NodeParams>;
     const { status, clusterID } = request.body as Static<typeof StatusChange>;
     if (clusterID !== undefined && clusterID !== CLUSTER_ID) throw notFound(`node "${nodeID}" not found in cluster "${clusterID}"`);

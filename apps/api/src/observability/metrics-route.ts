@@ -2,6 +2,7 @@ import http from 'node:http';
 import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import { listenerOrigin, listenOn } from '../http/listen.ts';
+import { ADMIN_ROUTE } from '../http/route-auth.ts';
 
 export const METRICS_PATH = '/metrics';
 
@@ -20,9 +21,12 @@ export interface MetricsExposition {
   exposition(): Promise<{ contentType: string; body: string }>;
 }
 
-/** `GET /metrics` on the API listener; the API key check (X-API-Key or Bearer) runs before it like on every API route. */
+/**
+ * `GET /metrics` on the API listener, with the admin key (X-API-Key or Bearer): it is the whole platform's state, every
+ * team's load in it, so no team's key opens it.
+ */
 export function registerMetricsRoute(app: FastifyInstance, metrics: MetricsExposition): void {
-  app.get(METRICS_PATH, async (_request, reply) => {
+  app.get(METRICS_PATH, { config: ADMIN_ROUTE }, async (_request, reply) => {
     const { contentType, body } = await metrics.exposition();
     return reply.code(200).header('cache-control', 'no-store').type(contentType).send(body);
   });

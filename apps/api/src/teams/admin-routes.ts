@@ -3,6 +3,7 @@ import type { FastifyInstance } from 'fastify';
 import { notFound } from '../errors.ts';
 import { GENERATED_KEY_LENGTH, type KeyStore, type StoredKeyInfo } from '../store/key-store.ts';
 import type { TeamDirectory } from './team-directory.ts';
+import { ADMIN_ROUTE } from '../http/route-auth.ts';
 
 /** Every route under this prefix takes the admin key (api-key-auth.ts) and no team's key. */
 export const ADMIN_PREFIX = '/admin';
@@ -36,29 +37,29 @@ export function registerAdminRoutes(app: FastifyInstance, teams: TeamDirectory, 
     return team;
   };
 
-  app.post(`${ADMIN_PREFIX}/teams`, { schema: { body: NameBody } }, async (request, reply) => {
+  app.post(`${ADMIN_PREFIX}/teams`, { config: ADMIN_ROUTE, schema: { body: NameBody } }, async (request, reply) => {
     const team = await teams.createTeam((request.body as Static<typeof NameBody>).name);
     request.log.info({ teamId: team.teamID, name: team.name }, 'team created');
     return reply.code(201).send(team);
   });
 
-  app.get(`${ADMIN_PREFIX}/teams`, async () => teams.teams());
+  app.get(`${ADMIN_PREFIX}/teams`, { config: ADMIN_ROUTE }, async () => teams.teams());
 
-  app.get(`${ADMIN_PREFIX}/teams/:teamID`, { schema: { params: TeamParams } }, async (request) => requireTeam((request.params as Static<typeof TeamParams>).teamID));
+  app.get(`${ADMIN_PREFIX}/teams/:teamID`, { config: ADMIN_ROUTE, schema: { params: TeamParams } }, async (request) => requireTeam((request.params as Static<typeof TeamParams>).teamID));
 
-  app.post(`${ADMIN_PREFIX}/teams/:teamID/api-keys`, { schema: { params: TeamParams, body: NameBody } }, async (request, reply) => {
+  app.post(`${ADMIN_PREFIX}/teams/:teamID/api-keys`, { config: ADMIN_ROUTE, schema: { params: TeamParams, body: NameBody } }, async (request, reply) => {
     const team = await requireTeam((request.params as Static<typeof TeamParams>).teamID);
     const { key, info } = await keys.generateKey(team.teamID, (request.body as Static<typeof NameBody>).name);
     request.log.info({ teamId: team.teamID, apiKeyId: info.keyId }, 'API key created');
     return reply.code(201).send({ ...keyView(info), key });
   });
 
-  app.get(`${ADMIN_PREFIX}/teams/:teamID/api-keys`, { schema: { params: TeamParams } }, async (request) => {
+  app.get(`${ADMIN_PREFIX}/teams/:teamID/api-keys`, { config: ADMIN_ROUTE, schema: { params: TeamParams } }, async (request) => {
     const team = await requireTeam((request.params as Static<typeof TeamParams>).teamID);
     return (await keys.keysOf(team.teamID)).map(keyView);
   });
 
-  app.delete(`${ADMIN_PREFIX}/teams/:teamID/api-keys/:apiKeyID`, { schema: { params: KeyParams } }, async (request, reply) => {
+  app.delete(`${ADMIN_PREFIX}/teams/:teamID/api-keys/:apiKeyID`, { config: ADMIN_ROUTE, schema: { params: KeyParams } }, async (request, reply) => {
     const { teamID, apiKeyID } = request.params as Static<typeof KeyParams>;
     await requireTeam(teamID);
     if (!(await keys.revoke(teamID, apiKeyID))) throw notFound(`API key '${apiKeyID}' not found in team '${teamID}'`);

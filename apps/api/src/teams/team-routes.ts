@@ -13,7 +13,7 @@ export const TEAMS_PATH = '/teams';
  * default (and only) team. The auth hook has checked that key before this runs.
  */
 export function registerTeamRoutes(app: FastifyInstance, teams: TeamDirectory): void {
-  app.get(TEAMS_PATH, async (request) => {
+  app.get(TEAMS_PATH, { config: { auth: 'team', bearer: true } }, async (request) => {
     const apiKey = apiKeyOrBearer(request.headers) ?? '';
     const team = await teams.team(callerTeam(request));
     return team ? [{ teamID: team.teamID, name: team.name, apiKey, isDefault: true }] : [];

@@ -6,6 +6,7 @@ import { sandboxView } from '../sandbox-views.ts';
 import { ownedSandboxId } from './owned-sandbox.ts';
 import { OptionalTimeoutBody, PauseBody, RefreshBody, SandboxParams, TimeoutBody } from './sandbox-schemas.ts';
 import { checkMaxTimeout, type TimeoutRules } from './timeout-rules.ts';
+import { TEAM_ROUTE } from '../../http/route-auth.ts';
 
 /** `POST /refreshes`: `duration` defaults to, and never goes below, 15 s (reference behaviour). */
 const REFRESH_MIN_SECONDS = 15;
@@ -13,20 +14,20 @@ const REFRESH_MIN_SECONDS = 15;
 /** Timeout, refresh, pause, resume and connect of the caller's team's sandboxes. `sandboxDomain`: the `domain` answered (see sandboxView). */
 export function registerSandboxLifecycleRoutes(app: FastifyInstance, lifecycle: SandboxLifecycle, timeouts: TimeoutRules, sandboxDomain: () => string | null = () => null): void {
   const idOf = (request: FastifyRequest): string => ownedSandboxId(lifecycle, request);
-  app.post('/sandboxes/:sandboxID/timeout', { schema: { params: SandboxParams, body: TimeoutBody } }, async (request, reply) => {
+  app.post('/sandboxes/:sandboxID/timeout', { config: TEAM_ROUTE, schema: { params: SandboxParams, body: TimeoutBody } }, async (request, reply) => {
     // A negative timeout counts as 0: the sandbox expires at once (reference behaviour).
     const timeout = Math.max(0, checkMaxTimeout(timeouts, (request.body as Static<typeof TimeoutBody>).timeout));
     await lifecycle.setTimeout(idOf(request), timeout);
     return reply.code(204).send();
   });
 
-  app.post('/sandboxes/:sandboxID/refreshes', { schema: { params: SandboxParams, body: RefreshBody } }, async (request, reply) => {
+  app.post('/sandboxes/:sandboxID/refreshes', { config: TEAM_ROUTE, schema: { params: SandboxParams, body: RefreshBody } }, async (request, reply) => {
     const duration = Math.max(REFRESH_MIN_SECONDS, (request.body as Static<typeof RefreshBody>).duration ?? REFRESH_MIN_SECONDS);
     await lifecycle.extend(idOf(request), checkMaxTimeout(timeouts, duration));
     return reply.code(204).send();
   });
 
-  app.post('/sandboxes/:sandboxID/pause', { schema: { params: SandboxParams, body: PauseBody } }, async (request, reply) => {
+  app.post('/sandboxes/:sandboxID/pause', { config: TEAM_ROUTE, schema: { params: SandboxParams, body: PauseBody } }, async (request, reply) => {
     await lifecycle.pause(idOf(request), (request.body as Static<typeof PauseBody>).memory ?? true);
     return reply.code(204).send();
   });
@@ -39,7 +40,7 @@ export function registerSandboxLifecycleRoutes(app: FastifyInstance, lifecycle: 
     return checkMaxTimeout(timeouts, timeout);
   };
 
-  app.post('/sandboxes/:sandboxID/resume', { schema: { params: SandboxParams, body: OptionalTimeoutBody } }, async (request, reply) => {
+  app.post('/sandboxes/:sandboxID/resume', { config: TEAM_ROUTE, schema: { params: SandboxParams, body: OptionalTimeoutBody } }, async (request, reply) => {
     const record = await lifecycle.resume(idOf(request), requestedTimeout(request, false));
     return reply.code(201).send(sandboxView(record, sandboxDomain()));
   });
@@ -48,6 +49,6 @@ export function registerSandboxLifecycleRoutes(app: FastifyInstance, lifecycle: 
     const { record, resumed } = await lifecycle.connect(idOf(request), requestedTimeout(request, true));
     return reply.code(resumed ? 201 : 200).send(sandboxView(record, sandboxDomain()));
   };
-  app.post('/sandboxes/:sandboxID/connect', { schema: { params: SandboxParams, body: OptionalTimeoutBody } }, connect);
-  app.post('/v2/sandboxes/:sandboxID/connect', { schema: { params: SandboxParams, body: OptionalTimeoutBody } }, connect);
+  app.post('/sandboxes/:sandboxID/connect', { config: TEAM_ROUTE, schema: { params: SandboxParams, body: OptionalTimeoutBody } }, connect);
+  app.post('/v2/sandboxes/:sandboxID/connect', { config: TEAM_ROUTE, schema: { params: SandboxParams, body: OptionalTimeoutBody } }, connect);
 }

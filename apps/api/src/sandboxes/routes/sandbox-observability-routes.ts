@@ -6,6 +6,7 @@ import { callerTeam } from '../../http/request-team.ts';
 import { ownedSandboxId } from './owned-sandbox.ts';
 import type { SandboxLifecycle } from '../sandbox-lifecycle.ts';
 import { SandboxParams } from './sandbox-schemas.ts';
+import { TEAM_ROUTE } from '../../http/route-auth.ts';
 
 const MetricsQuery = Type.Object({ start: Type.Optional(Type.String({ pattern: '^[0-9]+$' })), end: Type.Optional(Type.String({ pattern: '^[0-9]+$' })) }, { additionalProperties: true });
 const ManyMetricsQuery = Type.Object({ sandbox_ids: Type.String({ minLength: 1 }) }, { additionalProperties: true });
@@ -47,7 +48,7 @@ export function legacyLogLine(sandboxID: string, entry: { level: string; message
 
 /** Metrics and lifecycle logs. */
 export function registerSandboxObservabilityRoutes(app: FastifyInstance, lifecycle: SandboxLifecycle, events: (id: string) => Promise<Array<{ timestamp: string; level: string; message: string }>>): void {
-  app.get('/sandboxes/metrics', { schema: { querystring: ManyMetricsQuery } }, async (request) => {
+  app.get('/sandboxes/metrics', { config: TEAM_ROUTE, schema: { querystring: ManyMetricsQuery } }, async (request) => {
     const ids = [...new Set((request.query as Static<typeof ManyMetricsQuery>).sandbox_ids.split(',').map((id) => id.trim()).filter(Boolean))];
     if (ids.length > 100) throw new PlatformError('invalid', 'at most 100 sandbox ids may be asked for at once');
     const sandboxes: Record<string, ReturnType<typeof metricView>> = {};
@@ -62,7 +63,7 @@ export function registerSandboxObservabilityRoutes(app: FastifyInstance, lifecyc
     return { sandboxes };
   });
 
-  app.get('/sandboxes/:sandboxID/metrics', { schema: { params: SandboxParams, querystring: MetricsQuery } }, async (request) => {
+  app.get('/sandboxes/:sandboxID/metrics', { config: TEAM_ROUTE, schema: { params: SandboxParams, querystring: MetricsQuery } }, async (request) => {
     const record = lifecycle.require(ownedSandboxId(lifecycle, request));
     const query = request.query as Static<typeof MetricsQuery>;
     const samples = await lifecycle.metrics.range(record, query.start === undefined ? undefined : Number(query.start), query.end === undefined ? undefined : Number(query.end));
@@ -78,12 +79,12 @@ export function registerSandboxObservabilityRoutes(app: FastifyInstance, lifecyc
     return entries.slice(0, limit);
   };
 
-  app.get('/v2/sandboxes/:sandboxID/logs', { schema: { params: SandboxParams, querystring: LogsQuery } }, async (request) => {
+  app.get('/v2/sandboxes/:sandboxID/logs', { config: TEAM_ROUTE, schema: { params: SandboxParams, querystring: LogsQuery } }, async (request) => {
     const id = ownedSandboxId(lifecycle, request);
     return { logs: (await selectLogs(id, request.query as Static<typeof LogsQuery>)).map((e) => ({ ...e, fields: {} })) };
   });
 
-  app.get('/sandboxes/:sandboxID/logs', { schema: { params: SandboxParams, querystring: LogsQuery } }, async (request) => {
+  app.get('/sandboxes/:sandboxID/logs', { config: TEAM_ROUTE, schema: { params: SandboxParams, querystring: LogsQuery } }, async (request) => {
     const id = ownedSandboxId(lifecycle, request);
     const entries = await selectLogs(id, { ...(request.query as Static<typeof LogsQuery>), direction: 'forward' });
     return { logs: entries.map((e) => ({ timestamp: e.timestamp, line: legacyLogLine(id, e) })), logEntries: entries.map((e) => ({ ...e, fields: {} })) };

@@ -12,6 +12,7 @@ import type { SandboxLifecycle } from '../sandbox-lifecycle.ts';
 import { listedSandboxView, sandboxDetailView, sandboxView } from '../sandbox-views.ts';
 import { ListQuery, NetworkUpdateSchema, NewSandboxSchema, SandboxParams } from './sandbox-schemas.ts';
 import { positiveTimeout, type TimeoutRules } from './timeout-rules.ts';
+import { TEAM_ROUTE } from '../../http/route-auth.ts';
 
 /** Turns a validated NewSandbox body into a create request, applying the reference platform's rules. */
 async function createInput(teamId: string, body: Static<typeof NewSandboxSchema>, timeouts: TimeoutRules, secretNames: SecretNames) {
@@ -68,10 +69,10 @@ export function registerSandboxRoutes(
 ): void {
   const create = async (request: FastifyRequest) =>
     sandboxView(await lifecycle.create(await createInput(callerTeam(request), request.body as Static<typeof NewSandboxSchema>, timeouts, secretNames)), sandboxDomain());
-  app.post('/sandboxes', { schema: { body: NewSandboxSchema } }, async (request, reply) => reply.code(201).send(await create(request)));
-  app.post('/v2/sandboxes', { schema: { body: NewSandboxSchema } }, async (request, reply) => reply.code(201).send(await create(request)));
+  app.post('/sandboxes', { config: TEAM_ROUTE, schema: { body: NewSandboxSchema } }, async (request, reply) => reply.code(201).send(await create(request)));
+  app.post('/v2/sandboxes', { config: TEAM_ROUTE, schema: { body: NewSandboxSchema } }, async (request, reply) => reply.code(201).send(await create(request)));
 
-  app.get('/sandboxes', { schema: { querystring: ListQuery } }, async (request) => {
+  app.get('/sandboxes', { config: TEAM_ROUTE, schema: { querystring: ListQuery } }, async (request) => {
     const query = request.query as Static<typeof ListQuery>;
     const filter = decodeMetadataFilter(query.metadata);
     await lifecycle.caughtUp();
@@ -82,7 +83,7 @@ export function registerSandboxRoutes(
       .map(listedSandboxView);
   });
 
-  app.get('/v2/sandboxes', { schema: { querystring: ListQuery } }, async (request, reply) => {
+  app.get('/v2/sandboxes', { config: TEAM_ROUTE, schema: { querystring: ListQuery } }, async (request, reply) => {
     const query = request.query as Static<typeof ListQuery>;
     const states = parseStates(query.state);
     const filter = decodeMetadataFilter(query.metadata);
@@ -102,18 +103,18 @@ export function registerSandboxRoutes(
     return result.items.map(listedSandboxView);
   });
 
-  app.get('/sandboxes/:sandboxID', { schema: { params: SandboxParams } }, async (request) => {
+  app.get('/sandboxes/:sandboxID', { config: TEAM_ROUTE, schema: { params: SandboxParams } }, async (request) => {
     return sandboxDetailView(lifecycle.require(ownedSandboxId(lifecycle, request)), sandboxDomain());
   });
 
-  app.put('/sandboxes/:sandboxID/network', { schema: { params: SandboxParams, body: NetworkUpdateSchema } }, async (request, reply) => {
+  app.put('/sandboxes/:sandboxID/network', { config: TEAM_ROUTE, schema: { params: SandboxParams, body: NetworkUpdateSchema } }, async (request, reply) => {
     const id = ownedSandboxId(lifecycle, request);
     await requireStoredSecrets((request.body as NetworkUpdate).rules, () => secretNames(callerTeam(request)));
     await lifecycle.updateNetwork(id, request.body as NetworkUpdate);
     return reply.code(204).send();
   });
 
-  app.delete('/sandboxes/:sandboxID', { schema: { params: SandboxParams } }, async (request, reply) => {
+  app.delete('/sandboxes/:sandboxID', { config: TEAM_ROUTE, schema: { params: SandboxParams } }, async (request, reply) => {
     await lifecycle.kill(ownedSandboxId(lifecycle, request));
     return reply.code(204).send();
   });

@@ -10,6 +10,7 @@ import { createSnapshot, type SnapshotDeps } from '../sandbox-snapshots.ts';
 import { sandboxView } from '../sandbox-views.ts';
 import { SandboxParams } from './sandbox-schemas.ts';
 import { positiveTimeout, type TimeoutRules } from './timeout-rules.ts';
+import { TEAM_ROUTE } from '../../http/route-auth.ts';
 
 const SnapshotBody = Type.Object({ name: Type.Optional(Type.String({ minLength: 1, maxLength: 300 })) }, { additionalProperties: true });
 const ForkBody = Type.Object({ timeout: Type.Optional(Type.Integer()), count: Type.Optional(Type.Integer()) }, { additionalProperties: true });
@@ -25,13 +26,13 @@ const SnapshotQuery = Type.Object(
 
 /** Snapshots of sandboxes (templates made from them) and forks. `sandboxDomain`: the `domain` answered for forks. */
 export function registerSandboxSnapshotRoutes(app: FastifyInstance, deps: SnapshotDeps & ForkDeps, timeouts: TimeoutRules, sandboxDomain: () => string | null = () => null): void {
-  app.post('/sandboxes/:sandboxID/snapshots', { schema: { params: SandboxParams, body: SnapshotBody } }, async (request, reply) => {
+  app.post('/sandboxes/:sandboxID/snapshots', { config: TEAM_ROUTE, schema: { params: SandboxParams, body: SnapshotBody } }, async (request, reply) => {
     const id = ownedSandboxId(deps.lifecycle, request);
     const info = await createSnapshot(deps, id, (request.body as Static<typeof SnapshotBody>).name);
     return reply.code(201).send(info);
   });
 
-  app.get('/snapshots', { schema: { querystring: SnapshotQuery } }, async (request, reply) => {
+  app.get('/snapshots', { config: TEAM_ROUTE, schema: { querystring: SnapshotQuery } }, async (request, reply) => {
     const query = request.query as Static<typeof SnapshotQuery>;
     const all = await deps.catalog.snapshots({ teamId: callerTeam(request), sandboxId: query.sandboxID === undefined ? undefined : normalizeSandboxId(query.sandboxID), name: query.name });
     const page = keysetPage(all, (s) => `${s.createdAt}\u0000${s.key}`, parseLimit(query.limit), query.nextToken);
@@ -39,7 +40,7 @@ export function registerSandboxSnapshotRoutes(app: FastifyInstance, deps: Snapsh
     return page.items.map(({ snapshotID, names }) => ({ snapshotID, names }));
   });
 
-  app.post('/sandboxes/:sandboxID/fork', { schema: { params: SandboxParams, body: ForkBody } }, async (request, reply) => {
+  app.post('/sandboxes/:sandboxID/fork', { config: TEAM_ROUTE, schema: { params: SandboxParams, body: ForkBody } }, async (request, reply) => {
     const id = ownedSandboxId(deps.lifecycle, request);
     const body = request.body as Static<typeof ForkBody>;
     const count = body.count ?? 1;

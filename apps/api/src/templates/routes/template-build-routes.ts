@@ -12,6 +12,7 @@ import { buildStatusView } from '../template-views.ts';
 import { signUpload, uploadSignatureValid } from '../upload-signature.ts';
 import type { TemplateRouteDeps } from './template-route-deps.ts';
 import { BuildParams, BuildStartBody, FileParams, LogsQuery, StatusQuery } from './template-schemas.ts';
+import { OPEN_ROUTE, TEAM_ROUTE } from '../../http/route-auth.ts';
 
 const LEVELS: LogLevel[] = ['debug', 'info', 'warn', 'error'];
 const atLeast = (min: LogLevel | undefined) => (entry: BuildLogEntry) => min === undefined || LEVELS.indexOf(entry.level) >= LEVELS.indexOf(min);
@@ -44,14 +45,14 @@ export function registerTemplateBuildRoutes(app: FastifyInstance, deps: Template
     }
   };
 
-  app.post('/v2/templates/:templateID/builds/:buildID', { schema: { params: BuildParams, body: BuildStartBody } }, async (request, reply) => {
+  app.post('/v2/templates/:templateID/builds/:buildID', { config: TEAM_ROUTE, schema: { params: BuildParams, body: BuildStartBody } }, async (request, reply) => {
     const build = await buildOf(request, 'write');
     await deps.queue.start(build.templateId, build.buildId, parseBuildRequest(request.body as Static<typeof BuildStartBody>));
     // No body: the SDK parses any other 2xx body as JSON.
     return reply.code(202).header('content-length', '0').send();
   });
 
-  app.get('/templates/:templateID/builds/:buildID/status', { schema: { params: BuildParams, querystring: StatusQuery } }, async (request) => {
+  app.get('/templates/:templateID/builds/:buildID/status', { config: TEAM_ROUTE, schema: { params: BuildParams, querystring: StatusQuery } }, async (request) => {
     const build = await polledBuildOf(request);
     const query = request.query as Static<typeof StatusQuery>;
     const limit = parseLimit(query.limit);
@@ -63,7 +64,7 @@ export function registerTemplateBuildRoutes(app: FastifyInstance, deps: Template
     return buildStatusView(build, entries, reasonEntries);
   });
 
-  app.get('/templates/:templateID/builds/:buildID/logs', { schema: { params: BuildParams, querystring: LogsQuery } }, async (request) => {
+  app.get('/templates/:templateID/builds/:buildID/logs', { config: TEAM_ROUTE, schema: { params: BuildParams, querystring: LogsQuery } }, async (request) => {
     const build = await buildOf(request, 'read');
     const query = request.query as Static<typeof LogsQuery>;
     const limit = parseLimit(query.limit);
@@ -75,7 +76,7 @@ export function registerTemplateBuildRoutes(app: FastifyInstance, deps: Template
     return { logs: entries.slice(0, limit) };
   });
 
-  app.get('/templates/:templateID/files/:hash', { schema: { params: FileParams } }, async (request, reply) => {
+  app.get('/templates/:templateID/files/:hash', { config: TEAM_ROUTE, schema: { params: FileParams } }, async (request, reply) => {
     const params = request.params as Static<typeof FileParams>;
     const template = await catalog.require(params.templateID, callerTeam(request), 'write');
     const hash = checkFilesHash(params.hash);
@@ -90,7 +91,7 @@ export function registerTemplateBuildRoutes(app: FastifyInstance, deps: Template
   app.register(async (scope) => {
     scope.removeAllContentTypeParsers();
     scope.addContentTypeParser('*', (_request, payload, done) => done(null, payload));
-    scope.put('/templates/:templateID/files/:hash/upload', { schema: { params: FileParams } }, async (request, reply) => {
+    scope.put('/templates/:templateID/files/:hash/upload', { config: OPEN_ROUTE, schema: { params: FileParams } }, async (request, reply) => {
       const params = request.params as Static<typeof FileParams>;
       const query = request.query as { expires?: string; signature?: string };
       const hash = checkFilesHash(params.hash);

@@ -7,6 +7,7 @@ import { mayAccess, namesOf } from '../template-catalog.ts';
 import { buildView, templateView } from '../template-views.ts';
 import type { TemplateRouteDeps } from './template-route-deps.ts';
 import { AliasParams, PageQuery, RegisterV2Body, RegisterV3Body, TemplateParams, UpdateTemplateBody } from './template-schemas.ts';
+import { TEAM_ROUTE } from '../../http/route-auth.ts';
 
 const DEFAULT_CPU = 2;
 const DEFAULT_MEMORY_MB = 1024;
@@ -15,7 +16,7 @@ const DEFAULT_MEMORY_MB = 1024;
 export function registerTemplateRoutes(app: FastifyInstance, deps: TemplateRouteDeps): void {
   const { catalog, store } = deps;
 
-  app.post('/v3/templates', { schema: { body: RegisterV3Body } }, async (request, reply) => {
+  app.post('/v3/templates', { config: TEAM_ROUTE, schema: { body: RegisterV3Body } }, async (request, reply) => {
     const body = request.body as Static<typeof RegisterV3Body>;
     const name = body.name ?? body.alias;
     if (name === undefined) throw invalid('name is required');
@@ -31,7 +32,7 @@ export function registerTemplateRoutes(app: FastifyInstance, deps: TemplateRoute
     });
   });
 
-  app.post('/v2/templates', { schema: { body: RegisterV2Body } }, async (request, reply) => {
+  app.post('/v2/templates', { config: TEAM_ROUTE, schema: { body: RegisterV2Body } }, async (request, reply) => {
     const body = request.body as Static<typeof RegisterV2Body>;
     deps.queue.ensureRoom();
     const { template } = await catalog.registerBuild({ teamId: callerTeam(request), name: body.alias, cpuCount: body.cpuCount ?? DEFAULT_CPU, memoryMB: body.memoryMB ?? DEFAULT_MEMORY_MB });
@@ -47,10 +48,10 @@ export function registerTemplateRoutes(app: FastifyInstance, deps: TemplateRoute
     if (page.nextToken) reply.header('x-next-token', page.nextToken);
     return Promise.all(page.items.map(async (t) => templateView(t, await store.builds(t.templateId))));
   };
-  app.get('/templates', { schema: { querystring: PageQuery } }, list);
-  app.get('/v2/templates', { schema: { querystring: PageQuery } }, list);
+  app.get('/templates', { config: TEAM_ROUTE, schema: { querystring: PageQuery } }, list);
+  app.get('/v2/templates', { config: TEAM_ROUTE, schema: { querystring: PageQuery } }, list);
 
-  app.get('/templates/:templateID', { schema: { params: TemplateParams, querystring: PageQuery } }, async (request, reply) => {
+  app.get('/templates/:templateID', { config: TEAM_ROUTE, schema: { params: TemplateParams, querystring: PageQuery } }, async (request, reply) => {
     const template = await catalog.require((request.params as Static<typeof TemplateParams>).templateID, callerTeam(request));
     const query = request.query as Static<typeof PageQuery>;
     const builds = await store.builds(template.templateId);
@@ -76,15 +77,15 @@ export function registerTemplateRoutes(app: FastifyInstance, deps: TemplateRoute
     const template = body.public === undefined ? await catalog.require(templateID, teamId, 'write') : await catalog.setPublic(templateID, body.public, teamId);
     return { names: namesOf(template) };
   };
-  app.patch('/templates/:templateID', { schema: { params: TemplateParams, body: UpdateTemplateBody } }, update);
-  app.patch('/v2/templates/:templateID', { schema: { params: TemplateParams, body: UpdateTemplateBody } }, update);
+  app.patch('/templates/:templateID', { config: TEAM_ROUTE, schema: { params: TemplateParams, body: UpdateTemplateBody } }, update);
+  app.patch('/v2/templates/:templateID', { config: TEAM_ROUTE, schema: { params: TemplateParams, body: UpdateTemplateBody } }, update);
 
-  app.delete('/templates/:templateID', { schema: { params: TemplateParams } }, async (request, reply) => {
+  app.delete('/templates/:templateID', { config: TEAM_ROUTE, schema: { params: TemplateParams } }, async (request, reply) => {
     await deps.remove((request.params as Static<typeof TemplateParams>).templateID, callerTeam(request));
     return reply.code(204).send();
   });
 
-  app.get('/templates/aliases/:alias', { schema: { params: AliasParams } }, async (request) => {
+  app.get('/templates/aliases/:alias', { config: TEAM_ROUTE, schema: { params: AliasParams } }, async (request) => {
     const { alias } = request.params as Static<typeof AliasParams>;
     const template = await catalog.find(alias, callerTeam(request), 'use');
     if (!template || template.alias === null) throw notFound(`template alias '${alias}' not found`);

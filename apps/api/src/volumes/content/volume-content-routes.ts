@@ -14,9 +14,7 @@ import { removeEntry } from './tree-removal.ts';
 import { sweepUploadLeftovers } from './upload-leftovers.ts';
 import { parseVolumePath, type VolumePath } from './volume-path.ts';
 import { type DirHandle, openVolumeRoot } from './volume-tree.ts';
-
-/** Prefix of every content route; `X-API-Key` is not asked for under it (see api-key-auth.ts). */
-export const VOLUME_CONTENT_PREFIX = '/volumecontent/';
+import { OPEN_ROUTE } from '../../http/route-auth.ts';
 
 /**
  * Where a content request is served: the volume's directory in this process, or `forward` hands the raw request to
@@ -91,7 +89,8 @@ export function registerVolumeContentRoutes(app: FastifyInstance, deps: VolumeCo
       }
     };
 
-    const routeOptions = { schema: { params: Params } };
+    // Open to API keys: each request is authorized by the volume's bearer token (the scope's onRequest hook above).
+    const routeOptions = { config: OPEN_ROUTE, schema: { params: Params } };
 
     scope.get<{ Params: { volumeID: string }; Querystring: Query }>('/volumecontent/:volumeID/dir', routeOptions, (request, reply) =>
       serve(request, reply, async (root, path) => reply.code(200).send(await listDirectory(root, path, parseDepth(request.query.depth)))),

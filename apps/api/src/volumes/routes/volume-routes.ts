@@ -3,6 +3,7 @@ import type { FastifyInstance } from 'fastify';
 import { callerTeam } from '../../http/request-team.ts';
 import type { VolumeCatalog } from '../volume-catalog.ts';
 import type { Volume } from '../volume-model.ts';
+import { TEAM_ROUTE } from '../../http/route-auth.ts';
 
 /** Bounded before the catalog applies the name rule (which answers with a clear message). */
 const NewVolumeBody = Type.Object({ name: Type.String({ maxLength: 1000 }) }, { additionalProperties: true });
@@ -13,18 +14,18 @@ const volumeAndToken = (v: Volume) => ({ volumeID: v.volumeID, name: v.name, tok
 
 /** `POST/GET /volumes`, `GET/DELETE /volumes/{volumeID}` (API key; the caller's team's volumes only). */
 export function registerVolumeRoutes(app: FastifyInstance, volumes: VolumeCatalog): void {
-  app.post('/volumes', { schema: { body: NewVolumeBody } }, async (request, reply) => {
+  app.post('/volumes', { config: TEAM_ROUTE, schema: { body: NewVolumeBody } }, async (request, reply) => {
     const volume = await volumes.create(callerTeam(request), (request.body as Static<typeof NewVolumeBody>).name);
     return reply.code(201).send(volumeAndToken(volume));
   });
 
-  app.get('/volumes', async (request) => (await volumes.listOf(callerTeam(request))).map((v) => ({ volumeID: v.volumeID, name: v.name })));
+  app.get('/volumes', { config: TEAM_ROUTE }, async (request) => (await volumes.listOf(callerTeam(request))).map((v) => ({ volumeID: v.volumeID, name: v.name })));
 
-  app.get('/volumes/:volumeID', { schema: { params: VolumeParams } }, async (request) =>
+  app.get('/volumes/:volumeID', { config: TEAM_ROUTE, schema: { params: VolumeParams } }, async (request) =>
     volumeAndToken(await volumes.require((request.params as Static<typeof VolumeParams>).volumeID, callerTeam(request))),
   );
 
-  app.delete('/volumes/:volumeID', { schema: { params: VolumeParams } }, async (request, reply) => {
+  app.delete('/volumes/:volumeID', { config: TEAM_ROUTE, schema: { params: VolumeParams } }, async (request, reply) => {
     await volumes.remove((request.params as Static<typeof VolumeParams>).volumeID, callerTeam(request));
     return reply.code(204).send();
   });
