@@ -309,6 +309,7 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
     const app = buildApiServer({
       sandboxDomain: () => sandboxDomain,
       lifecycle,
+      readiness: { database: db, nodeStatuses: () => nodes.all().map((node) => nodes.status(node.nodeId)) },
       templates: builds.templateDeps,
       nodes: { store: nodeStore, set: nodes, lostAfterSeconds: config.nodeLostAfterSeconds },
       keys,

@@ -34,9 +34,15 @@ import { installLenientJsonBody } from './json-body.ts';
 import { recordRouteTable } from './route-table.ts';
 import { installSandboxReadThrough } from '../sandboxes/routes/sandbox-read-through.ts';
 import { OPEN_ROUTE, requireDeclaredAuth } from './route-auth.ts';
+import { apiVersion } from '../observability/api-version.ts';
+import { type ReadinessDeps, registerReadyRoute } from '../observability/readiness-route.ts';
+import { installRequestLog, requestIdOf } from './request-log.ts';
+import { installOpenApi } from './openapi.ts';
 
 export interface ApiServerDeps {
   lifecycle: SandboxLifecycle;
+  /** What `GET /ready` checks: the database and the nodes. */
+  readiness: ReadinessDeps;
   keys: KeyStore;
   /** The key of `/admin/*` (teams and their keys). */
   admin: AdminKey;
@@ -77,13 +83,17 @@ export function buildApiServer(deps: ApiServerDeps): FastifyInstance {
     maxParamLength: 1000,
     frameworkErrors: answerFrameworkError,
     clientErrorHandler: answerClientError,
+    genReqId: requestIdOf,
   }).withTypeProvider<TypeBoxTypeProvider>();
   recordRouteTable(app);
   requireDeclaredAuth(app);
+  installOpenApi(app, apiVersion());
   installSandboxProxy(app, { directory: deps.lifecycle, domain: deps.domain, logger: deps.logger, limits: deps.proxyLimits, metrics: deps.metrics });
   installApiErrorHandler(app);
   installLenientJsonBody(app);
+  installRequestLog(app);
   app.get('/health', { config: OPEN_ROUTE }, async (_request, reply) => reply.code(200).type('text/plain').send('Health check successful'));
+  registerReadyRoute(app, deps.readiness);
   installApiKeyAuth(app, deps.keys, deps.admin, deps.authFailures);
   installSandboxReadThrough(app, deps.lifecycle);
   registerDashboardRoutes(app, deps.logger, deps.dashboardDir);

@@ -1,4 +1,4 @@
-import { readFileSync } from 'node:fs';
+import { apiVersion } from './api-version.ts';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import {
   type MetricsSink,
@@ -50,15 +50,6 @@ export interface MetricsSources {
 }
 
 const OUTCOMES: Outcome[] = ['success', 'error'];
-
-function apiVersion(): string {
-  try {
-    const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version?: unknown };
-    return typeof pkg.version === 'string' ? pkg.version : 'unknown';
-  } catch {
-    return 'unknown';
-  }
-}
 
 /**
  * Every metric of the platform, defined in this one place (names, help, labels, buckets), kept in a registry of
