@@ -45,6 +45,8 @@ const OPERATOR_ROUTES = [
 /** Routes that take no API key (each carries its own proof, or needs none). */
 const OPEN_ROUTES = [
   'GET /health',
+  'GET /ready',
+  'GET /openapi.json',
   'GET /dashboard',
   'GET /dashboard/',
   'GET /dashboard/*',

@@ -145,6 +145,8 @@ type RouteCase =
 
 const CASES: Record<string, RouteCase> = {
   'GET /health': { kind: 'own-test', why: 'no key, no team data (health text)' },
+  'GET /ready': { kind: 'own-test', why: 'no key, no team data (database and node counts: operator-endpoints.test.ts)' },
+  'GET /openapi.json': { kind: 'own-test', why: 'no key, no team data (the API description: operator-endpoints.test.ts)' },
   'GET /dashboard': { kind: 'own-test', why: 'static dashboard files: no team data' },
   'GET /dashboard/': { kind: 'own-test', why: 'static dashboard files: no team data' },
   'GET /dashboard/*': { kind: 'own-test', why: 'static dashboard files: no team data' },
