@@ -1,5 +1,5 @@
 /**
- * `pnpm cluster:local <command>`: a multi-node Tidepool cluster on this machine (see README, "Cluster mode").
+ * `pnpm cluster:local <command>`: a multi-node Tidepool cluster on this machine (see docs/cluster.md).
  *
  *   up [--nodes N] [--apis N | --no-api] [--no-postgres] [--node-lost-after S] [--no-tls] [--no-agents]
  *      [--storage-driver auto|overlay2|vfs] [--load IMAGE]... [--no-load]

@@ -1,6 +1,6 @@
 import { createRequire } from 'node:module';
 
-/** One published `e2b` SDK the matrix runs, and what the README's "SDK versions" table says it supports. */
+/** One published `e2b` SDK the matrix runs, and what the "SDK versions" table of docs/clients.md says it supports. */
 export interface SdkUnderTest {
   /** What the driver imports: a package name (an npm alias in the root devDependencies) or a file: URL. */
   specifier: string;

@@ -1,7 +1,7 @@
 import type Docker from 'dockerode';
 import type { Logger } from 'pino';
 
-/** The runtime `auto` prefers: it starts a container sooner than runc with the same isolation (README "Performance"). */
+/** The runtime `auto` prefers: it starts a container sooner than runc with the same isolation (docs/benchmarks.md). */
 export const PREFERRED_RUNTIME = 'crun';
 
 /**

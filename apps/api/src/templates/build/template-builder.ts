@@ -1,7 +1,7 @@
 /**
  * Turns a validated build (base + steps + start/ready commands) into an image sandboxes start
  * from. Steps run in a build container through its envd; each step's image is kept as a cache
- * layer tagged by its chain hash, so an unchanged prefix of steps is reused. See README.md.
+ * layer tagged by its chain hash, so an unchanged prefix of steps is reused. See docs/templates.md.
  */
 import type { Logger } from 'pino';
 import type { ImageEngine } from '../../runtime/image-engine.ts';
