@@ -28,6 +28,8 @@ let teamB: TeamHandle;
  * id are not among them: they are written into request paths here, and a 404 repeats its path.)
  */
 let secretsOfA: string[];
+/** Ids of team A's resources: a 404 may repeat one from its path, but no answer to team B may be a success naming one. */
+let idsOfA: string[];
 
 /** The operator's routes, written out: a route moved to another rule by mistake fails the first test. */
 const OPERATOR_ROUTES = [
@@ -158,8 +160,9 @@ beforeAll(async () => {
   expect(volume.status).toBe(201);
   const secret = await api(platform, 'POST', '/secrets', { name: `AUTH_SECRET_${run.toUpperCase()}`, value: `v-${run}`, allowedDomains: ['example.test'] }, teamA.key);
   expect(secret.status, JSON.stringify(secret.body)).toBe(201);
-  secretsOfA = [`auth-a-${run}`, teamA.key, volume.body.volumeID, volume.body.token, secret.body.secretID, `v-${run}`];
-  for (const value of secretsOfA) expect(typeof value === 'string' && value.length > 8, String(value)).toBe(true);
+  secretsOfA = [`auth-a-${run}`, teamA.key, volume.body.token, `v-${run}`];
+  idsOfA = [teamA.teamID, teamA.keyId, volume.body.volumeID, secret.body.secretID];
+  for (const value of [...secretsOfA, ...idsOfA]) expect(typeof value === 'string' && value.length > 8, String(value)).toBe(true);
 }, 120_000);
 
 afterAll(async () => {
@@ -212,6 +215,7 @@ describe('every spelling of a route is checked under its own rule', () => {
         const answer = await send(route.method, path, { 'x-api-key': teamB.key }, body);
         if (answer.status !== 401 && answer.status !== 404 && answer.status !== 400) leaks.push(`${route.method} ${path} → ${answer.status} ${answer.body.slice(0, 80)}`);
         if (secretsOfA.some((s) => answer.body.includes(s))) leaks.push(`${route.method} ${path}: answer holds team A's data`);
+        if (answer.status < 300 && idsOfA.some((id) => answer.body.includes(id))) leaks.push(`${route.method} ${path}: a success naming team A's resource`);
       }
     }
     expect(leaks).toEqual([]);
@@ -284,7 +288,7 @@ describe('fuzz of the auth layer', () => {
     const { next, pick } = generator(seed);
     const routes = platform.app.routeTable;
     const methods = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE', 'HEAD', 'OPTIONS', 'get', 'Post', 'PROPFIND'];
-    const fillers = [teamA.teamID, teamA.keyId, teamB.teamID, 'x1', '..', '.', '%2e%2e', '', 'a'.repeat(2000), '%00', '%ff', '%', '%zz', 'admin', 'nodes', 'metrics'];
+    const fillers = [...idsOfA, teamB.teamID, 'x1', '..', '.', '%2e%2e', '', 'a'.repeat(2000), '%00', '%ff', '%', '%zz', 'admin', 'nodes', 'metrics'];
     const keyHeaders = (): Record<string, string> => {
       const casing = pick(['x-api-key', 'X-API-Key', 'X-Api-KEY']);
       return pick<Record<string, string>>([
@@ -329,6 +333,7 @@ describe('fuzz of the auth layer', () => {
       }
       const where = `seed ${seed} #${i}: ${method} ${path.slice(0, 120)} ${JSON.stringify(Object.keys(headers))}`;
       if (secretsOfA.some((s) => answer.body.includes(s))) failures.push(`${where} → ${answer.status}: holds team A's data`);
+      if (answer.status < 300 && idsOfA.some((id) => answer.body.includes(id))) failures.push(`${where} → ${answer.status}: a success naming team A's resource`);
       if (answer.body.includes('tidepool_build_info')) failures.push(`${where} → ${answer.status}: the platform's metrics`);
       if (answer.status >= 500) failures.push(`${where} → ${answer.status} ${answer.body.slice(0, 120)}`);
       // A 2xx for a path that spells an operator route (decoded, slashes folded, dot segments resolved) reached it.
