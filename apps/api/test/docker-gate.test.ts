@@ -32,6 +32,8 @@ const dir = mkdtempSync(join(tmpdir(), 'docker-gate-'));
 const socketPath = join(dir, 'gate.sock');
 /** The gate's only allowed bind root in this suite (like the volumes directory in docker-compose.yml). */
 const volumesRoot = join(dir, 'volumes');
+/** A volume directory under that root as the platform names it (vol_ and 20 of [a-z0-9]). */
+const volumeDir = (seed: string): string => join(volumesRoot, `vol_${`${seed}${'0'.repeat(20)}`.slice(0, 20)}`);
 /** Every call the gate forwarded or refused (the gate logs at debug). */
 const gateLog: { msg: string; call?: string; method?: string; url?: string; reason?: string; status?: number }[] = [];
 
@@ -313,9 +315,9 @@ describe('calls the platform never makes', () => {
       expect(answer.body.message).toMatch(/^docker gate: /);
     }
     expect(await containersMarked()).toEqual(before);
-    mkdirSync(join(volumesRoot, 'vol_escape'), { recursive: true });
-    symlinkSync('/', join(volumesRoot, 'vol_link'));
-    for (const source of [dir, join(volumesRoot, 'vol_link'), join(volumesRoot, 'vol_link', 'etc'), `${volumesRoot}/../gate.sock`]) {
+    mkdirSync(volumeDir('escape'), { recursive: true });
+    symlinkSync('/', volumeDir('link'));
+    for (const source of [dir, volumeDir('link'), join(volumeDir('link'), 'etc'), `${volumesRoot}/../gate.sock`]) {
       const answer = await create({ Labels: platformLabels, HostConfig: { Mounts: [{ Type: 'bind', Source: source, Target: '/mnt/v', BindOptions: { Propagation: 'rprivate' } }] } });
       expect(answer.status, source).toBe(403);
     }
@@ -325,11 +327,28 @@ describe('calls the platform never makes', () => {
   });
 
   it('lets a platform container bind a directory under the allowed roots (sandbox volumes)', async () => {
-    mkdirSync(join(volumesRoot, 'vol_ok'), { recursive: true });
-    const answer = await create({ Labels: platformLabels, HostConfig: { Mounts: [{ Type: 'bind', Source: join(volumesRoot, 'vol_ok'), Target: '/mnt/v', ReadOnly: false, BindOptions: { Propagation: 'rprivate' } }] } });
+    mkdirSync(volumeDir('ok'), { recursive: true });
+    const answer = await create({ Labels: platformLabels, HostConfig: { Mounts: [{ Type: 'bind', Source: volumeDir('ok'), Target: '/mnt/v', ReadOnly: false, BindOptions: { Propagation: 'rprivate' } }] } });
     expect(answer.status).toBe(201);
-    expect((await engine.getContainer(answer.body.Id).inspect()).Mounts.map((m) => m.Source)).toEqual([join(volumesRoot, 'vol_ok')]);
+    expect((await engine.getContainer(answer.body.Id).inspect()).Mounts.map((m) => m.Source)).toEqual([volumeDir('ok')]);
     expect((await gateCall('DELETE', `/containers/${answer.body.Id}?force=true`)).status).toBe(204);
+  });
+
+  it('refuses a volume that is a link to a path the gate cannot see (the engine would follow it on the host)', async () => {
+    // In compose the gate sees only the volumes directory: a link to /root/.ssh dangles there but not on the host.
+    // A dangling link stands for it here; with Binds the engine would even make the missing target on the host.
+    const link = volumeDir('hostlink');
+    symlinkSync(join(dir, `host-only-${run}`, '.ssh'), link);
+    const before = await containersMarked();
+    const name = `gate-hostlink-${run}`;
+    for (const host of [{ Binds: [`${link}:/mnt/v`] }, { Mounts: [{ Type: 'bind', Source: link, Target: '/mnt/v', BindOptions: { Propagation: 'rprivate' } }] }]) {
+      const answer = await create({ Labels: platformLabels, HostConfig: host }, name);
+      expect(answer.status, JSON.stringify(host)).toBe(403);
+      expect(answer.body.message).toMatch(/symbolic link/);
+    }
+    expect(await containersMarked()).toEqual(before);
+    expect((await engine.listContainers({ all: true, filters: { name: [name] } })).length).toBe(0);
+    expect(existsSync(join(dir, `host-only-${run}`))).toBe(false);
   });
 
   it('refuses operations on containers the platform did not make, and leaves them alone', async () => {
@@ -522,7 +541,7 @@ describe('calls the platform never makes', () => {
   });
 
   it('re-checks bind sources at start: a directory swapped for a link to /etc is refused', { timeout: 120_000 }, async () => {
-    const source = join(volumesRoot, `vol_swap_${run}`);
+    const source = volumeDir(`swap${run}`);
     mkdirSync(source, { recursive: true });
     const created = await gateCall('POST', `/containers/create?name=gate-swap-${run}`, {
       Image: 'tidepool/base:latest',
@@ -538,7 +557,7 @@ describe('calls the platform never makes', () => {
       symlinkSync('/etc', source);
       const answer = await gateCall('POST', `/containers/${id}/start`);
       expect(answer.status).toBe(403);
-      expect(answer.body.message).toMatch(/outside the allowed bind roots/);
+      expect(answer.body.message).toMatch(/symbolic link/);
       expect((await engine.getContainer(id).inspect()).State.Status).toBe('created');
       // Copying out of the stopped container would mount the link too.
       const copy = await gateCall('GET', `/containers/${id}/archive?path=/mnt/v/hostname`);

@@ -1,4 +1,4 @@
-import { type PathResolver, insideRoots } from './bind-roots.ts';
+import { bindSourceProblem } from './bind-roots.ts';
 
 /** What the gate reads from a container's inspection before it lets a call act on it. */
 export interface ContainerFacts {
@@ -17,7 +17,6 @@ export interface ContainerCallContext {
   /** When this gate started: a helper created before is not this gate's to vouch for. */
   gateStartedAt: number;
   bindRoots: readonly string[];
-  resolvePath: PathResolver;
 }
 
 /**
@@ -50,9 +49,9 @@ function helperStartProblem(facts: ContainerFacts, context: ContainerCallContext
 /**
  * Why `call` may not act on the container described by `facts` (undefined: it may). The firewall helper gets
  * only HELPER_CALLS, and is started once, soon after this gate created it. Any other platform container is
- * started (or copied into or out of) only while each bind source still resolves inside the allowed roots: a
- * directory checked at create may have been swapped for a symbolic link since, and the engine follows links
- * when it mounts.
+ * started (or copied into or out of) only while each bind source is still a volume directory under the allowed
+ * roots with no link on its way: a directory checked at create may have been swapped for a symbolic link since,
+ * and the engine follows links when it mounts.
  */
 export function containerCallProblem(call: string, facts: ContainerFacts, context: ContainerCallContext): string | undefined {
   if (facts.role === 'firewall-helper') {
@@ -61,7 +60,8 @@ export function containerCallProblem(call: string, facts: ContainerFacts, contex
   }
   if (!MOUNTING_CALLS.has(call)) return undefined;
   for (const source of facts.bindSources) {
-    if (!insideRoots(source, context.bindRoots, context.resolvePath)) return `bind source ${source} is outside the allowed bind roots (${context.bindRoots.join(', ') || 'none'}) now`;
+    const problem = bindSourceProblem(source, context.bindRoots);
+    if (problem) return `bind source no longer allowed: ${problem}`;
   }
   return undefined;
 }

@@ -2,10 +2,14 @@ import { mkdtempSync, mkdirSync, rmSync, symlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { followLinks } from './bind-roots.ts';
 import { type CreatePolicySettings, containerCreateProblem } from './container-create-policy.ts';
 
-const settings: CreatePolicySettings = { bindRoots: ['/srv/tidepool/volumes'], helperImage: 'tidepool/base:latest', runtimes: ['runc', 'runsc'] };
+/** A real volumes root with one volume directory (bind sources are read on the filesystem). */
+const volumesRoot = mkdtempSync(join(tmpdir(), 'gate-create-'));
+const VOLUME = join(volumesRoot, 'vol_0123456789abcdefghij');
+mkdirSync(VOLUME);
+afterAll(() => rmSync(volumesRoot, { recursive: true, force: true }));
+const settings: CreatePolicySettings = { bindRoots: [volumesRoot], helperImage: 'tidepool/base:latest', runtimes: ['runc', 'runsc'] };
 const CAPS = ['CHOWN', 'DAC_OVERRIDE', 'FOWNER', 'FSETID', 'KILL', 'SETGID', 'SETUID', 'SETPCAP', 'SETFCAP', 'NET_BIND_SERVICE', 'SYS_CHROOT', 'AUDIT_WRITE'];
 
 /** A sandbox container as apps/api/src/runtime/docker/docker-runtime.ts creates it. */
@@ -56,12 +60,12 @@ describe('containerCreateProblem', () => {
     expect(containerCreateProblem(sandbox({ Runtime: 'runsc', StorageOpt: { size: '10240M' } }), settings)).toBeUndefined();
     expect(containerCreateProblem(sandbox({ NetworkMode: 'none' }, { Labels: { 'dev.tidepool.build-role': 'container', 'dev.tidepool.platform-id': 'p' }, User: 'root' }), settings)).toBeUndefined();
     expect(containerCreateProblem({ Image: 'tidepool/base:latest', Entrypoint: ['/bin/true'], Cmd: [], Labels: { 'dev.tidepool.probe': 'disk-quota' }, HostConfig: { StorageOpt: { size: '64M' } } }, settings)).toBeUndefined();
-    expect(containerCreateProblem(sandbox({ Binds: ['/srv/tidepool/volumes/v1:/data:rw'] }), settings)).toBeUndefined();
-    expect(containerCreateProblem(sandbox({ Mounts: [{ Type: 'bind', Source: '/srv/tidepool/volumes/v1', Target: '/data' }, { Type: 'tmpfs', Target: '/tmp' }] }), settings)).toBeUndefined();
+    expect(containerCreateProblem(sandbox({ Binds: [`${VOLUME}:/data:rw`] }), settings)).toBeUndefined();
+    expect(containerCreateProblem(sandbox({ Mounts: [{ Type: 'bind', Source: VOLUME, Target: '/data' }, { Type: 'tmpfs', Target: '/tmp' }] }), settings)).toBeUndefined();
     // Sandbox volume mounts exactly as docker-runtime.ts makes them.
-    const volume = { Type: 'bind', Source: '/srv/tidepool/volumes/vol_1', Target: '/mnt/data', ReadOnly: false, BindOptions: { Propagation: 'rprivate' } };
+    const volume = { Type: 'bind', Source: VOLUME, Target: '/mnt/data', ReadOnly: false, BindOptions: { Propagation: 'rprivate' } };
     expect(containerCreateProblem(sandbox({ Mounts: [volume] }), settings)).toBeUndefined();
-    expect(containerCreateProblem(sandbox({ Mounts: [{ ...volume, Source: '/srv/tidepool' }] }), settings)).toMatch(/outside/);
+    expect(containerCreateProblem(sandbox({ Mounts: [{ ...volume, Source: volumesRoot }] }), settings)).toMatch(/outside/);
   });
 
   it('refuses containers without the platform labels', () => {
@@ -98,13 +102,13 @@ describe('containerCreateProblem', () => {
       [{ SecurityOpt: ['apparmor=unconfined'] }],
       [{ Binds: ['/:/host'] }],
       [{ Binds: ['/var/run/docker.sock:/var/run/docker.sock'] }],
-      [{ Binds: ['/srv/tidepool/volumes/../../../etc:/etc2'] }],
-      [{ Binds: ['/srv/tidepool/volumesX:/x'] }],
+      [{ Binds: [`${volumesRoot}/../../../etc:/etc2`] }],
+      [{ Binds: [`${volumesRoot}X/vol_0123456789abcdefghij:/x`] }],
       [{ Binds: ['somevolume:/x'] }],
-      [{ Binds: ['/srv/tidepool/volumes/v:/x:rshared'] }],
+      [{ Binds: [`${VOLUME}:/x:rshared`] }],
       [{ Mounts: [{ Type: 'bind', Source: '/', Target: '/host' }] }],
       [{ Mounts: [{ Type: 'volume', Source: 'v', Target: '/x', VolumeOptions: { DriverConfig: { Options: { device: '/' } } } }] }],
-      [{ Mounts: [{ Type: 'bind', Source: '/srv/tidepool/volumes/v', Target: '/x', BindOptions: { Propagation: 'rshared' } }] }],
+      [{ Mounts: [{ Type: 'bind', Source: VOLUME, Target: '/x', BindOptions: { Propagation: 'rshared' } }] }],
       [{ VolumesFrom: ['other'] }],
       [{ PortBindings: { '22/tcp': [{ HostPort: '2222' }] } }],
       [{ PublishAllPorts: true }],
@@ -139,21 +143,21 @@ describe('containerCreateProblem', () => {
   });
 
   it('refuses binds when no roots are configured', () => {
-    expect(containerCreateProblem(sandbox({ Binds: ['/srv/tidepool/volumes/v:/x'] }), { ...settings, bindRoots: [] })).toMatch(/not allowed/);
+    expect(containerCreateProblem(sandbox({ Binds: [`${VOLUME}:/x`] }), { ...settings, bindRoots: [] })).toMatch(/not allowed/);
   });
 
   describe('symbolic links under a bind root', () => {
-    const root = mkdtempSync(join(tmpdir(), 'gate-roots-'));
-    mkdirSync(join(root, 'inside'));
-    symlinkSync('/', join(root, 'escape'));
-    afterAll(() => rmSync(root, { recursive: true, force: true }));
-    const withLinks = { ...settings, bindRoots: [root], resolvePath: followLinks };
+    const escape = join(volumesRoot, 'vol_escapeescapeescape');
+    const dangling = join(volumesRoot, 'vol_danglingdangling1');
+    symlinkSync('/', escape);
+    symlinkSync(join(volumesRoot, 'gone', '.ssh'), dangling);
 
-    it('allows real directories and refuses links that leave the root', () => {
-      expect(containerCreateProblem(sandbox({ Binds: [`${root}/inside:/data`] }), withLinks)).toBeUndefined();
-      expect(containerCreateProblem(sandbox({ Binds: [`${root}/inside/not-yet:/data`] }), withLinks)).toBeUndefined();
-      expect(containerCreateProblem(sandbox({ Binds: [`${root}/escape:/data`] }), withLinks)).toMatch(/outside/);
-      expect(containerCreateProblem(sandbox({ Binds: [`${root}/escape/etc:/data`] }), withLinks)).toMatch(/outside/);
+    it('allows real volume directories and refuses links, dangling ones included', () => {
+      expect(containerCreateProblem(sandbox({ Binds: [`${VOLUME}:/data`] }), settings)).toBeUndefined();
+      expect(containerCreateProblem(sandbox({ Binds: [`${VOLUME}/not-yet:/data`] }), settings)).toMatch(/does not exist/);
+      expect(containerCreateProblem(sandbox({ Binds: [`${escape}:/data`] }), settings)).toMatch(/symbolic link/);
+      expect(containerCreateProblem(sandbox({ Binds: [`${escape}/etc:/data`] }), settings)).toMatch(/symbolic link/);
+      expect(containerCreateProblem(sandbox({ Mounts: [{ Type: 'bind', Source: dangling, Target: '/data' }] }), settings)).toMatch(/symbolic link/);
     });
   });
 

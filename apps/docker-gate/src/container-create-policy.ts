@@ -1,17 +1,15 @@
-import { type PathResolver, insideRoots, lexicalOnly } from './bind-roots.ts';
+import { bindSourceProblem } from './bind-roots.ts';
 import { firewallHelperProblem, isFirewallHelperRequest } from './firewall-helper-shape.ts';
 import { BodyError, foldFields, isEmpty, isObject, isUnset, optionalString, stringList } from './json-fields.ts';
 import { isPlatformContainer } from './platform-labels.ts';
 
 export interface CreatePolicySettings {
-  /** Host directories bind mounts may come from (sandbox volumes); none by default. */
+  /** Host directories whose volume directories bind mounts may come from (sandbox volumes); none by default. */
   bindRoots: readonly string[];
   /** Image of the platform's firewall helper container (the platform's base image). */
   helperImage: string;
   /** OCI runtimes a container may ask for ('' = the engine's default is always allowed). */
   runtimes: readonly string[];
-  /** Resolves symbolic links in bind sources where the gate can see them. */
-  resolvePath?: PathResolver;
 }
 
 /**
@@ -64,9 +62,8 @@ function namespaceMode(host: Map<string, unknown>, field: string, name: string, 
 function checkBindSource(source: string, what: string, settings: CreatePolicySettings): void {
   if (!source.startsWith('/')) refuse(`${what}: named volumes are not allowed, only host directories under the allowed bind roots`);
   if (settings.bindRoots.length === 0) refuse(`${what}: bind mounts are not allowed (no DOCKER_GATE_ALLOWED_BIND_ROOTS)`);
-  if (!insideRoots(source, settings.bindRoots, settings.resolvePath ?? lexicalOnly)) {
-    refuse(`${what}: host path ${source} is outside the allowed bind roots (${settings.bindRoots.join(', ')})`);
-  }
+  const problem = bindSourceProblem(source, settings.bindRoots);
+  if (problem) refuse(`${what}: ${problem}`);
 }
 
 function checkBinds(value: unknown, settings: CreatePolicySettings): void {

@@ -1,12 +1,12 @@
 import { isAbsolute, posix } from 'node:path';
-import { followLinks } from './bind-roots.ts';
+import { realRoot } from './bind-roots.ts';
 
 export interface GateConfig {
   /** `tcp://host:port` or `unix:///path` the gate listens on. */
   listen: { host: string; port: number } | { socketPath: string };
   /** The engine's unix socket. */
   engineSocket: string;
-  /** Host directories bind mounts may come from (as given and with their links resolved). */
+  /** Host directories whose volume directories bind mounts may come from (as given and with their links resolved). */
   bindRoots: string[];
   helperImage: string;
   /**
@@ -43,8 +43,8 @@ function parseRoots(raw: string): string[] {
       throw new GateConfigError(`DOCKER_GATE_ALLOWED_BIND_ROOTS: each root must be an absolute path other than / (got ${JSON.stringify(entry)})`);
     }
     roots.add(normal);
-    const real = followLinks(normal);
-    if (real !== '/') roots.add(real);
+    const real = realRoot(normal);
+    if (real !== undefined && real !== '/') roots.add(real);
   }
   return [...roots];
 }

@@ -8,7 +8,6 @@ import { MOUNTING_CALLS, containerCallProblem } from './container-call-policy.ts
 import { EngineLookup, engineGet } from './engine-lookup.ts';
 import { type InspectedImage, imageRemoval } from './protected-images.ts';
 import type { GateConfig } from './gate-config.ts';
-import { followLinks } from './bind-roots.ts';
 
 /** Largest body the gate reads to check it (create, exec and network bodies; the firewall helper's rules). */
 const MAX_CHECKED_BODY = 16 * 1024 * 1024;
@@ -90,7 +89,7 @@ export class DockerGate {
     let body = raw;
     if (decision.body && raw !== undefined) {
       try {
-        body = checkedBody(decision.body, raw, { bindRoots: this.config.bindRoots, helperImage: this.config.helperImage, runtimes: this.config.runtimes, resolvePath: followLinks });
+        body = checkedBody(decision.body, raw, { bindRoots: this.config.bindRoots, helperImage: this.config.helperImage, runtimes: this.config.runtimes });
       } catch (error) {
         if (error instanceof BodyRefused) throw new Refusal(error.status, `docker gate: ${decision.call} refused: ${error.message}`);
         throw error;
@@ -102,7 +101,7 @@ export class DockerGate {
       if (verdict.kind === 'refused') throw new Refusal(403, verdict.message);
       if (verdict.kind === 'engine') throw new Refusal(verdict.status, engineMessage(verdict.body));
       if (verdict.container) {
-        const context = { now: Date.now(), gateStartedAt: this.startedAt, bindRoots: this.config.bindRoots, resolvePath: followLinks };
+        const context = { now: Date.now(), gateStartedAt: this.startedAt, bindRoots: this.config.bindRoots };
         const problem = containerCallProblem(decision.call, verdict.container, context);
         if (problem) throw new Refusal(403, `docker gate: ${problem}`);
       }
