@@ -16,6 +16,7 @@ import pino from 'pino';
 import tar from 'tar-stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startGate, type RunningGate } from '../../docker-gate/src/gate-server.ts';
+import { DEFAULT_IMAGE_REPOSITORIES } from '../../docker-gate/src/image-repositories.ts';
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import { EngineFirewallCommands, FIREWALL_PROGRAMS } from '../src/runtime/docker/firewall-commands.ts';
@@ -45,6 +46,7 @@ const gateSettings = {
   bindRoots: [volumesRoot],
   helperImage: 'tidepool/base:latest',
   protectedImages: [stackImage],
+  imageRepositories: [...DEFAULT_IMAGE_REPOSITORIES],
   runtimes: ['runc', 'crun', 'runsc'],
   logLevel: 'debug',
 };
@@ -338,6 +340,7 @@ describe('calls the platform never makes', () => {
     // In compose the gate sees only the volumes directory: a link to /root/.ssh dangles there but not on the host.
     // A dangling link stands for it here; with Binds the engine would even make the missing target on the host.
     const link = volumeDir('hostlink');
+    mkdirSync(volumesRoot, { recursive: true });
     symlinkSync(join(dir, `host-only-${run}`, '.ssh'), link);
     const before = await containersMarked();
     const name = `gate-hostlink-${run}`;
@@ -363,7 +366,7 @@ describe('calls the platform never makes', () => {
       ['GET', `/containers/${id}/json`],
       ['GET', `/containers/${id}/archive?path=/etc/hostname`],
       ['PUT', `/containers/${id}/archive?path=/tmp`, ''],
-      ['POST', `/commit?container=${id}&repo=gate-test-${run}`],
+      ['POST', `/commit?container=${id}&repo=tidepool/layer&tag=gate-test-${run}`],
       ['GET', `/containers/${id}/logs?stdout=1`],
     ] as [string, string, unknown?][]) {
       const answer = await gateCall(method, path, body);
@@ -374,7 +377,7 @@ describe('calls the platform never makes', () => {
     expect(info.State.Running).toBe(true);
     expect(info.State.Paused).toBe(false);
     expect(info.ExecIDs ?? []).toEqual([]);
-    expect(await engine.listImages({ filters: { reference: [`gate-test-${run}`] } })).toEqual([]);
+    expect(await engine.listImages({ filters: { reference: [`gate-test-${run}`, `tidepool/layer:gate-test-${run}`] } })).toEqual([]);
     expect((await gateCall('DELETE', '/containers/no-such-container-here')).status).toBe(404);
   });
 
@@ -425,13 +428,13 @@ describe('calls the platform never makes', () => {
       expect((await gateCall(method!, path!)).status, `${method} ${path}`).toBe(403);
     }
     expect((await engine.getImage(stackImage).inspect()).Id).toBe(stackBefore);
-    // Another name of that image is removed as that name only (the protected one stays).
-    await engine.getImage(stackImage).tag({ repo: `gate-test-${run}/extra`, tag: 'x' });
-    const untag = await gateCall('DELETE', `/images/gate-test-${run}/extra:x?force=true`);
+    // Another name of that image, in the platform's repositories, is removed as that name only (the protected one stays).
+    await engine.getImage(stackImage).tag({ repo: 'tidepool/template', tag: `gate-extra-${run}` });
+    const untag = await gateCall('DELETE', `/images/tidepool/template:gate-extra-${run}?force=true`);
     expect(untag.status).toBe(200);
-    expect(untag.body).toEqual([{ Untagged: `gate-test-${run}/extra:x` }]);
+    expect(untag.body).toEqual([{ Untagged: `tidepool/template:gate-extra-${run}` }]);
     expect((await engine.getImage(stackImage).inspect()).Id).toBe(stackBefore);
-    expect((await gateCall('DELETE', `/images/gate-test-${run}/no-such:x`)).status).toBe(404);
+    expect((await gateCall('DELETE', `/images/tidepool/template:gate-no-such-${run}`)).status).toBe(404);
     for (const path of ['/containers/../secrets', '/v1.12/containers/x/start', '/containers/%2e%2e/json']) {
       expect((await gateCall('GET', path)).status, path).toBe(400);
     }
@@ -441,6 +444,47 @@ describe('calls the platform never makes', () => {
     expect((await engine.listNetworks({ filters: { name: [`gate-${run}`] } })).length).toBe(0);
     expect(await engine.listImages({ filters: { reference: [`gate-test-${run}`] } })).toEqual([]);
     expect(gateLog.filter((l) => l.msg === 'call refused').length).toBeGreaterThan(10);
+  });
+
+  it('writes image names only in the platform\'s repositories: no retag, commit, import or removal of another name', { timeout: 120_000 }, async () => {
+    // A name outside the platform's repositories standing for debian:bookworm (compose rebuilds the stack from it);
+    // the test's own name, so that nothing shared would move if the gate let the call through.
+    const foreign = `gate-test-${run}/debian`;
+    const baseId = (await engine.getImage('tidepool/base:latest').inspect()).Id;
+    const container = await create({ Labels: platformLabels, Entrypoint: ['/bin/sleep', '60'] });
+    expect(container.status).toBe(201);
+    const id: string = container.body.Id;
+    try {
+      for (const [method, path] of [
+        ['POST', `/images/tidepool/base:latest/tag?repo=${foreign}&tag=bookworm`],
+        ['POST', `/images/tidepool/base:latest/tag?repo=${foreign}:bookworm`],
+        ['POST', `/images/${baseId}/tag?repo=docker.io/${foreign}&tag=bookworm`],
+        ['POST', `/commit?container=${id}&repo=${foreign}&tag=bookworm`],
+        ['POST', `/images/create?fromSrc=-&repo=${foreign}&tag=bookworm`],
+      ]) {
+        const answer = await gateCall(method!, path!);
+        expect(answer.status, `${method} ${path}`).toBe(403);
+        expect(answer.body.message, `${method} ${path}`).toMatch(/not in the platform's repositories/);
+      }
+      expect(await engine.listImages({ filters: { reference: [`${foreign}:*`] } })).toEqual([]);
+      // An image with only a name outside them, made straight on the engine, is not removed through the gate,
+      // by name or by id.
+      const foreignImage = ((await engine.getContainer(id).commit({ repo: foreign, tag: 'bookworm' })) as { Id: string }).Id;
+      for (const reference of [`${foreign}:bookworm`, foreignImage, foreignImage.replace('sha256:', '').slice(0, 12)]) {
+        const answer = await gateCall('DELETE', `/images/${reference}?force=true`);
+        expect(answer.status, reference).toBe(403);
+        expect(answer.body.message, reference).toMatch(/not in the platform's repositories|outside the platform's repositories/);
+      }
+      expect((await engine.getImage(`${foreign}:bookworm`).inspect()).Id).toBe(foreignImage);
+      // The platform's own names still work (what snapshots and builds do).
+      expect((await gateCall('POST', `/images/${baseId}/tag?repo=tidepool/snapshot&tag=gate-${run}`)).status).toBe(201);
+      expect((await gateCall('DELETE', `/images/tidepool/snapshot:gate-${run}`)).status).toBe(200);
+    } finally {
+      await engine.getContainer(id).remove({ force: true }).catch(() => undefined);
+      await engine.getImage(`${foreign}:bookworm`).remove().catch(() => undefined);
+      await engine.getImage(`tidepool/snapshot:gate-${run}`).remove().catch(() => undefined);
+    }
+    expect((await engine.getImage('tidepool/base:latest').inspect()).Id).toBe(baseId);
   });
 
   it('refuses bodies with a repeated key (in any case) with 400 and creates nothing', async () => {
@@ -496,7 +540,7 @@ describe('calls the platform never makes', () => {
         ['HEAD', `/containers/${id}/archive?path=/host/etc`],
         ['POST', `/containers/${id}/exec`, { Cmd: ['chroot', '/host', 'id'] }],
         ['POST', `/containers/${id}/attach?stream=1&stdin=1`],
-        ['POST', `/commit?container=${id}&repo=gate-test-${run}`],
+        ['POST', `/commit?container=${id}&repo=tidepool/layer&tag=gate-test-${run}`],
         ['GET', `/containers/${id}/export`],
         ['GET', `/containers/${id}/json`],
         ['POST', `/containers/${id}/kill`],
@@ -509,7 +553,7 @@ describe('calls the platform never makes', () => {
         if (method !== 'HEAD') expect(answer.body.message, `${method} ${path}`).toMatch(/firewall helper/);
       }
       expect(existsSync(join(dir, 'pwned'))).toBe(false);
-      expect(await engine.listImages({ filters: { reference: [`gate-test-${run}`] } })).toEqual([]);
+      expect(await engine.listImages({ filters: { reference: [`gate-test-${run}`, `tidepool/layer:gate-test-${run}`] } })).toEqual([]);
       expect((await engine.getContainer(id).inspect()).State.Status).toBe('created');
       // What the platform does with it works.
       expect((await gateCall('POST', `/containers/${id}/start`)).status).toBe(204);

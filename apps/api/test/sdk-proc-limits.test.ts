@@ -15,6 +15,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startGate } from '../../docker-gate/src/gate-server.ts';
+import { DEFAULT_IMAGE_REPOSITORIES } from '../../docker-gate/src/image-repositories.ts';
 import { DockerRuntime } from '../src/runtime/docker/docker-runtime.ts';
 import { api, startTestPlatform, type TestPlatform } from './support/start-platform.ts';
 
@@ -131,7 +132,7 @@ describe.skipIf(!canRunLxcfs)('behind the docker gate', () => {
     const refusals: Array<{ reason?: string }> = [];
     const gateLogger = pino({ level: 'debug' }, { write: (line: string) => void (JSON.parse(line).msg === 'call refused' && refusals.push(JSON.parse(line))) });
     const gate = await startGate(
-      { listen: { socketPath: join(dir, 'gate.sock') }, engineSocket: '/var/run/docker.sock', bindRoots: [join(dir, 'volumes')], helperImage: 'tidepool/base:latest', runtimes: ['runc', 'crun'], protectedImages: [], logLevel: 'debug' },
+      { listen: { socketPath: join(dir, 'gate.sock') }, engineSocket: '/var/run/docker.sock', bindRoots: [join(dir, 'volumes')], helperImage: 'tidepool/base:latest', runtimes: ['runc', 'crun'], protectedImages: [], imageRepositories: [...DEFAULT_IMAGE_REPOSITORIES], logLevel: 'debug' },
       gateLogger,
     );
     try {

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { decideCall, withTargetId } from './call-policy.ts';
+import { DEFAULT_IMAGE_REPOSITORIES } from './image-repositories.ts';
 
 describe('decideCall', () => {
   it('allows the platform calls, with or without an API version prefix', () => {
@@ -99,14 +100,14 @@ describe('withTargetId', () => {
     const tricky = decideCall('GET', '/containers/containers/json');
     if (!tricky.allowed) throw new Error('refused');
     expect(withTargetId('/containers/containers/json', tricky, 'abc')).toBe('/containers/abc/json');
-    const commit = decideCall('POST', '/commit?container=name&repo=r');
+    const commit = decideCall('POST', '/commit?container=name&repo=tidepool/layer');
     if (!commit.allowed) throw new Error('refused');
-    expect(withTargetId('/commit?container=name&repo=r', commit, 'abc')).toBe('/commit?container=abc&repo=r');
+    expect(withTargetId('/commit?container=name&repo=tidepool/layer', commit, 'abc')).toBe('/commit?container=abc&repo=tidepool%2Flayer');
   });
 });
 
 describe('the firewall helper image name', () => {
-  const helper = ['tidepool/base:latest'];
+  const helper = { repositories: DEFAULT_IMAGE_REPOSITORIES, protectedImages: ['tidepool/base:latest'] };
 
   it('cannot be tagged, pulled, imported or committed onto, or removed', () => {
     for (const [method, url] of [
@@ -128,13 +129,16 @@ describe('the firewall helper image name', () => {
   it('leaves other names alone', () => {
     expect(decideCall('POST', '/images/sha256:abc/tag?repo=tidepool/paused&tag=s1', helper)).toMatchObject({ allowed: true });
     expect(decideCall('POST', '/images/create?fromImage=tidepool/base&tag=other', helper)).toMatchObject({ allowed: true });
-    expect(decideCall('POST', '/commit?container=c&repo=tidepool/base-x&tag=latest', helper)).toMatchObject({ allowed: true });
+    expect(decideCall('POST', '/commit?container=c&repo=tidepool/template&tag=latest', helper)).toMatchObject({ allowed: true });
     expect(decideCall('DELETE', '/images/tidepool/paused:s1', helper)).toMatchObject({ allowed: true });
   });
 });
 
 describe('every image of the stack', () => {
-  const stack = ['tidepool/base:latest', 'tidepool-compose/setup:latest', 'tidepool-compose/docker-gate:latest', 'tidepool-compose/api:latest'];
+  const stack = {
+    repositories: [...DEFAULT_IMAGE_REPOSITORIES, 'tidepool-compose/*'],
+    protectedImages: ['tidepool/base:latest', 'tidepool-compose/setup:latest', 'tidepool-compose/docker-gate:latest', 'tidepool-compose/api:latest'],
+  };
 
   it('cannot be tagged, pulled, imported, committed onto, built, loaded, pushed or removed', () => {
     for (const name of ['tidepool-compose/setup', 'tidepool-compose/docker-gate', 'tidepool-compose/api']) {
@@ -155,5 +159,51 @@ describe('every image of the stack', () => {
     }
     expect(decideCall('POST', '/images/sha256:abc/tag?repo=tidepool-compose/setup&tag=latest', stack)).toMatchObject({ message: expect.stringMatching(/protected/) });
     expect(decideCall('POST', '/images/sha256:abc/tag?repo=tidepool-compose/template&tag=x', stack)).toMatchObject({ allowed: true });
+  });
+});
+
+describe('image names outside the platform\'s repositories', () => {
+  it('are never tagged, committed or imported onto (debian:bookworm, which compose builds the stack from)', () => {
+    for (const [method, url] of [
+      ['POST', '/images/sha256:abc/tag?repo=debian&tag=bookworm'],
+      ['POST', '/images/evil/tag?repo=docker.io/library/debian:bookworm'],
+      ['POST', '/images/evil/tag?repo=index.docker.io/debian&tag=bookworm'],
+      ['POST', '/images/evil/tag?repo=DEBIAN&tag=bookworm'],
+      ['POST', '/images/evil/tag'],
+      ['POST', '/images/evil/tag?repo=tidepool/base&tag=latest'],
+      ['POST', '/images/evil/tag?repo=tidepool/template-x&tag=latest'],
+      ['POST', '/images/evil/tag?repo=tidepool&tag=template'],
+      ['POST', '/images/evil/tag?repo=evil.example/tidepool/template&tag=x'],
+      ['POST', '/commit?container=c&repo=debian&tag=bookworm'],
+      ['POST', '/commit?container=c&repo=python:3.12'],
+      ['POST', '/images/create?fromSrc=-&repo=debian&tag=bookworm'],
+      ['POST', '/images/create?fromSrc=-&repo=node:20'],
+    ]) {
+      expect(decideCall(method!, url!), `${method} ${url}`).toMatchObject({ allowed: false, status: 403, message: expect.stringMatching(/not in the platform's repositories|needs repo/) });
+    }
+  });
+
+  it('leave the platform\'s own writes, unnamed results and pulls of any name alone', () => {
+    for (const [method, url] of [
+      ['POST', '/images/sha256:abc/tag?repo=tidepool/paused&tag=isbx1'],
+      ['POST', '/images/sha256:abc/tag?repo=tidepool/snapshot&tag=snap1'],
+      ['POST', '/images/sha256:abc/tag?repo=tidepool/layer&tag=0123abcd'],
+      ['POST', '/images/sha256:abc/tag?repo=docker.io/tidepool/template&tag=t1-b1'],
+      ['POST', '/commit?container=c&repo=tidepool/paused&tag=isbx1&pause=true'],
+      ['POST', '/commit?container=c&pause=true'],
+      ['POST', '/images/create?fromSrc=-&changes=CMD%20x'],
+      ['POST', '/images/create?fromImage=debian&tag=bookworm'],
+      ['POST', '/images/create?fromImage=python:3.12-slim'],
+    ]) {
+      expect(decideCall(method!, url!), `${method} ${url}`).toMatchObject({ allowed: true });
+    }
+  });
+
+  it('a namespace entry covers the repositories below it (a cluster registry prefix)', () => {
+    const names = { repositories: ['registry.example:5000/tidepool/*'], protectedImages: [] };
+    expect(decideCall('POST', '/images/sha256:abc/tag?repo=registry.example:5000/tidepool/template&tag=x', names)).toMatchObject({ allowed: true });
+    expect(decideCall('POST', '/images/sha256:abc/tag?repo=registry.example:5000/tidepool&tag=x', names)).toMatchObject({ allowed: false });
+    expect(decideCall('POST', '/images/sha256:abc/tag?repo=registry.example:5000/other/template&tag=x', names)).toMatchObject({ allowed: false });
+    expect(decideCall('POST', '/images/sha256:abc/tag?repo=tidepool/template&tag=x', names)).toMatchObject({ allowed: false });
   });
 });

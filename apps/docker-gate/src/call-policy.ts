@@ -5,6 +5,7 @@
  * gate knows more: the body of a create, or the labels of the container (or exec, or network) they act on.
  */
 
+import { DEFAULT_IMAGE_NAMES, type ImageNames, imageNameWriteProblem } from './image-repositories.ts';
 import { protectedWrite } from './protected-images.ts';
 
 /** What the gate must look at before forwarding an allowed call. */
@@ -103,22 +104,35 @@ const MIN_MINOR_VERSION = 24;
 /** Only characters that appear in engine paths: ids, names, image references. Anything else is refused. */
 const SAFE_PATH = /^\/[A-Za-z0-9._:@/+-]*$/;
 
-/** Refuses writes (tag, pull, import, commit, remove) to a protected image name. */
-function imageWriteProblem(call: string, match: RegExpExecArray, query: URLSearchParams, protectedImages: readonly string[]): string | undefined {
-  if (protectedImages.length === 0) return undefined;
-  if (call === 'image tag' || call === 'commit') return protectedWrite(protectedImages, query.get('repo'), query.get('tag'));
-  if (call === 'image remove') return protectedWrite(protectedImages, match[1]);
-  if (call === 'image pull/import') {
-    return query.get('fromSrc') === null ? protectedWrite(protectedImages, query.get('fromImage'), query.get('tag')) : protectedWrite(protectedImages, query.get('repo'), query.get('tag'));
+/**
+ * Refuses writes of an image name outside the platform's repositories or onto a protected one: tag (a repo is
+ * required), commit and import (when they name the result; unnamed results are plain image ids). A pull may
+ * fetch any name but a protected one (template builds pull the base images users name; a pulled name holds
+ * what its registry serves). A removal is judged once the gate has inspected the image (image-repositories.ts).
+ */
+function imageWriteProblem(call: string, match: RegExpExecArray, query: URLSearchParams, names: ImageNames): string | undefined {
+  const repo = query.get('repo');
+  const tag = query.get('tag');
+  switch (call) {
+    case 'image tag':
+      return repo ? imageNameWriteProblem(names, repo, tag) : 'image tag needs repo';
+    case 'commit':
+      return repo ? imageNameWriteProblem(names, repo, tag) : undefined;
+    case 'image pull/import':
+      if (query.get('fromSrc') === null) return protectedWrite(names.protectedImages, query.get('fromImage'), tag);
+      return repo ? imageNameWriteProblem(names, repo, tag) : undefined;
+    case 'image remove':
+      return protectedWrite(names.protectedImages, match[1]);
+    default:
+      return undefined;
   }
-  return undefined;
 }
 
 /**
- * Decides one request by method and URL (`/v1.41/containers/x/json?all=1`). Pure. `protectedImages`: names
- * no call may tag, pull, import or commit onto, or remove (the firewall helper's image).
+ * Decides one request by method and URL (`/v1.41/containers/x/json?all=1`). Pure. `images`: the repositories
+ * calls may write image names in, and the stack's names (the firewall helper's image …) none may touch.
  */
-export function decideCall(method: string, rawUrl: string, protectedImages: readonly string[] = []): CallDecision {
+export function decideCall(method: string, rawUrl: string, images: ImageNames = DEFAULT_IMAGE_NAMES): CallDecision {
   const queryAt = rawUrl.indexOf('?');
   const rawPath = queryAt < 0 ? rawUrl : rawUrl.slice(0, queryAt);
   const query = new URLSearchParams(queryAt < 0 ? '' : rawUrl.slice(queryAt + 1));
@@ -137,7 +151,7 @@ export function decideCall(method: string, rawUrl: string, protectedImages: read
     if (route.method !== method) continue;
     const match = route.pattern.exec(path);
     if (!match) continue;
-    const problem = route.query?.(query) ?? imageWriteProblem(route.call, match, query, protectedImages);
+    const problem = route.query?.(query) ?? imageWriteProblem(route.call, match, query, images);
     if (problem) return { allowed: false, status: 403, message: `docker gate: ${problem}` };
     const decision: AllowedCall = { allowed: true, call: route.call, path: rawPath };
     if (route.target) decision.target = { kind: route.target, ref: match[1]!, where: 'path' };

@@ -32,6 +32,15 @@ describe('loadGateConfig', () => {
     expect(() => loadGateConfig({ DOCKER_GATE_PROTECTED_IMAGES: 'Tidepool/Setup' })).toThrow(/DOCKER_GATE_PROTECTED_IMAGES/);
   });
 
+  it('reads the repositories image names may be written in (the platform\'s own by default)', () => {
+    expect(loadGateConfig({}).imageRepositories).toEqual(['tidepool/paused', 'tidepool/snapshot', 'tidepool/layer', 'tidepool/template']);
+    expect(loadGateConfig({ DOCKER_GATE_IMAGE_REPOSITORIES: 'tidepool/template, registry.example:5000/tidepool/*' }).imageRepositories).toEqual(['tidepool/template', 'registry.example:5000/tidepool/*']);
+    expect(loadGateConfig({ DOCKER_GATE_IMAGE_REPOSITORIES: '' }).imageRepositories).toEqual([]);
+    for (const bad of ['*', 'tidepool/template:latest', 'Tidepool/x', 'a b', 'tidepool/*/x']) {
+      expect(() => loadGateConfig({ DOCKER_GATE_IMAGE_REPOSITORIES: bad }), bad).toThrow(/DOCKER_GATE_IMAGE_REPOSITORIES/);
+    }
+  });
+
   it('names the variable of a bad value', () => {
     expect(() => loadGateConfig({ DOCKER_GATE_LISTEN: 'http://x' })).toThrow(/DOCKER_GATE_LISTEN/);
     expect(() => loadGateConfig({ DOCKER_GATE_LISTEN: 'tcp://x:99999' })).toThrow(GateConfigError);

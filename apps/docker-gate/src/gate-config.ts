@@ -1,5 +1,6 @@
 import { isAbsolute, posix } from 'node:path';
 import { realRoot } from './bind-roots.ts';
+import { DEFAULT_IMAGE_REPOSITORIES } from './image-repositories.ts';
 
 export interface GateConfig {
   /** `tcp://host:port` or `unix:///path` the gate listens on. */
@@ -15,6 +16,11 @@ export interface GateConfig {
    * the engine socket at the next `up`.
    */
   protectedImages: string[];
+  /**
+   * Repositories image names may be written in (tag, commit, import, remove): the platform's own, and in cluster
+   * mode its registry prefix as `<prefix>/*`. Everything else (`debian:bookworm` …) is never written.
+   */
+  imageRepositories: string[];
   runtimes: string[];
   logLevel: string;
 }
@@ -59,6 +65,17 @@ function parseImages(raw: string): string[] {
   return images;
 }
 
+/** A repository (no tag or digest), or a namespace of them as `<prefix>/*`. */
+const REPOSITORY = /^(?:[a-z0-9.-]+(?::\d+)?\/)?[a-z0-9][a-z0-9._-]*(?:\/[a-z0-9][a-z0-9._-]*)*(?:\/\*)?$/;
+
+function parseRepositories(raw: string | undefined): string[] {
+  if (raw === undefined) return [...DEFAULT_IMAGE_REPOSITORIES];
+  const repositories = raw.split(',').map((r) => r.trim()).filter(Boolean);
+  const bad = repositories.find((repository) => !REPOSITORY.test(repository) || repository === '*');
+  if (bad !== undefined) throw new GateConfigError(`DOCKER_GATE_IMAGE_REPOSITORIES: comma list of repositories such as tidepool/template or registry.example:5000/tidepool/* (got ${JSON.stringify(bad)})`);
+  return repositories;
+}
+
 /** Reads and validates the gate's settings once (a bad value names its variable). */
 export function loadGateConfig(env: NodeJS.ProcessEnv = process.env): GateConfig {
   const engine = env.DOCKER_GATE_ENGINE || 'unix:///var/run/docker.sock';
@@ -74,6 +91,7 @@ export function loadGateConfig(env: NodeJS.ProcessEnv = process.env): GateConfig
     bindRoots: parseRoots(env.DOCKER_GATE_ALLOWED_BIND_ROOTS ?? ''),
     helperImage: env.DOCKER_GATE_HELPER_IMAGE || 'tidepool/base:latest',
     protectedImages: parseImages(env.DOCKER_GATE_PROTECTED_IMAGES ?? ''),
+    imageRepositories: parseRepositories(env.DOCKER_GATE_IMAGE_REPOSITORIES),
     runtimes,
     logLevel,
   };

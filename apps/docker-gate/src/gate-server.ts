@@ -6,7 +6,7 @@ import { type AllowedCall, decideCall, withTargetId } from './call-policy.ts';
 import { BodyRefused, checkedBody } from './checked-body.ts';
 import { MOUNTING_CALLS, containerCallProblem } from './container-call-policy.ts';
 import { EngineLookup, engineGet } from './engine-lookup.ts';
-import { type InspectedImage, imageRemoval } from './protected-images.ts';
+import { type ImageNames, type InspectedImage, imageRemoval } from './image-repositories.ts';
 import type { GateConfig } from './gate-config.ts';
 
 /** Largest body the gate reads to check it (create, exec and network bodies; the firewall helper's rules). */
@@ -71,20 +71,20 @@ function readBody(request: IncomingMessage, limit: number): Promise<Buffer> {
 export class DockerGate {
   private readonly lookup: EngineLookup;
   private readonly startedAt = Date.now();
-  /** Image names no call may write to: the firewall helper's and the rest of the stack's. */
-  private readonly protectedImages: string[];
+  /** The repositories calls may write image names in; the firewall helper's and the rest of the stack's names, never. */
+  private readonly images: ImageNames;
 
   constructor(
     private readonly config: GateConfig,
     private readonly logger: Logger,
   ) {
     this.lookup = new EngineLookup(config.engineSocket);
-    this.protectedImages = [config.helperImage, ...config.protectedImages];
+    this.images = { repositories: config.imageRepositories, protectedImages: [config.helperImage, ...config.protectedImages] };
   }
 
   /** Decides a request completely (method, path, body, target); returns the URL to forward. */
   private async admit(request: IncomingMessage, raw: Buffer | undefined): Promise<{ decision: AllowedCall; url: string; body: Buffer | undefined }> {
-    const decision = decideCall(request.method ?? '', request.url ?? '/', this.protectedImages);
+    const decision = decideCall(request.method ?? '', request.url ?? '/', this.images);
     if (!decision.allowed) throw new Refusal(decision.status, decision.message);
     let body = raw;
     if (decision.body && raw !== undefined) {
@@ -125,7 +125,7 @@ export class DockerGate {
     } catch {
       throw new Refusal(502, 'docker gate: the engine answered an image inspection with malformed JSON');
     }
-    const removal = imageRemoval(reference, image, this.protectedImages);
+    const removal = imageRemoval(reference, image, this.images);
     if (!removal.allowed) throw new Refusal(403, `docker gate: ${removal.message}`);
     return `${path.slice(0, at)}/images/${removal.reference}${queryAt < 0 ? '' : url.slice(queryAt)}`;
   }
@@ -149,7 +149,7 @@ export class DockerGate {
   /** Ordinary calls, streamed both ways (pulls, imports, archives, events, logs, hijacked attach without Upgrade). */
   async handle(request: IncomingMessage, response: ServerResponse): Promise<void> {
     try {
-      const early = decideCall(request.method ?? '', request.url ?? '/', this.protectedImages);
+      const early = decideCall(request.method ?? '', request.url ?? '/', this.images);
       const raw = early.allowed && early.body ? await readBody(request, MAX_CHECKED_BODY) : undefined;
       const { decision, url, body } = await this.admit(request, raw);
       this.forward(request, response, decision, url, body);
@@ -299,7 +299,7 @@ export async function startGate(config: GateConfig, logger: Logger): Promise<Run
     const address = server.address() as AddressInfo;
     dockerHost = `tcp://${address.family === 'IPv6' ? `[${address.address}]` : address.address}:${address.port}`;
   }
-  logger.info({ listen: dockerHost, engine: config.engineSocket, bindRoots: config.bindRoots, helperImage: config.helperImage, protectedImages: config.protectedImages }, 'docker gate listening');
+  logger.info({ listen: dockerHost, engine: config.engineSocket, bindRoots: config.bindRoots, helperImage: config.helperImage, protectedImages: config.protectedImages, imageRepositories: config.imageRepositories }, 'docker gate listening');
   return {
     server,
     dockerHost,
