@@ -91,7 +91,7 @@ describe('ip6tables through the firewall helper', () => {
       `-A TP-FWD-${NET} -d 64:ff9b::a00:0/104 -p tcp -j REJECT --reject-with tcp-reset`,
       `-A TP-FWD-${NET} -j TP-SBX-${NET}`,
       `-A TP-IN-${NET} -m conntrack --ctstate RELATED,ESTABLISHED -j RETURN`,
-      `-A TP-IN-${NET}  -j REJECT --reject-with icmp6-port-unreachable`,
+      `-A TP-IN-${NET} -j REJECT --reject-with icmp6-port-unreachable`,
       'COMMIT',
       '',
     ].join('\n');

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { containerCreateProblem } from './container-create-policy.ts';
+import { MAX_RESTORE_LINE } from './iptables-commands.ts';
 
 const settings = { bindRoots: [], helperImage: 'tidepool/base:latest', runtimes: ['runc'] };
 const quote = (arg: string): string => `'${arg.replace(/'/g, `'\\''`)}'`;
@@ -118,7 +119,7 @@ describe('the firewall helper restores only the platform chains', () => {
     `-A TP-FWD-${NET} -s 172.30.0.2/32 -m mac --mac-source 02:42:ac:1e:00:02 -j ACCEPT`,
     `-A TP-FWD-${NET} -o ${BR} -p tcp -j REJECT --reject-with tcp-reset`,
     `-A TP-FWD-${NET} -d 10.0.0.0/8 -j REJECT --reject-with icmp-port-unreachable`,
-    `-A TP-IN-${NET}  -p tcp -j REJECT --reject-with tcp-reset`,
+    `-A TP-IN-${NET} -p tcp -j REJECT --reject-with tcp-reset`,
     `-A TP-FWD-${NET} -j TP-SBX-${NET}`,
     'COMMIT',
     '',
@@ -201,5 +202,31 @@ describe('the firewall helper restores only the platform chains', () => {
       '*filter',
     ];
     for (const rules of hostile) expect(containerCreateProblem(restore(rules), settings), JSON.stringify(rules)).toMatch(/firewall helper refused/);
+  });
+});
+
+describe('restore lines iptables-restore reads as the gate does', () => {
+  const rule = `-A TP-FWD-${NET} -d 10.0.0.0/8 -j RETURN`;
+
+  it('refuses a line padded past the restore buffer, whose tail would run as a command of its own', () => {
+    // A rule the grammar allows as one line (the platform container's ACCEPT with a comment tag). iptables-restore
+    // reads at most 10,239 bytes of a line and the rest as the next one: padded so that the cut falls inside the
+    // tag, it reads `... --comment tidepool-sandbox/a` and then `-IINPUT -j ACCEPT` (getopt: -I INPUT).
+    const head = `-A TP-FWD-${NET} -s 172.30.0.2/32 -m mac --mac-source 02:42:ac:1e:00:02 -m comment --comment`;
+    const padded = `${head}${' '.repeat(10_239 - head.length - 'tidepool-sandbox/a'.length)}tidepool-sandbox/a-IINPUT -j ACCEPT`;
+    expect(padded.indexOf('-IINPUT')).toBe(10_239);
+    expect(containerCreateProblem(restore(`*filter\n${padded}\nCOMMIT\n`), settings)).toMatch(/firewall helper refused: iptables-restore: line 2/);
+    const long = `-A TP-FWD-${NET} -m comment --comment tidepool-sandbox/${'x'.repeat(MAX_RESTORE_LINE)} -j RETURN`;
+    expect(containerCreateProblem(restore(`*filter\n${long}\nCOMMIT\n`), settings)).toMatch(/longer than 4096 bytes/);
+  });
+
+  it('takes exactly one space between words', () => {
+    expect(containerCreateProblem(restore(`*filter\n${rule}\nCOMMIT\n`), settings)).toBeUndefined();
+    for (const line of [rule.replace(' -d', '  -d'), rule.replace(' -j', '\t-j'), `${rule} `, `${rule}  `, rule.replace('RETURN', ' RETURN')]) {
+      expect(containerCreateProblem(restore(`*filter\n${line}\nCOMMIT\n`), settings), JSON.stringify(line)).toMatch(/firewall helper refused/);
+    }
+    for (const header of ['*filter ', `:TP-FWD-${NET}  - [0:0]`, 'COMMIT ']) {
+      expect(containerCreateProblem(restore(`*filter\n${header}\nCOMMIT\n`), settings), JSON.stringify(header)).toMatch(/firewall helper refused/);
+    }
   });
 });

@@ -40,13 +40,20 @@ export function iptablesArgsProblem(args: readonly string[], family: Family = 'i
 const MAX_RULES = 1024 * 1024;
 
 /**
- * Splits a rule line the way iptables-restore does for what the platform writes: single spaces between
- * words (runs allowed: `-A X  -p tcp`), and a word fully in double quotes (a comment printed by `iptables -S`)
- * stands for its plain contents. No other quoting or escaping is accepted.
+ * Longest line of a restore payload. iptables-restore reads lines into a 10,240-byte buffer and takes what does
+ * not fit as the next line: a padded line would be split and its tail (`-I INPUT -j ACCEPT`) run as a command
+ * of its own. The platform's longest lines are about 200 bytes.
+ */
+export const MAX_RESTORE_LINE = 4096;
+
+/**
+ * Splits a rule line the way iptables-restore does for what the platform writes: exactly one space between
+ * words (no runs, none leading or trailing, no tabs), and a word fully in double quotes (a comment printed by
+ * `iptables -S`) stands for its plain contents. No other quoting or escaping is accepted.
  */
 function ruleWords(line: string): string[] | undefined {
   const words: string[] = [];
-  for (const word of line.split(/ +/)) {
+  for (const word of line.split(' ')) {
     const quoted = /^"([^"'\\ ]*)"$/.exec(word);
     if (quoted) words.push(quoted[1]!);
     else if (/["'\\]/.test(word) || word === '') return undefined;
@@ -64,6 +71,7 @@ export function restorePayloadProblem(rules: string, family: Family = 'ipv4'): s
   const seenTables = new Set<Table>();
   for (const [index, line] of lines.entries()) {
     const at = `line ${index + 1}`;
+    if (Buffer.byteLength(line) > MAX_RESTORE_LINE) return `${at}: longer than ${MAX_RESTORE_LINE} bytes`;
     if (!/^[\x21-\x7e][\x20-\x7e]*$/.test(line)) return `${at}: empty, starting with a space or not printable ASCII`;
     if (line.startsWith('*')) {
       const name = line.slice(1);
@@ -85,7 +93,7 @@ export function restorePayloadProblem(rules: string, family: Family = 'ipv4'): s
       continue;
     }
     const words = ruleWords(line);
-    if (!words) return `${at}: quoting the platform does not write`;
+    if (!words) return `${at}: quoting or spacing the platform does not write (one space between words)`;
     const [command, chain, ...rule] = words;
     if (!ownChainPrefix(table, chain)) return `${at}: chain ${JSON.stringify(chain)} is not one of the platform's in the ${table} table`;
     let problem: string | undefined;

@@ -89,8 +89,10 @@ export class SandboxFirewall {
     return this.rules.family;
   }
 
+  /** The two REJECT rules for `match` ('' for every packet), single-spaced as the docker gate requires. */
   private reject(match: string): string[] {
-    return [`${match} -p tcp -j REJECT --reject-with tcp-reset`, `${match} -j REJECT --reject-with ${this.rules.rejectUnreachable}`];
+    const prefix = match ? `${match} ` : '';
+    return [`${prefix}-p tcp -j REJECT --reject-with tcp-reset`, `${prefix}-j REJECT --reject-with ${this.rules.rejectUnreachable}`];
   }
 
   /**
@@ -144,7 +146,7 @@ export class SandboxFirewall {
           `:${this.forward} - [0:0]`,
           `:${this.input} - [0:0]`,
           ...forward.map((rule) => `-A ${this.forward} ${rule}`),
-          ...input.map((rule) => `-A ${this.input} ${rule}`.trimEnd()),
+          ...input.map((rule) => `-A ${this.input} ${rule}`),
           'COMMIT',
           '',
         ].join('\n'),
