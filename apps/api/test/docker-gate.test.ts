@@ -47,6 +47,7 @@ const gateSettings = {
   helperImage: 'tidepool/base:latest',
   protectedImages: [stackImage],
   imageRepositories: [...DEFAULT_IMAGE_REPOSITORIES],
+  networks: [] as string[],
   runtimes: ['runc', 'crun', 'runsc'],
   logLevel: 'debug',
 };
@@ -289,8 +290,15 @@ describe('the platform through the gate', () => {
 });
 
 describe('calls the platform never makes', () => {
+  /** A create through the gate; on no network unless the body says otherwise (the default bridge is refused). */
   const create = (body: Record<string, unknown>, name = `gate-refused-${run}-${randomBytes(3).toString('hex')}`) =>
-    gateCall('POST', `/containers/create?name=${name}`, { Image: 'tidepool/base:latest', Entrypoint: ['/bin/true'], Cmd: [], ...body });
+    gateCall('POST', `/containers/create?name=${name}`, {
+      Image: 'tidepool/base:latest',
+      Entrypoint: ['/bin/true'],
+      Cmd: [],
+      ...body,
+      HostConfig: { NetworkMode: 'none', ...(body.HostConfig as Record<string, unknown> | undefined) },
+    });
 
   it('refuses dangerous container creates and creates nothing', async () => {
     const before = await containersMarked();
@@ -487,6 +495,44 @@ describe('calls the platform never makes', () => {
     expect((await engine.getImage('tidepool/base:latest').inspect()).Id).toBe(baseId);
   });
 
+  it('joins containers only to the platform\'s networks, with no aliases, links or addresses', { timeout: 120_000 }, async () => {
+    // A network the platform did not make (like compose's `gate` network, or another project's), straight on the engine.
+    const other = `gate-other-${run}`;
+    /** The test platform's sandbox network (support/start-platform.ts), which it made with its label. */
+    const sandboxNetwork = 'tidepool-test';
+    await engine.createNetwork({ Name: other, Driver: 'bridge', Labels: { [MARK]: run } });
+    const before = await containersMarked();
+    try {
+      const refused: [string, Record<string, unknown>, RegExp][] = [
+        ['another network', { HostConfig: { NetworkMode: other } }, /not a Tidepool platform network/],
+        ['another network, as an endpoint', { HostConfig: { NetworkMode: sandboxNetwork }, NetworkingConfig: { EndpointsConfig: { [other]: {} } } }, /not a Tidepool platform network/],
+        ['the default bridge', { HostConfig: { NetworkMode: 'bridge' } }, /default bridge/],
+        ['the default bridge, by default', { HostConfig: { NetworkMode: '' } }, /default bridge/],
+        ['an alias on the platform network', { HostConfig: { NetworkMode: sandboxNetwork }, NetworkingConfig: { EndpointsConfig: { [sandboxNetwork]: { Aliases: ['docker-gate', 'api'] } } } }, /endpoint setting aliases/],
+        ['a link', { HostConfig: { NetworkMode: sandboxNetwork }, NetworkingConfig: { EndpointsConfig: { [sandboxNetwork]: { Links: [`gate-outsider-${run}:db`] } } } }, /endpoint setting links/],
+        ['a chosen address', { HostConfig: { NetworkMode: sandboxNetwork }, NetworkingConfig: { EndpointsConfig: { [sandboxNetwork]: { IPAMConfig: { IPv4Address: '172.31.255.254' } } } } }, /endpoint setting ipamconfig/],
+        ['endpoint driver options', { HostConfig: { NetworkMode: sandboxNetwork }, NetworkingConfig: { EndpointsConfig: { [sandboxNetwork]: { DriverOpts: { x: 'y' } } } } }, /endpoint setting driveropts/],
+      ];
+      for (const [what, body, reason] of refused) {
+        const answer = await create({ Labels: platformLabels, ...body });
+        expect(answer.status, what).toBe(403);
+        expect(answer.body.message, what).toMatch(reason);
+      }
+      expect(await containersMarked()).toEqual(before);
+      expect(Object.keys((await engine.getNetwork(other).inspect()).Containers ?? {})).toEqual([]);
+      // Joining after the create is no call the platform makes.
+      expect((await gateCall('POST', `/networks/${other}/connect`, { Container: outsider.id })).status).toBe(403);
+      // The platform's own network (labelled dev.tidepool.managed) is joined as the platform joins it.
+      const joined = await create({ Labels: platformLabels, HostConfig: { NetworkMode: sandboxNetwork } });
+      expect(joined.status).toBe(201);
+      expect(Object.keys((await engine.getContainer(joined.body.Id).inspect()).NetworkSettings.Networks)).toEqual([sandboxNetwork]);
+      await engine.getContainer(joined.body.Id).remove({ force: true });
+    } finally {
+      for (const id of await containersMarked()) if (!before.includes(id)) await engine.getContainer(id).remove({ force: true }).catch(() => undefined);
+      await engine.getNetwork(other).remove().catch(() => undefined);
+    }
+  });
+
   it('refuses bodies with a repeated key (in any case) with 400 and creates nothing', async () => {
     const before = await containersMarked();
     const name = `gate-dup-${run}`;
@@ -592,7 +638,7 @@ describe('calls the platform never makes', () => {
       Entrypoint: ['/bin/sh', '-c', 'cat /mnt/v/hostname'],
       Cmd: [],
       Labels: platformLabels,
-      HostConfig: { Mounts: [{ Type: 'bind', Source: source, Target: '/mnt/v', BindOptions: { Propagation: 'rprivate' } }] },
+      HostConfig: { NetworkMode: 'none', Mounts: [{ Type: 'bind', Source: source, Target: '/mnt/v', BindOptions: { Propagation: 'rprivate' } }] },
     });
     expect(created.status).toBe(201);
     const id: string = created.body.Id;

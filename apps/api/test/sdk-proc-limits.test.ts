@@ -132,7 +132,7 @@ describe.skipIf(!canRunLxcfs)('behind the docker gate', () => {
     const refusals: Array<{ reason?: string }> = [];
     const gateLogger = pino({ level: 'debug' }, { write: (line: string) => void (JSON.parse(line).msg === 'call refused' && refusals.push(JSON.parse(line))) });
     const gate = await startGate(
-      { listen: { socketPath: join(dir, 'gate.sock') }, engineSocket: '/var/run/docker.sock', bindRoots: [join(dir, 'volumes')], helperImage: 'tidepool/base:latest', runtimes: ['runc', 'crun'], protectedImages: [], imageRepositories: [...DEFAULT_IMAGE_REPOSITORIES], logLevel: 'debug' },
+      { listen: { socketPath: join(dir, 'gate.sock') }, engineSocket: '/var/run/docker.sock', bindRoots: [join(dir, 'volumes')], helperImage: 'tidepool/base:latest', runtimes: ['runc', 'crun'], protectedImages: [], imageRepositories: [...DEFAULT_IMAGE_REPOSITORIES], networks: [], logLevel: 'debug' },
       gateLogger,
     );
     try {

@@ -16,9 +16,9 @@ function refusal(check: Parameters<typeof checkedBody>[0], text: string): BodyRe
 
 describe('checkedBody', () => {
   it('forwards the checked value serialised again, not the bytes the client sent', () => {
-    const text = `{ "Image" : "tidepool/base:latest",\n  "Labels": ${JSON.stringify(labels)}, "HostConfig": {"Memory": 1e9} }`;
+    const text = `{ "Image" : "tidepool/base:latest",\n  "Labels": ${JSON.stringify(labels)}, "HostConfig": {"Memory": 1e9, "NetworkMode":  "none"} }`;
     const forwarded = checkedBody('container-create', Buffer.from(text), settings);
-    expect(forwarded.toString()).toBe(JSON.stringify({ Image: 'tidepool/base:latest', Labels: labels, HostConfig: { Memory: 1e9 } }));
+    expect(forwarded.toString()).toBe(JSON.stringify({ Image: 'tidepool/base:latest', Labels: labels, HostConfig: { Memory: 1e9, NetworkMode: 'none' } }));
     expect(checkedBody('exec-create', Buffer.from('{"Cmd":["id"],\t"AttachStdout":true}'), settings).toString()).toBe('{"Cmd":["id"],"AttachStdout":true}');
     expect(checkedBody('empty', Buffer.from(' {} '), settings).length).toBe(0);
   });

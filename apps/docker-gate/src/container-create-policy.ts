@@ -45,6 +45,9 @@ const CHECKED_HOST_FIELDS = new Set([
   'networkmode', 'capadd', 'binds', 'mounts', 'runtime', 'securityopt', 'logconfig', 'ipcmode', 'cgroupnsmode', 'pidmode', 'utsmode', 'usernsmode',
 ]);
 
+/** NetworkMode values that put a container on the engine's default bridge. */
+const DEFAULT_BRIDGE_MODES = new Set(['', 'default', 'bridge']);
+
 const BIND_OPTIONS = new Set(['ro', 'rw', 'z', 'Z', 'nocopy', 'private', 'rprivate']);
 const LOG_DRIVERS = new Set(['', 'json-file', 'local', 'none']);
 
@@ -93,13 +96,30 @@ function checkMounts(value: unknown, settings: CreatePolicySettings): void {
   }
 }
 
-function checkNetworks(host: Map<string, unknown>, top: Map<string, unknown>): void {
-  const mode = optionalString(host.get('networkmode'), 'HostConfig.NetworkMode');
-  if (mode === 'host' || mode.startsWith('container:')) refuse(`HostConfig.NetworkMode '${mode}' is not allowed`);
+/** Endpoints of NetworkingConfig.EndpointsConfig by network name (an object of objects). */
+function endpointsOf(top: Map<string, unknown>): Record<string, unknown> {
   const networking = foldFields(top.get('networkingconfig'), 'NetworkingConfig');
   const endpoints = networking.get('endpointsconfig');
   if (endpoints !== undefined && endpoints !== null && !isObject(endpoints)) refuse('NetworkingConfig.EndpointsConfig must be an object');
-  for (const name of Object.keys(endpoints ?? {})) if (name === 'host' || name.startsWith('container:')) refuse(`network '${name}' is not allowed`);
+  return (endpoints ?? {}) as Record<string, unknown>;
+}
+
+/**
+ * A container joins no network or the platform's sandbox networks (which ones is read from the engine:
+ * joinedNetworks, networkJoinProblem), never the host's, another container's or the engine's default bridge,
+ * and its endpoints carry no settings: the platform sets none, and aliases, links, addresses or driver options
+ * would give it other containers' DNS names or addresses on a shared network.
+ */
+function checkNetworks(host: Map<string, unknown>, top: Map<string, unknown>): void {
+  const mode = optionalString(host.get('networkmode'), 'HostConfig.NetworkMode');
+  if (mode === 'host' || mode.startsWith('container:')) refuse(`HostConfig.NetworkMode '${mode}' is not allowed`);
+  if (DEFAULT_BRIDGE_MODES.has(mode)) refuse(`HostConfig.NetworkMode '${mode}' is the engine's default bridge, not a network of the platform (none or a sandbox network)`);
+  for (const [name, settings] of Object.entries(endpointsOf(top))) {
+    if (name === 'host' || name.startsWith('container:') || DEFAULT_BRIDGE_MODES.has(name)) refuse(`network '${name}' is not allowed`);
+    for (const [key, value] of foldFields(settings, `NetworkingConfig.EndpointsConfig.${name}`)) {
+      if (!isEmpty(value)) refuse(`network '${name}': endpoint setting ${key} is not allowed (no aliases, links, addresses or driver options)`);
+    }
+  }
 }
 
 function checkHostConfig(host: Map<string, unknown>, top: Map<string, unknown>, settings: CreatePolicySettings): void {
@@ -153,4 +173,32 @@ export function containerCreateProblem(body: unknown, settings: CreatePolicySett
     if (error instanceof CreateRefused || error instanceof BodyError) return error.message;
     throw error;
   }
+}
+
+/**
+ * The networks a create body (already admitted by containerCreateProblem) joins by name or id: its NetworkMode
+ * other than none, and its endpoints. The firewall helper's host network is its own exact shape, not listed.
+ */
+export function joinedNetworks(body: unknown): string[] {
+  if (!isObject(body)) return [];
+  const top = foldFields(body, 'body');
+  const labels = top.get('labels');
+  if (isObject(labels) && isFirewallHelperRequest(labels)) return [];
+  const mode = optionalString(foldFields(top.get('hostconfig'), 'HostConfig').get('networkmode'), 'HostConfig.NetworkMode');
+  const names = new Set([mode, ...Object.keys(endpointsOf(top))]);
+  names.delete('none');
+  return [...names];
+}
+
+/** What the engine says about a network a container would join. */
+export interface NetworkFacts {
+  name: string;
+  /** Made by the platform (dev.tidepool.managed=true). */
+  managed: boolean;
+}
+
+/** Why a container may not join the network `ref`: only networks the platform made, or named in `joinable` (compose's sandbox network). */
+export function networkJoinProblem(ref: string, network: NetworkFacts, joinable: readonly string[]): string | undefined {
+  if (network.managed || joinable.includes(network.name)) return undefined;
+  return `network ${ref} (${network.name}) is not a Tidepool platform network (labelled dev.tidepool.managed=true, or one of ${joinable.join(', ') || 'no other names'})`;
 }

@@ -1,11 +1,15 @@
 import http from 'node:http';
 import { FIREWALL_HELPER_LABEL, isPlatformContainer, isPlatformNetwork } from './platform-labels.ts';
+import type { NetworkFacts } from './container-create-policy.ts';
 import type { TargetKind } from './call-policy.ts';
 import type { ContainerFacts } from './container-call-policy.ts';
 
-/** What the gate learned about the object a call acts on (a container's facts for the per-container policy). */
+/**
+ * What the gate learned about the object a call acts on (a container's facts for the per-container policy; a
+ * network's name and whether the platform made it, for calls on it and for containers joining it).
+ */
 export type TargetVerdict =
-  | { kind: 'ok'; id: string; container?: ContainerFacts }
+  | { kind: 'ok'; id: string; container?: ContainerFacts; network?: NetworkFacts }
   | { kind: 'refused'; message: string }
   | { kind: 'engine'; status: number; body: string };
 
@@ -36,8 +40,8 @@ const INSPECT_PATH: Record<TargetKind, (ref: string) => string> = {
 };
 
 /**
- * Inspects the container, exec or network a call acts on and says whether it is the platform's, with a
- * short cache (the platform inspects, starts and archives the same container within milliseconds). An exec
+ * Inspects the container, exec or network a call acts on and says whether it is the platform's (a network:
+ * its facts, judged by the caller), with a short cache (the platform inspects, starts and archives the same container within milliseconds). An exec
  * is judged by the container it runs in. The verdict carries the full id, which is what gets forwarded.
  */
 export class EngineLookup {
@@ -78,6 +82,7 @@ export class EngineLookup {
       ContainerID?: string;
       Config?: { Labels?: Record<string, unknown> };
       Labels?: Record<string, unknown>;
+      Name?: string;
       Created?: string;
       State?: { Status?: string; StartedAt?: string };
       Mounts?: { Type?: string; Source?: string }[];
@@ -106,6 +111,6 @@ export class EngineLookup {
       };
       return { kind: 'ok', id, container };
     }
-    return isPlatformNetwork(info.Labels) ? { kind: 'ok', id } : { kind: 'refused', message: `docker gate: network ${ref} is not a Tidepool platform network` };
+    return { kind: 'ok', id, network: { name: String(info.Name ?? ''), managed: isPlatformNetwork(info.Labels) } };
   }
 }

@@ -41,6 +41,12 @@ describe('loadGateConfig', () => {
     }
   });
 
+  it('reads the networks not made by the platform that its containers may join (none by default)', () => {
+    expect(loadGateConfig({}).networks).toEqual([]);
+    expect(loadGateConfig({ DOCKER_GATE_NETWORKS: 'tidepool-compose-sandboxes, other_net' }).networks).toEqual(['tidepool-compose-sandboxes', 'other_net']);
+    for (const bad of ['bridge', 'host', 'a b', '-x']) expect(() => loadGateConfig({ DOCKER_GATE_NETWORKS: bad }), bad).toThrow(/DOCKER_GATE_NETWORKS/);
+  });
+
   it('names the variable of a bad value', () => {
     expect(() => loadGateConfig({ DOCKER_GATE_LISTEN: 'http://x' })).toThrow(/DOCKER_GATE_LISTEN/);
     expect(() => loadGateConfig({ DOCKER_GATE_LISTEN: 'tcp://x:99999' })).toThrow(GateConfigError);

@@ -21,6 +21,11 @@ export interface GateConfig {
    * mode its registry prefix as `<prefix>/*`. Everything else (`debian:bookworm` …) is never written.
    */
   imageRepositories: string[];
+  /**
+   * Networks not made by the platform that its containers may join (compose: its sandbox network, which compose
+   * makes); besides these, only networks labelled dev.tidepool.managed=true (the platform's own).
+   */
+  networks: string[];
   runtimes: string[];
   logLevel: string;
 }
@@ -76,6 +81,13 @@ function parseRepositories(raw: string | undefined): string[] {
   return repositories;
 }
 
+function parseNetworks(raw: string): string[] {
+  const networks = raw.split(',').map((n) => n.trim()).filter(Boolean);
+  const bad = networks.find((network) => !/^[A-Za-z0-9][A-Za-z0-9_.-]*$/.test(network) || ['bridge', 'host', 'none', 'default'].includes(network));
+  if (bad !== undefined) throw new GateConfigError(`DOCKER_GATE_NETWORKS: comma list of network names such as tidepool-compose-sandboxes, not the engine's own (got ${JSON.stringify(bad)})`);
+  return networks;
+}
+
 /** Reads and validates the gate's settings once (a bad value names its variable). */
 export function loadGateConfig(env: NodeJS.ProcessEnv = process.env): GateConfig {
   const engine = env.DOCKER_GATE_ENGINE || 'unix:///var/run/docker.sock';
@@ -92,6 +104,7 @@ export function loadGateConfig(env: NodeJS.ProcessEnv = process.env): GateConfig
     helperImage: env.DOCKER_GATE_HELPER_IMAGE || 'tidepool/base:latest',
     protectedImages: parseImages(env.DOCKER_GATE_PROTECTED_IMAGES ?? ''),
     imageRepositories: parseRepositories(env.DOCKER_GATE_IMAGE_REPOSITORIES),
+    networks: parseNetworks(env.DOCKER_GATE_NETWORKS ?? ''),
     runtimes,
     logLevel,
   };

@@ -5,6 +5,7 @@ import type { Logger } from 'pino';
 import { type AllowedCall, decideCall, withTargetId } from './call-policy.ts';
 import { BodyRefused, checkedBody } from './checked-body.ts';
 import { MOUNTING_CALLS, containerCallProblem } from './container-call-policy.ts';
+import { joinedNetworks, networkJoinProblem } from './container-create-policy.ts';
 import { EngineLookup, engineGet } from './engine-lookup.ts';
 import { type ImageNames, type InspectedImage, imageRemoval } from './image-repositories.ts';
 import type { GateConfig } from './gate-config.ts';
@@ -95,11 +96,13 @@ export class DockerGate {
         throw error;
       }
     }
+    if (decision.body === 'container-create' && body !== undefined) await this.checkJoinedNetworks(decision.call, body);
     let url = request.url ?? '/';
     if (decision.target) {
       const verdict = await this.lookup.check(decision.target.kind, decision.target.ref, MOUNTING_CALLS.has(decision.call));
       if (verdict.kind === 'refused') throw new Refusal(403, verdict.message);
       if (verdict.kind === 'engine') throw new Refusal(verdict.status, engineMessage(verdict.body));
+      if (verdict.network && !verdict.network.managed) throw new Refusal(403, `docker gate: network ${decision.target.ref} is not a Tidepool platform network`);
       if (verdict.container) {
         const context = { now: Date.now(), gateStartedAt: this.startedAt, bindRoots: this.config.bindRoots };
         const problem = containerCallProblem(decision.call, verdict.container, context);
@@ -109,6 +112,17 @@ export class DockerGate {
     }
     if (decision.call === 'image remove') url = await this.imageRemovalUrl(url);
     return { decision, url, body };
+  }
+
+  /** Each network a container create joins must be the platform's (as the engine describes it now). */
+  private async checkJoinedNetworks(call: string, body: Buffer): Promise<void> {
+    for (const ref of joinedNetworks(JSON.parse(body.toString('utf8')))) {
+      const verdict = await this.lookup.check('network', ref);
+      if (verdict.kind === 'refused') throw new Refusal(403, verdict.message);
+      if (verdict.kind === 'engine') throw new Refusal(verdict.status, engineMessage(verdict.body));
+      const problem = verdict.network ? networkJoinProblem(ref, verdict.network, this.config.networks) : `${ref} is not a network`;
+      if (problem) throw new Refusal(403, `docker gate: ${call} refused: ${problem}`);
+    }
   }
 
   /** `DELETE /images/<ref>` judged by the image it names now, forwarded with the matching tag or the full id. */
@@ -299,7 +313,7 @@ export async function startGate(config: GateConfig, logger: Logger): Promise<Run
     const address = server.address() as AddressInfo;
     dockerHost = `tcp://${address.family === 'IPv6' ? `[${address.address}]` : address.address}:${address.port}`;
   }
-  logger.info({ listen: dockerHost, engine: config.engineSocket, bindRoots: config.bindRoots, helperImage: config.helperImage, protectedImages: config.protectedImages, imageRepositories: config.imageRepositories }, 'docker gate listening');
+  logger.info({ listen: dockerHost, engine: config.engineSocket, bindRoots: config.bindRoots, helperImage: config.helperImage, protectedImages: config.protectedImages, imageRepositories: config.imageRepositories, networks: config.networks }, 'docker gate listening');
   return {
     server,
     dockerHost,
