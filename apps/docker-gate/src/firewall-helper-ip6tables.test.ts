@@ -33,7 +33,6 @@ const SBX = 'TP-S-0123456789abcdef0123';
 describe('ip6tables through the firewall helper', () => {
   it('accepts the commands the IPv6 firewall runs: listings, its chains, its jumps from FORWARD, DOCKER-USER and INPUT', () => {
     for (const args of [
-      ['-S'],
       ['-S', 'INPUT'],
       ['-t', 'filter', '-S', 'DOCKER-USER'],
       ['-t', 'filter', '-S', 'FORWARD'],

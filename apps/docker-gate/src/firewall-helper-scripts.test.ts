@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { containerCreateProblem } from './container-create-policy.ts';
+import { insertedHookNetwork } from './firewall-helper-shape.ts';
 import { MAX_RESTORE_LINE } from './iptables-commands.ts';
 
 const settings = { bindRoots: [], helperImage: 'tidepool/base:latest', runtimes: ['runc'] };
@@ -28,10 +29,9 @@ const HOOK = ['-i', BR, '-m', 'comment', '--comment', 'tidepool-isolation/tidepo
 describe('the firewall helper runs only the iptables commands the platform makes', () => {
   it('accepts the platform vocabulary', () => {
     for (const args of [
-      ['-S'],
       ['-S', 'DOCKER-USER'],
-      ['-t', 'nat', '-S'],
       ['-t', 'nat', '-S', `TP-NAT-${NET}`],
+      ['-t', 'filter', '-S', 'TP-S-0123456789abcdef0123'],
       ['-t', 'filter', '-N', `TP-FWD-${NET}`],
       ['-t', 'nat', '-N', `TP-NAT-${NET}`],
       ['-t', 'filter', '-I', 'DOCKER-USER', '1', ...HOOK, '-j', `TP-FWD-${NET}`],
@@ -107,6 +107,43 @@ describe('the firewall helper runs only the iptables commands the platform makes
     ]) {
       expect(containerCreateProblem(helper(script), settings), script).toMatch(/firewall helper refused/);
     }
+  });
+});
+
+describe('the firewall helper touches only the platform\'s own networks', () => {
+  const OTHER = 'fedcba987654';
+
+  it('lists a named chain, never a whole table (the host\'s rules)', () => {
+    for (const args of [['-S'], ['-t', 'filter', '-S'], ['-t', 'nat', '-S'], ['-S', 'OUTPUT'], ['-t', 'nat', '-S', 'POSTROUTING'], ['-S', 'DOCKER']]) {
+      expect(containerCreateProblem(iptables(args), settings), args.join(' ')).toMatch(/lists only a named chain of the platform/);
+    }
+  });
+
+  it('hooks a network\'s chain only to that network\'s bridge', () => {
+    const otherBridge = ['-i', `br-${OTHER}`, '-m', 'comment', '--comment', 'tidepool-isolation/tidepool'];
+    for (const args of [
+      ['-t', 'filter', '-I', 'DOCKER-USER', '1', ...otherBridge, '-j', `TP-FWD-${NET}`],
+      ['-t', 'filter', '-I', 'INPUT', '1', ...otherBridge, '-j', `TP-IN-${NET}`],
+      ['-t', 'nat', '-I', 'PREROUTING', '1', ...otherBridge, '-j', `TP-NAT-${NET}`],
+      ['-t', 'filter', '-I', 'DOCKER-USER', '1', ...HOOK, '-j', 'TP-FWD-abc'],
+    ]) {
+      expect(containerCreateProblem(iptables(args), settings), args.join(' ')).toMatch(/firewall helper refused: iptables: /);
+    }
+    // Rules of a network's chains name only that network's bridge; a sandbox's chain names none.
+    for (const rule of [`-A TP-FWD-${NET} -o br-${OTHER} -p tcp -j REJECT --reject-with tcp-reset`, `-A TP-S-0123456789abcdef0123 -i ${BR} -j RETURN`]) {
+      expect(containerCreateProblem(restore(`*filter\n${rule}\nCOMMIT\n`), settings), rule).toMatch(/takes only the bridge of the network whose chain this is/);
+    }
+    expect(containerCreateProblem(restore(`*filter\n-A TP-FWD-${NET} -o ${BR} -p tcp -j REJECT --reject-with tcp-reset\nCOMMIT\n`), settings)).toBeUndefined();
+  });
+
+  it('names the network a hook is inserted for, for the gate to look it up', () => {
+    expect(insertedHookNetwork(iptables(['-t', 'filter', '-I', 'DOCKER-USER', '1', ...HOOK, '-j', `TP-FWD-${NET}`]))).toBe(NET);
+    expect(insertedHookNetwork(iptables(['-t', 'nat', '-I', 'PREROUTING', '1', ...HOOK, '-j', `TP-NAT-${NET}`]))).toBe(NET);
+    expect(insertedHookNetwork(helper(`exec chroot /host ip6tables -w ${['-t', 'filter', '-I', 'INPUT', '1', ...HOOK, '-j', `TP-IN-${NET}`].map(quote).join(' ')}`))).toBe(NET);
+    // Deleting a stale hook (its network may be gone) and listing need no lookup.
+    expect(insertedHookNetwork(iptables(['-t', 'filter', '-D', 'DOCKER-USER', ...HOOK, '-j', `TP-FWD-${NET}`]))).toBeUndefined();
+    expect(insertedHookNetwork(iptables(['-S', 'DOCKER-USER']))).toBeUndefined();
+    expect(insertedHookNetwork(restore('*filter\nCOMMIT\n'))).toBeUndefined();
   });
 });
 

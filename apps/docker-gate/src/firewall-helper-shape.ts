@@ -1,5 +1,5 @@
 import { iptablesArgsProblem, restorePayloadProblem } from './iptables-commands.ts';
-import type { Family } from './iptables-vocabulary.ts';
+import { type Family, networkOfChain } from './iptables-vocabulary.ts';
 import { BodyError, foldFields, isEmpty, isObject, isUnset, optionalString, stringList } from './json-fields.ts';
 import { FIREWALL_HELPER_LABEL } from './platform-labels.ts';
 
@@ -87,4 +87,22 @@ export function firewallHelperProblem(body: unknown, helperImage: string): strin
     if (error instanceof BodyError) return error.message;
     throw error;
   }
+}
+
+/**
+ * The network (12 hex digits of its id) whose hook an admitted helper body inserts into a built-in chain
+ * (`iptables -I <builtin> 1 -i br-<id12> … -j TP-…-<id12>`), or undefined for any other script. The gate looks
+ * that network up: a hook goes in only for the platform's own networks, so no other network's traffic (compose's
+ * gate network, another project's) is sent through the platform's chains. Deleting a hook needs no lookup: a
+ * stale one's network may be gone.
+ */
+export function insertedHookNetwork(body: unknown): string | undefined {
+  if (!isObject(body)) return undefined;
+  const entrypoint = foldFields(body, 'body').get('entrypoint');
+  const script = Array.isArray(entrypoint) && typeof entrypoint[2] === 'string' ? entrypoint[2] : '';
+  const args = FAMILIES.map((family) => iptablesScriptArgs(script, family)).find((found) => found !== undefined);
+  if (args === undefined) return undefined;
+  const command = args[0] === '-t' ? args[2] : args[0];
+  const target = args[args.indexOf('-j') + 1];
+  return command === '-I' && args.includes('-j') ? networkOfChain(target) : undefined;
 }

@@ -6,6 +6,7 @@ import { type AllowedCall, decideCall, withTargetId } from './call-policy.ts';
 import { BodyRefused, checkedBody } from './checked-body.ts';
 import { MOUNTING_CALLS, containerCallProblem } from './container-call-policy.ts';
 import { joinedNetworks, networkJoinProblem } from './container-create-policy.ts';
+import { insertedHookNetwork } from './firewall-helper-shape.ts';
 import { EngineLookup, engineGet } from './engine-lookup.ts';
 import { type ImageNames, type InspectedImage, imageRemoval } from './image-repositories.ts';
 import type { GateConfig } from './gate-config.ts';
@@ -96,7 +97,7 @@ export class DockerGate {
         throw error;
       }
     }
-    if (decision.body === 'container-create' && body !== undefined) await this.checkJoinedNetworks(decision.call, body);
+    if (decision.body === 'container-create' && body !== undefined) await this.checkNetworksOfCreate(decision.call, body);
     let url = request.url ?? '/';
     if (decision.target) {
       const verdict = await this.lookup.check(decision.target.kind, decision.target.ref, MOUNTING_CALLS.has(decision.call));
@@ -114,13 +115,19 @@ export class DockerGate {
     return { decision, url, body };
   }
 
-  /** Each network a container create joins must be the platform's (as the engine describes it now). */
-  private async checkJoinedNetworks(call: string, body: Buffer): Promise<void> {
-    for (const ref of joinedNetworks(JSON.parse(body.toString('utf8')))) {
+  /**
+   * Each network a container create joins, and the network a firewall helper hooks into the host's chains,
+   * must be the platform's (as the engine describes it now; a hook's network by its id, not a name like it).
+   */
+  private async checkNetworksOfCreate(call: string, body: Buffer): Promise<void> {
+    const parsed: unknown = JSON.parse(body.toString('utf8'));
+    const hooked = insertedHookNetwork(parsed);
+    for (const ref of [...joinedNetworks(parsed), ...(hooked === undefined ? [] : [hooked])]) {
       const verdict = await this.lookup.check('network', ref);
       if (verdict.kind === 'refused') throw new Refusal(403, verdict.message);
-      if (verdict.kind === 'engine') throw new Refusal(verdict.status, engineMessage(verdict.body));
-      const problem = verdict.network ? networkJoinProblem(ref, verdict.network, this.config.networks) : `${ref} is not a network`;
+      if (verdict.kind === 'engine') throw new Refusal(verdict.status, `docker gate: ${call} refused: network ${ref}: ${engineMessage(verdict.body)}`);
+      let problem = verdict.network ? networkJoinProblem(ref, verdict.network, this.config.networks) : `${ref} is not a network`;
+      if (ref === hooked && !verdict.id.startsWith(hooked)) problem = `the hooked bridge br-${hooked} is not the bridge of network ${verdict.id.slice(0, 12)}`;
       if (problem) throw new Refusal(403, `docker gate: ${call} refused: ${problem}`);
     }
   }

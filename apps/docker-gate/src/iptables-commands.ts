@@ -20,8 +20,9 @@ export function iptablesArgsProblem(args: readonly string[], family: Family = 'i
   const [command, chain, ...more] = rest;
   switch (command) {
     case '-S':
-      if (chain === undefined || ((isHookChain(table, chain, family) || ownChainPrefix(table, chain)) && more.length === 0)) return undefined;
-      return `iptables -S lists only the platform's chains and the built-in chains it hooks into (got ${JSON.stringify(rest.join(' '))})`;
+      // Never the whole table: a named chain of the platform, or a built-in chain it hooks into.
+      if ((isHookChain(table, chain, family) || ownChainPrefix(table, chain)) && more.length === 0) return undefined;
+      return `iptables -S lists only a named chain of the platform or a built-in chain it hooks into (got ${JSON.stringify(rest.join(' '))})`;
     case '-N':
       return ownChainPrefix(table, chain) && more.length === 0 ? undefined : `iptables -N creates only the platform's chains in ${table} (got ${JSON.stringify(chain)})`;
     case '-I':

@@ -53,8 +53,27 @@ export function hookChainsOf(table: Table, family: Family): string {
   return Object.keys(HOOKS[family][table]).join(' or ');
 }
 
-/** A bridge interface Docker makes for a network (`br-` and 12 hex digits of its id): never a host interface. */
-const BRIDGE = /^br-[0-9a-f]{12}$/;
+/**
+ * The bridge interface Docker makes for a network is `br-` and the first 12 hex digits of its id, which is also
+ * the suffix of the platform's chains for that network (TP-FWD-<id12> …). A rule names a bridge only in a chain
+ * of that same network, and the hook of a network's chain matches only that network's bridge: never a host
+ * interface, nor another network's bridge (whose traffic would go through the platform's chains).
+ */
+const NETWORK_CHAIN_PREFIXES = ['TP-FWD-', 'TP-IN-', 'TP-SBX-', 'TP-NAT-'];
+const NETWORK_ID12 = /^[0-9a-f]{12}$/;
+
+/** The 12 hex digits of the network whose chain `chain` is (TP-FWD-<id12> …), or undefined for any other chain. */
+export function networkOfChain(chain: string | undefined): string | undefined {
+  const prefix = NETWORK_CHAIN_PREFIXES.find((p) => chain?.startsWith(p));
+  const suffix = prefix === undefined ? undefined : chain!.slice(prefix.length);
+  return suffix !== undefined && NETWORK_ID12.test(suffix) ? suffix : undefined;
+}
+
+/** The bridge of the network whose chain `chain` is, or undefined when `chain` belongs to no network. */
+function bridgeOfChain(chain: string | undefined): string | undefined {
+  const network = networkOfChain(chain);
+  return network === undefined ? undefined : `br-${network}`;
+}
 const COMMENT_TAG = /^tidepool-(?:isolation|sandbox)\/[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$/;
 const MAC = /^[0-9a-fA-F]{2}(?::[0-9a-fA-F]{2}){5}$/;
 const CONNTRACK_STATES = new Set(['RELATED', 'ESTABLISHED', 'DNAT']);
@@ -114,10 +133,12 @@ export function ruleProblem(table: Table, chain: string, tokens: readonly string
         i += 2;
         break;
       case '-i':
-      case '-o':
-        if (!BRIDGE.test(value ?? '')) return `${option} takes only a Docker bridge (br-<12 hex>), got ${JSON.stringify(value)}`;
+      case '-o': {
+        const bridge = bridgeOfChain(chain);
+        if (bridge === undefined || value !== bridge) return `${option} takes only the bridge of the network whose chain this is (${bridge ?? 'none in this chain'}), got ${JSON.stringify(value)}`;
         i += 2;
         break;
+      }
       case '-m': {
         const problem = matchProblem(value, tokens[i + 2], tokens[i + 3], family, protocol);
         if (problem) return problem;
@@ -178,15 +199,17 @@ function targetProblem(table: Table, chain: string, target: string | undefined, 
 
 /**
  * The jump the platform puts into a built-in chain: exactly
- * `-i <bridge> -m comment --comment tidepool-isolation/<network> -j <its chain for that built-in>`.
+ * `-i br-<id12> -m comment --comment tidepool-isolation/<network> -j <its chain for that built-in><id12>`, the
+ * bridge and the chain of one network.
  */
 export function hookRuleProblem(table: Table, builtin: string, tokens: readonly string[], family: Family = 'ipv4'): string | undefined {
   const [i, bridge, m, comment, commentOption, tag, j, target, ...extra] = tokens;
   const wanted = HOOKS[family][table][builtin]!;
-  if (i !== '-i' || !BRIDGE.test(bridge ?? '') || m !== '-m' || comment !== 'comment' || commentOption !== '--comment' || j !== '-j' || extra.length > 0) {
-    return `a rule in ${builtin} is only the platform's jump: -i br-<12 hex> -m comment --comment tidepool-isolation/<network> -j ${wanted}<network>`;
+  if (i !== '-i' || m !== '-m' || comment !== 'comment' || commentOption !== '--comment' || j !== '-j' || extra.length > 0) {
+    return `a rule in ${builtin} is only the platform's jump: -i br-<id12> -m comment --comment tidepool-isolation/<network> -j ${wanted}<id12>`;
   }
   if (!COMMENT_TAG.test(tag ?? '') || !tag!.startsWith('tidepool-isolation/')) return `the jump in ${builtin} carries the tag tidepool-isolation/<network>`;
-  if (ownChainPrefix(table, target) !== wanted) return `${builtin} jumps only to a ${wanted} chain (got ${JSON.stringify(target)})`;
+  if (ownChainPrefix(table, target) !== wanted || networkOfChain(target) === undefined) return `${builtin} jumps only to a ${wanted}<id12> chain (got ${JSON.stringify(target)})`;
+  if (bridge !== bridgeOfChain(target)) return `the jump to ${target} matches only its network's bridge ${bridgeOfChain(target)} (got ${JSON.stringify(bridge)})`;
   return undefined;
 }

@@ -19,6 +19,14 @@ const BRIDGE = `br-${SHORT}`;
 
 type Body = { Entrypoint: string[]; Env: string[] };
 
+/** `text` as the engine sends a container's stdout without a TTY: one frame with its 8-byte header. */
+function stdoutFrame(text: string): Buffer {
+  const header = Buffer.alloc(8);
+  header[0] = 1;
+  header.writeUInt32BE(Buffer.byteLength(text), 4);
+  return Buffer.concat([header, Buffer.from(text)]);
+}
+
 /** A Docker client that records container creates and answers `iptables -S` with the listing for its arguments (null: the command fails). */
 function recordingDocker(listings: Record<string, string | null>): { docker: Docker; bodies: Body[] } {
   const bodies: Body[] = [];
@@ -30,7 +38,7 @@ function recordingDocker(listings: Record<string, string | null>): { docker: Doc
       return {
         start: async () => undefined,
         wait: async () => ({ StatusCode: listing === null ? 1 : 0 }),
-        logs: async () => Buffer.from(listing ?? ''),
+        logs: async () => stdoutFrame(listing ?? ''),
         remove: async () => undefined,
       };
     },
@@ -43,7 +51,7 @@ const q = (...args: string[]): string => args.map((a) => `'${a}'`).join(' ');
 describe('what the platform sends its firewall helper passes the docker gate', () => {
   it('install, egress rules with and without domains, stale rules and removal', async () => {
     const staleSandbox = sandboxChain('isbx-old');
-    const listings: Record<string, string> = {
+    const listings: Record<string, string | null> = {
       [q('-t', 'filter', '-S', 'DOCKER-USER')]: [
         '-N DOCKER-USER',
         `-A DOCKER-USER -i ${BRIDGE} -m comment --comment "tidepool-isolation/tidepool-compose-sandboxes" -j TP-FWD-${SHORT}`,
@@ -57,8 +65,11 @@ describe('what the platform sends its firewall helper passes the docker gate', (
         `-A TP-SBX-${SHORT} -s 172.30.0.9/32 -m comment --comment tidepool-sandbox/isbx2 -j ${sandboxChain('isbx2')}`,
       ].join('\n'),
       [q('-t', 'nat', '-S', `TP-NAT-${SHORT}`)]: [`-N TP-NAT-${SHORT}`, `-A TP-NAT-${SHORT} -s 172.30.0.7/32 -m comment --comment "tidepool-sandbox/isbx1" -j ${sandboxChain('isbx1', 'TP-R-')}`].join('\n'),
-      [q('-S')]: `-P INPUT ACCEPT\n-N ${sandboxChain('isbx2')}\n`,
-      [q('-t', 'nat', '-S')]: `-P PREROUTING ACCEPT\n-N ${sandboxChain('isbx2', 'TP-R-')}\n`,
+      [q('-t', 'filter', '-S', sandboxChain('isbx2'))]: `-N ${sandboxChain('isbx2')}\n`,
+      [q('-t', 'nat', '-S', sandboxChain('isbx2', 'TP-R-'))]: `-N ${sandboxChain('isbx2', 'TP-R-')}\n`,
+      // A chain that is not there: iptables -S <chain> fails.
+      [q('-t', 'filter', '-S', sandboxChain('isbx-never'))]: null,
+      [q('-t', 'nat', '-S', sandboxChain('isbx-never', 'TP-R-'))]: null,
       [q('-t', 'filter', '-N', `TP-FWD-${SHORT}`)]: '',
     };
     const { docker, bodies } = recordingDocker(listings);
@@ -111,7 +122,7 @@ describe('what the platform sends its firewall helper passes the docker gate', (
         `-A TP-SBX-${SHORT} -s fd00:7d:1::9/128 -m comment --comment tidepool-sandbox/isbx2 -j ${sandboxChain('isbx2')}`,
       ].join('\n'),
       [q('-t', 'filter', '-S', 'FORWARD')]: ['-P FORWARD ACCEPT', `-A FORWARD -i ${BRIDGE} -m comment --comment "tidepool-isolation/tidepool-compose-sandboxes" -j TP-FWD-${SHORT}`].join('\n'),
-      [q('-S')]: `-P INPUT ACCEPT\n-N ${sandboxChain('isbx2')}\n`,
+      [q('-t', 'filter', '-S', sandboxChain('isbx2'))]: `-N ${sandboxChain('isbx2')}\n`,
     };
     const { docker, bodies } = recordingDocker(listings);
     const commands = new EngineFirewallCommands(docker, HELPER_IMAGE, FIREWALL_PROGRAMS.ipv6);

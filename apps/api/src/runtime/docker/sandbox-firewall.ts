@@ -258,8 +258,8 @@ export class SandboxFirewall {
         const mine = (line: string): boolean => tagged(line, `${SANDBOX_TAG}/${sandboxId}`);
         const stale = await this.dispatchRules(mine);
         const staleNat = redirects ? await this.dispatchRules(mine, 'nat') : [];
-        const exists = (await this.options.commands.iptables(['-S'])).split('\n').includes(`-N ${chain}`);
-        const natExists = redirects && (await this.options.commands.iptables(['-t', 'nat', '-S'])).split('\n').includes(`-N ${natChain}`);
+        const exists = await this.chainExists('filter', chain);
+        const natExists = redirects && (await this.chainExists('nat', natChain));
         if (stale.length === 0 && staleNat.length === 0 && !exists && !natExists) return;
         await this.options.commands.restore(
           [
@@ -273,6 +273,14 @@ export class SandboxFirewall {
         );
         this.options.logger.debug({ sandboxId, family: this.rules.family }, 'sandbox egress rules removed');
       }),
+    );
+  }
+
+  /** Whether `chain` exists: listed by name (the docker gate lists no whole table), a chain that is not there fails. */
+  private chainExists(table: 'filter' | 'nat', chain: string): Promise<boolean> {
+    return this.options.commands.iptables(['-t', table, '-S', chain]).then(
+      (listing) => listing.split('\n').includes(`-N ${chain}`),
+      () => false,
     );
   }
 
