@@ -312,6 +312,31 @@ describe('the platform through the gate', () => {
   });
 });
 
+describe('bodies the engine does not read', () => {
+  it("passes on the engine's own answer when it answers before reading the body (an unknown image's tag: 404, never a 502)", { timeout: 120_000 }, async () => {
+    // The engine answers a tag of an unknown image from the request head and closes the connection; a body written
+    // after that fails with EPIPE. The gate sends small bodies with the head, so every call gets the engine's 404.
+    const viaGate = new Docker({ socketPath });
+    const missing = `sha256:${randomBytes(32).toString('hex')}`;
+    const answers = new Map<string, number>();
+    await Promise.all(
+      Array.from({ length: 4 }, async (_, worker) => {
+        for (let i = 0; i < 75; i++) {
+          const status = await viaGate
+            .getImage(missing)
+            .tag({ repo: 'tidepool/snapshot', tag: `gate-${run}-${worker}-${i}` })
+            .then(
+              () => 'tagged',
+              (error: { statusCode?: number; message: string }) => `${error.statusCode} ${error.statusCode === 404 ? '' : error.message}`,
+            );
+          answers.set(status, (answers.get(status) ?? 0) + 1);
+        }
+      }),
+    );
+    expect(Object.fromEntries(answers)).toEqual({ '404 ': 300 });
+  });
+});
+
 describe('calls the platform never makes', () => {
   /** A create through the gate; on no network unless the body says otherwise (the default bridge is refused). */
   const create = (body: Record<string, unknown>, name = `gate-refused-${run}-${randomBytes(3).toString('hex')}`) =>

@@ -13,6 +13,21 @@ import type { GateConfig } from './gate-config.ts';
 
 /** Largest body the gate reads to check it (create, exec and network bodies; the firewall helper's rules). */
 const MAX_CHECKED_BODY = 16 * 1024 * 1024;
+/**
+ * Bodies up to this size (with a Content-Length) are read whole and sent to the engine with the request head in one
+ * write. Streamed, the engine may answer a call whose body it never reads (a tag's JSON, an unknown image's 404) and
+ * close the connection before the body is written: the write fails with EPIPE and the caller got a 502 instead of
+ * the engine's answer (about one call in three for a 404 on this machine).
+ */
+const WHOLE_BODY_LIMIT = 1024 * 1024;
+
+/** The declared length of a body small enough to be sent whole, or undefined (chunked, absent or large: streamed). */
+function wholeBodyLength(request: IncomingMessage): number | undefined {
+  if (request.headers['transfer-encoding'] !== undefined) return undefined;
+  const declared = request.headers['content-length'];
+  const length = declared === undefined ? 0 : Number(declared);
+  return Number.isSafeInteger(length) && length >= 0 && length <= WHOLE_BODY_LIMIT ? length : undefined;
+}
 /** Hop-by-hop headers: they describe one connection and are never passed on. */
 const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'proxy-connection', 'transfer-encoding', 'upgrade', 'te', 'trailer', 'host']);
 /** Calls whose connection the engine may take over (HTTP Upgrade to a raw stream). */
@@ -173,7 +188,8 @@ export class DockerGate {
       const early = decideCall(request.method ?? '', request.url ?? '/', this.images);
       const raw = early.allowed && early.body ? await readBody(request, MAX_CHECKED_BODY) : undefined;
       const { decision, url, body } = await this.admit(request, raw);
-      this.forward(request, response, decision, url, body);
+      const whole = body ?? (wholeBodyLength(request) !== undefined ? await readBody(request, WHOLE_BODY_LIMIT) : undefined);
+      this.forward(request, response, decision, url, whole);
     } catch (error) {
       this.refuse(request, response, error);
     }
