@@ -82,6 +82,8 @@ export function templateBuilds(deps: TemplateBuildsDeps): { queue: BuildQueue; t
     contextFiles,
     maxConcurrent: config.maxConcurrentBuilds,
     maxQueued: config.maxQueuedBuilds,
+    teamMaxBuilds: config.teamMaxBuilds,
+    replicas: db.replicas,
     logger,
     metrics,
     leases,
