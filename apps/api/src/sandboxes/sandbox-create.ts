@@ -72,7 +72,7 @@ async function launchPooledOrCold(ctx: LifecycleContext, reference: string, plan
   const embeddedServes = embedded !== undefined && ctx.deps.nodes.status(embedded) === 'ready' && !plan.excluded?.has(embedded);
   const nodeId = placement.kind === 'placed' ? placement.nodeId : embeddedServes ? embedded : undefined;
   const pool = nodeId === undefined ? undefined : pools.of(nodeId);
-  const pooled = pool?.take(key, { key, reference, templateId, image: plan.image, cpuCount, memoryMB, defaults });
+  const pooled = pool?.take(key, { key, reference, templateId, image: plan.image, cpuCount, memoryMB, defaults }, plan.settings.teamId);
   if (!pool || !pooled) return launchSandbox(ctx, plan);
   try {
     const record = await launchSandbox(ctx, { ...plan, sandboxId: pooled.sandboxId, pooled, nodeId }, pooled.release);
