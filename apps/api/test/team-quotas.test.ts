@@ -3,7 +3,9 @@
  * TIDEPOOL_TEAM_MAX_SANDBOXES is refused with 429 + Retry-After naming the quota (the SDK raises RateLimitError),
  * logged once with its team, with nothing made; concurrent creates of the team do not overshoot; filesystem resumes
  * and connects of its paused sandboxes count like creates, sandboxes paused in memory keep their slot; another team
- * still creates. A team at TIDEPOOL_TEAM_MAX_BUILDS is refused the same way, at registration and at start.
+ * still creates. A team at TIDEPOOL_TEAM_MAX_BUILDS is refused the same way, at registration and at start. With a warm
+ * pool, a team at its quota leaves the ready containers where they are, and TIDEPOOL_TEAM_POOL_SHARE keeps one team's
+ * burst from taking every ready container.
  */
 import { randomBytes } from 'node:crypto';
 import Docker from 'dockerode';
@@ -131,6 +133,40 @@ describe('team sandbox quota', () => {
       expect((await resumed.commands.run('echo back')).stdout.trim()).toBe('back');
     } finally {
       for (const sandbox of [running, paused, third]) if (sandbox) await Sandbox.kill(sandbox.sandboxId, teamA.sdk).catch(() => undefined);
+    }
+  });
+});
+
+describe('team quotas with a warm pool', () => {
+  it("a team past its pool share starts cold and leaves the rest to others; a team at its sandbox quota takes nothing from the pool", { timeout: 600_000 }, async () => {
+    const pooled = await startTestPlatform({ maxSandboxes: 10, teamMaxSandboxes: 2, warmPool: { base: 2 }, teamPoolSharePercent: 50 });
+    try {
+      const key = async (p: TestPlatform, name: string) => {
+        const team = await api(p, 'POST', '/admin/teams', { name }, p.adminKey);
+        return (await api(p, 'POST', `/admin/teams/${team.body.teamID}/api-keys`, { name }, p.adminKey)).body.key as string;
+      };
+      const [keyA, keyB] = [await key(pooled, `pool-a-${run}`), await key(pooled, `pool-b-${run}`)];
+      const ready = () => until(async () => pooled.warmPool!.stats(), (s) => s.ready === 2 && s.warming === 0, 120_000);
+      await ready();
+      // Team A's burst of two: its share (one of the two ready containers) is served from the pool, the other starts cold.
+      const burst = await Promise.all([0, 1].map(() => api(pooled, 'POST', '/sandboxes', { templateID: 'base', timeout: 120 }, keyA)));
+      expect(burst.map((r) => r.status)).toEqual([201, 201]);
+      expect(pooled.warmPool!.stats()).toMatchObject({ claimedTotal: 1, coldFallbacksTotal: 1 });
+      // Team B still finds a ready container.
+      const other = await api(pooled, 'POST', '/sandboxes', { templateID: 'base', timeout: 120 }, keyB);
+      expect(other.status).toBe(201);
+      expect(pooled.warmPool!.stats().claimedTotal).toBe(2);
+      await ready();
+
+      // Team A at its quota: refused, and the ready containers stay ready (none taken, none removed).
+      const containers = (await docker.listContainers({ all: true, filters: { label: [`${PLATFORM_LABEL}=${pooled.platformId}`] } })).map((c) => c.Id).sort();
+      const refused = await rejectionOf(Sandbox.create('base', { apiKey: keyA, apiUrl: pooled.url, sandboxUrl: pooled.url, retries: 0 }));
+      expect(refused).toBeInstanceOf(RateLimitError);
+      expect(refused.message).toContain(SANDBOX_QUOTA);
+      expect(pooled.warmPool!.stats()).toMatchObject({ ready: 2, claimedTotal: 2 });
+      expect((await docker.listContainers({ all: true, filters: { label: [`${PLATFORM_LABEL}=${pooled.platformId}`] } })).map((c) => c.Id).sort()).toEqual(containers);
+    } finally {
+      await pooled.dispose();
     }
   });
 });

@@ -41,6 +41,14 @@ export class PoolShares {
     this.outstanding.set(key, list);
   }
 
+  /** A container `teamId` took from `key` went back to the pool unused: the claim is undone. */
+  untaken(teamId: string, key: string): void {
+    const list = this.outstanding.get(key);
+    const index = list?.lastIndexOf(teamId) ?? -1;
+    if (index >= 0) list!.splice(index, 1);
+    if (list?.length === 0) this.outstanding.delete(key);
+  }
+
   /** A new ready container of `key` replaces the oldest claim from it. */
   replaced(key: string): void {
     const list = this.outstanding.get(key);

@@ -1,3 +1,4 @@
+import { TeamQuotaError } from '../teams/team-quotas.ts';
 import type { EgressProxyRequest } from './egress-proxy-settings.ts';
 import { hasTransforms } from './egress-trust.ts';
 import { type LifecycleContext, sandboxLog } from './lifecycle-context.ts';
@@ -79,6 +80,11 @@ async function launchPooledOrCold(ctx: LifecycleContext, reference: string, plan
     pool.claimed(pooled, (performance.now() - began) / 1000);
     return record;
   } catch (error) {
+    if (error instanceof TeamQuotaError) {
+      // Refused before the container was touched: it stays ready for the next create.
+      pool.putBack(pooled, plan.settings.teamId);
+      throw error;
+    }
     pool.claimFailed(pooled);
     sandboxLog(ctx, pooled.sandboxId).warn({ err: error, containerId: pooled.containerId }, 'warm-pool claim failed; starting a cold sandbox instead');
     return launchSandbox(ctx, plan);

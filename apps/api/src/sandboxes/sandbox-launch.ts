@@ -130,7 +130,9 @@ async function launchWithSlot(ctx: LifecycleContext, plan: LaunchPlan & { sandbo
         recorded();
       };
     } catch (error) {
-      poolSlot();
+      // A team over its quota leaves the slot with its holder: the pool takes its untouched container back
+      // (sandbox-create.ts), a fork's call gives back what its forks did not use.
+      if (!(error instanceof TeamQuotaError)) poolSlot();
       throw error;
     }
   } else {

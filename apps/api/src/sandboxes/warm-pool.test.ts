@@ -209,6 +209,19 @@ describe('WarmPool', () => {
     expect(pool.take('b1/2/512', undefined, 'a')).toBeDefined();
   });
 
+  it("takes back a container whose create was refused before touching it, first in line, its slot kept and the team's claim undone", async () => {
+    const { pool, limit, engine } = poolWith({ builds: { base: 'b1' }, targets: { base: 2 }, teamSharePercent: 50 });
+    pool.start();
+    await until(() => pool.stats().ready === 2);
+    const pooled = pool.take('b1/2/512', undefined, 'a')!;
+    pool.putBack(pooled, 'a');
+    expect(pool.stats().ready).toBe(2);
+    expect(limit.held()).toBe(2);
+    expect(engine.removed).toEqual([]);
+    // Team a's share (one of two) is free again, and the same container is handed out next.
+    expect(pool.take('b1/2/512', undefined, 'a')?.containerId).toBe(pooled.containerId);
+  });
+
   it('reports claimed containers as in use while their sandbox holds them, and only when it can tell', async () => {
     const held = new Map<string, string>();
     const { pool } = poolWith({ builds: { base: 'b1' }, targets: { base: 2 }, holds: (sandboxId, containerId) => held.get(sandboxId) === containerId });

@@ -141,6 +141,21 @@ export class WarmPool {
     return pooled;
   }
 
+  /**
+   * A container taken for a create that was refused before it was touched (its team's quota): ready again, first in
+   * line, with the slot it never gave up; the team's claim is undone. A pool that no longer keeps its key removes it.
+   */
+  putBack(pooled: PooledContainer, teamId?: string): void {
+    if (teamId !== undefined) this.shares.untaken(teamId, pooled.key);
+    if (this.stopped || !this.targets.has(pooled.key)) {
+      void this.discard(pooled, 'it came back unused to a pool that no longer keeps its template build');
+      return;
+    }
+    const list = this.ready.get(pooled.key) ?? [];
+    list.unshift(pooled);
+    this.ready.set(pooled.key, list);
+  }
+
   /** The claim succeeded (its sandbox record now holds the container). */
   claimed(pooled: PooledContainer, waitSeconds: number): void {
     this.count(pooled.key).claimed += 1;
