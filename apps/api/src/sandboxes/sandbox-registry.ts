@@ -39,6 +39,11 @@ export class SandboxRegistry {
   readonly reservations: SlotReservations | undefined;
   /** One process: each team's slots (TIDEPOOL_TEAM_MAX_SANDBOXES); a shared database counts them in `reservations`. */
   private readonly teamSlots: TeamSandboxSlots;
+  /**
+   * False when the team quota is the platform's limit (its default): it can never bind before the platform's, so it is
+   * not checked at all and a full platform is refused with the platform's own message, as on a single-team install.
+   */
+  private readonly teamQuotaBinds: boolean;
   /** Shared database: ids recently not found in the store, with when that answer expires. */
   private readonly misses = new Map<string, number>();
   /** Told when a record changed (or went) behind this process's back (another replica, a catch-up). */
@@ -58,6 +63,7 @@ export class SandboxRegistry {
   ) {
     this.reservations = shared && new SlotReservations(shared.sql, shared.channel, this.replicaId);
     this.teamSlots = new TeamSandboxSlots(teamMaxSandboxes, () => this.records.values());
+    this.teamQuotaBinds = teamMaxSandboxes < maxSandboxes;
   }
 
   /** True when API replicas share the store (PostgreSQL): the map is a cache of it. */
@@ -246,7 +252,7 @@ export class SandboxRegistry {
   async reserveFor(sandboxId: string, teamId: string, kind: ReservationKind, counted = true): Promise<SlotRelease> {
     const reservations = this.reservations;
     if (!reservations) {
-      const team = this.teamSlots.take(sandboxId, teamId);
+      const team = this.teamQuotaBinds ? this.teamSlots.take(sandboxId, teamId) : () => undefined;
       if (!counted) return team;
       try {
         const platform = this.reserveSlots(1);
@@ -259,7 +265,7 @@ export class SandboxRegistry {
         throw error;
       }
     }
-    await reservations.reserve(sandboxId, kind, { max: this.maxSandboxes, localHeld: this.reserved, counted }, { id: teamId, max: this.teamMaxSandboxes });
+    await reservations.reserve(sandboxId, kind, { max: this.maxSandboxes, localHeld: this.reserved, counted }, { id: teamId, max: this.teamQuotaBinds ? this.teamMaxSandboxes : undefined });
     let released = false;
     return () => {
       if (released) return;

@@ -36,19 +36,23 @@ export class SlotReservations {
    * making) leave it no room under `team.max`; then refused (limit) when the sandboxes holding containers, the counted
    * reservations of every replica and `localHeld` (this replica's warm-pool containers) leave none under `max`.
    * `counted: false` records the work without taking a platform slot (a warm-pool claim already holds this replica's
-   * slot); it still takes the team's. Both counts and the insert happen under one cross-replica lock.
+   * slot); it still takes the team's. Both counts and the insert happen under one cross-replica lock. `team.max`
+   * undefined: the team's quota is the platform's limit, which it can never exceed first; it is not counted.
    */
-  async reserve(sandboxId: string, kind: ReservationKind, limit: { max: number; localHeld: number; counted: boolean }, team: { id: string; max: number }): Promise<void> {
+  async reserve(sandboxId: string, kind: ReservationKind, limit: { max: number; localHeld: number; counted: boolean }, team: { id: string; max: number | undefined }): Promise<void> {
+    const insert = (now: number): Promise<number> =>
+      this.sql.run(
+        `INSERT INTO sandbox_reservations (sandbox_id, kind, owner, counted, until_ms, team_id) VALUES (?, ?, ?, ?, ?, ?)
+         ON CONFLICT (sandbox_id) DO UPDATE SET kind = excluded.kind, owner = excluded.owner, counted = excluded.counted, until_ms = excluded.until_ms, team_id = excluded.team_id`,
+        [sandboxId, kind, this.owner, limit.counted ? 1 : 0, now + RESERVATION_TTL_MS, team.id],
+      );
+    if (!limit.counted && team.max === undefined) {
+      await insert(Date.now());
+      return;
+    }
     await this.replicas.withLock('sandbox-limit', async () => {
       const now = Date.now();
-      const teamRow = await this.sql.get<{ holding: number | string }>(
-        `SELECT (SELECT COUNT(*) FROM sandboxes WHERE team_id = ? AND container_id IS NOT NULL AND sandbox_id <> ?)
-              + (SELECT COUNT(*) FROM sandbox_reservations r WHERE r.team_id = ? AND r.until_ms >= ? AND r.sandbox_id <> ?
-                   AND NOT EXISTS (SELECT 1 FROM sandboxes s WHERE s.sandbox_id = r.sandbox_id AND s.container_id IS NOT NULL)) AS holding`,
-        [team.id, sandboxId, team.id, now, sandboxId],
-      );
-      const teamHolding = Number(teamRow?.holding ?? 0);
-      if (teamHolding + 1 > team.max) throw teamSandboxQuotaReached(teamHolding, team.max);
+      if (team.max !== undefined) await this.requireTeamRoom(sandboxId, { id: team.id, max: team.max }, now);
       if (limit.counted) {
         const row = await this.sql.get<{ holding: number | string }>(
           `SELECT (SELECT COUNT(*) FROM sandboxes WHERE container_id IS NOT NULL)
@@ -60,12 +64,20 @@ export class SlotReservations {
           throw new PlatformError('limit', `you have reached the maximum number of concurrent sandboxes (${limit.max}); kill or pause some and try again`);
         }
       }
-      await this.sql.run(
-        `INSERT INTO sandbox_reservations (sandbox_id, kind, owner, counted, until_ms, team_id) VALUES (?, ?, ?, ?, ?, ?)
-         ON CONFLICT (sandbox_id) DO UPDATE SET kind = excluded.kind, owner = excluded.owner, counted = excluded.counted, until_ms = excluded.until_ms, team_id = excluded.team_id`,
-        [sandboxId, kind, this.owner, limit.counted ? 1 : 0, now + RESERVATION_TTL_MS, team.id],
-      );
+      await insert(now);
     });
+  }
+
+  /** Refuses (TeamQuotaError) when the team's sandboxes holding containers and its live reservations leave it no room. */
+  private async requireTeamRoom(sandboxId: string, team: { id: string; max: number }, now: number): Promise<void> {
+    const row = await this.sql.get<{ holding: number | string }>(
+      `SELECT (SELECT COUNT(*) FROM sandboxes WHERE team_id = ? AND container_id IS NOT NULL AND sandbox_id <> ?)
+            + (SELECT COUNT(*) FROM sandbox_reservations r WHERE r.team_id = ? AND r.until_ms >= ? AND r.sandbox_id <> ?
+                 AND NOT EXISTS (SELECT 1 FROM sandboxes s WHERE s.sandbox_id = r.sandbox_id AND s.container_id IS NOT NULL)) AS holding`,
+      [team.id, sandboxId, team.id, now, sandboxId],
+    );
+    const holding = Number(row?.holding ?? 0);
+    if (holding + 1 > team.max) throw teamSandboxQuotaReached(holding, team.max);
   }
 
   /** Ends this replica's reservation (the work is done or failed); `sql`: inside the transaction that stores the record. */
