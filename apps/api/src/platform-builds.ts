@@ -82,7 +82,8 @@ export function templateBuilds(deps: TemplateBuildsDeps): { queue: BuildQueue; t
     contextFiles,
     maxConcurrent: config.maxConcurrentBuilds,
     maxQueued: config.maxQueuedBuilds,
-    teamMaxBuilds: config.teamMaxBuilds,
+    // At its default (the whole queue) the team quota cannot bind before the queue's own limit: not counted at all.
+    teamMaxBuilds: config.teamMaxBuilds < config.maxConcurrentBuilds + config.maxQueuedBuilds ? config.teamMaxBuilds : undefined,
     replicas: db.replicas,
     logger,
     metrics,
