@@ -18,6 +18,31 @@ describe('loadConfig', () => {
     expect(loadConfig({ TIDEPOOL_MAX_SANDBOXES: '7' }).maxSandboxes).toBe(7);
   });
 
+  it('team quotas default to the platform limits (one team alone is not limited further), are read and checked against them', () => {
+    expect(loadConfig({ TIDEPOOL_MAX_SANDBOXES: '40', TIDEPOOL_MAX_CONCURRENT_BUILDS: '3', TIDEPOOL_MAX_QUEUED_BUILDS: '5' })).toMatchObject({ teamMaxSandboxes: 40, teamMaxBuilds: 8, teamPoolSharePercent: 100 });
+    // A programmatic platform limit is followed by the team default too.
+    expect(loadConfig({}, { maxSandboxes: 3 }).teamMaxSandboxes).toBe(3);
+    expect(loadConfig({ TIDEPOOL_MAX_SANDBOXES: '40', TIDEPOOL_TEAM_MAX_SANDBOXES: '20', TIDEPOOL_TEAM_MAX_BUILDS: '1', TIDEPOOL_TEAM_POOL_SHARE: '50' })).toMatchObject({ teamMaxSandboxes: 20, teamMaxBuilds: 1, teamPoolSharePercent: 50 });
+    expect(() => loadConfig({ TIDEPOOL_TEAM_MAX_SANDBOXES: '0' })).toThrow(/TIDEPOOL_TEAM_MAX_SANDBOXES: Expected integer to be greater or equal to 1/);
+    expect(() => loadConfig({ TIDEPOOL_TEAM_MAX_BUILDS: 'many' })).toThrow(/TIDEPOOL_TEAM_MAX_BUILDS: .*\(got "many"\)/);
+    expect(() => loadConfig({ TIDEPOOL_TEAM_POOL_SHARE: '150' })).toThrow(/TIDEPOOL_TEAM_POOL_SHARE/);
+    expect(() => loadConfig({ TIDEPOOL_MAX_SANDBOXES: '10', TIDEPOOL_TEAM_MAX_SANDBOXES: '11' })).toThrow(
+      'TIDEPOOL_TEAM_MAX_SANDBOXES (11) must not exceed TIDEPOOL_MAX_SANDBOXES (10): no team can hold more sandboxes than the platform; lower it, or unset it to let one team use the whole platform',
+    );
+    expect(() => loadConfig({ TIDEPOOL_MAX_CONCURRENT_BUILDS: '2', TIDEPOOL_MAX_QUEUED_BUILDS: '0', TIDEPOOL_TEAM_MAX_BUILDS: '3' })).toThrow(/TIDEPOOL_TEAM_MAX_BUILDS \(3\) must not exceed TIDEPOOL_MAX_CONCURRENT_BUILDS \+ TIDEPOOL_MAX_QUEUED_BUILDS \(2\)/);
+    // A malformed platform limit is reported under its own name only.
+    const problems = (() => {
+      try {
+        loadConfig({ TIDEPOOL_MAX_SANDBOXES: 'lots' });
+      } catch (error) {
+        return (error as Error).message;
+      }
+      return '';
+    })();
+    expect(problems).toMatch(/TIDEPOOL_MAX_SANDBOXES/);
+    expect(problems).not.toMatch(/TIDEPOOL_TEAM_MAX_SANDBOXES/);
+  });
+
   it('names the variable and the problem when a value is wrong', () => {
     expect(() => loadConfig({ TIDEPOOL_PORT: 'eighty' })).toThrow(ConfigError);
     expect(() => loadConfig({ TIDEPOOL_PORT: 'eighty' })).toThrow(/TIDEPOOL_PORT/);

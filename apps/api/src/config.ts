@@ -25,6 +25,12 @@ export const ConfigSchema = Type.Object({
   /** Sandbox hosts are `<port>-<sandboxID>.<domain>`: a bare DNS name (no scheme, no port). */
   domain: Type.String({ minLength: 1, maxLength: 200, pattern: '^[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?(\\.[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?)*$' }),
   maxSandboxes: Type.Integer({ minimum: 1 }),
+  /** Sandboxes one team may hold at once (running, paused in memory, being made); at most maxSandboxes, which is the default. */
+  teamMaxSandboxes: Type.Integer({ minimum: 1 }),
+  /** Template builds one team may have building at once (running or waiting for a build slot); default: the whole queue. */
+  teamMaxBuilds: Type.Integer({ minimum: 1 }),
+  /** Percent of each warm pool's size one team may take before the pool has replaced what it took (sandboxes/pool-shares.ts). */
+  teamPoolSharePercent: Type.Integer({ minimum: 1, maximum: 100 }),
   /** Pinned sizes: ready containers kept per template reference whatever the demand (`TIDEPOOL_WARM_POOL`, sandboxes/pool-settings.ts). */
   warmPool: Type.Record(Type.String({ minLength: 1 }), Type.Integer({ minimum: 1 })),
   /** Templates without a pin get a pool sized from recent demand; off = only pinned sizes (none pinned: no pool). */
@@ -188,6 +194,9 @@ const ENV_NAMES: Record<keyof Config, string> = {
   adminKey: 'TIDEPOOL_ADMIN_KEY',
   domain: 'TIDEPOOL_DOMAIN',
   maxSandboxes: 'TIDEPOOL_MAX_SANDBOXES',
+  teamMaxSandboxes: 'TIDEPOOL_TEAM_MAX_SANDBOXES',
+  teamMaxBuilds: 'TIDEPOOL_TEAM_MAX_BUILDS',
+  teamPoolSharePercent: 'TIDEPOOL_TEAM_POOL_SHARE',
   warmPool: 'TIDEPOOL_WARM_POOL',
   warmPoolAdaptive: 'TIDEPOOL_WARM_POOL_ADAPTIVE',
   warmPoolMin: 'TIDEPOOL_WARM_POOL_MIN',
@@ -363,6 +372,28 @@ export function defaultMaxSandboxes(totalBytes: number): number {
   return Math.max(100, Math.floor(totalBytes / (40 * 1024 * 1024)));
 }
 
+/**
+ * Team quotas left unset take the platform's limits: a single-team install behaves as without quotas. A platform
+ * limit that is itself malformed is reported under its own name; the quota then takes a placeholder that passes.
+ */
+function defaultTeamQuotas(candidate: Record<string, unknown>): void {
+  const limit = (...values: unknown[]): number => (values.every(Number.isInteger) ? (values as number[]).reduce((sum, v) => sum + v, 0) : 1);
+  if (Number.isNaN(candidate.teamMaxSandboxes)) candidate.teamMaxSandboxes = limit(candidate.maxSandboxes);
+  if (Number.isNaN(candidate.teamMaxBuilds)) candidate.teamMaxBuilds = limit(candidate.maxConcurrentBuilds, candidate.maxQueuedBuilds);
+}
+
+/** A team quota above the platform limit it divides can never bind: most likely a typo (or a lowered platform limit). */
+function teamQuotaProblem(config: Config): string | undefined {
+  if (config.teamMaxSandboxes > config.maxSandboxes) {
+    return `TIDEPOOL_TEAM_MAX_SANDBOXES (${config.teamMaxSandboxes}) must not exceed TIDEPOOL_MAX_SANDBOXES (${config.maxSandboxes}): no team can hold more sandboxes than the platform; lower it, or unset it to let one team use the whole platform`;
+  }
+  const queue = config.maxConcurrentBuilds + config.maxQueuedBuilds;
+  if (config.teamMaxBuilds > queue) {
+    return `TIDEPOOL_TEAM_MAX_BUILDS (${config.teamMaxBuilds}) must not exceed TIDEPOOL_MAX_CONCURRENT_BUILDS + TIDEPOOL_MAX_QUEUED_BUILDS (${queue}): builds beyond the queue are refused anyway; lower it, or unset it to let one team use the whole queue`;
+  }
+  return undefined;
+}
+
 /** Reads the whole configuration once from the environment (plus programmatic overrides) and validates it. */
 export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Partial<Config> = {}): Config {
   const candidate = {
@@ -378,6 +409,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     // `localhost` itself, has room for a wildcard certificate (`*.tidepool.localhost`).
     domain: env.TIDEPOOL_DOMAIN || 'tidepool.localhost',
     maxSandboxes: integer(env.TIDEPOOL_MAX_SANDBOXES, defaultMaxSandboxes(totalmem())),
+    // Unset: the platform's own limits (filled in below, once those are known), so one team alone is not limited further.
+    teamMaxSandboxes: integer(env.TIDEPOOL_TEAM_MAX_SANDBOXES, Number.NaN),
+    teamMaxBuilds: integer(env.TIDEPOOL_TEAM_MAX_BUILDS, Number.NaN),
+    teamPoolSharePercent: integer(env.TIDEPOOL_TEAM_POOL_SHARE, 100),
     warmPool: parseWarmPool(env.TIDEPOOL_WARM_POOL),
     // `TIDEPOOL_WARM_POOL=off` turns the whole pool off unless adaptive sizing is asked for explicitly.
     warmPoolAdaptive: flag(env.TIDEPOOL_WARM_POOL_ADAPTIVE, !isPoolOff(env.TIDEPOOL_WARM_POOL)),
@@ -444,6 +479,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     registryInsecure: flag(env.TIDEPOOL_REGISTRY_INSECURE, false),
     ...overrides,
   };
+  defaultTeamQuotas(candidate);
   if (overrides.imageAliases === undefined) {
     (candidate as Record<string, unknown>).imageAliases = imageAliases(env.TIDEPOOL_IMAGE_ALIASES, String(candidate.baseImage));
   }
@@ -464,6 +500,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
       `invalid configuration:\n  TIDEPOOL_DEFAULT_TIMEOUT (${config.defaultTimeoutSeconds}) must not exceed TIDEPOOL_MAX_TIMEOUT_SECONDS (${config.maxTimeoutSeconds})`,
     );
   }
+  const quotaProblem = teamQuotaProblem(config);
+  if (quotaProblem) throw new ConfigError(`invalid configuration:\n  ${quotaProblem}`);
   if (config.warmPoolIdleSeconds < config.warmPoolPeriodSeconds) {
     throw new ConfigError(
       `invalid configuration:\n  TIDEPOOL_WARM_POOL_IDLE (${config.warmPoolIdleSeconds}) must be at least TIDEPOOL_WARM_POOL_PERIOD (${config.warmPoolPeriodSeconds}): demand is counted per period over the idle window`,

@@ -82,6 +82,9 @@ export function templateBuilds(deps: TemplateBuildsDeps): { queue: BuildQueue; t
     contextFiles,
     maxConcurrent: config.maxConcurrentBuilds,
     maxQueued: config.maxQueuedBuilds,
+    // At its default (the whole queue) the team quota cannot bind before the queue's own limit: not counted at all.
+    teamMaxBuilds: config.teamMaxBuilds < config.maxConcurrentBuilds + config.maxQueuedBuilds ? config.teamMaxBuilds : undefined,
+    replicas: db.replicas,
     logger,
     metrics,
     leases,

@@ -42,6 +42,8 @@ export function nodeWarmPools({ config, db, nodes, embeddedId, images, templates
       ? { floors: config.warmPoolMin, ceiling: config.warmPoolMax, periodMs: config.warmPoolPeriodSeconds * 1000, idleMs: config.warmPoolIdleSeconds * 1000 }
       : undefined,
     parallel: config.warmPoolParallel,
+    // No team takes more than its share of a key's ready containers before the pool replaced them (pool-shares.ts).
+    teamSharePercent: config.teamPoolSharePercent,
     // This machine's memory for the embedded node; what a remote node last reported for its own.
     memoryAvailableMB: node.nodeId === embeddedId ? readMemAvailableMB : () => nodes.capacity(node.nodeId)?.memoryAvailableMB,
     memoryReserveMB: config.warmPoolMemoryReserveMB,

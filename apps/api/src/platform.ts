@@ -236,6 +236,7 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
       nodes,
       tokenSeed,
       maxSandboxes: config.maxSandboxes,
+      teamMaxSandboxes: config.teamMaxSandboxes,
       defaultTimeoutSeconds: config.defaultTimeoutSeconds,
       logger,
       volumes,

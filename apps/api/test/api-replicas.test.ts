@@ -16,6 +16,7 @@ import pino from 'pino';
 import { RESERVATION_TTL_MS, SlotReservations } from '../src/sandboxes/slot-reservations.ts';
 import { SANDBOX_CHANNEL } from '../src/sandboxes/sandbox-cache-sync.ts';
 import { SandboxStore } from '../src/sandboxes/sandbox-store.ts';
+import { TeamQuotaError } from '../src/teams/team-quotas.ts';
 import type { SandboxRecord } from '../src/sandboxes/sandbox-record.ts';
 import { PostgresDatabase } from '../src/store/postgres-database.ts';
 import { type ApiReplica, replicaApiKey, startApiReplica } from './support/api-replica-process.ts';
@@ -122,6 +123,8 @@ describe('replica coordination on PostgreSQL (two database handles, no engine)',
   });
 
   it('replicas racing for the last slots get each once; abandoned reservations go to exactly one collector', async () => {
+    // Team 't' (every row's) has room for all: only the platform's limit is at stake here.
+    const team = { id: 't', max: 100 };
     const mine = new SlotReservations(a, a.replicas, 'replica-a');
     const theirs = new SlotReservations(b, b.replicas, 'replica-b');
     const store = new SandboxStore(a);
@@ -129,12 +132,12 @@ describe('replica coordination on PostgreSQL (two database handles, no engine)',
     await store.save(row('iholding1'));
     await store.save(row('ipaused1', null)); // paused to its filesystem: holds no slot
     // Limit 4, one held: 10 creates racing (5 per replica) get 3 slots.
-    const results = await Promise.allSettled(Array.from({ length: 10 }, (_, i) => (i % 2 ? theirs : mine).reserve(`irace${i}`, 'create', { max: 4, localHeld: 0, counted: true })));
+    const results = await Promise.allSettled(Array.from({ length: 10 }, (_, i) => (i % 2 ? theirs : mine).reserve(`irace${i}`, 'create', { max: 4, localHeld: 0, counted: true }, team)));
     expect(results.filter((r) => r.status === 'fulfilled')).toHaveLength(3);
     for (const r of results) if (r.status === 'rejected') expect((r.reason as Error).message).toMatch(/maximum number of concurrent sandboxes \(4\)/);
     // This replica's pool containers count too; an uncounted reservation (a pool claim) takes no slot.
-    await expect(mine.reserve('iextra', 'create', { max: 5, localHeld: 1, counted: true })).rejects.toThrow(/maximum/);
-    await mine.reserve('iclaim', 'create', { max: 1, localHeld: 0, counted: false });
+    await expect(mine.reserve('iextra', 'create', { max: 5, localHeld: 1, counted: true }, team)).rejects.toThrow(/maximum/);
+    await mine.reserve('iclaim', 'create', { max: 1, localHeld: 0, counted: false }, team);
     // A create that finishes ends its reservation in the transaction that stores its record.
     const won = results.flatMap((r, i) => (r.status === 'fulfilled' ? [i] : []));
     const owner = (i: number) => (i % 2 ? theirs : mine);
@@ -148,10 +151,42 @@ describe('replica coordination on PostgreSQL (two database handles, no engine)',
     // A create whose reservation was collected cannot store its record as its own any more.
     expect(await owner(won[1]!).release(`irace${won[1]}`)).toBe(false);
     // Renewed reservations are not abandoned.
-    await mine.reserve('ilive', 'resume', { max: 10, localHeld: 0, counted: true });
+    await mine.reserve('ilive', 'resume', { max: 10, localHeld: 0, counted: true }, team);
     await mine.renew(Date.now() + RESERVATION_TTL_MS);
     expect(await theirs.collectAbandoned(Date.now() + RESERVATION_TTL_MS + 1)).toEqual([]);
     expect(await theirs.held('ilive')).toBe(true);
+  });
+
+  it("a team's quota holds across replicas: racing creates and pool claims of one team get its room once, each sandbox counted once; other teams are not limited by it", async () => {
+    const mine = new SlotReservations(a, a.replicas, 'replica-a');
+    const theirs = new SlotReservations(b, b.replicas, 'replica-b');
+    const store = new SandboxStore(a);
+    await a.run('DELETE FROM sandbox_reservations');
+    await store.save({ ...row('qheld1'), teamId: 'qa' });
+    await store.save({ ...row('qpaused1', null), teamId: 'qa' }); // paused to its filesystem: holds no slot
+    const quota = { id: 'qa', max: 3 };
+    const platform = (counted: boolean) => ({ max: 100, localHeld: 0, counted });
+    // Quota 3, one held: 8 creates and pool claims (uncounted: no platform slot, still the team's) racing get 2.
+    const results = await Promise.allSettled(Array.from({ length: 8 }, (_, i) => (i % 2 ? theirs : mine).reserve(`qrace${i}`, 'create', platform(i % 4 < 2), quota)));
+    expect(results.filter((r) => r.status === 'fulfilled')).toHaveLength(2);
+    for (const r of results) {
+      if (r.status === 'fulfilled') continue;
+      expect(r.reason).toBeInstanceOf(TeamQuotaError);
+      expect((r.reason as Error).message).toBe("team sandbox quota reached: 3 running (TIDEPOOL_TEAM_MAX_SANDBOXES=3); kill or pause some of the team's sandboxes and try again");
+    }
+    // A filesystem resume of the team's paused sandbox is refused too; nothing was reserved for any refused call.
+    await expect(mine.reserve('qpaused1', 'resume', platform(true), quota)).rejects.toBeInstanceOf(TeamQuotaError);
+    const reserved = await a.all<{ sandbox_id: string }>("SELECT sandbox_id FROM sandbox_reservations WHERE team_id = 'qa'");
+    expect(reserved).toHaveLength(2);
+    // A create whose record already holds its container while its reservation still lives counts once, not twice.
+    const won = reserved[0]!.sandbox_id;
+    await store.save({ ...row(won), teamId: 'qa' });
+    await expect(theirs.reserve('qmore', 'create', platform(true), quota)).rejects.toThrow(/quota reached: 3 running/);
+    // Another team is not limited by qa's quota.
+    await theirs.reserve('qother', 'create', platform(true), { id: 'qb', max: 1 });
+    // Killing one of the team's sandboxes frees one slot.
+    await store.delete('qheld1');
+    await mine.reserve('qafter', 'create', platform(true), quota);
   });
 });
 

@@ -38,6 +38,8 @@ export interface LifecycleDeps {
   nodes: NodeSet;
   tokenSeed: string;
   maxSandboxes: number;
+  /** Sandboxes one team may hold at once (TIDEPOOL_TEAM_MAX_SANDBOXES); the platform's limit when absent. */
+  teamMaxSandboxes?: number;
   /** Timeout of a sandbox resumed without one and without a usable timeout of its own. */
   defaultTimeoutSeconds: number;
   logger: Logger;

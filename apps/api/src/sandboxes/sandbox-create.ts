@@ -1,3 +1,4 @@
+import { TeamQuotaError } from '../teams/team-quotas.ts';
 import type { EgressProxyRequest } from './egress-proxy-settings.ts';
 import { hasTransforms } from './egress-trust.ts';
 import { type LifecycleContext, sandboxLog } from './lifecycle-context.ts';
@@ -72,13 +73,18 @@ async function launchPooledOrCold(ctx: LifecycleContext, reference: string, plan
   const embeddedServes = embedded !== undefined && ctx.deps.nodes.status(embedded) === 'ready' && !plan.excluded?.has(embedded);
   const nodeId = placement.kind === 'placed' ? placement.nodeId : embeddedServes ? embedded : undefined;
   const pool = nodeId === undefined ? undefined : pools.of(nodeId);
-  const pooled = pool?.take(key, { key, reference, templateId, image: plan.image, cpuCount, memoryMB, defaults });
+  const pooled = pool?.take(key, { key, reference, templateId, image: plan.image, cpuCount, memoryMB, defaults }, plan.settings.teamId);
   if (!pool || !pooled) return launchSandbox(ctx, plan);
   try {
     const record = await launchSandbox(ctx, { ...plan, sandboxId: pooled.sandboxId, pooled, nodeId }, pooled.release);
     pool.claimed(pooled, (performance.now() - began) / 1000);
     return record;
   } catch (error) {
+    if (error instanceof TeamQuotaError) {
+      // Refused before the container was touched: it stays ready for the next create.
+      pool.putBack(pooled, plan.settings.teamId);
+      throw error;
+    }
     pool.claimFailed(pooled);
     sandboxLog(ctx, pooled.sandboxId).warn({ err: error, containerId: pooled.containerId }, 'warm-pool claim failed; starting a cold sandbox instead');
     return launchSandbox(ctx, plan);

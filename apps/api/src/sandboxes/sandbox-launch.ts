@@ -1,5 +1,6 @@
 import type { Logger } from 'pino';
 import { PlatformError } from '../errors.ts';
+import { TeamQuotaError } from '../teams/team-quotas.ts';
 import { startOnPlacedNode } from '../nodes/placed-start.ts';
 import type { SandboxNode } from '../nodes/sandbox-node.ts';
 import { type LifecycleContext, inSeconds, nowIso, sandboxLog } from './lifecycle-context.ts';
@@ -88,13 +89,16 @@ export function newSandboxRecord(plan: LaunchPlan, sandboxId: string, tokenSeed:
   };
 }
 
-/** One slot under the sandbox limit; when none is free, a ready warm-pool container gives its slot up. */
-export async function reserveSlot(ctx: LifecycleContext, sandboxId: string, kind: 'create' | 'resume'): Promise<SlotRelease> {
+/**
+ * One slot under the sandbox limit and the team's quota; when the platform has none free, a ready warm-pool container
+ * gives its slot up (never for a team at its own quota: that would empty the pool for the others).
+ */
+export async function reserveSlot(ctx: LifecycleContext, sandboxId: string, teamId: string, kind: 'create' | 'resume'): Promise<SlotRelease> {
   try {
-    return await ctx.registry.reserveFor(sandboxId, kind);
+    return await ctx.registry.reserveFor(sandboxId, teamId, kind);
   } catch (error) {
-    if (!(error instanceof PlatformError) || error.kind !== 'limit' || !ctx.deps.pools?.evictOne()) throw error;
-    return ctx.registry.reserveFor(sandboxId, kind);
+    if (!(error instanceof PlatformError) || error.kind !== 'limit' || error instanceof TeamQuotaError || !ctx.deps.pools?.evictOne()) throw error;
+    return ctx.registry.reserveFor(sandboxId, teamId, kind);
   }
 }
 
@@ -120,17 +124,19 @@ async function launchWithSlot(ctx: LifecycleContext, plan: LaunchPlan & { sandbo
   let release: SlotRelease;
   if (poolSlot) {
     try {
-      const recorded = await ctx.registry.reserveFor(sandboxId, 'create', false);
+      const recorded = await ctx.registry.reserveFor(sandboxId, plan.settings.teamId, 'create', false);
       release = (howMany) => {
         poolSlot(howMany);
         recorded();
       };
     } catch (error) {
-      poolSlot();
+      // A team over its quota leaves the slot with its holder: the pool takes its untouched container back
+      // (sandbox-create.ts), a fork's call gives back what its forks did not use.
+      if (!(error instanceof TeamQuotaError)) poolSlot();
       throw error;
     }
   } else {
-    release = await reserveSlot(ctx, sandboxId, 'create');
+    release = await reserveSlot(ctx, sandboxId, plan.settings.teamId, 'create');
   }
   let held: { release(): void } | undefined;
   try {

@@ -49,7 +49,13 @@ export class SandboxLifecycle implements SandboxDirectory {
 
   constructor(private readonly deps: LifecycleDeps) {
     this.images = deps.images ?? new ClusterImages(undefined, deps.logger);
-    this.registry = new SandboxRegistry(deps.store, deps.maxSandboxes, (record) => deps.nodes.lostReason(record, record.sandboxId) ?? undrivable(deps, this.images, record), deps.shared);
+    this.registry = new SandboxRegistry(
+      deps.store,
+      deps.maxSandboxes,
+      (record) => deps.nodes.lostReason(record, record.sandboxId) ?? undrivable(deps, this.images, record),
+      deps.shared,
+      deps.teamMaxSandboxes,
+    );
     if (deps.shared) {
       this.lookup = async (sandboxId) => {
         await this.registry.ensure(sandboxId);
@@ -82,7 +88,7 @@ export class SandboxLifecycle implements SandboxDirectory {
         timers: this.timers,
         logger: deps.logger,
         defaultTimeoutSeconds: deps.defaultTimeoutSeconds,
-        reserveSlot: (sandboxId) => reserveSlot(this.ctx, sandboxId, 'resume'),
+        reserveSlot: (record) => reserveSlot(this.ctx, record.sandboxId, record.teamId, 'resume'),
         directoriesOf: (record) => directoriesOf(this.ctx, record),
         openProxyPassword,
         trustEgressCa: (record) => trustEgressCa(this.ctx, record),

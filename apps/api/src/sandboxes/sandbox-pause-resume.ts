@@ -21,8 +21,8 @@ export interface PauseResumeContext {
   logger: Logger;
   /** Timeout of a sandbox resumed without one and without a usable timeout of its own. */
   defaultTimeoutSeconds: number;
-  /** One slot under the sandbox limit (a filesystem resume makes a container), held until its record says so. */
-  reserveSlot(sandboxId: string): Promise<() => void>;
+  /** One slot under the sandbox limit and its team's quota (a filesystem resume makes a container), held until its record says so. */
+  reserveSlot(record: SandboxRecord): Promise<() => void>;
   /** Bind mounts of the sandbox's volumes. */
   directoriesOf(record: SandboxRecord): Promise<DirectoryMount[]>;
   /** Opens a sealed `network.egressProxy` password for the node's dialer (egressPolicy). */
@@ -76,7 +76,7 @@ export async function resumeSandbox(ctx: PauseResumeContext, record: SandboxReco
   let release = (): void => undefined;
   try {
     if (record.pausedImage) {
-      release = await ctx.reserveSlot(record.sandboxId);
+      release = await ctx.reserveSlot(record);
       // The token stays the same across a cold boot, as in the reference: an SDK object's own connect()
       // keeps the token it has, so a rotated one would lock it out of its sandbox.
       // Its committed filesystem is on its node (it resumes there), or in the registry (any node with room).

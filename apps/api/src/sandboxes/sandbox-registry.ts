@@ -4,6 +4,7 @@ import type { ReplicaChannel, Sql } from '../store/sql.ts';
 import type { SandboxRecord } from './sandbox-record.ts';
 import type { SandboxStore } from './sandbox-store.ts';
 import { type ReservationKind, SlotReservations } from './slot-reservations.ts';
+import { TeamSandboxSlots } from './team-sandbox-slots.ts';
 
 /** How long a replica may take to act on a sandbox's timeout before another may try. */
 const TIMEOUT_LEASE_MS = 60_000;
@@ -36,6 +37,13 @@ export class SandboxRegistry {
   private reserved = 0;
   /** Shared database: slot reservations of every replica. */
   readonly reservations: SlotReservations | undefined;
+  /** One process: each team's slots (TIDEPOOL_TEAM_MAX_SANDBOXES); a shared database counts them in `reservations`. */
+  private readonly teamSlots: TeamSandboxSlots;
+  /**
+   * False when the team quota is the platform's limit (its default): it can never bind before the platform's, so it is
+   * not checked at all and a full platform is refused with the platform's own message, as on a single-team install.
+   */
+  private readonly teamQuotaBinds: boolean;
   /** Shared database: ids recently not found in the store, with when that answer expires. */
   private readonly misses = new Map<string, number>();
   /** Told when a record changed (or went) behind this process's back (another replica, a catch-up). */
@@ -50,8 +58,12 @@ export class SandboxRegistry {
     private readonly maxSandboxes: number,
     private readonly unavailable: (record: SandboxRecord) => string | undefined = () => undefined,
     private readonly shared?: SharedDatabase,
+    /** TIDEPOOL_TEAM_MAX_SANDBOXES (default: the platform's limit). */
+    private readonly teamMaxSandboxes = maxSandboxes,
   ) {
     this.reservations = shared && new SlotReservations(shared.sql, shared.channel, this.replicaId);
+    this.teamSlots = new TeamSandboxSlots(teamMaxSandboxes, () => this.records.values());
+    this.teamQuotaBinds = teamMaxSandboxes < maxSandboxes;
   }
 
   /** True when API replicas share the store (PostgreSQL): the map is a cache of it. */
@@ -232,13 +244,28 @@ export class SandboxRegistry {
   }
 
   /**
-   * One slot for a create or filesystem resume of `sandboxId` (limit error when none is free). With a shared database
-   * the slot is a reservation row every replica counts (`counted: false`: recorded, no slot taken); else it is held here.
+   * One slot for a create or filesystem resume of `sandboxId`, made for `teamId`: the team's slot first (TeamQuotaError
+   * when the team holds its quota), then the platform's (limit error when none is free). With a shared database both
+   * are a reservation row every replica counts (`counted: false`: no platform slot taken, the team's still is); else
+   * they are held here.
    */
-  async reserveFor(sandboxId: string, kind: ReservationKind, counted = true): Promise<SlotRelease> {
+  async reserveFor(sandboxId: string, teamId: string, kind: ReservationKind, counted = true): Promise<SlotRelease> {
     const reservations = this.reservations;
-    if (!reservations) return counted ? this.reserveSlots(1) : () => undefined;
-    await reservations.reserve(sandboxId, kind, { max: this.maxSandboxes, localHeld: this.reserved, counted });
+    if (!reservations) {
+      const team = this.teamQuotaBinds ? this.teamSlots.take(sandboxId, teamId) : () => undefined;
+      if (!counted) return team;
+      try {
+        const platform = this.reserveSlots(1);
+        return (howMany) => {
+          platform(howMany);
+          team();
+        };
+      } catch (error) {
+        team();
+        throw error;
+      }
+    }
+    await reservations.reserve(sandboxId, kind, { max: this.maxSandboxes, localHeld: this.reserved, counted }, { id: teamId, max: this.teamQuotaBinds ? this.teamMaxSandboxes : undefined });
     let released = false;
     return () => {
       if (released) return;

@@ -88,6 +88,7 @@ interface PoolOptions {
   memoryAvailableMB?: () => number | undefined;
   now?: () => number;
   ensureImage?: (runtime: SandboxRuntime, image: string) => Promise<void>;
+  teamSharePercent?: number;
 }
 
 function poolWith(options: PoolOptions) {
@@ -108,6 +109,7 @@ function poolWith(options: PoolOptions) {
     busy: options.busy ?? (() => false),
     holds: options.holds,
     ensureImage: options.ensureImage,
+    teamSharePercent: options.teamSharePercent,
     logger,
     quietMs: 20,
     checkEveryMs: 10,
@@ -185,6 +187,39 @@ describe('WarmPool', () => {
     expect(waits).toEqual([0.01]);
     await until(() => pool.stats().ready === 1);
     expect(limit.held()).toBe(1);
+  });
+
+  it("serves a team only its share of a key's ready containers until the pool replaced them; the rest stay for other teams", async () => {
+    let busy = false;
+    const { pool } = poolWith({ builds: { base: 'b1' }, targets: { base: 4 }, teamSharePercent: 50, busy: () => busy });
+    pool.start();
+    await until(() => pool.stats().ready === 4);
+    // A burst of team a (refills held back meanwhile, as while creates are in flight) gets two; its next creates start cold.
+    busy = true;
+    expect(pool.take('b1/2/512', undefined, 'a')).toBeDefined();
+    expect(pool.take('b1/2/512', undefined, 'a')).toBeDefined();
+    expect(pool.take('b1/2/512', undefined, 'a')).toBeUndefined();
+    expect(pool.stats()).toMatchObject({ ready: 2, coldFallbacksTotal: 1 });
+    // Team b still finds the two that are left.
+    expect(pool.take('b1/2/512', undefined, 'b')).toBeDefined();
+    expect(pool.take('b1/2/512', undefined, 'b')).toBeDefined();
+    // Once the pool refilled, team a is served from it again.
+    busy = false;
+    await until(() => pool.stats().ready === 4);
+    expect(pool.take('b1/2/512', undefined, 'a')).toBeDefined();
+  });
+
+  it("takes back a container whose create was refused before touching it, first in line, its slot kept and the team's claim undone", async () => {
+    const { pool, limit, engine } = poolWith({ builds: { base: 'b1' }, targets: { base: 2 }, teamSharePercent: 50 });
+    pool.start();
+    await until(() => pool.stats().ready === 2);
+    const pooled = pool.take('b1/2/512', undefined, 'a')!;
+    pool.putBack(pooled, 'a');
+    expect(pool.stats().ready).toBe(2);
+    expect(limit.held()).toBe(2);
+    expect(engine.removed).toEqual([]);
+    // Team a's share (one of two) is free again, and the same container is handed out next.
+    expect(pool.take('b1/2/512', undefined, 'a')?.containerId).toBe(pooled.containerId);
   });
 
   it('reports claimed containers as in use while their sandbox holds them, and only when it can tell', async () => {

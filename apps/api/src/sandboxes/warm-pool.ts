@@ -4,6 +4,7 @@ import type { ResolvedTemplate } from '../templates/template-model.ts';
 import { type PoolTemplate, type PooledContainer, type WarmStartDeps, startPooledContainer } from './pool-container.ts';
 import type { WarmPoolTargets } from './pool-settings.ts';
 import { PoolRefill } from './pool-refill.ts';
+import { PoolShares } from './pool-shares.ts';
 import { PoolSizes, type SizeReason } from './pool-sizes.ts';
 import type { SizingSettings } from './pool-sizing.ts';
 import { type PoolTarget, resolveTargets } from './pool-targets.ts';
@@ -34,6 +35,8 @@ export interface WarmPoolDeps extends WarmStartDeps {
   memoryReserveMB?: number;
   /** Containers started at once while refilling. */
   parallel?: number;
+  /** Percent of a key's size one team may take before the pool replaced it (TIDEPOOL_TEAM_POOL_SHARE, pool-shares.ts); 100 when absent. */
+  teamSharePercent?: number;
   /** True while sandbox creations are in flight: refills wait for live traffic. */
   busy(): boolean;
   /** True while a sandbox record still holds this container (claimed, not killed, not moved to another container). */
@@ -69,6 +72,8 @@ export class WarmPool {
   /** Templates being removed: nothing of theirs is warmed meanwhile. */
   private readonly blocked = new Set<string>();
   private readonly refill: PoolRefill;
+  /** Each team's unreplaced claims per key. */
+  private readonly shares: PoolShares;
   private loop: Promise<void> | undefined;
   private stopped = false;
   private wake: (() => void) | undefined;
@@ -89,6 +94,7 @@ export class WarmPool {
       logger: deps.logger,
     });
     this.sizes = new PoolSizes(deps);
+    this.shares = new PoolShares(deps.teamSharePercent ?? 100);
   }
 
   start(): void {
@@ -108,24 +114,46 @@ export class WarmPool {
   /**
    * A ready container for this key, or undefined (the caller starts a cold sandbox). Taken out of the pool
    * at once. `wanted` describes the template the create asked for: with an adaptive pool the create counts
-   * as demand for its key (a template the pool did not keep yet becomes one it keeps).
+   * as demand for its key (a template the pool did not keep yet becomes one it keeps). `teamId`: the creating team,
+   * served only within its share of the key (pool-shares.ts).
    */
-  take(key: string, wanted?: PoolTemplate): PooledContainer | undefined {
+  take(key: string, wanted?: PoolTemplate, teamId?: string): PooledContainer | undefined {
     if (this.sizes.adaptive && wanted?.key === key && !this.stopped) {
       this.sizes.recordCreate(wanted);
       // A key the pool does not keep yet is resolved at once; a kept one's size follows at the next check.
       if (!this.targets.has(key)) this.targetsStale = true;
     }
     const list = this.ready.get(key);
-    const pooled = list?.shift();
+    const overShare = teamId !== undefined && (list?.length ?? 0) > 0 && !this.shares.mayTake(teamId, key, this.sizes.size(key));
+    if (overShare) {
+      const size = this.sizes.size(key);
+      this.deps.logger.info({ teamId, key, held: this.shares.held(teamId, key), allowance: this.shares.allowance(size), percent: this.shares.percent }, 'team at its share of the warm pool (TIDEPOOL_TEAM_POOL_SHARE): this create starts cold');
+    }
+    const pooled = overShare ? undefined : list?.shift();
     if (!pooled) {
       if (this.targets.has(key)) this.count(key).fallbacks += 1;
       this.wake?.();
       return undefined;
     }
+    if (teamId !== undefined) this.shares.taken(teamId, key);
     this.lastClaimAt = Date.now();
     this.wake?.();
     return pooled;
+  }
+
+  /**
+   * A container taken for a create that was refused before it was touched (its team's quota): ready again, first in
+   * line, with the slot it never gave up; the team's claim is undone. A pool that no longer keeps its key removes it.
+   */
+  putBack(pooled: PooledContainer, teamId?: string): void {
+    if (teamId !== undefined) this.shares.untaken(teamId, pooled.key);
+    if (this.stopped || !this.targets.has(pooled.key)) {
+      void this.discard(pooled, 'it came back unused to a pool that no longer keeps its template build');
+      return;
+    }
+    const list = this.ready.get(pooled.key) ?? [];
+    list.unshift(pooled);
+    this.ready.set(pooled.key, list);
   }
 
   /** The claim succeeded (its sandbox record now holds the container). */
@@ -241,6 +269,7 @@ export class WarmPool {
     const targets = await resolveTargets({ templates: this.deps.templates, pinned: this.deps.targets, floors: this.deps.adaptive?.floors, demanded });
     for (const key of [...demanded.keys()]) if (!targets.has(key)) this.sizes.forget(key);
     this.targets = targets;
+    this.shares.settle((key) => !targets.has(key) || (this.ready.get(key)?.length ?? 0) >= this.sizes.size(key));
     void this.removeWhere((p) => !targets.has(p.key) || this.blocked.has(p.templateId), 'its template build is no longer current (rebuilt or removed)');
     for (const [key, surplus] of this.sizes.decide(targets.values(), (k) => this.have(k), this.warming.size)) {
       const list = this.ready.get(key) ?? [];
@@ -321,6 +350,7 @@ export class WarmPool {
       const list = this.ready.get(target.key) ?? [];
       list.push(pooled);
       this.ready.set(target.key, list);
+      this.shares.replaced(target.key);
       log.info({ containerId: pooled.containerId, key: target.key, templateRef: target.reference, ms: Date.now() - began, ready: list.length }, 'warm-pool container ready');
     } catch (error) {
       release();

@@ -114,6 +114,8 @@ const SQLITE: string[] = [
      sandbox_id TEXT PRIMARY KEY, kind TEXT NOT NULL, owner TEXT NOT NULL, counted INTEGER NOT NULL, until_ms INTEGER NOT NULL);`,
   // 9: a volume lives on one node's disk (NULL: the embedded node of the API that made it, before nodes existed).
   `ALTER TABLE volumes ADD COLUMN node_id TEXT;`,
+  // 10: a reservation names the team its sandbox is made for (TIDEPOOL_TEAM_MAX_SANDBOXES counts them across replicas).
+  `ALTER TABLE sandbox_reservations ADD COLUMN team_id TEXT;`,
 ];
 
 const POSTGRES: string[] = [
@@ -222,6 +224,7 @@ const POSTGRES: string[] = [
      FOR EACH ROW WHEN (OLD.* IS DISTINCT FROM NEW.* AND (OLD.lease_owner IS NOT DISTINCT FROM NEW.lease_owner AND OLD.lease_until IS NOT DISTINCT FROM NEW.lease_until))
      EXECUTE FUNCTION tidepool_sandbox_changed();`,
   `ALTER TABLE volumes ADD COLUMN node_id TEXT;`,
+  `ALTER TABLE sandbox_reservations ADD COLUMN team_id TEXT;`,
 ];
 
 if (SQLITE.length !== POSTGRES.length) throw new Error('store: every migration needs a SQLite and a PostgreSQL text');

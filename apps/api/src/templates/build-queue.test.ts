@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import pino from 'pino';
 import { describe, expect, it } from 'vitest';
 import { PlatformError } from '../errors.ts';
+import { TeamQuotaError } from '../teams/team-quotas.ts';
 import { LeaseStore } from '../store/lease-store.ts';
 import { SqliteDatabase } from '../store/sqlite-database.ts';
 import { boundedReporter, BuildQueue, MAX_LOG_ENTRIES } from './build-queue.ts';
@@ -51,8 +52,8 @@ describe('build queue', () => {
       removeAllBuildContainers: async () => (calls.push('containers'), 0),
       removeBuildImages: async () => undefined,
     };
-    const queue = (maxConcurrent = 1, maxQueued?: number) =>
-      new BuildQueue({ catalog, store, builder, contextFiles: new ContextFiles(dir, 1024), maxConcurrent, maxQueued, logger: pino({ level: 'silent' }) });
+    const queue = (maxConcurrent = 1, maxQueued?: number, teamMaxBuilds?: number) =>
+      new BuildQueue({ catalog, store, builder, contextFiles: new ContextFiles(dir, 1024), maxConcurrent, maxQueued, teamMaxBuilds, logger: pino({ level: 'silent' }) });
     return { store, catalog, queue, calls, db };
   }
 
@@ -152,6 +153,36 @@ describe('build queue', () => {
     expect(await store.build(waiting.buildId)).toMatchObject({ status: 'error', reason: { message: expect.stringMatching(/template was deleted/) } });
     await queue.start(refused.templateId, refused.buildId, spec);
     expect((await store.build(refused.buildId))!.status).toBe('building');
+    await queue.stop();
+    await db.close();
+  });
+
+  it("holds a team to TIDEPOOL_TEAM_MAX_BUILDS: concurrent starts of one team's builds get its room once, the refused stay waiting, other teams build", async () => {
+    const { store, catalog, queue: makeQueue, db } = setup();
+    const queue = makeQueue(4, 10, 2);
+    const register = async (teamId: string, name: string) => (await catalog.registerBuild({ teamId, name, cpuCount: 1, memoryMB: 128 })).build;
+    const mine = await Promise.all(['a', 'b', 'c', 'd'].map((name) => register('team-a', name)));
+    await queue.ensureTeamRoom('team-a');
+    const results = await Promise.allSettled(mine.map((build) => queue.start(build.templateId, build.buildId, spec)));
+    expect(results.filter((r) => r.status === 'fulfilled')).toHaveLength(2);
+    for (const [i, r] of results.entries()) {
+      if (r.status === 'fulfilled') continue;
+      expect(r.reason).toBeInstanceOf(TeamQuotaError);
+      expect(r.reason).toMatchObject({ kind: 'limit', retryAfterSeconds: 10, message: 'team build quota reached: 2 building (TIDEPOOL_TEAM_MAX_BUILDS=2); wait for one to finish and try again' });
+      expect((await store.build(mine[i]!.buildId))!.status).toBe('waiting');
+    }
+    // Registering another build is refused before anything is made; another team is not limited by team-a's quota.
+    await expect(queue.ensureTeamRoom('team-a')).rejects.toThrow(/team build quota reached: 2 building/);
+    const theirs = await register('team-b', 'e');
+    await queue.ensureTeamRoom('team-b');
+    await queue.start(theirs.templateId, theirs.buildId, spec);
+    expect((await store.build(theirs.buildId))!.status).toBe('building');
+    // A finished (here: cancelled) build frees the team's room.
+    const running = mine.filter((_, i) => results[i]!.status === 'fulfilled');
+    const waiting = mine.filter((_, i) => results[i]!.status === 'rejected');
+    await queue.abortTemplate(running[0]!.templateId);
+    await queue.start(waiting[0]!.templateId, waiting[0]!.buildId, spec);
+    expect((await store.build(waiting[0]!.buildId))!.status).toBe('building');
     await queue.stop();
     await db.close();
   });

@@ -8,6 +8,8 @@ import type { BuildJob, BuildReporter, BuiltTemplate } from './build/template-bu
 import type { BuildRecord, BuildSpec, LogLevel } from './template-model.ts';
 import type { TemplateStore } from './template-store.ts';
 import type { LeaseStore } from '../store/lease-store.ts';
+import type { ReplicaChannel } from '../store/sql.ts';
+import { teamBuildQuotaReached } from '../teams/team-quotas.ts';
 
 /** The engine that turns a build into an image (templates/build/template-builder.ts). */
 export interface BuildRunner {
@@ -38,6 +40,10 @@ export interface BuildQueueDeps {
    * build still `building` at start-up was interrupted.
    */
   leases?: BuildLeases;
+  /** Builds one team may have `building` at once (TIDEPOOL_TEAM_MAX_BUILDS); unlimited when absent. */
+  teamMaxBuilds?: number;
+  /** Replicas sharing the database: a team's quota check and claim hold the lock `team-builds:<team>` of them all. */
+  replicas?: ReplicaChannel;
 }
 
 export interface BuildLeases {
@@ -177,18 +183,30 @@ export class BuildQueue {
     );
   }
 
+  /**
+   * Throws TeamQuotaError when the team has TIDEPOOL_TEAM_MAX_BUILDS builds `building`: called before a template build
+   * is registered, so a refused registration changes nothing. Starting the build checks again, race-free (`start`).
+   */
+  async ensureTeamRoom(teamId: string): Promise<void> {
+    const max = this.deps.teamMaxBuilds;
+    if (max === undefined) return;
+    const building = await this.deps.store.teamBuilding(teamId);
+    if (building >= max) throw teamBuildQuotaReached(building, max);
+  }
+
   /** `POST /v2/templates/{id}/builds/{buildID}`: validates what the build needs, then runs it in the background. */
   async start(templateId: string, buildId: string, spec: BuildSpec): Promise<void> {
     const build = await this.deps.catalog.requireBuild(templateId, buildId);
     if (build.status !== 'waiting') throw invalid(`build '${buildId}' is not in waiting state (it is ${build.status})`);
     const missing = filesHashesOf(spec).filter((hash) => this.deps.contextFiles.pathOf(hash) === undefined);
     if (missing.length > 0) throw invalid(`the files of ${missing.length} COPY step(s) were not uploaded (${missing.join(', ')}); upload them first`);
+    // The building template's team (none: a built-in).
+    const owner = (await this.deps.catalog.findAnyTeam(templateId))?.teamId ?? undefined;
     let baseTemplate: BuildJob['baseTemplate'] = null;
     if (spec.fromTemplate !== null) {
       let resolved;
       try {
         // What the building template's team may start sandboxes from (its own, built-ins, public ones).
-        const owner = (await this.deps.catalog.findAnyTeam(templateId))?.teamId;
         resolved = owner ? await this.deps.catalog.resolve(spec.fromTemplate, owner) : await this.deps.catalog.resolveAnyTeam(spec.fromTemplate);
       } catch (error) {
         if (error instanceof PlatformError && error.kind === 'not_found') throw invalid(`fromTemplate '${spec.fromTemplate}': ${error.message}`);
@@ -205,7 +223,14 @@ export class BuildQueue {
       throw invalid(`build '${buildId}' is not in waiting state (another replica is starting it)`);
     }
     // Waiting → building once: two starts of one build (two requests, two replicas) cannot both run it.
-    if (!(await this.deps.store.claimWaitingBuild(building))) {
+    let claimed: boolean;
+    try {
+      claimed = await this.claimWithinTeamQuota(building, owner);
+    } catch (error) {
+      if (leases) await leases.store.release(leaseName(buildId), leases.owner);
+      throw error;
+    }
+    if (!claimed) {
       if (leases) await leases.store.release(leaseName(buildId), leases.owner);
       throw invalid(`build '${buildId}' is not in waiting state (it was started meanwhile)`);
     }
@@ -217,6 +242,22 @@ export class BuildQueue {
     const job: BuildJob = { templateId, buildId, spec, cpuCount: build.cpuCount, memoryMB: build.memoryMB, baseTemplate };
     const done = this.leased(buildId, () => this.run(building, job, controller.signal)).finally(() => this.running.delete(buildId));
     this.running.set(buildId, { templateId, controller, done });
+  }
+
+  /**
+   * Claims the waiting build when its team (none: a built-in) has room under TIDEPOOL_TEAM_MAX_BUILDS: concurrent
+   * starts of one team's builds, on any replica, cannot overshoot. False: the build is no longer waiting; TeamQuotaError:
+   * the team has no room (the build stays waiting, nothing changed).
+   */
+  private async claimWithinTeamQuota(building: BuildRecord, teamId: string | undefined): Promise<boolean> {
+    const max = this.deps.teamMaxBuilds;
+    if (teamId === undefined || max === undefined) return this.deps.store.claimWaitingBuild(building);
+    const claim = async (): Promise<boolean> => {
+      if (await this.deps.store.claimWaitingBuild(building, { id: teamId, max })) return true;
+      if ((await this.deps.store.build(building.buildId))?.status !== 'waiting') return false;
+      throw teamBuildQuotaReached(await this.deps.store.teamBuilding(teamId), max);
+    };
+    return this.deps.replicas ? this.deps.replicas.withLock(`team-builds:${teamId}`, claim) : claim();
   }
 
   private async run(build: BuildRecord, job: BuildJob, signal: AbortSignal): Promise<void> {

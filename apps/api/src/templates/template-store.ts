@@ -171,13 +171,31 @@ export class TemplateStore {
   }
 
   /** Moves a waiting build to `building` (with its spec); false when it was not waiting any more. */
-  async claimWaitingBuild(building: BuildRecord): Promise<boolean> {
-    const changed = await this.sql.run("UPDATE template_builds SET status = 'building', spec = ?, updated_at = ? WHERE build_id = ? AND status = 'waiting'", [
+  /**
+   * Waiting → building; with `team`, only while the team has fewer than `team.max` builds `building`: the count and the
+   * claim are one statement (atomic on SQLite; on PostgreSQL the caller holds the team's build lock around it). False:
+   * the build was not waiting any more, or the team had no room.
+   */
+  async claimWaitingBuild(building: BuildRecord, team?: { id: string; max: number }): Promise<boolean> {
+    const withinQuota = team
+      ? " AND (SELECT COUNT(*) FROM template_builds b JOIN templates t ON t.template_id = b.template_id WHERE t.team_id = ? AND b.status = 'building') < ?"
+      : '';
+    const changed = await this.sql.run(`UPDATE template_builds SET status = 'building', spec = ?, updated_at = ? WHERE build_id = ? AND status = 'waiting'${withinQuota}`, [
       building.spec === null ? null : JSON.stringify(building.spec),
       building.updatedAt,
       building.buildId,
+      ...(team ? [team.id, team.max] : []),
     ]);
     return changed === 1;
+  }
+
+  /** Builds of the team's templates `building` now (running, or waiting for a build slot). */
+  async teamBuilding(teamId: string): Promise<number> {
+    const row = await this.sql.get<{ building: number | string }>(
+      "SELECT COUNT(*) AS building FROM template_builds b JOIN templates t ON t.template_id = b.template_id WHERE t.team_id = ? AND b.status = 'building'",
+      [teamId],
+    );
+    return Number(row?.building ?? 0);
   }
 
   async build(buildId: string): Promise<BuildRecord | undefined> {

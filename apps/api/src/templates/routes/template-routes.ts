@@ -21,6 +21,7 @@ export function registerTemplateRoutes(app: FastifyInstance, deps: TemplateRoute
     const name = body.name ?? body.alias;
     if (name === undefined) throw invalid('name is required');
     deps.queue.ensureRoom();
+    await deps.queue.ensureTeamRoom(callerTeam(request));
     const { template, build } = await catalog.registerBuild({ teamId: callerTeam(request), name, tags: body.tags, cpuCount: body.cpuCount ?? DEFAULT_CPU, memoryMB: body.memoryMB ?? DEFAULT_MEMORY_MB });
     return reply.code(202).send({
       templateID: template.templateId,
@@ -35,6 +36,7 @@ export function registerTemplateRoutes(app: FastifyInstance, deps: TemplateRoute
   app.post('/v2/templates', { config: TEAM_ROUTE, schema: { body: RegisterV2Body } }, async (request, reply) => {
     const body = request.body as Static<typeof RegisterV2Body>;
     deps.queue.ensureRoom();
+    await deps.queue.ensureTeamRoom(callerTeam(request));
     const { template } = await catalog.registerBuild({ teamId: callerTeam(request), name: body.alias, cpuCount: body.cpuCount ?? DEFAULT_CPU, memoryMB: body.memoryMB ?? DEFAULT_MEMORY_MB });
     return reply.code(202).send(templateView(template, await store.builds(template.templateId)));
   });
