@@ -24,6 +24,7 @@ import { registryImages } from '../runtime/registry/registry-images.ts';
 import { DockerImageEngine } from '../runtime/docker/docker-image-engine.ts';
 import { SandboxCertificateAuthorities } from '../tls/sandbox-ca.ts';
 import { EgressSecretStore } from './egress-secrets.ts';
+import { upstreamPolicySettingsOf } from '../runtime/docker/upstream-address.ts';
 
 /** 2: the node applies network.rules transforms and egressProxy (egress calls, `/v1/egress/…`). */
 export const NODE_AGENT_VERSION = '2';
@@ -85,7 +86,7 @@ export async function startNodeAgent(options: NodeAgentOptions): Promise<Running
           resolveSecret: async (sandboxId, name) => secrets.value(sandboxId, name),
           leafCertificate: (sandboxId, name) => authorities.leaf(sandboxId, name),
         },
-        egressProxyAllowedCidrs: config.egressProxyAllowedCidrs,
+        egressProxyPolicy: upstreamPolicySettingsOf(config),
       }),
     );
   await runtime.prepare();
