@@ -105,6 +105,8 @@ export const ConfigSchema = Type.Object({
    * make the node a port scanner of the internet. Default: the usual proxy ports.
    */
   egressProxyPorts: Type.Array(Type.Integer({ minimum: 1, maximum: 65535 }), { minItems: 1, maxItems: 64 }),
+  /** Largest body one volume-content upload (`PUT …/file`) may have; a longer one is answered 413 and nothing is written. */
+  volumeUploadMaxBytes: Type.Integer({ minimum: 1, maximum: Number.MAX_SAFE_INTEGER }),
   /**
    * OCI runtime for sandboxes and builds, checked against `docker info` at startup: `auto` (crun when the engine has it
    * registered and it starts a probe container, else the engine's default; the default), a registered name (`runc`,
@@ -228,6 +230,7 @@ const ENV_NAMES: Record<keyof Config, string> = {
   sandboxCpuset: 'TIDEPOOL_SANDBOX_CPUSET',
   egressProxyAllowedCidrs: 'TIDEPOOL_EGRESS_PROXY_ALLOWED_CIDRS',
   egressProxyPorts: 'TIDEPOOL_EGRESS_PROXY_PORTS',
+  volumeUploadMaxBytes: 'TIDEPOOL_VOLUME_UPLOAD_MAX_BYTES',
   containerRuntime: 'TIDEPOOL_CONTAINER_RUNTIME',
   dockerHost: 'TIDEPOOL_DOCKER_HOST',
   volumesHostDir: 'TIDEPOOL_VOLUMES_HOST_DIR',
@@ -429,6 +432,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     sandboxCpuset: flag(env.TIDEPOOL_SANDBOX_CPUSET, true),
     egressProxyAllowedCidrs: (env.TIDEPOOL_EGRESS_PROXY_ALLOWED_CIDRS ?? '').split(',').map((c) => c.trim()).filter(Boolean),
     egressProxyPorts: integerList(env.TIDEPOOL_EGRESS_PROXY_PORTS, DEFAULT_EGRESS_PROXY_PORTS),
+    volumeUploadMaxBytes: integer(env.TIDEPOOL_VOLUME_UPLOAD_MAX_BYTES, 1024 ** 3),
     containerRuntime: (env.TIDEPOOL_CONTAINER_RUNTIME ?? 'auto').trim(),
     dockerHost: (env.TIDEPOOL_DOCKER_HOST ?? '').trim(),
     volumesHostDir: (env.TIDEPOOL_VOLUMES_HOST_DIR ?? '').trim(),

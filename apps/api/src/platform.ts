@@ -308,6 +308,7 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
     const sandboxDomain: string | null = config.publicDomain || null;
     const app = buildApiServer({
       sandboxDomain: () => sandboxDomain,
+      volumeUploadMaxBytes: config.volumeUploadMaxBytes,
       lifecycle,
       templates: builds.templateDeps,
       nodes: { store: nodeStore, set: nodes, lostAfterSeconds: config.nodeLostAfterSeconds },
