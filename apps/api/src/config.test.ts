@@ -53,6 +53,22 @@ describe('loadConfig', () => {
     expect(() => loadConfig({ TIDEPOOL_DEFAULT_TIMEOUT: '600', TIDEPOOL_MAX_TIMEOUT_SECONDS: '60' })).toThrow(/must not exceed TIDEPOOL_MAX_TIMEOUT_SECONDS/);
   });
 
+  it('reads TIDEPOOL_EGRESS_PROXY_PORTS as a list of ports (the usual proxy ports by default), and names a wrong entry', () => {
+    expect(loadConfig({}).egressProxyPorts).toEqual([80, 443, 1080, 3128, 8080, 8443]);
+    expect(loadConfig({ TIDEPOOL_EGRESS_PROXY_PORTS: ' 3128, 9050 ' }).egressProxyPorts).toEqual([3128, 9050]);
+    for (const wrong of ['0', '65536', 'socks', '3128,,80', '3128;80', '1.5']) {
+      expect(() => loadConfig({ TIDEPOOL_EGRESS_PROXY_PORTS: wrong }), wrong).toThrow(/TIDEPOOL_EGRESS_PROXY_PORTS/);
+    }
+  });
+
+  it('reads TIDEPOOL_VOLUME_UPLOAD_MAX_BYTES (1 GiB by default), a positive integer', () => {
+    expect(loadConfig({}).volumeUploadMaxBytes).toBe(1024 ** 3);
+    expect(loadConfig({ TIDEPOOL_VOLUME_UPLOAD_MAX_BYTES: '10485760' }).volumeUploadMaxBytes).toBe(10 * 1024 * 1024);
+    for (const wrong of ['0', '-1', '1G', '1e9']) {
+      expect(() => loadConfig({ TIDEPOOL_VOLUME_UPLOAD_MAX_BYTES: wrong }), wrong).toThrow(/TIDEPOOL_VOLUME_UPLOAD_MAX_BYTES/);
+    }
+  });
+
   it('reads TIDEPOOL_EGRESS_PROXY_ALLOWED_CIDRS as IPv4 CIDRs or addresses, and names a wrong entry', () => {
     expect(loadConfig({}).egressProxyAllowedCidrs).toEqual([]);
     expect(loadConfig({ TIDEPOOL_EGRESS_PROXY_ALLOWED_CIDRS: ' 10.8.0.0/16, 192.168.1.5 ' }).egressProxyAllowedCidrs).toEqual(['10.8.0.0/16', '192.168.1.5']);

@@ -107,6 +107,13 @@ export const ConfigSchema = Type.Object({
    */
   egressProxyAllowedCidrs: Type.Array(Type.String({ pattern: '^(25[0-5]|2[0-4]\\d|1?\\d?\\d)(\\.(25[0-5]|2[0-4]\\d|1?\\d?\\d)){3}(/(3[0-2]|[12]?\\d))?$' })),
   /**
+   * The only ports a sandbox's own egress proxy may listen on: the platform dials it from the node, so any port would
+   * make the node a port scanner of the internet. Default: the usual proxy ports.
+   */
+  egressProxyPorts: Type.Array(Type.Integer({ minimum: 1, maximum: 65535 }), { minItems: 1, maxItems: 64 }),
+  /** Largest body one volume-content upload (`PUT …/file`) may have; a longer one is answered 413 and nothing is written. */
+  volumeUploadMaxBytes: Type.Integer({ minimum: 1, maximum: Number.MAX_SAFE_INTEGER }),
+  /**
    * OCI runtime for sandboxes and builds, checked against `docker info` at startup: `auto` (crun when the engine has it
    * registered and it starts a probe container, else the engine's default; the default), a registered name (`runc`,
    * `crun`, `runsc` = gVisor), or '' (set but empty) = the engine's default.
@@ -231,6 +238,8 @@ const ENV_NAMES: Record<keyof Config, string> = {
   lxcfsDir: 'TIDEPOOL_LXCFS_DIR',
   sandboxCpuset: 'TIDEPOOL_SANDBOX_CPUSET',
   egressProxyAllowedCidrs: 'TIDEPOOL_EGRESS_PROXY_ALLOWED_CIDRS',
+  egressProxyPorts: 'TIDEPOOL_EGRESS_PROXY_PORTS',
+  volumeUploadMaxBytes: 'TIDEPOOL_VOLUME_UPLOAD_MAX_BYTES',
   containerRuntime: 'TIDEPOOL_CONTAINER_RUNTIME',
   dockerHost: 'TIDEPOOL_DOCKER_HOST',
   volumesHostDir: 'TIDEPOOL_VOLUMES_HOST_DIR',
@@ -270,9 +279,19 @@ export function settingEnvNames(): string[] {
 
 export class ConfigError extends Error {}
 
+/** Proxy ports a sandbox's egress proxy may use unless TIDEPOOL_EGRESS_PROXY_PORTS says otherwise. */
+export const DEFAULT_EGRESS_PROXY_PORTS = [80, 443, 1080, 3128, 8080, 8443];
+
 function integer(raw: string | undefined, fallback: number): number | string {
   if (raw === undefined || raw === '') return fallback;
   return /^-?\d+$/.test(raw.trim()) ? Number(raw) : raw;
+}
+
+/** A comma-separated list of integers (an entry that is not one is kept as it came, for the schema to name it). */
+function integerList(raw: string | undefined, fallback: number[]): Array<number | string> {
+  if (raw === undefined || raw.trim() === '') return fallback;
+  // An empty entry becomes NaN, which the schema refuses too.
+  return raw.split(',').map((entry) => integer(entry.trim(), Number.NaN));
 }
 
 /**
@@ -447,6 +466,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     lxcfsDir: (env.TIDEPOOL_LXCFS_DIR ?? '').trim() || '/var/lib/tidepool-lxcfs',
     sandboxCpuset: flag(env.TIDEPOOL_SANDBOX_CPUSET, true),
     egressProxyAllowedCidrs: (env.TIDEPOOL_EGRESS_PROXY_ALLOWED_CIDRS ?? '').split(',').map((c) => c.trim()).filter(Boolean),
+    egressProxyPorts: integerList(env.TIDEPOOL_EGRESS_PROXY_PORTS, DEFAULT_EGRESS_PROXY_PORTS),
+    volumeUploadMaxBytes: integer(env.TIDEPOOL_VOLUME_UPLOAD_MAX_BYTES, 1024 ** 3),
     containerRuntime: (env.TIDEPOOL_CONTAINER_RUNTIME ?? 'auto').trim(),
     dockerHost: (env.TIDEPOOL_DOCKER_HOST ?? '').trim(),
     volumesHostDir: (env.TIDEPOOL_VOLUMES_HOST_DIR ?? '').trim(),

@@ -11,6 +11,7 @@ import type { RegistrySettings } from './runtime/registry/registry-settings.ts';
 import type { SandboxLifecycle } from './sandboxes/sandbox-lifecycle.ts';
 import type { SecretStore } from './secrets/secret-store.ts';
 import type { SandboxCertificateAuthorities } from './tls/sandbox-ca.ts';
+import { upstreamPolicySettingsOf } from './runtime/docker/upstream-address.ts';
 
 /**
  * Whether sandboxes get lxcfs files: `on`, or `auto` with the engine on this machine's default socket (a bind
@@ -50,7 +51,7 @@ export function embeddedDockerEngine({ docker, config, platformId, logger, harde
         },
         leafCertificate: (sandboxId, name) => egressCas.leaf(sandboxId, name),
       },
-      egressProxyAllowedCidrs: config.egressProxyAllowedCidrs,
+      egressProxyPolicy: upstreamPolicySettingsOf(config),
       // A sandbox's connection that could not go through its own proxy is an event in the sandbox's logs.
       onEgressProxyFailure: (sandboxId, message) => void lifecycle()?.registry.recordEvent(sandboxId, message, 'warn').catch((error: unknown) => logger.warn({ err: error, sandboxId }, 'could not store the sandbox event')),
       registry: registrySettings ? new RegistryImages(docker, registrySettings, logger) : undefined,

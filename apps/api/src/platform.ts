@@ -20,7 +20,7 @@ import { createPlatformLogger } from './observability/platform-logger.ts';
 import { loadSecretsKey, SecretCipher } from './secrets/secret-crypto.ts';
 import { EgressProxyGate } from './sandboxes/egress-proxy-gate.ts';
 import { SandboxEgress } from './sandboxes/sandbox-egress.ts';
-import { UpstreamAddressPolicy } from './runtime/docker/upstream-address.ts';
+import { UpstreamAddressPolicy, upstreamPolicySettingsOf } from './runtime/docker/upstream-address.ts';
 import { SecretStore } from './secrets/secret-store.ts';
 import { SandboxCertificateAuthorities } from './tls/sandbox-ca.ts';
 import { type Database, openDatabase } from './store/database.ts';
@@ -246,7 +246,7 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
       // API replicas on one PostgreSQL share every sandbox through it (the registry is a cache; SQLite keeps today's path).
       shared: db.replicas ? { sql: db, channel: db.replicas } : undefined,
       images,
-      egressProxies: new EgressProxyGate({ cipher: secretCipher, addresses: new UpstreamAddressPolicy(config.egressProxyAllowedCidrs), problem: async () => (nodeFactory ? undefined : runtime?.egressUpstreamProblem ? runtime.egressUpstreamProblem() : 'the container runtime cannot tunnel sandbox egress') }),
+      egressProxies: new EgressProxyGate({ cipher: secretCipher, addresses: new UpstreamAddressPolicy(upstreamPolicySettingsOf(config)), problem: async () => (nodeFactory ? undefined : runtime?.egressUpstreamProblem ? runtime.egressUpstreamProblem() : 'the container runtime cannot tunnel sandbox egress') }),
     });
     const sandboxLifecycle = lifecycle;
     metrics.observe({
@@ -309,6 +309,7 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
     const sandboxDomain: string | null = config.publicDomain || null;
     const app = buildApiServer({
       sandboxDomain: () => sandboxDomain,
+      volumeUploadMaxBytes: config.volumeUploadMaxBytes,
       lifecycle,
       readiness: { database: db, nodeStatuses: () => nodes.all().map((node) => nodes.status(node.nodeId)) },
       templates: builds.templateDeps,

@@ -36,7 +36,7 @@ import { connectRemoteNode, type RemoteNode } from '../src/nodes/remote-node.ts'
 import { egressNameResolver } from '../src/runtime/docker/egress-proxy.ts';
 import { type StandinHosts, startStandinHosts, startStandinServerIn } from './support/standin-hosts.ts';
 import { agentStandinResolver, headersSeen as seenVia } from './support/agent-standin.ts';
-import { PROXY_ADDRESSES, startStandinProxiesIn } from './support/standin-proxies.ts';
+import { PROXY_ADDRESSES, startStandinProxies } from './support/standin-proxies.ts';
 import { api, startTestPlatform, type TestPlatform } from './support/start-platform.ts';
 import { pollUntil as until } from './support/poll-until.ts';
 
@@ -183,7 +183,7 @@ describe.skipIf(!isRoot)('cluster mode: an API drives a node agent it finds in t
   }, 300_000);
 
   it('network.egressProxy on the agent: its TCP leaves through the owner\'s SOCKS5 proxy, with the password the API opened for it', async () => {
-    const proxies = await startStandinProxiesIn(state!.nodes[0].netns, 'owner', 'owner-pass');
+    const proxies = await startStandinProxies('owner', 'owner-pass', state!.nodes[0].netns);
     try {
       const egressProxy = { address: `${PROXY_ADDRESSES.socks5}:1080`, username: 'owner', password: 'owner-pass' };
       const sandbox = await drained('api-node', () => Sandbox.create('base', { ...platform!.sdk, timeoutMs: 300_000, network: { egressProxy } }));

@@ -196,7 +196,12 @@ function request(port: number, path: string, options: { method?: string; headers
   });
 }
 
-const envdHeaders = (id: string, port = ENVD_PORT): Record<string, string> => ({ 'E2b-Sandbox-Id': id, 'E2b-Sandbox-Port': String(port) });
+/** Routing headers, and on envd's port the sandbox's access token, as the SDK sends them. */
+const envdHeaders = (id: string, port = ENVD_PORT): Record<string, string> => ({
+  'E2b-Sandbox-Id': id,
+  'E2b-Sandbox-Port': String(port),
+  ...(port === ENVD_PORT ? { 'X-Access-Token': `envd-${id}` } : {}),
+});
 
 async function freePort(): Promise<number> {
   const s = net.createServer();
@@ -374,7 +379,7 @@ describe('sandbox proxy (integration)', () => {
     const firstRead = (path: string): Promise<{ text: string; socket: net.Socket }> =>
       new Promise((resolve, reject) => {
         const socket = net.connect(apiPort, '127.0.0.1', () => {
-          socket.write(`POST ${path} HTTP/1.1\r\nHost: 127.0.0.1\r\nE2b-Sandbox-Id: sbxpublic\r\nE2b-Sandbox-Port: ${ENVD_PORT}\r\nContent-Length: 2\r\n\r\n{}`);
+          socket.write(`POST ${path} HTTP/1.1\r\nHost: 127.0.0.1\r\nE2b-Sandbox-Id: sbxpublic\r\nE2b-Sandbox-Port: ${ENVD_PORT}\r\nX-Access-Token: envd-sbxpublic\r\nContent-Length: 2\r\n\r\n{}`);
         });
         socket.once('data', (chunk) => resolve({ text: chunk.toString('latin1'), socket }));
         socket.once('error', reject);
@@ -498,13 +503,64 @@ describe('sandbox proxy (integration)', () => {
     expect(otherPort.status).toBe(200);
   });
 
+  it("answers envd calls without a valid access token with envd's 401 at the edge; /health and /files pass anonymously", async () => {
+    const unauthorized = { code: 401, message: 'unauthorized access, please provide a valid access token or method signing if supported' };
+    const routing = { 'E2b-Sandbox-Id': 'sbxpublic', 'E2b-Sandbox-Port': String(ENVD_PORT) };
+    const refusedHeaders: Array<Record<string, string>> = [routing, { ...routing, 'X-Access-Token': 'envd-sbxprivate' }, { Host: `49983-sbxpublic.${DOMAIN}` }];
+    for (const headers of refusedHeaders) {
+      const refused = await request(apiPort, '/process.Process/List', { method: 'POST', headers, body: '{}' });
+      expect(refused.status).toBe(401);
+      expect(JSON.parse(refused.body)).toEqual(unauthorized);
+    }
+    const upgrade = await wsRoundTrip(apiPort, routing, 'x');
+    expect(upgrade.head).toMatch(/^HTTP\/1\.1 401 /);
+    // Routes envd serves without the token reach it (the fake envd answers them with who it is).
+    for (const path of ['/health', '/files?path=a&signature=v1_x', '/files']) {
+      const open = await request(apiPort, path, { headers: routing });
+      expect(open.status).toBe(200);
+      expect(JSON.parse(open.body).who).toBe(`${ADDR.public}:${ENVD_PORT}`);
+    }
+  });
+
+  it("keeps the owner's envd slots free of anonymous calls, held or refused", async () => {
+    const capped = Fastify({ logger: false });
+    installSandboxProxy(capped, { directory, domain: DOMAIN, logger: pino({ level: 'silent' }), limits: { maxConnectionsPerSandbox: 2 } });
+    await capped.listen({ host: '127.0.0.1', port: 0 });
+    const port = (capped.server.address() as net.AddressInfo).port;
+    const held: net.Socket[] = [];
+    try {
+      // Two anonymous uploads to /files that never finish fill the anonymous envd cap...
+      for (let i = 0; i < 2; i += 1) {
+        const socket = net.connect(port, '127.0.0.1');
+        socket.on('error', () => undefined);
+        socket.write(`POST /files?path=x HTTP/1.1\r\nHost: h\r\nE2b-Sandbox-Id: sbxpublic\r\nE2b-Sandbox-Port: ${ENVD_PORT}\r\nContent-Length: 100\r\n\r\npart`);
+        held.push(socket);
+      }
+      // ...and tokenless calls to token-only routes, left open, are refused without taking a slot.
+      for (let i = 0; i < 4; i += 1) {
+        const socket = net.connect(port, '127.0.0.1');
+        socket.on('error', () => undefined);
+        socket.write(`GET /stream HTTP/1.1\r\nHost: h\r\nE2b-Sandbox-Id: sbxpublic\r\nE2b-Sandbox-Port: ${ENVD_PORT}\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n`);
+        held.push(socket);
+      }
+      await new Promise((r) => setTimeout(r, 300));
+      const anonymous = await request(port, '/health', { headers: { 'E2b-Sandbox-Id': 'sbxpublic', 'E2b-Sandbox-Port': String(ENVD_PORT) } });
+      expect(anonymous.status).toBe(429);
+      const owner = await request(port, '/process.Process/List', { method: 'POST', headers: envdHeaders('sbxpublic'), body: '{}' });
+      expect(owner.status).toBe(200);
+    } finally {
+      for (const socket of held) socket.destroy();
+      await capped.close();
+    }
+  });
+
   it('applies maskRequestHost on non-envd ports', async () => {
     const host = `${APP_PORT}-sbxmasked.${DOMAIN}`;
     const seen = JSON.parse((await request(apiPort, '/', { headers: { Host: host } })).body);
     const raw = seen.rawHeaders as string[];
     expect(raw[raw.indexOf('Host') + 1]).toBe(`internal.svc:${APP_PORT}`);
     expect(raw[raw.indexOf('X-Forwarded-Host') + 1]).toBe(host);
-    const envd = JSON.parse((await request(apiPort, '/', { headers: { Host: `49983-sbxmasked.${DOMAIN}` } })).body);
+    const envd = JSON.parse((await request(apiPort, '/', { headers: { Host: `49983-sbxmasked.${DOMAIN}`, 'X-Access-Token': 'envd-sbxmasked' } })).body);
     expect(envd.rawHeaders[envd.rawHeaders.indexOf('Host') + 1]).toBe(`49983-sbxmasked.${DOMAIN}`);
   });
 

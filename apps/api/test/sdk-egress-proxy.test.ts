@@ -195,12 +195,14 @@ describe('egress through the sandbox owner\'s proxy', () => {
     await sbx.kill();
   });
 
-  it('refuses (400, nothing made) proxies in private ranges, unknown schemes and credentials with CR/LF', async () => {
+  it('refuses (400, nothing made) proxies in private ranges or on no proxy port, unknown schemes and credentials with CR/LF', async () => {
     const count = async (): Promise<number> => (await Sandbox.list({ ...platform.sdk }).nextItems()).length;
     const before = await count();
     const refusals: Array<[Record<string, unknown>, RegExp]> = [
       [{ address: '127.0.0.1:1080' }, /private, loopback or link-local/],
       [{ address: '169.254.169.254:80' }, /private, loopback or link-local/],
+      [{ address: `${PROXY_ADDRESSES.socks5}:22` }, /port 22 is not an egress proxy port/],
+      [{ address: `http://${PROXY_ADDRESSES.http}:5432` }, /port 5432 is not an egress proxy port/],
       [{ address: 'https://198.18.60.2:3128' }, /scheme https/],
       [{ address: `${PROXY_ADDRESSES.http}:3128`, username: 'u\r\nX-Injected: 1', password: 'p' }, /control characters/],
       [{ address: `${PROXY_ADDRESSES.http}:3128`, password: 'p' }, /only valid together with username/],

@@ -19,12 +19,14 @@ import { startTestPlatform, type TestPlatform } from './support/start-platform.t
 import { rejectionOf } from './support/template-testing.ts';
 
 const run = randomBytes(4).toString('hex');
+/** The platform's upload cap here: room for the 64 MiB file below, and one byte more is refused. */
+const UPLOAD_MAX = 65 * 1024 * 1024;
 const name = (what: string) => `tp-vc-${run}-${what}`;
 let platform: TestPlatform;
 let previousVolumeUrl: string | undefined;
 
 beforeAll(async () => {
-  platform = await startTestPlatform();
+  platform = await startTestPlatform({ volumeUploadMaxBytes: UPLOAD_MAX });
   // The documented setup: the content API lives on the platform's origin.
   previousVolumeUrl = process.env.E2B_VOLUME_API_URL;
   process.env.E2B_VOLUME_API_URL = platform.url;
@@ -100,11 +102,24 @@ describe('every content call through the SDK', () => {
     expect(await rejectionOf(vol.getInfo('/nope'))).toBeInstanceOf(VolumePathNotFoundError);
 
     expect(await vol.updateMetadata('/hello.txt', { uid: 1001, gid: 1002, mode: 0o640 })).toMatchObject({ path: '/hello.txt', uid: 1001, gid: 1002, mode: 0o640 });
-    expect(await vol.updateMetadata('/dir', { mode: 0o2775 })).toMatchObject({ type: 'directory', mode: 0o2775 });
+    expect(await vol.updateMetadata('/dir', { mode: 0o775 })).toMatchObject({ type: 'directory', mode: 0o775 });
     expect(await rejectionOf(vol.updateMetadata('/nope', { mode: 0o644 }))).toBeInstanceOf(VolumePathNotFoundError);
     const badMode = await rejectionOf(vol.updateMetadata('/hello.txt', { mode: 0o17777 }));
     expect(badMode.message).toMatch(/^400: .*mode/);
     expect((await rejectionOf(vol.writeFile('/x', 'x', { uid: -1 }))).message).toMatch(/^400: .*uid/);
+    // No root-owned entries and no setuid, setgid or sticky bits: a volume is mounted into sandboxes.
+    for (const [call, field] of [
+      [vol.writeFile('/x', 'x', { uid: 0 }), 'uid'],
+      [vol.writeFile('/x', 'x', { gid: 0 }), 'gid'],
+      [vol.writeFile('/x', 'x', { mode: 0o4755 }), 'mode'],
+      [vol.makeDir('/x', { mode: 0o1777 }), 'mode'],
+      [vol.updateMetadata('/dir', { mode: 0o2775 }), 'mode'],
+      [vol.updateMetadata('/dir', { uid: 0, gid: 0 }), 'uid'],
+    ] as const) {
+      expect((await rejectionOf(call)).message).toMatch(new RegExp(`^400: .*"${field}"`));
+    }
+    expect(await vol.exists('/x')).toBe(false);
+    expect(await vol.getInfo('/dir')).toMatchObject({ uid: 1000, gid: 1000, mode: 0o775 });
 
     await vol.remove('/hello.txt');
     expect(await vol.exists('/hello.txt')).toBe(false);
@@ -390,6 +405,39 @@ describe('writes land whole or not at all', () => {
     expect(await vol.exists('/new.bin')).toBe(false);
     expect(await vol.readFile('/kept.txt')).toBe('old content');
     expect(readdirSync(volumeDir(vol))).toEqual(['kept.txt']);
+  });
+
+  it('an upload past TIDEPOOL_VOLUME_UPLOAD_MAX_BYTES answers 413, declared or streamed, and writes nothing', async () => {
+    const vol = await newVolume('cap');
+    await vol.writeFile('/kept.bin', 'old content');
+    const declared = await rejectionOf(vol.writeFile('/kept.bin', new Uint8Array(UPLOAD_MAX + 1).buffer, { force: true }));
+    expect(declared).toBeInstanceOf(VolumeError);
+    expect(declared.message).toMatch(/^413: .*larger than \d+ bytes/);
+    // Chunked, no length said up front: refused once the bytes pass the cap.
+    const streamed = await new Promise<{ status: number; body: string }>((resolve, reject) => {
+      const url = new URL(`${platform.url}/volumecontent/${vol.volumeId}/file?path=/streamed.bin`);
+      const req = httpRequest(url, { method: 'PUT', headers: { authorization: `Bearer ${vol.token}`, 'content-type': 'application/octet-stream', 'transfer-encoding': 'chunked' } }, (res) => {
+        let body = '';
+        res.on('data', (chunk: Buffer) => (body += chunk.toString()));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+      });
+      req.on('error', reject);
+      const chunk = Buffer.alloc(1024 * 1024, 3);
+      let sent = 0;
+      const pump = (): void => {
+        while (sent <= UPLOAD_MAX && !req.destroyed) {
+          sent += chunk.length;
+          if (!req.write(chunk)) return void req.once('drain', pump);
+        }
+        req.end();
+      };
+      pump();
+    });
+    expect(streamed.status).toBe(413);
+    expect(JSON.parse(streamed.body)).toMatchObject({ code: '413', message: expect.stringMatching(/TIDEPOOL_VOLUME_UPLOAD_MAX_BYTES/) });
+    expect(await vol.readFile('/kept.bin')).toBe('old content');
+    expect(await vol.exists('/streamed.bin')).toBe(false);
+    expect(leftovers(volumeDir(vol))).toEqual([]);
   });
 
   it('a write past the space left answers 507 and removes its temporary file', async (context) => {

@@ -51,6 +51,8 @@ export interface ApiServerDeps {
   sandboxes: SandboxStore;
   /** Volumes: their rows, tokens and content directories. */
   volumes: VolumeCatalog;
+  /** Largest volume-content upload (TIDEPOOL_VOLUME_UPLOAD_MAX_BYTES). */
+  volumeUploadMaxBytes: number;
   /** Secrets: metadata routes; values are write-only. */
   secrets: SecretStore;
   domain: string;
@@ -111,6 +113,6 @@ export function buildApiServer(deps: ApiServerDeps): FastifyInstance {
   if (deps.nodes) registerNodeRoutes(app, deps.nodes, deps.lifecycle);
   registerVolumeRoutes(app, deps.volumes);
   registerSecretRoutes(app, deps.secrets, deps.logger);
-  registerVolumeContentRoutes(app, { access: (volumeID, authorization) => deps.volumes.contentAccess(volumeID, authorization), directories: () => deps.volumes.localDirectories(), logger: deps.logger });
+  registerVolumeContentRoutes(app, { access: (volumeID, authorization) => deps.volumes.contentAccess(volumeID, authorization), directories: () => deps.volumes.localDirectories(), logger: deps.logger, maxUploadBytes: deps.volumeUploadMaxBytes });
   return app;
 }

@@ -18,7 +18,7 @@ let origin: string;
 
 beforeEach(async () => {
   dir = mkdtempSync(join(tmpdir(), 'tp-agent-volumes-'));
-  volumes = await startAgentVolumes(new VolumeStorage(join(dir, 'volumes'), '/host/volumes', logger), logger);
+  volumes = await startAgentVolumes(new VolumeStorage(join(dir, 'volumes'), '/host/volumes', logger), logger, 1024 ** 3);
   // What the agent server does for paths of the content API: hand the request over as it came.
   server = createServer((request, response) => {
     if (VOLUME_CONTENT_PATH.test((request.url ?? '').split('?')[0])) volumes.serveContent(request, response);

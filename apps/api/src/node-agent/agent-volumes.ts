@@ -28,7 +28,7 @@ export interface AgentVolumes {
 
 const badCall = (message: string): NodeChannelError => new NodeChannelError('bad_call', message);
 
-export async function startAgentVolumes(storage: VolumeStorage, logger: Logger): Promise<AgentVolumes> {
+export async function startAgentVolumes(storage: VolumeStorage, logger: Logger, maxUploadBytes: number): Promise<AgentVolumes> {
   storage.prepareRoot();
   let dispatch: ((request: IncomingMessage, response: ServerResponse) => void) | undefined;
   const app = Fastify({
@@ -46,6 +46,7 @@ export async function startAgentVolumes(storage: VolumeStorage, logger: Logger):
     },
     directories: async () => readdirSync(storage.root).filter((name) => VOLUME_ID.test(name)).map((name): [string, string] => [name, storage.contentDir(name)]),
     logger,
+    maxUploadBytes,
   });
   await app.ready();
   return {

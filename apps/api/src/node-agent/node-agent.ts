@@ -24,6 +24,7 @@ import { registryImages } from '../runtime/registry/registry-images.ts';
 import { DockerImageEngine } from '../runtime/docker/docker-image-engine.ts';
 import { SandboxCertificateAuthorities } from '../tls/sandbox-ca.ts';
 import { EgressSecretStore } from './egress-secrets.ts';
+import { upstreamPolicySettingsOf } from '../runtime/docker/upstream-address.ts';
 
 /** 2: the node applies network.rules transforms and egressProxy (egress calls, `/v1/egress/…`). */
 export const NODE_AGENT_VERSION = '2';
@@ -85,7 +86,7 @@ export async function startNodeAgent(options: NodeAgentOptions): Promise<Running
           resolveSecret: async (sandboxId, name) => secrets.value(sandboxId, name),
           leafCertificate: (sandboxId, name) => authorities.leaf(sandboxId, name),
         },
-        egressProxyAllowedCidrs: config.egressProxyAllowedCidrs,
+        egressProxyPolicy: upstreamPolicySettingsOf(config),
       }),
     );
   await runtime.prepare();
@@ -96,7 +97,7 @@ export async function startNodeAgent(options: NodeAgentOptions): Promise<Running
   // The node's volumes: `<data dir>/volumes` as this process sees it, TIDEPOOL_VOLUMES_HOST_DIR as the engine does.
   const volumesDir = resolve(config.dataDir, 'volumes');
   const volumesRoot = config.volumesHostDir || volumesDir;
-  const volumes = await startAgentVolumes(new VolumeStorage(volumesDir, volumesRoot, logger), logger);
+  const volumes = await startAgentVolumes(new VolumeStorage(volumesDir, volumesRoot, logger), logger, config.volumeUploadMaxBytes);
   // Template builds placed on this node use its engine through the same channel (image-routes.ts).
   const images = new DockerImageEngine({ docker, network: config.sandboxNetwork, platformId, hardening });
   const agentServer = createAgentServer({ nodeId, version: NODE_AGENT_VERSION, runtime, capacity, tls: options.tls, logger, volumesRoot, volumes, images, egress: { secrets, authorities, logger } });

@@ -31,6 +31,7 @@ export const PROXY_ERROR_REASONS = [
   'upstream_timeout',
   'traffic_token_missing',
   'traffic_token_invalid',
+  'envd_unauthorized',
   'resume_forbidden',
   'still_transitioning',
   'resume_limited',

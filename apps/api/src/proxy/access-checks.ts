@@ -1,5 +1,6 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { IncomingHttpHeaders } from 'node:http';
+import { cleanRequestPath } from './control-routes.ts';
 import { proxyErrors, TRAFFIC_TOKEN_HEADER, type ProxyErrorReply } from './proxy-errors.ts';
 import { ENVD_PORT, type RoutableSandbox } from './sandbox-directory.ts';
 
@@ -40,4 +41,39 @@ export function mayAutoResume(sandbox: RoutableSandbox, port: number, headers: I
   }
   const token = headerValue(headers, TRAFFIC_TOKEN_HEADER);
   return token !== undefined && tokensEqual(token, sandbox.trafficAccessToken);
+}
+
+/**
+ * Who an envd request comes from, as far as the edge can tell: `owner` carries the sandbox's `X-Access-Token`;
+ * `anonymous` is anyone else on a route envd serves without it.
+ */
+export type EnvdCaller = 'owner' | 'anonymous';
+
+/**
+ * envd routes that answer without `X-Access-Token` (wire §4.4): `/health`, and `/files`, which checks a signed
+ * URL's signature itself; CORS preflights pass envd's guard too. Matched on the cleaned path, so a spelling envd
+ * would not treat as exempt only ends up forwarded anonymously (and refused by envd), never refused here wrongly.
+ */
+function envdServesAnonymous(method: string | undefined, url: string): boolean {
+  if (method === 'OPTIONS') return true;
+  const path = cleanRequestPath(url).toLowerCase();
+  return path === '/health' || path === '/files';
+}
+
+/**
+ * Classifies a request for envd's port, or refuses it with envd's own 401 when it needs the token and carries no
+ * valid one: such requests never reach envd, so they take no connection slot. A sandbox without a token (none is
+ * issued today: `secure` is ignored and every sandbox gets one) has no owner to tell apart, so envd checks nothing
+ * and all of its traffic is anonymous.
+ */
+export function envdCallerOf(
+  sandbox: RoutableSandbox,
+  method: string | undefined,
+  url: string,
+  headers: IncomingHttpHeaders,
+): EnvdCaller | ProxyErrorReply {
+  if (sandbox.envdAccessToken === '') return 'anonymous';
+  const token = headerValue(headers, 'x-access-token');
+  if (token !== undefined && tokensEqual(token, sandbox.envdAccessToken)) return 'owner';
+  return envdServesAnonymous(method, url) ? 'anonymous' : proxyErrors.envdUnauthorized();
 }

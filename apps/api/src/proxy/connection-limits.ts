@@ -4,7 +4,8 @@ import { proxyErrors, type ProxyErrorReply } from './proxy-errors.ts';
 export interface ProxyLimits {
   /**
    * Proxied exchanges (requests in flight and open tunnels) one sandbox may have at once, counted apart for envd
-   * (port 49983, the owner's SDK calls) and for its other ports (public when traffic is open): each has this cap.
+   * calls carrying the access token (the owner's SDK), envd calls without it (health, signed URLs) and its other
+   * ports (public when traffic is open): each has this cap.
    */
   maxConnectionsPerSandbox: number;
   /** Proxied exchanges one client address may have at once, over every sandbox. */
@@ -27,12 +28,13 @@ function bump(counts: Map<string, number>, key: string, by: number): void {
 }
 
 /**
- * Which of a sandbox's two caps an exchange counts against: envd's port, or any other (app) port. Apart so that
- * an anonymous client holding slow connections on a public app port never locks the owner out of envd.
+ * Which of a sandbox's caps an exchange counts against: envd's port with the access token (`envd`), envd's port
+ * without it (`envd-anonymous`), or any other (app) port. Apart so that an anonymous client holding slow
+ * connections on a public app port, or on envd's open routes, never locks the owner out of envd.
  */
-export type ConnectionKind = 'envd' | 'app';
+export type ConnectionKind = 'envd' | 'envd-anonymous' | 'app';
 
-/** Counts proxied exchanges per sandbox (envd and app ports apart) and per client address; `acquire` refuses beyond the caps. */
+/** Counts proxied exchanges per sandbox (each ConnectionKind apart) and per client address; `acquire` refuses beyond the caps. */
 export class ConnectionLimiter {
   private readonly perSandbox = new Map<string, number>();
   private readonly perSandboxKind = new Map<string, number>();
@@ -62,7 +64,7 @@ export class ConnectionLimiter {
     };
   }
 
-  /** Exchanges in flight for a sandbox, envd and app ports together (tests, metrics). */
+  /** Exchanges in flight for a sandbox, every kind together (tests, metrics). */
   activeFor(sandboxId: string): number {
     return this.perSandbox.get(sandboxId) ?? 0;
   }

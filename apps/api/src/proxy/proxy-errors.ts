@@ -28,6 +28,9 @@ export function proxyErrorReasonOf(target: object): string | undefined {
 
 export const TRAFFIC_TOKEN_HEADER = 'e2b-traffic-access-token';
 
+/** envd's answer to a call without a valid access token, word for word. */
+const ENVD_UNAUTHORIZED_MESSAGE = 'unauthorized access, please provide a valid access token or method signing if supported';
+
 export const proxyErrors = {
   invalidRoute: (message: string): ProxyErrorReply => ({ reason: 'invalid_route', status: 400, body: message }),
   sandboxNotFound: (sandboxId: string): ProxyErrorReply => ({
@@ -117,6 +120,12 @@ export const proxyErrors = {
       connectionLimit: limit,
       code: 429,
     },
+  }),
+  /** An envd route that needs `X-Access-Token` without a valid one: envd's own 401 (wire §4.4), given at the edge. */
+  envdUnauthorized: (): ProxyErrorReply => ({
+    reason: 'envd_unauthorized',
+    status: 401,
+    body: { code: 401, message: ENVD_UNAUTHORIZED_MESSAGE },
   }),
   controlRoute: (path: string): ProxyErrorReply => ({
     reason: 'control_route',

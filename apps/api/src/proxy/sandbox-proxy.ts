@@ -6,9 +6,9 @@ import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import { statusOf } from '../http/api-errors.ts';
 import { type MetricsSink, noMetrics, statusClass } from '../observability/metrics-sink.ts';
-import { checkTrafficToken, mayAutoResume } from './access-checks.ts';
+import { checkTrafficToken, envdCallerOf, mayAutoResume } from './access-checks.ts';
 import { cleanRequestPath, isEnvdControlRoute } from './control-routes.ts';
-import { ConnectionLimiter, DEFAULT_PROXY_LIMITS, type ProxyLimits } from './connection-limits.ts';
+import { type ConnectionKind, ConnectionLimiter, DEFAULT_PROXY_LIMITS, type ProxyLimits } from './connection-limits.ts';
 import { forwardHttp, type UpstreamTarget } from './http-forwarder.ts';
 import { DialPools } from './dial-pools.ts';
 import { requestFramingProblem } from './message-checks.ts';
@@ -31,10 +31,11 @@ export interface SandboxProxyOptions {
   metrics?: MetricsSink;
 }
 
-/** A sandbox that may receive this request, and the port it is for. */
+/** A sandbox that may receive this request, the port it is for and the connection cap it counts against. */
 interface Admitted {
   sandbox: RoutableSandbox & { address: string };
   port: number;
+  kind: ConnectionKind;
 }
 
 type Admission = Admitted | ProxyErrorReply;
@@ -91,7 +92,7 @@ export class SandboxProxy {
         return;
       }
       const { sandbox, port } = result;
-      const release = this.acquireConnection(sandbox.sandboxId, port, req);
+      const release = this.acquireConnection(result, req);
       if (typeof release !== 'function') {
         sendProxyError(res, req.headers, release);
         return;
@@ -123,9 +124,8 @@ export class SandboxProxy {
     return true;
   }
 
-  /** A connection slot for this sandbox and client address (released by the caller), or the 429 reply when full. */
-  private acquireConnection(sandboxId: string, port: number, req: IncomingMessage): (() => void) | ProxyErrorReply {
-    const kind = port === ENVD_PORT ? 'envd' : 'app';
+  /** A connection slot for this sandbox, kind and client address (released by the caller), or the 429 reply when full. */
+  private acquireConnection({ sandbox: { sandboxId }, port, kind }: Admitted, req: IncomingMessage): (() => void) | ProxyErrorReply {
     const release = this.connections.acquire(sandboxId, req.socket.remoteAddress ?? '', kind);
     if (typeof release !== 'function') this.options.logger.warn({ sandboxId, port, kind, client: req.socket.remoteAddress }, 'proxy connection limit reached');
     return release;
@@ -143,7 +143,7 @@ export class SandboxProxy {
         return;
       }
       const { sandbox, port } = result;
-      const release = this.acquireConnection(sandbox.sandboxId, port, req);
+      const release = this.acquireConnection(result, req);
       if (typeof release !== 'function') {
         writeProxyErrorToSocket(socket, req.headers, release);
         return;
@@ -267,6 +267,9 @@ export class SandboxProxy {
     if (sandbox.state === 'paused') {
       if (!sandbox.autoResume) return proxyErrors.sandboxNotFound(sandboxId);
       if (!mayAutoResume(sandbox, port, req.headers)) return proxyErrors.resumeForbidden(sandboxId);
+      // A call envd would refuse does not wake the sandbox (a public one resumes for anyone otherwise).
+      const kind = this.connectionKind(sandbox, port, req);
+      if (typeof kind !== 'string') return kind;
       return this.resume(sandboxId).then(
         (resumed) => this.admitRunning(resumed, port, req),
         (err: unknown) => this.resumeFailure(sandboxId, err),
@@ -279,7 +282,23 @@ export class SandboxProxy {
     if (sandbox.state !== 'running' || !sandbox.address) return proxyErrors.sandboxNotFound(sandbox.sandboxId);
     const denied = checkTrafficToken(sandbox, port, req.headers);
     if (denied) return denied;
-    return { sandbox: sandbox as RoutableSandbox & { address: string }, port };
+    const kind = this.connectionKind(sandbox, port, req);
+    if (typeof kind !== 'string') return kind;
+    return { sandbox: sandbox as RoutableSandbox & { address: string }, port, kind };
+  }
+
+  /**
+   * The cap a request counts against: envd calls with the access token apart from envd calls without it, so
+   * anonymous clients never take the owner's slots; an envd call that needs the token and lacks it is refused
+   * here with envd's 401 and takes no slot at all.
+   */
+  private connectionKind(sandbox: RoutableSandbox, port: number, req: IncomingMessage): ConnectionKind | ProxyErrorReply {
+    if (port !== ENVD_PORT) return 'app';
+    const caller = envdCallerOf(sandbox, req.method, req.url ?? '/', req.headers);
+    if (caller === 'owner') return 'envd';
+    if (caller === 'anonymous') return 'envd-anonymous';
+    this.options.logger.info({ sandboxId: sandbox.sandboxId, client: req.socket.remoteAddress }, 'proxy refused an envd call without its access token');
+    return caller;
   }
 
   /** One resume per sandbox at a time, however many requests wait for it. */

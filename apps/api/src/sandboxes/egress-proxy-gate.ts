@@ -27,7 +27,7 @@ export class EgressProxyGate {
     const problem = await this.deps.problem();
     if (problem) throw new PlatformError('invalid', `network.egressProxy is not supported on this install: ${problem}`);
     try {
-      await this.deps.addresses.resolve(request.host);
+      await this.deps.addresses.resolve(request.host, request.port);
     } catch (error) {
       if (error instanceof UpstreamDialError) throw new PlatformError('invalid', `network.egressProxy: ${error.message}`);
       throw error;

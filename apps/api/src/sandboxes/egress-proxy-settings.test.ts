@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { PlatformError } from '../errors.ts';
+import { DEFAULT_EGRESS_PROXY_PORTS } from '../config.ts';
 import { UpstreamAddressPolicy } from '../runtime/docker/upstream-address.ts';
 import { SecretCipher } from '../secrets/secret-crypto.ts';
 import { EgressProxyGate } from './egress-proxy-gate.ts';
@@ -55,20 +56,28 @@ describe('network.egressProxy validation', () => {
 
 describe('admitting a proxy', () => {
   const cipher = new SecretCipher(randomBytes(32));
-  const gate = (problem?: string) => new EgressProxyGate({ cipher: () => cipher, addresses: new UpstreamAddressPolicy(), problem: async () => problem });
+  const addresses = new UpstreamAddressPolicy({ ports: DEFAULT_EGRESS_PROXY_PORTS, cluster: { includes: async (address) => address === '198.18.60.7' } });
+  const gate = (problem?: string) => new EgressProxyGate({ cipher: () => cipher, addresses, problem: async () => problem });
 
   it('seals the password, shows address and username only, and opens it for the dialer', async () => {
     const stored = await gate().admit(parseEgressProxy({ address: '198.18.60.3:1080', username: 'alice', password: 's3cret-pw' })!);
     expect(JSON.stringify(stored)).not.toContain('s3cret-pw');
     expect(egressProxyView(stored)).toEqual({ address: '198.18.60.3:1080', username: 'alice' });
     expect(upstreamOf(stored, (sealed) => gate().open(sealed))).toEqual({ protocol: 'socks5', host: '198.18.60.3', port: 1080, username: 'alice', password: 's3cret-pw' });
-    const otherKey = new EgressProxyGate({ cipher: () => new SecretCipher(randomBytes(32)), addresses: new UpstreamAddressPolicy(), problem: async () => undefined });
+    const otherKey = new EgressProxyGate({ cipher: () => new SecretCipher(randomBytes(32)), addresses, problem: async () => undefined });
     expect(() => otherKey.open(stored.sealedPassword!)).toThrow(/does not open/);
   });
 
   it('refuses (400) a proxy in a private range and an install that cannot tunnel', async () => {
     await expect(gate().admit(parseEgressProxy({ address: '127.0.0.1:1080' })!)).rejects.toMatchObject({ kind: 'invalid', message: expect.stringMatching(/private, loopback or link-local/) });
     await expect(gate('no conntrack').admit(parseEgressProxy({ address: '198.18.60.3:1080' })!)).rejects.toMatchObject({ kind: 'invalid', message: expect.stringMatching(/not supported on this install: no conntrack/) });
+  });
+
+  it("refuses (400) a proxy on a port that is no proxy port, or at one of the cluster's own addresses", async () => {
+    for (const address of ['198.18.60.3:22', 'http://198.18.60.3:5432', '198.18.60.3:2376']) {
+      await expect(gate().admit(parseEgressProxy({ address })!)).rejects.toMatchObject({ kind: 'invalid', message: expect.stringMatching(/is not an egress proxy port/) });
+    }
+    await expect(gate().admit(parseEgressProxy({ address: '198.18.60.7:1080' })!)).rejects.toMatchObject({ kind: 'invalid', message: expect.stringMatching(/one of the platform's own/) });
   });
 
   it('an update without egressProxy clears it; with one it replaces it', async () => {

@@ -36,6 +36,7 @@ afterAll(async () => {
 function fakeEngine(failures: number) {
   const status = new Map<string, ContainerStatus>();
   const removed: string[] = [];
+  const inspected: string[] = [];
   const connects: Array<number | undefined> = [];
   let send: ((event: EngineEvent) => void) | undefined;
   let drop: (() => void) | undefined;
@@ -45,7 +46,10 @@ function fakeEngine(failures: number) {
       status.set(id, 'missing');
     },
     removeSandboxImage: async () => undefined,
-    inspect: async (id: string) => ({ status: status.get(id) ?? 'running', address: '10.9.0.2' }),
+    inspect: async (id: string) => {
+      inspected.push(id);
+      return { status: status.get(id) ?? 'running', address: '10.9.0.2' };
+    },
     listManaged: async () => [],
     listSandboxImages: async () => [],
     watchEvents: async (since: number | undefined, onEvent: (event: EngineEvent) => void): Promise<EngineEventStream> => {
@@ -58,7 +62,7 @@ function fakeEngine(failures: number) {
       return { ended, close: () => end(undefined) };
     },
   };
-  return { runtime: runtime as unknown as SandboxRuntime, status, removed, connects, send: (e: EngineEvent) => send!(e), drop: () => drop!() };
+  return { runtime: runtime as unknown as SandboxRuntime, status, removed, inspected, connects, send: (e: EngineEvent) => send!(e), drop: () => drop!() };
 }
 
 function setup(failures = 0) {
@@ -68,7 +72,7 @@ function setup(failures = 0) {
   const templates = { resolve: () => { throw new Error('unused'); }, recordSpawn: async () => undefined };
   const lifecycle = new SandboxLifecycle({ store: new SandboxStore(db), templates, nodes: NodeSet.single('local', engine.runtime), tokenSeed: 's', maxSandboxes: 10, defaultTimeoutSeconds: 15, logger });
   const watch = new EngineWatch({ runtime: engine.runtime, lifecycle, logger, since: 1000, firstBackoffMs: 10, maxBackoffMs: 40 });
-  return { lines, engine, lifecycle, watch };
+  return { lines, logger, engine, lifecycle, watch };
 }
 
 async function until(check: () => boolean, timeoutMs = 3_000): Promise<void> {
@@ -116,6 +120,26 @@ describe('EngineWatch', () => {
     ]);
     expect(engine.removed).toEqual([oomContainer, exitContainer]);
     expect(lifecycle.get(kept.sandboxId)).toBeDefined();
+  });
+
+  it("takes a node's events for its own sandboxes only: another node's die or OOM of them changes nothing", async () => {
+    const { lines, logger, engine, lifecycle } = setup();
+    // The watch of node "rogue" (its own engine), while the sandbox lives on node "local".
+    const rogue = fakeEngine(0);
+    const watch = new EngineWatch({ runtime: rogue.runtime, nodeId: 'rogue', lifecycle, logger, since: 1000 });
+    watch.start();
+    await until(() => watch.connections === 1);
+    const victim = await lifecycle.launch(plan);
+    const containerId = lifecycle.get(victim.sandboxId)!.containerId!;
+    engine.status.set(containerId, 'stopped');
+    rogue.send({ kind: 'oom', containerId, sandboxId: victim.sandboxId, exitCode: undefined, time: 2000.1 });
+    rogue.send({ kind: 'died', containerId, sandboxId: victim.sandboxId, exitCode: 137, time: 2000.2 });
+    await until(() => lines.filter((l) => l.msg === "ignored an engine event about another node's sandbox").length === 2);
+    await watch.stop();
+    expect(lifecycle.get(victim.sandboxId)).toBeDefined();
+    expect(engine.inspected).not.toContain(containerId);
+    expect(lines.some((l) => l.msg === 'sandbox ran out of memory; a process was OOM-killed')).toBe(false);
+    expect(lines.find((l) => l.msg === "ignored an engine event about another node's sandbox")).toMatchObject({ sandboxId: victim.sandboxId, fromNode: 'rogue', sandboxNode: 'local' });
   });
 
   it('reconnects from the last event after the stream drops and then checks sandboxes against the engine', async () => {

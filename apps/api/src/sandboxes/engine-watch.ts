@@ -120,9 +120,14 @@ export class EngineWatch {
   }
 
   private async handle(event: EngineEvent): Promise<void> {
-    const { lifecycle, logger } = this.options;
+    const { lifecycle, logger, nodeId } = this.options;
     const log = logger.child({ sandboxId: event.sandboxId });
-    const record = lifecycle.get(event.sandboxId);
+    const found = lifecycle.get(event.sandboxId);
+    // A node's events speak for its own containers only: one naming a sandbox on another node (a compromised or
+    // confused node) changes nothing.
+    const elsewhere = found !== undefined && nodeId !== undefined && found.nodeId !== nodeId;
+    if (elsewhere) log.warn({ containerId: event.containerId, kind: event.kind, fromNode: nodeId, sandboxNode: found.nodeId }, "ignored an engine event about another node's sandbox");
+    const record = elsewhere ? undefined : found;
     if (event.kind === 'oom') {
       this.oomAt.set(event.containerId, event.time);
       if (!record || record.containerId !== event.containerId) return;
@@ -134,7 +139,7 @@ export class EngineWatch {
     const oom = this.oomAt.get(event.containerId);
     this.oomAt.delete(event.containerId);
     if (!record || record.containerId !== event.containerId) {
-      if (lifecycle.pools?.lost(event.containerId)) log.warn({ containerId: event.containerId, exitCode: event.exitCode }, 'a ready warm-pool container exited; removed from the pool');
+      if (!elsewhere && lifecycle.pools?.lost(event.containerId, nodeId)) log.warn({ containerId: event.containerId, exitCode: event.exitCode }, 'a ready warm-pool container exited; removed from the pool');
       else log.debug({ containerId: event.containerId }, 'container of no live sandbox exited (removed by the platform)');
       return;
     }

@@ -94,4 +94,18 @@ describe('NodePools: one replica runs a remote node\'s pool at a time', () => {
     expect(pools.stats()).toMatchObject({ ready: 2, warming: 1, claimedTotal: 3, target: 2, sizeChanges: { 'grow:pinned': 1 } });
     expect(log).toEqual(['x start e']);
   });
+  it("a died container leaves the pool of the node that reported it, never another node's", () => {
+    const ready = new Map([['e', new Set(['c-e1'])], ['f', new Set(['c-f1'])]]);
+    const pools = new NodePools({
+      poolFor: (n) => Object.assign(fakePool([], n.nodeId, 'x'), { lost: (containerId: string) => ready.get(n.nodeId)!.delete(containerId) }),
+      isSandbox: () => false,
+      logger,
+    });
+    pools.startOwn(node('e', []));
+    pools.startOwn(node('f', []));
+    expect(pools.lost('c-f1', 'e')).toBe(false);
+    expect(ready.get('f')).toEqual(new Set(['c-f1']));
+    expect(pools.lost('c-f1', 'f')).toBe(true);
+    expect(pools.lost('c-e1')).toBe(true);
+  });
 });

@@ -87,8 +87,12 @@ export class NodePools {
     return this.all().some((pool) => pool.owns(sandboxId));
   }
 
-  /** The engine says a container died: when it was a ready one, it leaves its pool. */
-  lost(containerId: string): boolean {
+  /**
+   * The engine of `nodeId` says a container died: when it was a ready one of that node's pool, it leaves the pool.
+   * Another node's word is not taken for it (a node reports only its own containers).
+   */
+  lost(containerId: string, nodeId?: string): boolean {
+    if (nodeId !== undefined) return this.pools.get(nodeId)?.lost(containerId) ?? false;
     return this.all().some((pool) => pool.lost(containerId));
   }
 

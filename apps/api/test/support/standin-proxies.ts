@@ -1,8 +1,8 @@
 /**
- * A user's own egress proxies and a destination behind them, for a test only: a network namespace on the Docker
- * host joined by a veth pair (198.18.60.248/30), with 198.18.60.2 (HTTP CONNECT :3128), 198.18.60.3 (SOCKS5 :1080),
+ * A user's own egress proxies and a destination behind them, for a test only: a network namespace joined to the
+ * Docker host (or to a local-cluster node's namespace) by a veth pair (198.18.60.248/30), with 198.18.60.2 (HTTP CONNECT :3128), 198.18.60.3 (SOCKS5 :1080),
  * 198.18.60.4 (a silent proxy :1080) and 198.18.60.10 (the destination: HTTP :8080 and :80, a banner on :2222) on
- * its loopback, routed from the host. The server (standin-proxies-server.cjs) prints what each proxy was asked.
+ * its loopback, routed from the side it is joined to. The server (standin-proxies-server.cjs) prints what each proxy was asked.
  */
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -30,7 +30,12 @@ export interface StandinProxies {
   stop(): Promise<void>;
 }
 
-export async function startStandinProxies(username: string, password: string): Promise<StandinProxies> {
+/**
+ * Starts the proxies in a namespace of their own, linked to the host, or to `from` (a local-cluster node's namespace,
+ * where a node agent's egress tunnel dials from): never on the dialling machine's own addresses, which the platform
+ * refuses as egress proxies.
+ */
+export async function startStandinProxies(username: string, password: string, from?: string): Promise<StandinProxies> {
   const tag = randomBytes(3).toString('hex');
   const namespace = `tp-proxies-${tag}`;
   const hostSide = `tpp${tag}h`;
@@ -39,20 +44,21 @@ export async function startStandinProxies(username: string, password: string): P
   const loopback = [PROXY_ADDRESSES.http, PROXY_ADDRESSES.socks5, PROXY_ADDRESSES.silent, PROXY_ADDRESSES.destination];
   const records: ProxyRecord[] = [];
   let server: ChildProcess | undefined;
-  const ip = async (...args: string[]): Promise<void> => void (await exec('ip', args));
+  /** `ip` on the linked side (the host's namespace, or `from`). */
+  const ip = async (...args: string[]): Promise<void> => void (await exec('ip', from ? ['netns', 'exec', from, 'ip', ...args] : args));
   const stop = async (): Promise<void> => {
     server?.kill('SIGKILL');
     for (const address of loopback) await ip('route', 'del', `${address}/32`).catch(() => undefined);
     await ip('link', 'del', hostSide).catch(() => undefined);
-    await ip('netns', 'del', namespace).catch(() => undefined);
+    await exec('ip', ['netns', 'del', namespace]).catch(() => undefined);
   };
   try {
-    await ip('netns', 'add', namespace);
+    await exec('ip', ['netns', 'add', namespace]);
     await ip('link', 'add', hostSide, 'type', 'veth', 'peer', 'name', nsSide);
     await ip('link', 'set', nsSide, 'netns', namespace);
     await ip('addr', 'add', `${PROXY_ADDRESSES.hostLink}/30`, 'dev', hostSide);
     await ip('link', 'set', hostSide, 'up');
-    const inNs = (...args: string[]) => ip('netns', 'exec', namespace, 'ip', ...args);
+    const inNs = async (...args: string[]): Promise<void> => void (await exec('ip', ['netns', 'exec', namespace, 'ip', ...args]));
     await inNs('addr', 'add', `${nsLink}/30`, 'dev', nsSide);
     await inNs('link', 'set', nsSide, 'up');
     await inNs('link', 'set', 'lo', 'up');
@@ -62,7 +68,8 @@ export async function startStandinProxies(username: string, password: string): P
     }
     await inNs('route', 'add', 'default', 'via', PROXY_ADDRESSES.hostLink);
     server = await serveProxies(namespace, username, password, records);
-    await waitForHostRoute(PROXY_ADDRESSES.destination, 2222);
+    if (from) await waitForPort(from, PROXY_ADDRESSES.destination, 2222);
+    else await waitForHostRoute(PROXY_ADDRESSES.destination, 2222);
     records.splice(0); // the readiness probes
     return { records, stop };
   } catch (error) {
@@ -90,28 +97,4 @@ async function serveProxies(namespace: string, username: string, password: strin
     throw error;
   }
   return server;
-}
-
-/**
- * The same proxies and destination inside an existing namespace (a local-cluster node's, where a node agent's egress
- * tunnel dials from), their addresses on its loopback: reachable from that namespace only. `stop` removes them.
- */
-export async function startStandinProxiesIn(namespace: string, username: string, password: string): Promise<StandinProxies> {
-  const records: ProxyRecord[] = [];
-  const loopback = [PROXY_ADDRESSES.http, PROXY_ADDRESSES.socks5, PROXY_ADDRESSES.silent, PROXY_ADDRESSES.destination];
-  const ip = async (...args: string[]): Promise<void> => void (await exec('ip', ['netns', 'exec', namespace, 'ip', ...args]));
-  let server: ChildProcess | undefined;
-  const stop = async (): Promise<void> => {
-    server?.kill('SIGKILL');
-    for (const address of loopback) await ip('addr', 'del', `${address}/32`, 'dev', 'lo').catch(() => undefined);
-  };
-  try {
-    for (const address of loopback) await ip('addr', 'add', `${address}/32`, 'dev', 'lo');
-    server = await serveProxies(namespace, username, password, records);
-    records.splice(0); // the readiness probes
-    return { records, stop };
-  } catch (error) {
-    await stop();
-    throw error;
-  }
 }

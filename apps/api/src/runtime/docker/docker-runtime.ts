@@ -15,7 +15,9 @@ import type { NetworkFirewall } from './network-firewall.ts';
 import { type EgressTransformDeps, EgressTransforms } from './egress-transforms.ts';
 import { EgressTunnel } from './egress-tunnel.ts';
 import { conntrackProblem } from './original-destination.ts';
-import { UpstreamAddressPolicy } from './upstream-address.ts';
+import { DEFAULT_EGRESS_PROXY_PORTS } from '../../config.ts';
+import { ClusterAddresses } from './cluster-addresses.ts';
+import { UpstreamAddressPolicy, type UpstreamPolicySettings } from './upstream-address.ts';
 import { type IsolationMode, isolateSandboxNetwork, networkSpec, recreateIfOpen } from './sandbox-network.ts';
 import type { ProcFileMount } from '../lxcfs/lxcfs-files.ts';
 import { CpuSets } from './cpu-sets.ts';
@@ -49,8 +51,8 @@ export interface DockerRuntimeOptions {
   firewallPrograms?: Partial<typeof FIREWALL_PROGRAMS>;
   /** Secrets and per-sandbox CAs for network.rules transforms at the egress proxy (none: rules are not applied). */
   egressTransforms?: EgressTransformDeps;
-  /** Private ranges a sandbox's own egress proxy may nevertheless be at (TIDEPOOL_EGRESS_PROXY_ALLOWED_CIDRS). */
-  egressProxyAllowedCidrs?: string[];
+  /** Where a sandbox's own egress proxy may be (ports, allowed private ranges, the cluster's own addresses); default: the proxy ports, no private range, this machine's addresses. */
+  egressProxyPolicy?: UpstreamPolicySettings;
   /** Told when a sandbox's connection could not go through its own egress proxy (rate-limited; for its logs). */
   onEgressProxyFailure?: (sandboxId: string, message: string) => void;
   /** The cluster registry images are pushed to and pulled from (TIDEPOOL_REGISTRY); none = pushImage/pullImage refuse. */
@@ -160,7 +162,7 @@ export class DockerRuntime implements SandboxRuntime {
       this.firewall.setRedirect(ports);
       return;
     }
-    const tunnel = new EgressTunnel(this.logger, { addresses: new UpstreamAddressPolicy(this.options.egressProxyAllowedCidrs), onFailure: this.options.onEgressProxyFailure });
+    const tunnel = new EgressTunnel(this.logger, { addresses: new UpstreamAddressPolicy(this.options.egressProxyPolicy ?? { ports: DEFAULT_EGRESS_PROXY_PORTS, cluster: new ClusterAddresses([]) }), onFailure: this.options.onEgressProxyFailure });
     this.firewall.setRedirect({ ...ports, tunnel: await tunnel.listen(gateway) });
     this.egressTunnel = tunnel;
   }

@@ -171,7 +171,7 @@ export class EgressTunnel {
     const abandoned = new AbortController();
     socket.once('close', () => abandoned.abort());
     try {
-      const address = await this.options.addresses.resolve(upstream.host);
+      const address = await this.options.addresses.resolve(upstream.host, upstream.port);
       if (socket.destroyed) return;
       const { socket: tunnel, early } = await dialThroughUpstream(upstream, decision.target, { address, deadlineMs: this.options.deadlineMs ?? UPSTREAM_DEADLINE_MS, signal: abandoned.signal });
       if (socket.destroyed) {

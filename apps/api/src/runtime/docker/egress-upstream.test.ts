@@ -17,6 +17,7 @@ import {
 } from './egress-upstream.ts';
 import { ConntrackReader, findOriginalDestination } from './original-destination.ts';
 import { EgressTunnel, MAX_PENDING_PER_SANDBOX, tunnelDecision } from './egress-tunnel.ts';
+import { DEFAULT_EGRESS_PROXY_PORTS } from '../../config.ts';
 import { UpstreamAddressPolicy } from './upstream-address.ts';
 
 describe('SOCKS5 client framing', () => {
@@ -148,14 +149,35 @@ describe('tunnel decisions', () => {
   });
 });
 
+/** A policy whose cluster is the given addresses only (not this machine's: tests dial loopback proxies). */
+const policyOf = (allowedCidrs: string[], ports = DEFAULT_EGRESS_PROXY_PORTS, own: string[] = []): UpstreamAddressPolicy =>
+  new UpstreamAddressPolicy({ allowedCidrs, ports, cluster: { includes: async (address) => own.includes(address) } });
+
 describe('upstream addresses', () => {
   it('refuses private, loopback and link-local proxies unless the operator allows the range', async () => {
-    const policy = new UpstreamAddressPolicy(['10.9.0.0/16']);
-    await expect(policy.resolve('127.0.0.1')).rejects.toThrow(/TIDEPOOL_EGRESS_PROXY_ALLOWED_CIDRS/);
-    await expect(policy.resolve('169.254.169.254')).rejects.toThrow(UpstreamDialError);
-    await expect(policy.resolve('10.8.0.1')).rejects.toThrow(UpstreamDialError);
-    expect(await policy.resolve('10.9.1.2')).toBe('10.9.1.2');
-    expect(await policy.resolve('198.18.60.2')).toBe('198.18.60.2');
+    const policy = policyOf(['10.9.0.0/16']);
+    await expect(policy.resolve('127.0.0.1', 1080)).rejects.toThrow(/TIDEPOOL_EGRESS_PROXY_ALLOWED_CIDRS/);
+    await expect(policy.resolve('169.254.169.254', 80)).rejects.toThrow(UpstreamDialError);
+    await expect(policy.resolve('10.8.0.1', 1080)).rejects.toThrow(UpstreamDialError);
+    expect(await policy.resolve('10.9.1.2', 1080)).toBe('10.9.1.2');
+    expect(await policy.resolve('198.18.60.2', 3128)).toBe('198.18.60.2');
+  });
+
+  it('dials proxy ports only', async () => {
+    const policy = policyOf([]);
+    for (const port of [22, 25, 5432, 6379, 2376, 65535]) {
+      await expect(policy.resolve('198.18.60.2', port)).rejects.toThrow(/is not an egress proxy port .*TIDEPOOL_EGRESS_PROXY_PORTS/);
+    }
+    for (const port of DEFAULT_EGRESS_PROXY_PORTS) expect(await policy.resolve('198.18.60.2', port)).toBe('198.18.60.2');
+    await expect(policyOf([], [9050]).resolve('198.18.60.2', 1080)).rejects.toThrow(UpstreamDialError);
+    expect(await policyOf([], [9050]).resolve('198.18.60.2', 9050)).toBe('198.18.60.2');
+  });
+
+  it("refuses the cluster's own addresses, even in a range the operator allows", async () => {
+    const policy = policyOf(['10.9.0.0/16'], DEFAULT_EGRESS_PROXY_PORTS, ['198.18.60.9', '10.9.0.5']);
+    await expect(policy.resolve('198.18.60.9', 1080)).rejects.toThrow(/one of the platform's own/);
+    await expect(policy.resolve('10.9.0.5', 3128)).rejects.toThrow(/one of the platform's own/);
+    expect(await policy.resolve('10.9.0.6', 3128)).toBe('10.9.0.6');
   });
 });
 
@@ -166,7 +188,7 @@ describe('egress tunnel on loopback (original destinations stubbed)', () => {
     await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
     const failures: string[] = [];
     const tunnel = new EgressTunnel(pino({ level: 'silent' }), {
-      addresses: new UpstreamAddressPolicy(['127.0.0.0/8']),
+      addresses: policyOf(['127.0.0.0/8'], [(silent.address() as net.AddressInfo).port]),
       deadlineMs: 4000,
       onFailure: (sandboxId, message) => failures.push(`${sandboxId}: ${message}`),
       lookup: async () => ({ address: '198.18.0.1', port: 9999 }),
@@ -197,6 +219,42 @@ describe('egress tunnel on loopback (original destinations stubbed)', () => {
     for (const socket of held) socket.destroy();
     silent.close();
   }, 40_000);
+});
+
+describe('egress tunnel dial checks', () => {
+  it("never dials a stored proxy on a port that is no proxy port or at one of the cluster's own addresses", async () => {
+    const dialled: net.Socket[] = [];
+    const listener = net.createServer((socket) => void dialled.push(socket));
+    await new Promise<void>((resolve) => listener.listen(0, '127.0.0.1', resolve));
+    const listenerPort = (listener.address() as net.AddressInfo).port;
+    const failures: string[] = [];
+    // The listener's port is a proxy port, and 127.0.0.2 (where it is not) one of the cluster's own addresses.
+    const tunnel = new EgressTunnel(pino({ level: 'silent' }), {
+      addresses: policyOf(['127.0.0.0/8'], [listenerPort], ['127.0.0.2']),
+      onFailure: (sandboxId, message) => failures.push(`${sandboxId}: ${message}`),
+      lookup: async () => ({ address: '198.18.0.1', port: 9999 }),
+    });
+    const port = await tunnel.listen('127.0.0.1');
+    const closed = (): Promise<void> =>
+      new Promise((resolve) => {
+        const client = net.connect(port, '127.0.0.1');
+        client.on('error', () => undefined);
+        client.on('close', () => resolve());
+      });
+    // A record made before the port rule (or by hand): its proxy on another port of the same host.
+    tunnel.setRoute('127.0.0.1', { sandboxId: 'sbx-port', upstream: { protocol: 'socks5', host: '127.0.0.1', port: listenerPort + 1 }, allow: [], deny: [], domains: [] });
+    await closed();
+    tunnel.dropSandbox('sbx-port');
+    tunnel.setRoute('127.0.0.1', { sandboxId: 'sbx-own', upstream: { protocol: 'socks5', host: '127.0.0.2', port: listenerPort }, allow: [], deny: [], domains: [] });
+    await closed();
+    expect(failures).toEqual([
+      expect.stringMatching(/^sbx-port: .*is not an egress proxy port/),
+      expect.stringMatching(/^sbx-own: .*one of the platform's own/),
+    ]);
+    expect(dialled).toHaveLength(0);
+    tunnel.close();
+    listener.close();
+  });
 });
 
 describe('conntrack reader', () => {

@@ -19,6 +19,8 @@ export const unauthorized = (message: string) => new ContentError(401, message);
 export const forbidden = (message: string) => new ContentError(403, message);
 export const pathNotFound = (path: string) => new ContentError(404, `path "${path}" not found`);
 export const pathConflict = (message: string) => new ContentError(409, message);
+export const uploadTooLarge = (path: string, maxBytes: number) =>
+  new ContentError(413, `the upload to "${path}" is larger than ${maxBytes} bytes (TIDEPOOL_VOLUME_UPLOAD_MAX_BYTES); nothing was written`);
 export const insufficientStorage = (path: string) =>
   new ContentError(507, `not enough space in the volume to write "${path}" (the disk or the volume's quota is full); nothing was written`);
 

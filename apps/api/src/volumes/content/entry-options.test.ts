@@ -17,11 +17,12 @@ describe('write query (uid, gid, mode, force)', () => {
     expect(parseWriteQuery({ uid: '1000', gid: '1001', mode: '420', force: 'true' })).toEqual({ uid: 1000, gid: 1001, mode: 0o644, force: true });
     expect(parseWriteQuery({})).toEqual({ force: false });
     expect(parseWriteQuery({ force: 'false' })).toEqual({ force: false });
-    expect(parseWriteQuery({ mode: String(0o7777), uid: String(MAX_ID) })).toMatchObject({ mode: 0o7777, uid: MAX_ID });
+    expect(parseWriteQuery({ mode: String(0o777), uid: String(MAX_ID) })).toMatchObject({ mode: 0o777, uid: MAX_ID });
+    expect(parseWriteQuery({ mode: '0', uid: '1', gid: '1' })).toMatchObject({ mode: 0, uid: 1, gid: 1 });
   });
 
-  it('refuses ids and modes out of range or not plain integers', () => {
-    for (const query of [{ mode: String(0o10000) }, { uid: '4294967295' }, { gid: '-1' }, { uid: '1e3' }, { uid: '0x10' }, { mode: ' 1' }, { uid: '' }, { uid: ['1', '2'] }, { force: 'yes' }]) {
+  it('refuses ids and modes out of range (root, setuid, setgid, sticky included) or not plain integers', () => {
+    for (const query of [{ mode: String(0o10000) }, { mode: String(0o4755) }, { mode: String(0o2775) }, { mode: String(0o1777) }, { uid: '0' }, { gid: '0' }, { uid: '4294967295' }, { gid: '-1' }, { uid: '1e3' }, { uid: '0x10' }, { mode: ' 1' }, { uid: '' }, { uid: ['1', '2'] }, { force: 'yes' }]) {
       expect(status(() => parseWriteQuery(query))).toBe(400);
     }
   });
@@ -29,12 +30,12 @@ describe('write query (uid, gid, mode, force)', () => {
 
 describe('PATCH body', () => {
   it('takes numbers within range; nothing to change is allowed', () => {
-    expect(parseMetadataBody({ uid: 0, gid: 5, mode: 0o755 })).toEqual({ uid: 0, gid: 5, mode: 0o755 });
+    expect(parseMetadataBody({ uid: 1, gid: 5, mode: 0o755 })).toEqual({ uid: 1, gid: 5, mode: 0o755 });
     expect(parseMetadataBody({})).toEqual({});
   });
 
-  it('refuses non-objects, strings, fractions, negatives and too-large modes', () => {
-    for (const body of [null, [], 'x', { uid: '1' }, { mode: 1.5 }, { gid: -1 }, { mode: 0o17777 }, { uid: 2 ** 32 }]) {
+  it('refuses non-objects, strings, fractions, negatives, root and modes with setuid, setgid or sticky bits', () => {
+    for (const body of [null, [], 'x', { uid: '1' }, { mode: 1.5 }, { gid: -1 }, { mode: 0o17777 }, { mode: 0o4777 }, { mode: 0o1777 }, { uid: 0 }, { gid: 0 }, { uid: 2 ** 32 }]) {
       expect(status(() => parseMetadataBody(body))).toBe(400);
     }
   });

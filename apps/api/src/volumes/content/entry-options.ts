@@ -2,8 +2,11 @@ import { badRequest } from './content-errors.ts';
 
 /** Largest uid/gid accepted: 2^32-2 (2^32-1 is "leave unchanged" to chown(2), so it is not an id). */
 export const MAX_ID = 0xfffffffe;
-/** Permission bits plus setuid, setgid and sticky. */
-export const MAX_MODE = 0o7777;
+/**
+ * Permission bits only: no setuid, setgid or sticky bit. With root ownership (refused too) a setuid file in a
+ * volume is a root shell for anyone who can run it in a sandbox that mounts the volume.
+ */
+export const MAX_MODE = 0o777;
 
 export interface Ownership {
   uid?: number;
@@ -24,8 +27,10 @@ function integerFromQuery(name: string, raw: string, max: number): number {
 
 function checkRange(name: string, value: number, max: number): number {
   if (!Number.isSafeInteger(value) || value < 0 || value > max) {
-    throw badRequest(`"${name}" must be an integer from 0 to ${max}${name === 'mode' ? ` (0o${max.toString(8)})` : ''}, got ${String(value).slice(0, 32)}`);
+    const setBits = name === 'mode' ? ` (0o${max.toString(8)}: permission bits only, no setuid, setgid or sticky bit)` : '';
+    throw badRequest(`"${name}" must be an integer from ${name === 'mode' ? 0 : 1} to ${max}${setBits}, got ${String(value).slice(0, 32)}`);
   }
+  if (value === 0 && name !== 'mode') throw badRequest(`"${name}" 0 (root) is refused: volume entries belong to sandbox users`);
   return value;
 }
 

@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { constants, promises as fsp } from 'node:fs';
 import type { FileHandle } from 'node:fs/promises';
 import type { Readable } from 'node:stream';
-import { pathConflict, pathNotFound } from './content-errors.ts';
+import { pathConflict, pathNotFound, uploadTooLarge } from './content-errors.ts';
 import type { WriteOptions } from './entry-options.ts';
 import { DEFAULT_FILE_MODE, type OwnerPolicy } from './entry-owner.ts';
 import { toEntryStat, type VolumeEntryStat } from './entry-stat.ts';
@@ -18,10 +18,20 @@ export const UPLOAD_TEMP_PREFIX = '.tidepool-upload-';
  * one step — `rename` over an existing file with `force`, otherwise `link`, which fails if the name
  * was taken meanwhile (409). Until then the target is untouched; on any failure (client gone, disk or
  * quota full, a bad state) the temporary file is removed, so a write lands whole or not at all.
- * The parent directory must exist (404).
+ * The parent directory must exist (404). A body longer than `maxBytes` is refused (413) as soon as its declared
+ * length or its bytes so far say so, with nothing written.
  */
-export async function uploadFile(root: DirHandle, path: VolumePath, body: Readable, options: WriteOptions, owners: OwnerPolicy): Promise<VolumeEntryStat> {
+export async function uploadFile(
+  root: DirHandle,
+  path: VolumePath,
+  body: Readable,
+  options: WriteOptions,
+  owners: OwnerPolicy,
+  maxBytes: number,
+): Promise<VolumeEntryStat> {
   if (isVolumeRoot(path)) throw pathConflict('path "/" is a directory');
+  const declared = declaredLength(body);
+  if (declared !== undefined && declared > maxBytes) throw uploadTooLarge(path.display, maxBytes);
   const parent = await openParent(root, path.segments, { notDirectory: parentNotADirectory });
   const name = baseName(path);
   try {
@@ -30,7 +40,7 @@ export async function uploadFile(root: DirHandle, path: VolumePath, body: Readab
     const temp = await fsp.open(parent.at(tempName), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0o600);
     let placed = false;
     try {
-      await copyInto(temp, body);
+      await copyInto(temp, body, maxBytes, () => uploadTooLarge(path.display, maxBytes));
       await temp.datasync();
       await owners.applyToNew(temp, options, DEFAULT_FILE_MODE);
       const stats = await temp.stat();
@@ -67,14 +77,21 @@ async function place(parent: DirHandle, tempName: string, name: string, path: Vo
   }
 }
 
+/** The request's `content-length`, when the body is a request that declares one. */
+function declaredLength(body: Readable): number | undefined {
+  const raw = (body as Readable & { headers?: Record<string, string | string[] | undefined> }).headers?.['content-length'];
+  return typeof raw === 'string' && /^[0-9]+$/.test(raw) ? Number(raw) : undefined;
+}
+
 /**
  * One chunk in flight at a time: the body is paused while each chunk is written, so memory stays
  * bounded by the socket's buffers. A body that errors or closes before its end (client gone, broken
- * framing) rejects. Written through the handle itself, not a stream made from it, so the handle stays
+ * framing), or that grows past `maxBytes` (rejected with `tooLarge()`, the chunk that crossed it not
+ * written), rejects. Written through the handle itself, not a stream made from it, so the handle stays
  * usable for sync, chown and stat afterwards. After a failed write the rest of the body is read and
  * dropped, so the error can still be answered on a healthy connection.
  */
-function copyInto(handle: FileHandle, body: Readable): Promise<void> {
+function copyInto(handle: FileHandle, body: Readable, maxBytes: number, tooLarge: () => Error): Promise<void> {
   return new Promise((resolve, reject) => {
     let settled = false;
     const settle = (error?: Error) => {
@@ -86,9 +103,16 @@ function copyInto(handle: FileHandle, body: Readable): Promise<void> {
         reject(error);
       } else resolve();
     };
-    const onData = (chunk: Buffer | string) => {
+    let received = 0;
+    const onData = (data: Buffer | string) => {
+      const chunk = typeof data === 'string' ? Buffer.from(data) : data;
+      received += chunk.length;
+      if (received > maxBytes) {
+        settle(tooLarge());
+        return;
+      }
       body.pause();
-      writeAll(handle, typeof chunk === 'string' ? Buffer.from(chunk) : chunk).then(
+      writeAll(handle, chunk).then(
         () => {
           if (!settled) body.resume();
         },

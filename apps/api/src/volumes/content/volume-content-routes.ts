@@ -28,6 +28,8 @@ export interface VolumeContentDeps {
   /** The volume directories this process serves, by id (upload leftovers in them are swept at start). */
   directories(): Promise<Array<[string, string]>>;
   logger: Logger;
+  /** Largest upload body accepted (TIDEPOOL_VOLUME_UPLOAD_MAX_BYTES); a longer one is answered 413. */
+  maxUploadBytes: number;
 }
 
 const Params = Type.Object({ volumeID: Type.String({ minLength: 1, maxLength: 128 }) });
@@ -140,7 +142,7 @@ export function registerVolumeContentRoutes(app: FastifyInstance, deps: VolumeCo
         serve(request, reply, async (root, path) => {
           const options = parseWriteQuery(request.query);
           const body = request.body instanceof Readable ? request.body : request.raw;
-          return reply.code(201).send(await uploadFile(root, path, body, options, owners));
+          return reply.code(201).send(await uploadFile(root, path, body, options, owners, deps.maxUploadBytes));
         }),
       );
     });
@@ -159,6 +161,8 @@ export function registerVolumeContentRoutes(app: FastifyInstance, deps: VolumeCo
       known = new ContentError(500, `internal error: ${error.message}`);
     }
     if (reply.sent) return reply;
+    // A body left unread (a refused upload) is not drained: the connection ends with the answer.
+    if (!request.raw.complete) void reply.header('connection', 'close');
     return reply.code(known.status).header('content-type', 'application/json; charset=utf-8').send(contentErrorBody(known));
   }
 }

@@ -16,6 +16,7 @@ import { parseVolumePath } from './volume-path.ts';
 import { type DirHandle, openVolumeRoot } from './volume-tree.ts';
 
 const owners = new OwnerPolicy(pino({ level: 'silent' }));
+const UPLOAD_MAX = 1024 ** 3;
 let base: string;
 let volume: string;
 let outside: string;
@@ -64,7 +65,7 @@ describe('links never lead outside the volume', () => {
     expect((await failure(statEntry(root, p('/escape/secret')))).status).toBe(403);
     expect((await failure(openDownload(root, p('/relative-escape/secret')))).status).toBe(403);
     expect((await failure(listDirectory(root, p('/escape'), 1))).status).toBe(403);
-    expect((await failure(uploadFile(root, p('/escape/planted'), bodyOf('x'), { force: true }, owners))).status).toBe(403);
+    expect((await failure(uploadFile(root, p('/escape/planted'), bodyOf('x'), { force: true }, owners, UPLOAD_MAX))).status).toBe(403);
     expect((await failure(makeDirectory(root, p('/escape/d'), { force: true }, owners))).status).toBe(403);
     expect((await failure(updateMetadata(root, p('/escape/secret'), { mode: 0o777 }))).status).toBe(403);
     expect((await failure(removeEntry(root, p('/escape/secret')))).status).toBe(403);
@@ -99,7 +100,7 @@ describe('links never lead outside the volume', () => {
   });
 
   it('overwrites a link at the target name with the file itself (force), leaving the target alone', async () => {
-    await uploadFile(root, p('/secret-link'), bodyOf('mine'), { force: true }, owners);
+    await uploadFile(root, p('/secret-link'), bodyOf('mine'), { force: true }, owners, UPLOAD_MAX);
     expect(lstatSync(join(volume, 'secret-link')).isFile()).toBe(true);
     expect(readFileSync(join(outside, 'secret'), 'utf8')).toBe('host secret');
   });
@@ -114,28 +115,43 @@ describe('writes are atomic', () => {
         setImmediate(() => this.destroy(new Error('client went away')));
       },
     });
-    await expect(uploadFile(root, p('/kept'), failing, { force: true }, owners)).rejects.toThrow('client went away');
-    await expect(uploadFile(root, p('/new'), Readable.from((async function* () { yield Buffer.from('x'); throw new Error('gone'); })()), { force: false }, owners)).rejects.toThrow('gone');
+    await expect(uploadFile(root, p('/kept'), failing, { force: true }, owners, UPLOAD_MAX)).rejects.toThrow('client went away');
+    await expect(uploadFile(root, p('/new'), Readable.from((async function* () { yield Buffer.from('x'); throw new Error('gone'); })()), { force: false }, owners, UPLOAD_MAX)).rejects.toThrow('gone');
     expect(readFileSync(join(volume, 'kept'), 'utf8')).toBe('old content');
     expect(readdirSync(volume).sort()).toEqual(['kept']);
   });
 
+  it('refuses (413) a body past the upload cap, by its declared length or its bytes, writing nothing', async () => {
+    writeFileSync(join(volume, 'kept'), 'old content');
+    // Streamed past the cap (no declared length): the file it would replace stays, no temporary file is left.
+    const streamed = await failure(uploadFile(root, p('/kept'), bodyOf('12345', '67890', 'x'), { force: true }, owners, 10));
+    expect(streamed).toMatchObject({ status: 413, message: expect.stringMatching(/larger than 10 bytes .*TIDEPOOL_VOLUME_UPLOAD_MAX_BYTES/) });
+    // Declared too long: refused before a byte is read.
+    const declared = Object.assign(bodyOf('x'), { headers: { 'content-length': '11' } });
+    expect((await failure(uploadFile(root, p('/new'), declared, { force: false }, owners, 10))).status).toBe(413);
+    expect(declared.readableDidRead).toBe(false);
+    expect(readFileSync(join(volume, 'kept'), 'utf8')).toBe('old content');
+    expect(readdirSync(volume).sort()).toEqual(['kept']);
+    // Exactly the cap is fine.
+    expect(await uploadFile(root, p('/new'), bodyOf('12345', '67890'), { force: false }, owners, 10)).toMatchObject({ size: 10 });
+  });
+
   it('refuses to replace a file without force (409) and a directory at all', async () => {
-    await uploadFile(root, p('/f'), bodyOf('one'), { force: false }, owners);
-    expect((await failure(uploadFile(root, p('/f'), bodyOf('two'), { force: false }, owners))).status).toBe(409);
+    await uploadFile(root, p('/f'), bodyOf('one'), { force: false }, owners, UPLOAD_MAX);
+    expect((await failure(uploadFile(root, p('/f'), bodyOf('two'), { force: false }, owners, UPLOAD_MAX))).status).toBe(409);
     expect(await text('/f')).toBe('one');
-    await uploadFile(root, p('/f'), bodyOf('two'), { force: true }, owners);
+    await uploadFile(root, p('/f'), bodyOf('two'), { force: true }, owners, UPLOAD_MAX);
     expect(await text('/f')).toBe('two');
     mkdirSync(join(volume, 'd'));
-    expect((await failure(uploadFile(root, p('/d'), bodyOf('x'), { force: true }, owners))).status).toBe(409);
-    expect((await failure(uploadFile(root, p('/missing/f'), bodyOf('x'), { force: true }, owners))).status).toBe(404);
+    expect((await failure(uploadFile(root, p('/d'), bodyOf('x'), { force: true }, owners, UPLOAD_MAX))).status).toBe(409);
+    expect((await failure(uploadFile(root, p('/missing/f'), bodyOf('x'), { force: true }, owners, UPLOAD_MAX))).status).toBe(404);
     expect(readdirSync(volume).filter((n) => n.startsWith(UPLOAD_TEMP_PREFIX))).toEqual([]);
   });
 
   it('sets the owner and mode asked for, else 1000:1000 and 0644', async () => {
-    const entry = await uploadFile(root, p('/owned'), bodyOf('a', 'b'), { force: false, uid: 1234, gid: 4321, mode: 0o600 }, owners);
+    const entry = await uploadFile(root, p('/owned'), bodyOf('a', 'b'), { force: false, uid: 1234, gid: 4321, mode: 0o600 }, owners, UPLOAD_MAX);
     expect(entry).toMatchObject({ name: 'owned', path: '/owned', type: 'file', size: 2, uid: 1234, gid: 4321, mode: 0o600 });
-    expect(await uploadFile(root, p('/default'), bodyOf(''), { force: false }, owners)).toMatchObject({ uid: 1000, gid: 1000, mode: 0o644, size: 0 });
+    expect(await uploadFile(root, p('/default'), bodyOf(''), { force: false }, owners, UPLOAD_MAX)).toMatchObject({ uid: 1000, gid: 1000, mode: 0o644, size: 0 });
     expect((await openDownload(root, p('/default'))).size).toBe(0);
   });
 });
