@@ -143,6 +143,19 @@ export class TemplateCatalog {
     return { template, build, tag };
   }
 
+  /**
+   * The images of the ready builds of `teamId`'s templates and snapshots and of the built-in templates: the platform
+   * images a build of that team may name as `fromImage` (undefined team: the built-ins' only).
+   */
+  async imagesUsableBy(teamId: string | undefined): Promise<string[]> {
+    const images: string[] = [];
+    for (const template of await this.store.templates()) {
+      if (template.teamId !== null && template.teamId !== teamId) continue;
+      for (const build of await this.store.builds(template.templateId)) if (build.status === 'ready' && build.image) images.push(build.image);
+    }
+    return images;
+  }
+
   recordSpawn(templateId: string): Promise<void> {
     return this.store.recordSpawn(templateId);
   }
