@@ -58,7 +58,7 @@ describe('uploaded context archives', () => {
     expect(await files.receive(teamA, hash(4), Readable.from([second]), second.length)).toBe(first.length);
     expect(readFileSync(files.pathOf(teamA, hash(4))!)).toEqual(first);
     expect(files.sizeOf(teamA, hash(4))).toBe(first.length);
-    expect(stored(teamA).filter((name) => name.includes('.part-'))).toEqual([]);
+    expect(stored('.').filter((name) => name.includes('.part-'))).toEqual([]);
   });
 
   it('drops archives of the unscoped store at start (no team can be told to own them) and keeps the teams\' ones', () => {
@@ -67,11 +67,11 @@ describe('uploaded context archives', () => {
     mkdirSync(join(data, 'template-files', teamA), { recursive: true });
     writeFileSync(legacy, 'old');
     writeFileSync(join(data, 'template-files', teamA, hash(5)), 'kept');
-    writeFileSync(join(data, 'template-files', teamA, `${hash(6)}.part-abc`), 'cut short');
+    writeFileSync(join(data, 'template-files', 'upload.part-abc'), 'cut short');
     const reopened = new ContextFiles(data, 1024);
     expect(existsSync(legacy)).toBe(false);
     expect(readFileSync(reopened.pathOf(teamA, hash(5))!, 'utf8')).toBe('kept');
-    expect(readdirSync(join(data, 'template-files', teamA))).toEqual([hash(5)]);
+    expect(readdirSync(join(data, 'template-files'))).toEqual([teamA]);
   });
 
   it('refuses a team id that is not a plain name', async () => {
@@ -90,12 +90,13 @@ describe('uploaded context archives', () => {
       [body, body.length - 10, /more than its Content-Length/],
     ];
     for (const [content, length, message] of failures) {
-      const error = await files.receive(teamA, hash(9), Readable.from(Array.isArray(content) ? content : [content]), length).catch((e: unknown) => e);
+      const error = await files.receive('team-never', hash(9), Readable.from(Array.isArray(content) ? content : [content]), length).catch((e: unknown) => e);
       expect(error, String(message)).toBeInstanceOf(PlatformError);
       expect((error as Error).message).toMatch(message);
     }
-    expect(files.pathOf(teamA, hash(9))).toBeUndefined();
-    expect(stored(teamA).filter((name) => name.includes('.part-'))).toEqual([]);
+    expect(files.pathOf('team-never', hash(9))).toBeUndefined();
+    expect(stored('.').filter((name) => name.includes('.part-'))).toEqual([]);
+    expect(existsSync(join(dir, 'data', 'template-files', 'team-never'))).toBe(false);
   });
 
   it('rejects hashes that are not sha256 hex', async () => {

@@ -65,14 +65,9 @@ export class ContextFiles {
   constructor(dataDir: string, private readonly maxBytes: number) {
     this.dir = join(dataDir, 'template-files');
     mkdirSync(this.dir, { recursive: true, mode: 0o700 });
-    for (const name of readdirSync(this.dir, { withFileTypes: true })) {
-      // Archives of the unscoped store (before teams had their own) and temporary files of uploads cut short by a
-      // crash: neither can be told to belong to one team, so a build asks for its upload again.
-      if (name.isFile()) rmSync(join(this.dir, name.name), { force: true });
-      else if (name.isDirectory()) {
-        for (const file of readdirSync(join(this.dir, name.name))) if (file.includes('.part-')) rmSync(join(this.dir, name.name, file), { force: true });
-      }
-    }
+    // Files beside the teams' directories: uploads cut short by a crash, and archives of the unscoped store (before
+    // teams had their own) that no team can be told to own (a build asks for its upload again).
+    for (const entry of readdirSync(this.dir, { withFileTypes: true })) if (entry.isFile()) rmSync(join(this.dir, entry.name), { force: true });
   }
 
   private path(teamId: string, hash: string): string {
@@ -97,8 +92,8 @@ export class ContextFiles {
     const final = this.path(teamId, hash);
     if (declaredLength === undefined) throw invalid('the upload needs an exact Content-Length');
     if (declaredLength > this.maxBytes) throw invalid(`the archive is ${declaredLength} bytes; uploads are limited to ${this.maxBytes} bytes`);
-    await mkdir(join(this.dir, teamDirectory(teamId)), { recursive: true, mode: 0o700 });
-    const part = `${final}.part-${randomBytes(6).toString('hex')}`;
+    // Written beside the teams' directories: a refused upload leaves nothing, not even a team directory.
+    const part = join(this.dir, `upload.part-${randomBytes(6).toString('hex')}`);
     let received = 0;
     // The file exists before anything is written: a failed upload's cleanup below cannot run before a stream's
     // asynchronous open and leave the file to be created after it.
@@ -115,6 +110,7 @@ export class ContextFiles {
       if (received !== declaredLength) throw invalid(`the upload ended after ${received} of ${declaredLength} bytes`);
       await checkArchive(part);
       try {
+        await mkdir(join(this.dir, teamDirectory(teamId)), { recursive: true, mode: 0o700 });
         // A link fails when the name exists: unlike a rename, it never replaces a stored archive.
         await link(part, final);
       } catch (error) {
