@@ -66,7 +66,9 @@ describe('chooseBaseImage', () => {
     expect(choose('tidepool/template:theirs-1', other)).toBe('refused');
     expect(choose('tidepool/snapshot:theirs', image({ [PLATFORM_LABEL]: 'p1' }, ['tidepool/snapshot:theirs']))).toBe('refused');
     expect(choose('tidepool/paused:i123', image({ [PLATFORM_LABEL]: 'p1' }, ['tidepool/paused:i123']))).toBe('refused');
-    // Not on this engine: refused all the same (a pull would put another image behind a platform name).
+    // Not on this engine: refused all the same (a pull would put another image behind a platform name), even the
+    // team's own (a `tidepool/…` name would be pulled from Docker Hub).
+    expect(choose(ownTemplate, undefined)).toBe('refused');
     expect(choose('tidepool/paused:i999', undefined)).toBe('refused');
     expect(choose('registry.example:5000/tp/sandbox:i1', undefined)).toBe('refused');
     expect(choose('REGISTRY.example:5000/tp/template:x', undefined)).toBe('refused');

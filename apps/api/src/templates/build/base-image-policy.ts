@@ -17,6 +17,7 @@ import { canonicalImageRef, parseImageRef } from './image-ref.ts';
 
 export const LOCAL_IMAGES_SETTING = 'TIDEPOOL_BUILD_LOCAL_IMAGES';
 export const DEFAULT_LOCAL_IMAGE_PATTERNS = ['tidepool/*'];
+const DOCKER_HUB = 'docker.io';
 
 export interface LocalImagePolicy {
   /** Allowlist patterns; `*` matches any run of characters (including `/` and `:`). */
@@ -101,7 +102,11 @@ export function chooseBaseImage(ref: string, local: ImageInfo | undefined, polic
   };
   const usable = [...usableImages, ...policy.knownImages].some((image) => sameImage(image, ref));
   const platformName = isPlatformRepository(ref, policy);
-  if (!local) return platformName && !usable ? refusal : { kind: 'pull' };
+  if (!local) {
+    if (!platformName) return { kind: 'pull' };
+    // Only the cluster registry's names are pulled: a `tidepool/…` name would come from Docker Hub.
+    return usable && parseImageRef(ref).registry !== DOCKER_HUB ? { kind: 'pull' } : refusal;
+  }
   // Names count only for an image that really carries the name: the engine also resolves image ids, id
   // prefixes and `name@digest` forms, which could reach any image behind an allowed-looking name.
   const named = local.tags.some((tag) => sameImage(tag, ref));
