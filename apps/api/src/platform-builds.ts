@@ -68,6 +68,7 @@ export function templateBuilds(deps: TemplateBuildsDeps): { queue: BuildQueue; t
       imageAliases: config.imageAliases,
       localImagePatterns: config.buildLocalImages,
       knownImages: [config.codeInterpreterImage],
+      registryPrefix: config.registry,
       cacheScope: platformId,
       readyTimeoutMs: config.buildReadyTimeoutSeconds * 1000,
       logger,

@@ -324,7 +324,11 @@ describe.each(BACKENDS)('stores on %s', (kind) => {
       await store.addContextFile('h1', 't1', 5_000_000_000);
       await store.addContextFile('h1', 't1', 7);
       expect(await store.contextFilesOf('t1')).toEqual(['h1']);
-      expect(await store.contextFileInUse('h1')).toBe(true);
+      expect(await store.contextFileInUse('h1', 'team-a')).toBe(true);
+      // Archives are per team: another team's use of the same hash is not this one's.
+      expect(await store.contextFileInUse('h1', 'team-b')).toBe(false);
+      await store.forgetContextFile('h1', 'team-b');
+      expect(await store.contextFileInUse('h1', 'team-a')).toBe(true);
       expect([...(await store.imagesInUse())].sort()).toEqual(['final:1', 'layer:a', 'layer:z']);
       await store.deleteTemplate('t1');
       expect(await store.template('t1')).toBeUndefined();
@@ -332,7 +336,7 @@ describe.each(BACKENDS)('stores on %s', (kind) => {
       expect(await store.tags('t1')).toEqual([]);
       expect(await store.logs('b1', 0, 10)).toEqual([]);
       expect(await store.buildImages('b1')).toEqual([]);
-      expect(await store.contextFileInUse('h1')).toBe(false);
+      expect(await store.contextFileInUse('h1', 'team-a')).toBe(false);
       expect((await store.imagesInUse()).size).toBe(0);
     });
   });

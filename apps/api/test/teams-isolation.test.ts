@@ -311,11 +311,15 @@ describe('lists and creates keep teams apart', () => {
     expect(builds).toHaveLength(1);
   });
 
-  it("a public template of A is usable by B (alias lookup, sandbox create) but not listed, read or changed by B", { timeout: 120_000 }, async () => {
+  it("a public template of A is usable by B by its id or `<A's teamID>/name`, never by the bare name, and not listed, read or changed by B", { timeout: 120_000 }, async () => {
     expect((await api(platform, 'PATCH', `/templates/${ownedByA.templateID}`, { public: true }, teamA.key)).status).toBe(200);
     try {
-      expect((await api(platform, 'GET', `/templates/aliases/${ownedByA.templateName}`, undefined, teamB.key)).body).toEqual({ templateID: ownedByA.templateID, public: true });
-      const fromPublic = await Sandbox.create(ownedByA.templateName, { ...sdkOf(teamB), timeoutMs: 60_000 });
+      // A bare name is B's own template or a built-in: A cannot put a template in front of B under a name B types.
+      expect((await api(platform, 'GET', `/templates/aliases/${ownedByA.templateName}`, undefined, teamB.key)).status).toBe(404);
+      const byBareName = await api(platform, 'POST', '/sandboxes', { templateID: ownedByA.templateName, timeout: 30 }, teamB.key);
+      expect(byBareName.status).toBe(404);
+      expect(byBareName.body).toMatchObject({ code: 404, message: expect.stringContaining('not found') });
+      const fromPublic = await Sandbox.create(`${teamA.teamID}/${ownedByA.templateName}`, { ...sdkOf(teamB), timeoutMs: 60_000 });
       try {
         expect((await api(platform, 'GET', `/sandboxes/${fromPublic.sandboxId}`, undefined, teamA.key)).status).toBe(404);
         expect((await fromPublic.commands.run('true')).exitCode).toBe(0);

@@ -24,6 +24,8 @@ import type { BuildSpec, BuildStep, LogLevel } from '../src/templates/template-m
 
 const NETWORK = 'tidepool-builder-test';
 const PLATFORM = `builder-test-${randomUUID().slice(0, 8)}`;
+/** The team every job of this suite builds for: the uploads below are its own. */
+const TEAM = `team-${randomUUID().slice(0, 8)}`;
 const BASE = 'tidepool/base:latest';
 
 let workDir: string;
@@ -46,7 +48,7 @@ interface LogEntry {
 function newBuilder(overrides: Partial<TemplateBuilderDeps> = {}): TemplateBuilder {
   return new TemplateBuilder({
     engine,
-    contextFiles: { pathOf: (hash) => uploads.get(hash) },
+    contextFiles: { pathOf: (teamId, hash) => (teamId === TEAM ? uploads.get(hash) : undefined) },
     baseImage: BASE,
     logger: pino({ level: 'silent' }),
     cacheScope: PLATFORM,
@@ -69,7 +71,7 @@ async function build(buildSpec: BuildSpec, options: { builder?: TemplateBuilder;
   const buildId = randomUUID();
   const started = Date.now();
   const promise = (options.builder ?? builder).build(
-    { templateId, buildId, spec: buildSpec, cpuCount: 2, memoryMB: 1024, baseTemplate: null, ...options.job },
+    { templateId, teamId: TEAM, buildId, spec: buildSpec, cpuCount: 2, memoryMB: 1024, baseTemplate: null, usableImages: [], ...options.job },
     { log: (level, message, s) => logs.push({ level, message, step: s }) },
     options.signal ?? new AbortController().signal,
   );
@@ -429,14 +431,21 @@ describe('TemplateBuilder bases and layers', () => {
     expect(missing.failure.message).toMatch(/base image 'tidepool-test\/never-built-.*:nope' could not be pulled .*TIDEPOOL_BUILD_LOCAL_IMAGES/);
   }, 240_000);
 
-  it('with an empty allowlist builds only on images this platform made (its label), not on another platform’s', async () => {
+  it('builds on a platform-made image only when the job lists it as usable (its team’s), never pulling it otherwise', async () => {
     const parent = await built(spec([step('RUN', ['echo mine > /tmp/mine'])]));
     const own = newBuilder({ localImagePatterns: [] });
-    const child = await built(spec([step('RUN', ['cat /tmp/mine > /tmp/child'])], { fromImage: parent.result.image }), { builder: own });
+    const child = await built(spec([step('RUN', ['cat /tmp/mine > /tmp/child'])], { fromImage: parent.result.image }), { builder: own, job: { usableImages: [parent.result.image] } });
     expect(await inImage(child.result.image, 'cat /tmp/child')).toBe('mine');
+    // Not usable by this job (another team's), even with an allowlist naming every image: refused, nothing pulled.
+    const everything = newBuilder({ localImagePatterns: ['*'] });
+    const refused = await failed(spec([], { fromImage: parent.result.image }), { builder: everything });
+    expect(refused.failure).toMatchObject({ step: 'base', message: expect.stringContaining('not available to this team') });
+    expect(refused.logs.some((l) => l.message.startsWith('Pulling'))).toBe(false);
+    // By image id prefix: refused even for the job that may use the image by name.
+    const prefix = (await imageId(parent.result.image)).replace('sha256:', '').slice(0, 12);
+    const byId = await failed(spec([], { fromImage: prefix }), { builder: own, job: { usableImages: [parent.result.image] } });
+    expect(byId.failure).toMatchObject({ step: 'base', message: expect.stringContaining('not available to this team') });
     const otherPlatform = newBuilder({ localImagePatterns: [], cacheScope: `${PLATFORM}-other` });
-    const refused = await failed(spec([], { fromImage: parent.result.image }), { builder: otherPlatform });
-    expect(refused.failure).toMatchObject({ step: 'base', message: expect.stringContaining('TIDEPOOL_BUILD_LOCAL_IMAGES') });
     // The platform's own base (a name it uses) still works with no patterns at all.
     await built(spec([step('RUN', ['true'])]), { builder: otherPlatform });
   }, 240_000);

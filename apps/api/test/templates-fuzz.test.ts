@@ -22,7 +22,8 @@ async function catalogState(): Promise<string> {
 
 function uploadFiles(): string[] {
   try {
-    return readdirSync(join(platform.dataDir, 'template-files')).sort();
+    // Per team directories (context-files.ts): a rejected upload must leave nothing in any of them either.
+    return readdirSync(join(platform.dataDir, 'template-files'), { recursive: true, encoding: 'utf8' }).sort();
   } catch {
     return [];
   }

@@ -8,7 +8,7 @@ import type { SandboxLifecycle } from './sandbox-lifecycle.ts';
 import type { SandboxRecord } from './sandbox-record.ts';
 
 /** Where snapshot images live; the template catalog keeps which build uses which. */
-const SNAPSHOT_REPOSITORY = 'tidepool/snapshot';
+export const SNAPSHOT_REPOSITORY = 'tidepool/snapshot';
 
 export interface SnapshotDeps {
   lifecycle: SandboxLifecycle;

@@ -1,4 +1,5 @@
-import { mkdtempSync } from 'node:fs';
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, readdirSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pino from 'pino';
@@ -10,7 +11,8 @@ import { SqliteDatabase } from '../store/sqlite-database.ts';
 import { boundedReporter, BuildQueue, MAX_LOG_ENTRIES } from './build-queue.ts';
 import { ContextFiles } from './context-files.ts';
 import { TemplateCatalog } from './template-catalog.ts';
-import type { BuildSpec, LogLevel } from './template-model.ts';
+import type { BuildJob } from './build/build-contract.ts';
+import { BASE_DEFAULTS, type BuildSpec, type LogLevel } from './template-model.ts';
 import { TemplateStore } from './template-store.ts';
 
 function fakeStore(): { store: TemplateStore; entries: Array<{ level: LogLevel; message: string }> } {
@@ -96,6 +98,45 @@ describe('build queue', () => {
   });
 
   const spec: BuildSpec = { fromImage: null, fromTemplate: null, fromImageRegistry: null, force: false, steps: [], startCmd: null, readyCmd: null };
+
+  it('hands registry credentials to the running build only: no database row or file ever holds them', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'tidepool-queue-'));
+    const db = SqliteDatabase.open(dir);
+    const store = new TemplateStore(db);
+    const catalog = new TemplateCatalog(store);
+    const password = `pw-${randomBytes(12).toString('hex')}`;
+    const seen: BuildJob[] = [];
+    const builder = {
+      build: async (job: BuildJob) => (seen.push(job), { image: 'tidepool/template:x', envdVersion: '1', defaults: BASE_DEFAULTS, images: [] }),
+      removeLeftovers: async () => undefined,
+      removeAllBuildContainers: async () => 0,
+      removeBuildImages: async () => undefined,
+    };
+    const queue = new BuildQueue({ catalog, store, builder, contextFiles: new ContextFiles(dir, 1024), maxConcurrent: 1, logger: pino({ level: 'silent' }) });
+    const { build } = await catalog.registerBuild({ teamId: 'team-a', name: 'private-base', cpuCount: 1, memoryMB: 128 });
+    const credentials = { type: 'registry', username: 'robot', password } as const;
+    await queue.start(build.templateId, build.buildId, { ...spec, fromImage: 'registry.example/app:1', fromImageRegistry: credentials });
+    while ((await store.build(build.buildId))?.status !== 'ready') await new Promise((resolve) => setTimeout(resolve, 10));
+    expect(seen[0].spec.fromImageRegistry).toEqual(credentials);
+    expect((await store.build(build.buildId))!.spec).toMatchObject({ fromImage: 'registry.example/app:1', fromImageRegistry: null });
+    const rows = await db.all<{ spec: string | null }>('SELECT spec FROM template_builds');
+    expect(JSON.stringify(rows)).not.toContain(password);
+    await db.close();
+    // The database file (and its journal) never saw the password.
+    for (const file of readdirSync(dir).filter((name) => name.startsWith('tidepool.db'))) expect(readFileSync(join(dir, file)).includes(password), file).toBe(false);
+  });
+
+  it('drops the registry credentials earlier versions stored with builds at start-up', async () => {
+    const { store, catalog, queue, db } = setup();
+    const { build } = await catalog.registerBuild({ teamId: 'team-a', name: 'old-row', cpuCount: 1, memoryMB: 128 });
+    const oldSpec = { ...spec, fromImage: 'registry.example/app:1', fromImageRegistry: { type: 'aws', awsAccessKeyId: 'AKIA-OLD', awsSecretAccessKey: 'old-secret-key', awsRegion: 'x' } };
+    await db.run("UPDATE template_builds SET status = 'ready', spec = ? WHERE build_id = ?", [JSON.stringify(oldSpec), build.buildId]);
+    await queue().recoverAfterRestart();
+    const rows = await db.all<{ spec: string }>('SELECT spec FROM template_builds WHERE build_id = ?', [build.buildId]);
+    expect(rows[0].spec).not.toContain('old-secret-key');
+    expect(JSON.parse(rows[0].spec)).toMatchObject({ fromImage: 'registry.example/app:1', fromImageRegistry: null });
+    await db.close();
+  });
 
   it('marks builds a restart interrupted as failed with a reason and removes what they left', async () => {
     const { store, catalog, queue, calls, db } = setup();

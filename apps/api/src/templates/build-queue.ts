@@ -117,6 +117,8 @@ export class BuildQueue {
    * replicas, only builds no replica holds a lease on, and again every lease period (a replica may die later).
    */
   async recoverAfterRestart(): Promise<void> {
+    const scrubbed = await this.deps.store.dropStoredRegistryCredentials();
+    if (scrubbed > 0) this.deps.logger.warn({ builds: scrubbed }, 'removed registry credentials an earlier version stored with builds');
     if (!this.deps.leases) {
       // One process per database: every build container is a leftover of an earlier run.
       const containers = await this.deps.builder.removeAllBuildContainers();
@@ -198,16 +200,17 @@ export class BuildQueue {
   async start(templateId: string, buildId: string, spec: BuildSpec): Promise<void> {
     const build = await this.deps.catalog.requireBuild(templateId, buildId);
     if (build.status !== 'waiting') throw invalid(`build '${buildId}' is not in waiting state (it is ${build.status})`);
-    const missing = filesHashesOf(spec).filter((hash) => this.deps.contextFiles.pathOf(hash) === undefined);
+    const owner = await this.teamOf(templateId);
+    if (owner === undefined) throw invalid(`template '${templateId}' is built by the platform, not by a team`);
+    // Uploads are the building team's own (context-files.ts): another team's archive of the same hash does not count.
+    const missing = filesHashesOf(spec).filter((hash) => this.deps.contextFiles.pathOf(owner, hash) === undefined);
     if (missing.length > 0) throw invalid(`the files of ${missing.length} COPY step(s) were not uploaded (${missing.join(', ')}); upload them first`);
-    // The building template's team (none: a built-in).
-    const owner = (await this.deps.catalog.findAnyTeam(templateId))?.teamId ?? undefined;
     let baseTemplate: BuildJob['baseTemplate'] = null;
     if (spec.fromTemplate !== null) {
       let resolved;
       try {
         // What the building template's team may start sandboxes from (its own, built-ins, public ones).
-        resolved = owner ? await this.deps.catalog.resolve(spec.fromTemplate, owner) : await this.deps.catalog.resolveAnyTeam(spec.fromTemplate);
+        resolved = await this.deps.catalog.resolve(spec.fromTemplate, owner);
       } catch (error) {
         if (error instanceof PlatformError && error.kind === 'not_found') throw invalid(`fromTemplate '${spec.fromTemplate}': ${error.message}`);
         throw error;
@@ -239,7 +242,8 @@ export class BuildQueue {
       if (other.templateId === templateId) other.controller.abort(conflict(`cancelled: build ${buildId} of the same template started`));
     }
     const controller = new AbortController();
-    const job: BuildJob = { templateId, buildId, spec, cpuCount: build.cpuCount, memoryMB: build.memoryMB, baseTemplate };
+    const usableImages = spec.fromImage === null ? [] : await this.deps.catalog.imagesUsableBy(owner);
+    const job: BuildJob = { templateId, teamId: owner, buildId, spec, cpuCount: build.cpuCount, memoryMB: build.memoryMB, baseTemplate, usableImages };
     const done = this.leased(buildId, () => this.run(building, job, controller.signal)).finally(() => this.running.delete(buildId));
     this.running.set(buildId, { templateId, controller, done });
   }
@@ -261,7 +265,7 @@ export class BuildQueue {
   }
 
   private async run(build: BuildRecord, job: BuildJob, signal: AbortSignal): Promise<void> {
-    const log = this.deps.logger.child({ buildId: build.buildId, templateId: build.templateId });
+    const log = this.deps.logger.child({ buildId: build.buildId, templateId: build.templateId, teamId: job.teamId });
     const reporter = boundedReporter(this.deps.store, build.buildId, log);
     if (this.slots === 0) reporter.log('info', 'waiting for a free build slot');
     let acquired = false;
@@ -297,16 +301,25 @@ export class BuildQueue {
     }
   }
 
-  /** Marks a build failed and drops uploaded files that no finished build needs. */
+  /** Marks a build failed and drops its team's uploaded files that no other build of the team needs. */
   private async fail(build: BuildRecord, reason: { message: string; step?: string }): Promise<void> {
     const current = (await this.deps.store.build(build.buildId)) ?? build;
     await this.deps.catalog.markFailed(current, reason);
-    const needed = new Set((await this.deps.store.buildsInStatus('ready', 'building', 'waiting')).flatMap((b) => (b.spec ? filesHashesOf(b.spec) : [])));
-    for (const hash of current.spec ? filesHashesOf(current.spec) : []) {
-      if (needed.has(hash)) continue;
-      await this.deps.store.forgetContextFile(hash);
-      await this.deps.contextFiles.remove(hash);
+    const team = await this.teamOf(current.templateId);
+    if (team === undefined || !current.spec) return;
+    const needed = new Set<string>();
+    for (const other of await this.deps.store.buildsInStatus('ready', 'building', 'waiting')) {
+      if (other.spec && (await this.teamOf(other.templateId)) === team) for (const hash of filesHashesOf(other.spec)) needed.add(hash);
     }
+    for (const hash of filesHashesOf(current.spec)) {
+      if (needed.has(hash)) continue;
+      await this.deps.store.forgetContextFile(hash, team);
+      await this.deps.contextFiles.remove(team, hash);
+    }
+  }
+
+  private async teamOf(templateId: string): Promise<string | undefined> {
+    return (await this.deps.catalog.findAnyTeam(templateId))?.teamId ?? undefined;
   }
 
   /** Stops every build of a template and waits until they have cleaned up. */

@@ -7,7 +7,7 @@ import {
   type SandboxDefaults,
   type TemplateRecord,
 } from './template-model.ts';
-import { newBuildId, newTemplateId, parseReference, requestedTags, taggedName } from './template-names.ts';
+import { newBuildId, newTemplateId, parseReference, requestedTags, taggedName, type TemplateReference } from './template-names.ts';
 import type { TemplateStore } from './template-store.ts';
 
 export const BASE_TEMPLATE_ID = 'base';
@@ -67,7 +67,7 @@ const nowIso = (): string => new Date().toISOString();
 
 /**
  * How a team reaches a template: `use` (start sandboxes from it, look its alias up): its own, the built-ins and any
- * team's public ones; `read` (details, builds, logs, tags): its own and the built-ins; `write`: its own only.
+ * team's public ones (those by template id or `<teamID>/name` only: see TemplateCatalog.named); `read` (details, builds, logs, tags): its own and the built-ins; `write`: its own only.
  */
 export type TemplateAccess = 'use' | 'read' | 'write';
 
@@ -77,7 +77,7 @@ export function mayAccess(template: TemplateRecord, teamId: string, access: Temp
   return template.teamId === null || (access === 'use' && template.public);
 }
 
-/** The names a template is known by (no namespaces on a self-hosted platform). */
+/** The names a template is known by to its own team (other teams write `<teamID>/name`). */
 export const namesOf = (template: TemplateRecord): string[] => (template.alias ? [template.alias] : []);
 
 /**
@@ -96,8 +96,22 @@ export class TemplateCatalog {
 
   /** A template by id or name, if `teamId` may access it so. */
   async find(idOrName: string, teamId: string, access: TemplateAccess = 'read'): Promise<TemplateRecord | undefined> {
-    const template = await this.findAnyTeam(idOrName);
+    const template = await this.named(parseReference(idOrName), teamId);
     return template && mayAccess(template, teamId, access) ? template : undefined;
+  }
+
+  /**
+   * The template a reference names for `teamId`. By id: that template (a namespace, if any, must be its team's). By
+   * name: the caller's own or a built-in; another team's only as `<teamID>/name`, so no team can put a template
+   * (`desktop`, …) in front of other teams under a bare name.
+   */
+  private async named(reference: TemplateReference, teamId: string): Promise<TemplateRecord | undefined> {
+    const byId = await this.store.template(reference.name);
+    if (byId) return reference.namespace === undefined || reference.namespace === byId.teamId ? byId : undefined;
+    const byName = await this.store.templateByAlias(reference.name);
+    if (!byName) return undefined;
+    if (reference.namespace === undefined) return byName.teamId === null || byName.teamId === teamId ? byName : undefined;
+    return reference.namespace === byName.teamId ? byName : undefined;
   }
 
   /** A template by id or name whatever its team: for the platform's own use (signed uploads, the warm pool), never a caller's. */
@@ -108,15 +122,18 @@ export class TemplateCatalog {
 
   /** The ready build a sandbox reference (`name[:tag]`, `templateID[:tag]`, snapshot ID) starts from, for a sandbox of `teamId`. */
   resolve(reference: string, teamId: string, access: TemplateAccess = 'use'): Promise<ResolvedTemplate> {
-    return this.resolveVisible(reference, (template) => mayAccess(template, teamId, access));
+    return this.resolveVisible(reference, async (parsed) => {
+      const template = await this.named(parsed, teamId);
+      return template && mayAccess(template, teamId, access) ? template : undefined;
+    });
   }
 
   /** `resolve` whatever the template's team: for the platform's own use (the warm pool), never a caller's. */
   resolveAnyTeam(reference: string): Promise<ResolvedTemplate> {
-    return this.resolveVisible(reference, () => true);
+    return this.resolveVisible(reference, async ({ name }) => (await this.store.template(name)) ?? (await this.store.templateByAlias(name)));
   }
 
-  private async resolveVisible(reference: string, visible: (template: TemplateRecord) => boolean): Promise<ResolvedTemplate> {
+  private async resolveVisible(reference: string, lookup: (parsed: TemplateReference) => Promise<TemplateRecord | undefined>): Promise<ResolvedTemplate> {
     let parsed;
     try {
       parsed = parseReference(reference);
@@ -124,8 +141,7 @@ export class TemplateCatalog {
       if (error instanceof PlatformError) throw notFound(`template '${reference}' not found`);
       throw error;
     }
-    const found = (await this.store.template(parsed.name)) ?? (await this.store.templateByAlias(parsed.name));
-    const template = found && visible(found) ? found : undefined;
+    const template = await lookup(parsed);
     if (!template) {
       if (parsed.name === CODE_INTERPRETER_TEMPLATE_ID || parsed.name === CODE_INTERPRETER_TEMPLATE_NAME) {
         throw notFound(`template '${reference}' is not available on this platform: its image was not found at start; build it with 'bash scripts/build-images.sh' (or set TIDEPOOL_CODE_INTERPRETER_IMAGE) and restart the platform`);
@@ -141,6 +157,19 @@ export class TemplateCatalog {
     }
     if (!build || build.status !== 'ready' || !build.image) throw notFound(`template '${parsed.name}:${tag}' has no finished build yet`);
     return { template, build, tag };
+  }
+
+  /**
+   * The images of the ready builds of `teamId`'s templates and snapshots and of the built-in templates: the platform
+   * images a build of that team may name as `fromImage` (undefined team: the built-ins' only).
+   */
+  async imagesUsableBy(teamId: string | undefined): Promise<string[]> {
+    const images: string[] = [];
+    for (const template of await this.store.templates()) {
+      if (template.teamId !== null && template.teamId !== teamId) continue;
+      for (const build of await this.store.builds(template.templateId)) if (build.status === 'ready' && build.image) images.push(build.image);
+    }
+    return images;
   }
 
   recordSpawn(templateId: string): Promise<void> {

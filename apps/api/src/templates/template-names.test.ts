@@ -3,10 +3,11 @@ import { PlatformError } from '../errors.ts';
 import { checkBuildId, newTemplateId, parseReference, requestedTags } from './template-names.ts';
 
 describe('template references', () => {
-  it('splits name and tag and ignores a namespace', () => {
-    expect(parseReference('my-tpl')).toEqual({ name: 'my-tpl', tag: undefined });
-    expect(parseReference('my-tpl:v1.2')).toEqual({ name: 'my-tpl', tag: 'v1.2' });
-    expect(parseReference('team/my_tpl:latest')).toEqual({ name: 'my_tpl', tag: 'latest' });
+  it('splits namespace, name and tag', () => {
+    expect(parseReference('my-tpl')).toEqual({ namespace: undefined, name: 'my-tpl', tag: undefined });
+    expect(parseReference('my-tpl:v1.2')).toEqual({ namespace: undefined, name: 'my-tpl', tag: 'v1.2' });
+    expect(parseReference('team/my_tpl:latest')).toEqual({ namespace: 'team', name: 'my_tpl', tag: 'latest' });
+    expect(parseReference('a/b/c')).toEqual({ namespace: 'a/b', name: 'c', tag: undefined });
   });
 
   it('rejects bad names and tags with an invalid-kind error', () => {

@@ -7,8 +7,13 @@ const TAG = /^[a-zA-Z0-9][a-zA-Z0-9._-]{0,127}$/;
 const ID_ALPHABET = 'abcdefghijklmnopqrstuvwxyz0123456789';
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
-/** A template reference as clients write it: `[namespace/]name[:tag]` (the namespace is not used here). */
+/**
+ * A template reference as clients write it: `[namespace/]name[:tag]`. The namespace is the owning team's id: a
+ * bare name means the caller's own template (or a built-in), another team's public one is named `<teamID>/name`.
+ */
 export interface TemplateReference {
+  /** Undefined when the reference names no namespace. */
+  namespace: string | undefined;
   name: string;
   /** Undefined when the reference names no tag. */
   tag: string | undefined;
@@ -16,13 +21,15 @@ export interface TemplateReference {
 
 /** Splits a reference; rejects characters no name or tag may have. */
 export function parseReference(reference: string): TemplateReference {
-  const withoutNamespace = reference.includes('/') ? reference.slice(reference.lastIndexOf('/') + 1) : reference;
+  const slash = reference.lastIndexOf('/');
+  const namespace = slash === -1 ? undefined : reference.slice(0, slash);
+  const withoutNamespace = reference.slice(slash + 1);
   const colon = withoutNamespace.indexOf(':');
   const name = colon === -1 ? withoutNamespace : withoutNamespace.slice(0, colon);
   const tag = colon === -1 ? undefined : withoutNamespace.slice(colon + 1);
   if (!NAME.test(name)) throw invalid(`invalid template name '${name}': use 1-128 letters, digits, '.', '_' or '-', starting with a letter or digit`);
   if (tag !== undefined) checkTag(tag);
-  return { name, tag };
+  return { namespace, name, tag };
 }
 
 export function checkTag(tag: string): string {

@@ -46,8 +46,9 @@ export async function removeTemplate(reference: string, teamId: string, deps: Te
       .removeBuildImages(image, layers, stillUsed)
       .catch((error: unknown) => deps.logger.warn({ err: error, image, templateId: template.templateId }, 'could not remove template images'));
   }
-  for (const hash of files) {
-    if (!(await deps.store.contextFileInUse(hash))) await deps.contextFiles.remove(hash);
+  const owner = template.teamId;
+  if (owner !== null) {
+    for (const hash of files) if (!(await deps.store.contextFileInUse(hash, owner))) await deps.contextFiles.remove(owner, hash);
   }
   deps.logger.info({ templateId: template.templateId, whole: scope.wholeTemplate, builds: images.length }, 'template removed');
 }

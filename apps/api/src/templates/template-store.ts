@@ -1,5 +1,5 @@
 import type { Sql, SqlValue } from '../store/sql.ts';
-import type { BuildLogEntry, BuildRecord, BuildStatus, LogLevel, TemplateRecord } from './template-model.ts';
+import type { BuildLogEntry, BuildRecord, BuildSpec, BuildStatus, LogLevel, TemplateRecord } from './template-model.ts';
 
 interface TemplateRow {
   template_id: string;
@@ -85,6 +85,15 @@ const templateToRow = (t: TemplateRecord): TemplateRow => ({
   source_sandbox_id: t.sourceSandboxId,
 });
 
+/**
+ * A build's spec as stored: `fromImageRegistry` (registry passwords, cloud keys) never is. The running build has them
+ * in memory (BuildJob.spec) and nothing reads them back: a build interrupted by a restart fails and is started anew.
+ */
+const specToColumn = (spec: BuildSpec | null): string | null => (spec === null ? null : JSON.stringify({ ...spec, fromImageRegistry: null }));
+
+/** What a stored spec looks like when it still holds credentials (rows written before specToColumn dropped them). */
+const SPEC_WITH_CREDENTIALS = '%"fromImageRegistry":{%';
+
 const buildToRow = (b: BuildRecord): BuildRow => ({
   build_id: b.buildId,
   template_id: b.templateId,
@@ -95,7 +104,7 @@ const buildToRow = (b: BuildRecord): BuildRow => ({
   disk_size_mb: b.diskSizeMB,
   envd_version: b.envdVersion,
   defaults: JSON.stringify(b.defaults),
-  spec: b.spec === null ? null : JSON.stringify(b.spec),
+  spec: specToColumn(b.spec),
   reason: b.reason === null ? null : JSON.stringify(b.reason),
   requested_tags: JSON.stringify(b.requestedTags),
   created_at: b.createdAt,
@@ -170,9 +179,8 @@ export class TemplateStore {
     await this.sql.run(SAVE_BUILD, valuesOf(buildToRow(build), BUILD_COLUMNS));
   }
 
-  /** Moves a waiting build to `building` (with its spec); false when it was not waiting any more. */
   /**
-   * Waiting → building; with `team`, only while the team has fewer than `team.max` builds `building`: the count and the
+   * Waiting → building (with its spec); with `team`, only while the team has fewer than `team.max` builds `building`: the count and the
    * claim are one statement (atomic on SQLite; on PostgreSQL the caller holds the team's build lock around it). False:
    * the build was not waiting any more, or the team had no room.
    */
@@ -181,7 +189,7 @@ export class TemplateStore {
       ? " AND (SELECT COUNT(*) FROM template_builds b JOIN templates t ON t.template_id = b.template_id WHERE t.team_id = ? AND b.status = 'building') < ?"
       : '';
     const changed = await this.sql.run(`UPDATE template_builds SET status = 'building', spec = ?, updated_at = ? WHERE build_id = ? AND status = 'waiting'${withinQuota}`, [
-      building.spec === null ? null : JSON.stringify(building.spec),
+      specToColumn(building.spec),
       building.updatedAt,
       building.buildId,
       ...(team ? [team.id, team.max] : []),
@@ -196,6 +204,13 @@ export class TemplateStore {
       [teamId],
     );
     return Number(row?.building ?? 0);
+  }
+
+  /** Rewrites rows stored with registry credentials in their spec (by earlier versions) without them; answers how many. */
+  async dropStoredRegistryCredentials(): Promise<number> {
+    const rows = await this.sql.all<BuildRow>('SELECT * FROM template_builds WHERE spec LIKE ?', [SPEC_WITH_CREDENTIALS]);
+    for (const row of rows) await this.sql.run('UPDATE template_builds SET spec = ? WHERE build_id = ?', [specToColumn(buildFromRow(row).spec), row.build_id]);
+    return rows.length;
   }
 
   async build(buildId: string): Promise<BuildRecord | undefined> {
@@ -312,15 +327,21 @@ export class TemplateStore {
     );
   }
 
-  async forgetContextFile(filesHash: string): Promise<void> {
-    await this.sql.run('DELETE FROM context_files WHERE files_hash = ?', [filesHash]);
+  /** Forgets `teamId`'s uses of an archive (archives are stored per team). */
+  async forgetContextFile(filesHash: string, teamId: string): Promise<void> {
+    await this.sql.run('DELETE FROM context_files WHERE files_hash = ? AND template_id IN (SELECT template_id FROM templates WHERE team_id = ?)', [filesHash, teamId]);
   }
 
   async contextFilesOf(templateId: string): Promise<string[]> {
     return (await this.sql.all<{ files_hash: string }>('SELECT files_hash FROM context_files WHERE template_id = ?', [templateId])).map((r) => r.files_hash);
   }
 
-  async contextFileInUse(filesHash: string): Promise<boolean> {
-    return (await this.sql.get('SELECT 1 AS one FROM context_files WHERE files_hash = ? LIMIT 1', [filesHash])) !== undefined;
+  /** Whether a template of `teamId` still uses its archive of `filesHash`. */
+  async contextFileInUse(filesHash: string, teamId: string): Promise<boolean> {
+    const row = await this.sql.get(
+      'SELECT 1 AS one FROM context_files c JOIN templates t ON t.template_id = c.template_id WHERE c.files_hash = ? AND t.team_id = ? LIMIT 1',
+      [filesHash, teamId],
+    );
+    return row !== undefined;
   }
 }

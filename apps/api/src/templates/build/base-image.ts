@@ -1,14 +1,15 @@
 /**
  * Where a build starts: a template's image (`fromTemplate`), or an image (`fromImage`, the
- * platform's base when neither is given). A local image is used only when base-image-policy.ts allows it
- * (made or named by the platform, or on the operator's allowlist); any other name is always pulled.
+ * platform's base when neither is given). base-image-policy.ts decides: a local image is used only when the platform
+ * knows its name, it is on the operator's allowlist, or (one the platform made) the catalog maps it to the building
+ * team; a platform image of another team is refused; any other name is always pulled.
  * The start image always carries the current envd runtime (added when missing).
  */
 import type { ImageEngine, ImageInfo, RegistryLogin } from '../../runtime/image-engine.ts';
 import { BASE_DEFAULTS, type BuildSpec, type RegistryCredentials, type SandboxDefaults } from '../template-model.ts';
 import { BuildFailure } from './build-failure.ts';
 import { ENVD_VERSION_LABEL, RUNTIME_HASH_LABEL } from './build-labels.ts';
-import { LOCAL_IMAGES_SETTING, localImageAllowed, type LocalImagePolicy } from './base-image-policy.ts';
+import { chooseBaseImage, LOCAL_IMAGES_SETTING, type LocalImagePolicy } from './base-image-policy.ts';
 import { applyImageAlias, parseImageRef, pullableRef } from './image-ref.ts';
 import { carriesRuntime, type EnvdRuntime, injectRuntime, type InjectionContext } from './runtime-injection.ts';
 
@@ -22,6 +23,8 @@ export interface BaseRequest {
   imageAliases: Record<string, string>;
   runtimeImage: string;
   localImages: LocalImagePolicy;
+  /** Platform images the building team may name as fromImage (BuildJob.usableImages). */
+  usableImages: readonly string[];
 }
 
 export interface PreparedBase {
@@ -57,10 +60,12 @@ function loginFor(ref: string, credentials: RegistryCredentials | null): Registr
   return { username: credentials.username, password: credentials.password, server: parseImageRef(ref).registry };
 }
 
-async function findOrPull(ctx: InjectionContext, ref: string, credentials: RegistryCredentials | null, policy: LocalImagePolicy): Promise<ImageInfo> {
+async function findOrPull(ctx: InjectionContext, ref: string, credentials: RegistryCredentials | null, request: BaseRequest): Promise<ImageInfo> {
   const { engine, signal } = ctx;
   const local = await engine.inspectImage(ref, signal);
-  if (local && localImageAllowed(ref, local, policy)) return local;
+  const choice = chooseBaseImage(ref, local, request.localImages, request.usableImages);
+  if (choice.kind === 'refused') fail(choice.reason);
+  if (choice.kind === 'local' && local) return local;
   const login = loginFor(ref, credentials);
   const pullRef = pullableRef(ref);
   ctx.log('info', `Pulling ${pullRef}${login ? ` as ${login.username}` : ''}`);
@@ -91,7 +96,7 @@ export async function prepareBase(ctx: InjectionContext, request: BaseRequest): 
     named = applyImageAlias(wanted, request.imageAliases);
     defaults = BASE_DEFAULTS;
     ctx.log('info', `FROM ${wanted}${named !== wanted ? ` (${named})` : ''}`);
-    image = await findOrPull(ctx, named, spec.fromImageRegistry, request.localImages);
+    image = await findOrPull(ctx, named, spec.fromImageRegistry, request);
   }
   const runtime = await loadRuntime(ctx.engine, request.runtimeImage, ctx.signal);
   if (carriesRuntime(image, runtime)) return { image, originalId: image.id, defaults, runtime, madeTag: undefined, platformImages: [] };

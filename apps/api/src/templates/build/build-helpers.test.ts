@@ -8,7 +8,7 @@ import { LineSplitter } from './line-splitter.ts';
 import { stepLabel } from './step-text.ts';
 
 const run = (cmd: string, force = false): BuildStep => ({ type: 'RUN', args: [cmd], force });
-const start = { baseImageId: 'sha256:aaa', runtimeHash: 'r1', defaults: { user: 'user', workdir: '/home/user', envs: {} }, scope: 'p' };
+const start = { baseImageId: 'sha256:aaa', runtimeHash: 'r1', defaults: { user: 'user', workdir: '/home/user', envs: {} }, scope: 'p', team: 'team-a' };
 
 describe('chain hash', () => {
   it('depends on everything before a step and on the step itself', () => {
@@ -17,6 +17,8 @@ describe('chain hash', () => {
     expect(initialChainHash({ ...start, runtimeHash: 'r2' })).not.toBe(h0);
     expect(initialChainHash({ ...start, baseImageId: 'sha256:bbb' })).not.toBe(h0);
     expect(initialChainHash({ ...start, defaults: { ...start.defaults, envs: { A: '1' } } })).not.toBe(h0);
+    // Teams never share a cached layer: the same steps (files hash included) of another team key differently.
+    expect(initialChainHash({ ...start, team: 'team-b' })).not.toBe(h0);
     const a = stepChainHash(h0, run('echo a'));
     expect(stepChainHash(h0, run('echo a'))).toBe(a);
     expect(stepChainHash(h0, run('echo b'))).not.toBe(a);

@@ -127,6 +127,7 @@ export class BuildRun {
         imageAliases: settings.imageAliases,
         runtimeImage: settings.runtimeImage,
         localImages: settings.localImages,
+        usableImages: job.usableImages,
       },
     );
     if (base.madeTag) {
@@ -164,7 +165,7 @@ export class BuildRun {
   private async runSteps(base: PreparedBase, workspace: BuildWorkspace, state: BuildState): Promise<void> {
     const { engine, cacheScope } = this.settings;
     const { steps, force } = this.job.spec;
-    let chain = initialChainHash({ baseImageId: base.originalId, runtimeHash: base.runtime.hash, defaults: base.defaults, scope: cacheScope });
+    let chain = initialChainHash({ baseImageId: base.originalId, runtimeHash: base.runtime.hash, defaults: base.defaults, scope: cacheScope, team: this.job.teamId });
     const forcedFrom = firstForcedStep(steps, force);
     for (const [index, step] of steps.entries()) {
       // The SDK numbers the base 0 and user steps from 1 (it picks the failing call's stack trace by it).
@@ -198,7 +199,7 @@ export class BuildRun {
       case 'RUN':
         return runStep(ctx);
       case 'COPY':
-        return copyStep(ctx, this.settings.contextFiles);
+        return copyStep(ctx, this.settings.contextFiles, this.job.teamId);
       case 'ENV':
       case 'WORKDIR':
       case 'USER':

@@ -28,11 +28,16 @@ export interface ChainStart {
   defaults: Pick<SandboxDefaults, 'user' | 'workdir' | 'envs'>;
   /** Keeps the caches of platforms sharing an engine apart. */
   scope: string;
+  /**
+   * Keeps teams' caches apart: a step's key holds the client's files hash and commands, which another team can
+   * send as well, and must not get it this team's layer (its uploaded files, what its RUN steps fetched).
+   */
+  team: string;
 }
 
 export function initialChainHash(start: ChainStart): string {
   const envs = Object.entries(start.defaults.envs).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
-  return sha256([CACHE_FORMAT, start.scope, start.baseImageId, start.runtimeHash, start.defaults.user, start.defaults.workdir ?? '', JSON.stringify(envs)]);
+  return sha256([CACHE_FORMAT, start.scope, start.team, start.baseImageId, start.runtimeHash, start.defaults.user, start.defaults.workdir ?? '', JSON.stringify(envs)]);
 }
 
 export function stepChainHash(previous: string, step: BuildStep): string {

@@ -9,8 +9,8 @@ import { isRoot, readAccounts } from './image-accounts.ts';
 import type { StepContext } from './step-context.ts';
 
 export interface ContextFileSource {
-  /** Path of an uploaded context archive, undefined when it was never uploaded. */
-  pathOf(hash: string): string | undefined;
+  /** Path of an archive `teamId` uploaded, undefined when that team never uploaded it (templates/context-files.ts). */
+  pathOf(teamId: string, hash: string): string | undefined;
 }
 
 /** `0644` / `755` → number; undefined for ''. */
@@ -20,7 +20,7 @@ export function parseCopyMode(text: string): number | undefined {
   return parseInt(text, 8);
 }
 
-export async function copyStep(ctx: StepContext, files: ContextFileSource): Promise<void> {
+export async function copyStep(ctx: StepContext, files: ContextFileSource, teamId: string): Promise<void> {
   const { step, stepId, workspace, state } = ctx;
   const [src = '', destArg = '', ownerArg = '', modeArg = ''] = step.args;
   const fail = (message: string): never => {
@@ -33,7 +33,7 @@ export async function copyStep(ctx: StepContext, files: ContextFileSource): Prom
   } catch (error) {
     fail((error as Error).message);
   }
-  const archivePath = step.filesHash ? files.pathOf(step.filesHash) : undefined;
+  const archivePath = step.filesHash ? files.pathOf(teamId, step.filesHash) : undefined;
   if (!archivePath) fail(step.filesHash ? `the files (${step.filesHash}) were not uploaded` : 'the step has no filesHash');
   const file = archivePath as string;
   const dest = absoluteIn(state.workdir, destArg);

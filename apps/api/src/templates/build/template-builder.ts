@@ -11,6 +11,7 @@ import { BUILD_ID_LABEL, LAYER_LABELS } from './build-labels.ts';
 import { BuildRun, type BuildSettings } from './build-run.ts';
 import type { ContextFileSource } from './copy-step.ts';
 import { DEFAULT_LOCAL_IMAGE_PATTERNS } from './base-image-policy.ts';
+import { PLATFORM_IMAGE_REPOSITORIES } from './platform-repositories.ts';
 
 export type { BuildJob, BuildReporter, BuiltTemplate } from './build-contract.ts';
 export { BuildCancelled, BuildFailure } from './build-failure.ts';
@@ -32,6 +33,8 @@ export interface TemplateBuilderDeps {
   localImagePatterns?: string[];
   /** More images the platform uses by name (e.g. the code-interpreter image): usable locally. */
   knownImages?: string[];
+  /** The cluster registry's prefix (`host[:port][/path]`): images under it are the platform's, like `tidepool/template`. */
+  registryPrefix?: string;
   /** Image carrying the current envd runtime (`/opt/tidepool`, labelled with its hash). */
   runtimeImage?: string;
   logger: Logger;
@@ -68,7 +71,7 @@ export class TemplateBuilder {
       localImages: {
         patterns: deps.localImagePatterns ?? DEFAULT_LOCAL_IMAGE_PATTERNS,
         knownImages: [deps.baseImage, runtimeImage, ...Object.values(imageAliases), ...(deps.knownImages ?? [])],
-        platformId: deps.cacheScope ?? '',
+        platformRepositories: [...PLATFORM_IMAGE_REPOSITORIES, ...(deps.registryPrefix ? [deps.registryPrefix] : [])],
       },
       cacheScope: deps.cacheScope ?? '',
       readyTimeoutMs: deps.readyTimeoutMs ?? 10 * 60_000,

@@ -6,7 +6,7 @@ import { callerTeam } from '../../http/request-team.ts';
 import type { TemplateAccess } from '../template-catalog.ts';
 import { parseBuildRequest } from '../build-request.ts';
 import { checkFilesHash } from '../context-files.ts';
-import type { BuildLogEntry, LogLevel } from '../template-model.ts';
+import type { BuildLogEntry, LogLevel, TemplateRecord } from '../template-model.ts';
 import { checkBuildId } from '../template-names.ts';
 import { buildStatusView } from '../template-views.ts';
 import { signUpload, uploadSignatureValid } from '../upload-signature.ts';
@@ -22,6 +22,12 @@ export const uploadPath = (templateId: string, hash: string): string => `/templa
 
 function origin(request: FastifyRequest): string {
   return `${request.protocol}://${request.headers.host ?? request.hostname}`;
+}
+
+/** The team whose context store a template's uploads go to (built-in templates take none). */
+function ownerOf(template: TemplateRecord): string {
+  if (template.teamId === null) throw invalid(`the built-in template '${template.alias ?? template.templateId}' takes no uploads`);
+  return template.teamId;
 }
 
 /** Starting builds, uploading their files, and following them (status, logs). */
@@ -80,8 +86,9 @@ export function registerTemplateBuildRoutes(app: FastifyInstance, deps: Template
     const params = request.params as Static<typeof FileParams>;
     const template = await catalog.require(params.templateID, callerTeam(request), 'write');
     const hash = checkFilesHash(params.hash);
-    const present = deps.contextFiles.pathOf(hash) !== undefined;
-    if (present) await store.addContextFile(hash, template.templateId, deps.contextFiles.sizeOf(hash));
+    const owner = ownerOf(template);
+    const present = deps.contextFiles.pathOf(owner, hash) !== undefined;
+    if (present) await store.addContextFile(hash, template.templateId, deps.contextFiles.sizeOf(owner, hash));
     const { expires, signature } = signUpload(deps.signingSeed, template.templateId, hash);
     const url = `${origin(request)}${uploadPath(template.templateId, hash)}?expires=${expires}&signature=${signature}`;
     return reply.code(201).send({ present, url });
@@ -102,7 +109,7 @@ export function registerTemplateBuildRoutes(app: FastifyInstance, deps: Template
       const template = await catalog.findAnyTeam(params.templateID);
       if (!template) throw notFound(`template '${params.templateID}' not found`);
       const length = request.headers['content-length'] === undefined ? undefined : Number(request.headers['content-length']);
-      const size = await deps.contextFiles.receive(hash, request.raw, Number.isFinite(length) ? length : undefined);
+      const size = await deps.contextFiles.receive(ownerOf(template), hash, request.raw, Number.isFinite(length) ? length : undefined);
       await store.addContextFile(hash, template.templateId, size);
       return reply.code(201).header('content-length', '0').send();
     });
