@@ -2,16 +2,16 @@
  * One platform with a pinned warm pool, in its own process, driven over IPC by burst-ab-bench.ts: the platform's
  * own CPU during a burst is this process's (`process.cpuUsage()`), and its CPU profile can be taken for exactly
  * the burst (the inspector's profiler, started and stopped by the driver). BURST_API_DIR is the `apps/api`
- * directory whose `src/platform.ts` runs (another checkout's for an A/B); BURST_POOL the pool size of `base`.
+ * directory whose `src/server/platform.ts` (or, in older checkouts, `src/platform.ts`) runs (another checkout's for an A/B); BURST_POOL the pool size of `base`.
  * The log level is the platform's default (`info`, or TIDEPOOL_LOG_LEVEL), its lines going to this process's
  * stdout (the driver sends them to a file), as `npm start` would write them.
  */
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { Session } from 'node:inspector/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import type * as PlatformModule from '../src/platform.ts';
+import type * as PlatformModule from '../src/server/platform.ts';
 
 export type HostRequest =
   | { op: 'stats' }
@@ -25,7 +25,8 @@ export type HostReply = { id: number; ok: true; value: unknown } | { id: number;
 
 const apiDir = process.env.BURST_API_DIR!;
 const poolSize = Number(process.env.BURST_POOL ?? 20);
-const { startPlatform } = (await import(pathToFileURL(join(apiDir, 'src', 'platform.ts')).href)) as typeof PlatformModule;
+const platformFile = [join(apiDir, 'src', 'server', 'platform.ts'), join(apiDir, 'src', 'platform.ts')].find((file) => existsSync(file)) ?? join(apiDir, 'src', 'server', 'platform.ts');
+const { startPlatform } = (await import(pathToFileURL(platformFile).href)) as typeof PlatformModule;
 const dataDir = mkdtempSync(join(tmpdir(), 'tidepool-bench-burst-'));
 const platform = await startPlatform({ host: '127.0.0.1', port: 0, dataDir, warmPool: { base: poolSize }, warmPoolAdaptive: false });
 const pool = platform.warmPool!;

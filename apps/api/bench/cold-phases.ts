@@ -12,7 +12,7 @@ import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import pino from 'pino';
 import { Sandbox } from 'e2b';
-import { startPlatform } from '../src/platform.ts';
+import { startPlatform } from '../src/server/platform.ts';
 import { now, percentile } from './bench-stats.ts';
 
 const RUNS = Math.max(1, Number(process.env.BENCH_COLD_RUNS ?? 20));

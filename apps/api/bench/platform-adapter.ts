@@ -5,7 +5,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { startPlatform } from '../src/platform.ts';
+import { startPlatform } from '../src/server/platform.ts';
 import { removeLabelled } from '../test/support/start-platform.ts';
 
 export interface BenchPlatform {

@@ -8,7 +8,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { type RunningPlatform, startPlatform } from '../src/platform.ts';
+import { type RunningPlatform, startPlatform } from '../src/server/platform.ts';
 import { ms, percentile, type Row } from './bench-stats.ts';
 import { BURST_CLIENTS, type BurstResult, burstFromClient } from './pool-bench.ts';
 

@@ -17,7 +17,7 @@ import { dirname, join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { Sandbox } from 'e2b';
-import { type RunningPlatform, startPlatform } from '../src/platform.ts';
+import { type RunningPlatform, startPlatform } from '../src/server/platform.ts';
 import { ms, now, percentile, type Row } from './bench-stats.ts';
 import { dockerRunBaseline, dockerRunConcurrent } from './docker-baseline.ts';
 

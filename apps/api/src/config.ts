@@ -4,6 +4,7 @@ import { delimiter, join } from 'node:path';
 import { type Static, Type } from '@sinclair/typebox';
 import { Value } from '@sinclair/typebox/value';
 import { DOCKER_HOST_PATTERN } from './runtime/docker/docker-host.ts';
+import { DEFAULT_EGRESS_PROXY_PORTS } from './runtime/docker/upstream-address.ts';
 import { DEFAULT_WARM_POOL_MIN, MAX_POOL_SIZE, isPoolOff, parseWarmPool } from './sandboxes/pool-settings.ts';
 import { LISTEN_ADDRESS_PATTERN } from './observability/metrics-route.ts';
 import { decodeSecretsKey } from './secrets/secret-crypto.ts';
@@ -279,8 +280,6 @@ export function settingEnvNames(): string[] {
 
 export class ConfigError extends Error {}
 
-/** Proxy ports a sandbox's egress proxy may use unless TIDEPOOL_EGRESS_PROXY_PORTS says otherwise. */
-export const DEFAULT_EGRESS_PROXY_PORTS = [80, 443, 1080, 3128, 8080, 8443];
 
 function integer(raw: string | undefined, fallback: number): number | string {
   if (raw === undefined || raw === '') return fallback;

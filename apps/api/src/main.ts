@@ -1,6 +1,6 @@
 import type { Logger } from 'pino';
 import { ConfigError } from './config.ts';
-import { startPlatform } from './platform.ts';
+import { startPlatform } from './server/platform.ts';
 import { installProcessGuard } from './process-guard.ts';
 import { runNodeAgent } from './node-agent/run-node-agent.ts';
 import { runMigrate } from './store/migrate-command.ts';

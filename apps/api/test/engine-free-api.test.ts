@@ -17,7 +17,7 @@ import { AuthenticationError, Sandbox, Secret, Volume } from 'e2b';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { agentFiles, BASE_IMAGE, clusterLayout, downCluster, nodeLayout, freeClusterSlot, upCluster, type ClusterState } from '@tidepool/testkit';
 import { connectRemoteNode, type RemoteNode } from '../src/nodes/remote-node.ts';
-import { startPlatform } from '../src/platform.ts';
+import { startPlatform } from '../src/server/platform.ts';
 import { api, type TestPlatform } from './support/start-platform.ts';
 import { pollUntil as until } from './support/poll-until.ts';
 import { agentStandinResolver, headersSeen } from './support/agent-standin.ts';

@@ -8,7 +8,7 @@ import { NodeChannelError } from '../nodes/node-channel-errors.ts';
 import { CONTAINER_METHODS, IMAGE_METHODS, isImageMethod } from '../nodes/image-rpc-methods.ts';
 import { schemaProblem } from '../nodes/node-rpc-methods.ts';
 import type { ImageEngine, RegistryLogin } from '../runtime/image-engine.ts';
-import { BUILD_ROLE_LABEL } from '../templates/build/build-labels.ts';
+import { BUILD_ROLE_LABEL } from '../runtime/docker/docker-labels.ts';
 
 const badCall = (message: string): NodeChannelError => new NodeChannelError('bad_call', message);
 const MAX_PROGRESS_LINES = 200;

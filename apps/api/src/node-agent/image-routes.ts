@@ -9,7 +9,7 @@ import { encodeError, NodeChannelError } from '../nodes/node-channel-errors.ts';
 import { ContainerPath } from '../nodes/image-rpc-methods.ts';
 import { schemaProblem } from '../nodes/node-rpc-methods.ts';
 import type { ImageEngine } from '../runtime/image-engine.ts';
-import { BUILD_ROLE_LABEL } from '../templates/build/build-labels.ts';
+import { BUILD_ROLE_LABEL } from '../runtime/docker/docker-labels.ts';
 import { sendJson } from './agent-responses.ts';
 import { checkImageCall, readBuildArchive, requireBuildContainer, runImageCall } from './image-dispatch.ts';
 

@@ -8,7 +8,7 @@
  * a base image's own pull credentials (the build's `fromImageRegistry`) do, over mutual TLS, and are never logged.
  */
 import { type TSchema, Type } from '@sinclair/typebox';
-import { BUILD_ROLE_LABEL } from '../templates/build/build-labels.ts';
+import { BUILD_ROLE_LABEL } from '../runtime/docker/docker-labels.ts';
 
 const PATH_COMPONENT = '[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*';
 const ImageRef = Type.String({

@@ -1,4 +1,4 @@
-import type { NetworkRules } from '../sandboxes/network-transforms.ts';
+import type { NetworkRules } from './network-transforms.ts';
 import type { EgressUpstream } from './docker/egress-upstream.ts';
 import type { EngineEvent, EngineEventStream } from './engine-events.ts';
 

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { PlatformError } from '../errors.ts';
-import { DEFAULT_EGRESS_PROXY_PORTS } from '../config.ts';
+import { DEFAULT_EGRESS_PROXY_PORTS } from '../runtime/docker/upstream-address.ts';
 import { UpstreamAddressPolicy } from '../runtime/docker/upstream-address.ts';
 import { SecretCipher } from '../secrets/secret-crypto.ts';
 import { EgressProxyGate } from './egress-proxy-gate.ts';

@@ -77,9 +77,6 @@ export interface LifecycleContext {
   openProxyPassword: (sealed: string) => string;
 }
 
-export const nowIso = (): string => new Date().toISOString();
-export const inSeconds = (seconds: number): string => new Date(Date.now() + seconds * 1000).toISOString();
-
 export function sandboxLog(ctx: LifecycleContext, id: string): Logger {
   return ctx.deps.logger.child({ sandboxId: id });
 }

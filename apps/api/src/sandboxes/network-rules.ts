@@ -1,7 +1,7 @@
 import { isIP } from 'node:net';
 import { PlatformError } from '../errors.ts';
 import type { EgressPolicy } from '../runtime/sandbox-runtime.ts';
-import { normaliseRules } from './network-transforms.ts';
+import { normaliseRules } from '../runtime/network-transforms.ts';
 import type { SandboxNetwork } from './sandbox-record.ts';
 import { parseEgressProxy, type StoredEgressProxy, upstreamOf } from './egress-proxy-settings.ts';
 

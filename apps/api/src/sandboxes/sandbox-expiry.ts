@@ -1,5 +1,6 @@
 import { conflict } from '../errors.ts';
-import { inSeconds, type LifecycleContext, sandboxLog, timedOperation, withSandbox } from './lifecycle-context.ts';
+import { type LifecycleContext, sandboxLog, timedOperation, withSandbox } from './lifecycle-context.ts';
+import { inSeconds } from './wall-clock.ts';
 import { pauseSandbox } from './sandbox-pause-resume.ts';
 import type { SandboxRecord } from './sandbox-record.ts';
 import { destroySandbox } from './sandbox-removal.ts';

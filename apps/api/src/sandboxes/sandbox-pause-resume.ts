@@ -11,7 +11,7 @@ import type { SandboxTimers } from './sandbox-timers.ts';
 import type { ClusterImages } from '../nodes/cluster-images.ts';
 import { startOnPlacedNode } from '../nodes/placed-start.ts';
 import type { BootedSandbox } from './sandbox-boot.ts';
-import { inSeconds, nowIso } from './lifecycle-context.ts';
+import { inSeconds, nowIso } from './wall-clock.ts';
 
 /** What pausing and resuming a sandbox work with (the lifecycle holds them; the caller serialises per sandbox). */
 export interface PauseResumeContext {

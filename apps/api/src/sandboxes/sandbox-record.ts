@@ -2,7 +2,7 @@ import type { SandboxDefaults } from '../templates/template-model.ts';
 import type { SandboxVolumeMount } from './volume-mounts.ts';
 import type { StoredEgressProxy } from './egress-proxy-settings.ts';
 
-import type { NetworkRules } from './network-transforms.ts';
+import type { NetworkRules } from '../runtime/network-transforms.ts';
 
 export interface SandboxNetwork {
   allowPublicTraffic?: boolean;

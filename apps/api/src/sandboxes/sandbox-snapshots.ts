@@ -6,9 +6,7 @@ import type { SandboxRuntime } from '../runtime/sandbox-runtime.ts';
 import type { SnapshotInfo, TemplateCatalog } from '../templates/template-catalog.ts';
 import type { SandboxLifecycle } from './sandbox-lifecycle.ts';
 import type { SandboxRecord } from './sandbox-record.ts';
-
-/** Where snapshot images live; the template catalog keeps which build uses which. */
-export const SNAPSHOT_REPOSITORY = 'tidepool/snapshot';
+import { SNAPSHOT_REPOSITORY } from '../runtime/platform-repositories.ts';
 
 export interface SnapshotDeps {
   lifecycle: SandboxLifecycle;

@@ -4,7 +4,7 @@
  */
 import { request as httpRequest } from 'node:http';
 import type { Prng } from '@tidepool/testkit';
-import type { RunningPlatform } from '../../src/platform.ts';
+import type { RunningPlatform } from '../../src/server/platform.ts';
 
 export interface Answer {
   status: number;

@@ -5,7 +5,7 @@ import { ensureBaseImage } from '@tidepool/testkit';
 import Docker from 'dockerode';
 import type { Config } from '../../src/config.ts';
 import { PLATFORM_LABEL } from '../../src/runtime/docker/docker-labels.ts';
-import { type PlatformOptions, type RunningPlatform, startPlatform } from '../../src/platform.ts';
+import { type PlatformOptions, type RunningPlatform, startPlatform } from '../../src/server/platform.ts';
 
 export interface TestPlatform extends RunningPlatform {
   dataDir: string;

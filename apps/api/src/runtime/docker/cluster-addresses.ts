@@ -1,6 +1,5 @@
 import net from 'node:net';
 import os from 'node:os';
-import type { Config } from '../../config.ts';
 import { egressNameResolver } from './egress-proxy.ts';
 
 /** How long a cluster host's resolved addresses are reused before it is looked up again. */
@@ -27,7 +26,16 @@ function hostOf(url: string): string | undefined {
  * the API's public name and sandbox domain, and a node agent's advertised URL. Never a destination of a dial made
  * on a user's behalf (a sandbox's egress proxy), whatever range they are in.
  */
-export function clusterHostsOf(config: Pick<Config, 'databaseUrl' | 'registry' | 'publicDomain' | 'domain' | 'nodeUrl'>): string[] {
+/** The settings that name the platform's own services ('' where unset). */
+export interface ClusterHostSettings {
+  databaseUrl: string;
+  registry: string;
+  publicDomain: string;
+  domain: string;
+  nodeUrl: string;
+}
+
+export function clusterHostsOf(config: ClusterHostSettings): string[] {
   const hosts = [
     config.databaseUrl ? hostOf(config.databaseUrl) : undefined,
     config.registry ? hostOf(`https://${config.registry}`) : undefined,

@@ -1,6 +1,5 @@
 import type Docker from 'dockerode';
 import type { Logger } from 'pino';
-import type { Config } from '../../config.ts';
 import { chooseRuntime, isHostKernelRuntime } from './oci-runtime.ts';
 
 /** Limits and privileges every sandbox and template build container runs with. */
@@ -144,7 +143,13 @@ export class ContainerHardening {
 }
 
 /** The hardening the configuration asks for (TIDEPOOL_SANDBOX_PIDS_LIMIT … TIDEPOOL_CONTAINER_RUNTIME). */
-export function containerHardening(config: Config): ContainerHardening {
+export function containerHardening(config: {
+  sandboxPidsLimit: number;
+  sandboxNofile: number;
+  sandboxNproc: number;
+  sandboxDiskMB: number;
+  containerRuntime: string;
+}): ContainerHardening {
   return new ContainerHardening({
     pidsLimit: config.sandboxPidsLimit,
     nofile: config.sandboxNofile,

@@ -8,14 +8,15 @@ import type { ContainerSpec, ContainerStatus, EgressPolicy, ManagedContainer, Sa
 import { BUILD_ROLE_LABEL, ENVD_VERSION_LABEL, PLATFORM_LABEL, POOL_LABEL, SANDBOX_LABEL, TEMPLATE_LABEL } from './docker-labels.ts';
 import { followSandboxEvents } from './docker-events.ts';
 import { PhaseClock } from '../../observability/phase-clock.ts';
-import { PAUSED_IMAGE_REPOSITORY, pausedImageRef, sandboxOfImage } from './paused-image.ts';
+import { pausedImageRef, sandboxOfImage } from './paused-image.ts';
+import { PAUSED_IMAGE_REPOSITORY } from '../platform-repositories.ts';
 import { EgressProxy } from './egress-proxy.ts';
 import type { FIREWALL_PROGRAMS } from './firewall-commands.ts';
 import type { NetworkFirewall } from './network-firewall.ts';
 import { type EgressTransformDeps, EgressTransforms } from './egress-transforms.ts';
 import { EgressTunnel } from './egress-tunnel.ts';
 import { conntrackProblem } from './original-destination.ts';
-import { DEFAULT_EGRESS_PROXY_PORTS } from '../../config.ts';
+import { DEFAULT_EGRESS_PROXY_PORTS } from './upstream-address.ts';
 import { ClusterAddresses } from './cluster-addresses.ts';
 import { UpstreamAddressPolicy, type UpstreamPolicySettings } from './upstream-address.ts';
 import { type IsolationMode, isolateSandboxNetwork, networkSpec, recreateIfOpen } from './sandbox-network.ts';

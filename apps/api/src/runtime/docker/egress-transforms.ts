@@ -13,7 +13,7 @@ import { Duplex } from 'node:stream';
 import net from 'node:net';
 import tls from 'node:tls';
 import type { Logger } from 'pino';
-import { headerTemplates, headerValueProblem, type NetworkRules, resolvePlaceholders, rulesFor } from '../../sandboxes/network-transforms.ts';
+import { headerTemplates, headerValueProblem, type NetworkRules, resolvePlaceholders, rulesFor } from '../network-transforms.ts';
 import type { LeafCertificate } from '../../tls/sandbox-ca.ts';
 import { EgressRequestError, errorResponse, relayRequests } from './egress-http-relay.ts';
 

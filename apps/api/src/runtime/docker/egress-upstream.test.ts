@@ -17,7 +17,7 @@ import {
 } from './egress-upstream.ts';
 import { ConntrackReader, findOriginalDestination } from './original-destination.ts';
 import { EgressTunnel, MAX_PENDING_PER_SANDBOX, tunnelDecision } from './egress-tunnel.ts';
-import { DEFAULT_EGRESS_PROXY_PORTS } from '../../config.ts';
+import { DEFAULT_EGRESS_PROXY_PORTS } from './upstream-address.ts';
 import { UpstreamAddressPolicy } from './upstream-address.ts';
 
 describe('SOCKS5 client framing', () => {

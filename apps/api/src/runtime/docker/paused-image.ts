@@ -1,5 +1,4 @@
-export const PAUSED_IMAGE_REPOSITORY = 'tidepool/paused';
-
+import { PAUSED_IMAGE_REPOSITORY } from '../platform-repositories.ts';
 /** Image holding the committed filesystem of one sandbox (paused without memory, or forked). */
 export function pausedImageRef(sandboxId: string): string {
   return `${PAUSED_IMAGE_REPOSITORY}:${sandboxId}`;

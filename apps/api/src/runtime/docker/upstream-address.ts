@@ -1,8 +1,10 @@
 import net from 'node:net';
-import type { Config } from '../../config.ts';
-import { ClusterAddresses, clusterHostsOf } from './cluster-addresses.ts';
+import { ClusterAddresses, type ClusterHostSettings, clusterHostsOf } from './cluster-addresses.ts';
 import { deniedDestination, egressNameResolver } from './egress-proxy.ts';
 import { UpstreamDialError } from './egress-upstream.ts';
+
+/** Proxy ports a sandbox's egress proxy may use unless TIDEPOOL_EGRESS_PROXY_PORTS says otherwise. */
+export const DEFAULT_EGRESS_PROXY_PORTS = [80, 443, 1080, 3128, 8080, 8443];
 
 export interface UpstreamPolicySettings {
   /** TIDEPOOL_EGRESS_PROXY_ALLOWED_CIDRS: denied-range addresses the operator allows anyway. */
@@ -76,7 +78,7 @@ export class UpstreamAddressPolicy {
 
 /** The policy's settings from the platform's (API or node agent) configuration. */
 export function upstreamPolicySettingsOf(
-  config: Pick<Config, 'egressProxyAllowedCidrs' | 'egressProxyPorts' | 'databaseUrl' | 'registry' | 'publicDomain' | 'domain' | 'nodeUrl'>,
+  config: ClusterHostSettings & { egressProxyAllowedCidrs: string[]; egressProxyPorts: number[] },
 ): UpstreamPolicySettings {
   return { allowedCidrs: config.egressProxyAllowedCidrs, ports: config.egressProxyPorts, cluster: new ClusterAddresses(clusterHostsOf(config)) };
 }

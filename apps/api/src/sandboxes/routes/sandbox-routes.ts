@@ -4,7 +4,7 @@ import { callerTeam } from '../../http/request-team.ts';
 import { PlatformError } from '../../errors.ts';
 import { decodeMetadataFilter, matchesMetadata, type Order, page, parseStates } from '../list-query.ts';
 import { type NetworkUpdate, validateNetwork } from '../network-rules.ts';
-import { normaliseRules } from '../network-transforms.ts';
+import { normaliseRules } from '../../runtime/network-transforms.ts';
 import { parseEgressProxy } from '../egress-proxy-settings.ts';
 import { requireStoredSecrets } from '../../secrets/secret-placeholders.ts';
 import { ownedSandboxId } from './owned-sandbox.ts';

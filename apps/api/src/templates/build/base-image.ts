@@ -8,7 +8,7 @@
 import type { ImageEngine, ImageInfo, RegistryLogin } from '../../runtime/image-engine.ts';
 import { BASE_DEFAULTS, type BuildSpec, type RegistryCredentials, type SandboxDefaults } from '../template-model.ts';
 import { BuildFailure } from './build-failure.ts';
-import { ENVD_VERSION_LABEL, RUNTIME_HASH_LABEL } from './build-labels.ts';
+import { ENVD_VERSION_LABEL, RUNTIME_HASH_LABEL } from '../../runtime/docker/docker-labels.ts';
 import { chooseBaseImage, LOCAL_IMAGES_SETTING, type LocalImagePolicy } from './base-image-policy.ts';
 import { applyImageAlias, parseImageRef, pullableRef } from './image-ref.ts';
 import { carriesRuntime, type EnvdRuntime, injectRuntime, type InjectionContext } from './runtime-injection.ts';

@@ -1,10 +1,8 @@
 /** Names of what builds make, and removing it again (failed builds, leftovers, deleted templates). */
 import type { Logger } from 'pino';
 import type { ImageEngine, ImageInfo } from '../../runtime/image-engine.ts';
-import { BUILD_ID_LABEL, BUILD_ROLE_LABEL, LAYER_LABELS } from './build-labels.ts';
-import { LAYER_REPOSITORY } from './chain-hash.ts';
-
-export const TEMPLATE_IMAGE_REPOSITORY = 'tidepool/template';
+import { BUILD_ID_LABEL, BUILD_ROLE_LABEL, LAYER_LABELS } from '../../runtime/docker/docker-labels.ts';
+import { LAYER_REPOSITORY, TEMPLATE_IMAGE_REPOSITORY } from '../../runtime/platform-repositories.ts';
 
 /** What a build made: tags first, then images, are removed if it fails. */
 export interface MadeByBuild {

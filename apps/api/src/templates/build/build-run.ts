@@ -10,7 +10,7 @@ import type { LocalImagePolicy } from './base-image-policy.ts';
 import type { BuildJob, BuildReporter, BuiltTemplate } from './build-contract.ts';
 import { BuildCancelled, BuildFailure } from './build-failure.ts';
 import { isPlatformMade, type MadeByBuild, removeBuildContainers, removeMade, tagPart, templateImageRef } from './build-housekeeping.ts';
-import { buildContainerLabels, ENVD_VERSION_LABEL } from './build-labels.ts';
+import { buildContainerLabels, ENVD_VERSION_LABEL } from '../../runtime/docker/docker-labels.ts';
 import { BuildState } from './build-state.ts';
 import { BuildWorkspace } from './build-workspace.ts';
 import { firstForcedStep, initialChainHash, layerTag, stepChainHash } from './chain-hash.ts';

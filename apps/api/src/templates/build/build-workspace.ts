@@ -13,7 +13,7 @@ import { envdTokenArchive, randomEnvdToken } from '../../envd/envd-birth-token.t
 import { type EnvdDial, waitForEnvd } from '../../envd/envd-client.ts';
 import type { Readable } from 'node:stream';
 import type { ImageEngine, ImageInfo, PathStat } from '../../runtime/image-engine.ts';
-import { LAYER_LABELS } from './build-labels.ts';
+import { LAYER_LABELS } from '../../runtime/docker/docker-labels.ts';
 
 export const ENVD_COMMAND = { entrypoint: ['/opt/tidepool/bin/tini', '--'], cmd: ['/opt/tidepool/bin/envd'] };
 

@@ -5,11 +5,10 @@
  */
 import { createHash } from 'node:crypto';
 import type { BuildStep, SandboxDefaults } from '../template-model.ts';
+import { LAYER_REPOSITORY } from '../../runtime/platform-repositories.ts';
 
 /** Bump when the meaning of a cached layer changes (how steps execute). */
 const CACHE_FORMAT = 'tidepool-build-cache-1';
-export const LAYER_REPOSITORY = 'tidepool/layer';
-
 function sha256(parts: string[]): string {
   const hash = createHash('sha256');
   for (const part of parts) {

@@ -8,7 +8,7 @@ import tar from 'tar-stream';
 import type { ImageEngine, ImageInfo } from '../../runtime/image-engine.ts';
 import type { LogLevel } from '../template-model.ts';
 import { BuildFailure } from './build-failure.ts';
-import { ENVD_VERSION_LABEL, LAYER_LABELS, RUNTIME_HASH_LABEL } from './build-labels.ts';
+import { ENVD_VERSION_LABEL, LAYER_LABELS, RUNTIME_HASH_LABEL } from '../../runtime/docker/docker-labels.ts';
 import { ENVD_COMMAND } from './build-workspace.ts';
 import { layerTag, runtimeInjectionHash } from './chain-hash.ts';
 

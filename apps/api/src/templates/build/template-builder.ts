@@ -7,15 +7,15 @@ import type { Logger } from 'pino';
 import type { ImageEngine } from '../../runtime/image-engine.ts';
 import type { BuildJob, BuildReporter, BuiltTemplate } from './build-contract.ts';
 import { isLayerTag, isPlatformMade, removeBuildContainers, removeMade } from './build-housekeeping.ts';
-import { BUILD_ID_LABEL, LAYER_LABELS } from './build-labels.ts';
+import { BUILD_ID_LABEL, LAYER_LABELS } from '../../runtime/docker/docker-labels.ts';
 import { BuildRun, type BuildSettings } from './build-run.ts';
 import type { ContextFileSource } from './copy-step.ts';
 import { DEFAULT_LOCAL_IMAGE_PATTERNS } from './base-image-policy.ts';
-import { PLATFORM_IMAGE_REPOSITORIES } from './platform-repositories.ts';
+import { PLATFORM_IMAGE_REPOSITORIES } from '../../runtime/platform-repositories.ts';
 
 export type { BuildJob, BuildReporter, BuiltTemplate } from './build-contract.ts';
 export { BuildCancelled, BuildFailure } from './build-failure.ts';
-export { TEMPLATE_IMAGE_REPOSITORY, templateImageRef } from './build-housekeeping.ts';
+export { templateImageRef } from './build-housekeeping.ts';
 
 export const DEFAULT_RUNTIME_IMAGE = 'tidepool/envd-runtime:latest';
 

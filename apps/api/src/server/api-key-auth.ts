@@ -1,11 +1,11 @@
 import type { FastifyInstance } from 'fastify';
 import type { KeyStore } from '../store/key-store.ts';
 import type { AdminKey } from '../teams/admin-key.ts';
-import type { AuthFailureLimiter } from './auth-failure-limiter.ts';
-import { clientAddress } from './client-address.ts';
-import { apiKeyOrBearer } from './presented-key.ts';
-import { decorateRequestTeam } from './request-team.ts';
-import { authOf } from './route-auth.ts';
+import type { AuthFailureLimiter } from '../http/auth-failure-limiter.ts';
+import { clientAddress } from '../http/client-address.ts';
+import { apiKeyOrBearer } from '../http/presented-key.ts';
+import { decorateRequestTeam } from '../http/request-team.ts';
+import { authOf } from '../http/route-auth.ts';
 
 /** Failed-key limits per client address (auth-failure-limiter.ts); `trustForwardedFor` as in client-address.ts. */
 export interface AuthFailureGuard {

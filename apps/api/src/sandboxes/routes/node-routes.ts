@@ -1,12 +1,12 @@
 import { type Static, Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
-import { conflict, invalid, notFound } from '../errors.ts';
-import type { SandboxLifecycle } from '../sandboxes/sandbox-lifecycle.ts';
-import type { SandboxRecord } from '../sandboxes/sandbox-record.ts';
-import { listedSandboxView } from '../sandboxes/sandbox-views.ts';
-import type { NodeSet } from './node-set.ts';
-import type { NodeRow, NodeStatus, NodeStore } from './node-store.ts';
-import { ADMIN_ROUTE } from '../http/route-auth.ts';
+import { conflict, invalid, notFound } from '../../errors.ts';
+import type { SandboxLifecycle } from '../sandbox-lifecycle.ts';
+import type { SandboxRecord } from '../sandbox-record.ts';
+import { listedSandboxView } from '../sandbox-views.ts';
+import type { NodeSet } from '../../nodes/node-set.ts';
+import type { NodeRow, NodeStatus, NodeStore } from '../../nodes/node-store.ts';
+import { ADMIN_ROUTE } from '../../http/route-auth.ts';
 
 export interface NodeRouteDeps {
   store: NodeStore;

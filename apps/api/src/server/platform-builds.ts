@@ -1,25 +1,25 @@
 import type Docker from 'dockerode';
 import type { Logger } from 'pino';
-import type { Config } from './config.ts';
-import type { ClusterImages } from './nodes/cluster-images.ts';
-import type { NodeSet } from './nodes/node-set.ts';
-import { reportingFailures } from './observability/failure-reporting.ts';
-import type { PlatformMetrics } from './observability/platform-metrics.ts';
-import type { ContainerHardening } from './runtime/docker/container-hardening.ts';
-import { DockerImageEngine } from './runtime/docker/docker-image-engine.ts';
-import type { ImageEngine } from './runtime/image-engine.ts';
-import type { NodePools } from './sandboxes/node-pools.ts';
-import type { SandboxLifecycle } from './sandboxes/sandbox-lifecycle.ts';
-import type { Database } from './store/database.ts';
-import { LeaseStore } from './store/lease-store.ts';
-import { TemplateBuilder } from './templates/build/template-builder.ts';
-import { type BuildRunner, BuildQueue } from './templates/build-queue.ts';
-import { clusterBuilder } from './templates/cluster-builder.ts';
-import { ContextFiles } from './templates/context-files.ts';
-import type { TemplateRouteDeps } from './templates/routes/template-route-deps.ts';
-import type { TemplateCatalog } from './templates/template-catalog.ts';
-import { removeTemplate } from './templates/template-removal.ts';
-import type { TemplateStore } from './templates/template-store.ts';
+import type { Config } from '../config.ts';
+import type { ClusterImages } from '../nodes/cluster-images.ts';
+import type { NodeSet } from '../nodes/node-set.ts';
+import { reportingFailures } from '../observability/failure-reporting.ts';
+import type { PlatformMetrics } from '../observability/platform-metrics.ts';
+import type { ContainerHardening } from '../runtime/docker/container-hardening.ts';
+import { DockerImageEngine } from '../runtime/docker/docker-image-engine.ts';
+import type { ImageEngine } from '../runtime/image-engine.ts';
+import type { NodePools } from '../sandboxes/node-pools.ts';
+import type { SandboxLifecycle } from '../sandboxes/sandbox-lifecycle.ts';
+import type { Database } from '../store/database.ts';
+import { LeaseStore } from '../store/lease-store.ts';
+import { TemplateBuilder } from '../templates/build/template-builder.ts';
+import { type BuildRunner, BuildQueue } from '../templates/build-queue.ts';
+import { clusterBuilder } from '../templates/cluster-builder.ts';
+import { ContextFiles } from '../templates/context-files.ts';
+import type { TemplateRouteDeps } from '../templates/routes/template-route-deps.ts';
+import type { TemplateCatalog } from '../templates/template-catalog.ts';
+import { removeTemplate } from '../templates/template-removal.ts';
+import type { TemplateStore } from '../templates/template-store.ts';
 
 /** What template builds are made with. */
 export interface TemplateBuildsDeps {

@@ -1,17 +1,17 @@
 import type Docker from 'dockerode';
 import type { Logger } from 'pino';
-import type { Config } from './config.ts';
-import type { PlatformMetrics } from './observability/platform-metrics.ts';
-import type { ContainerHardening } from './runtime/docker/container-hardening.ts';
-import { DockerRuntime } from './runtime/docker/docker-runtime.ts';
-import { withEngineDeadlines } from './runtime/docker/engine-deadlines.ts';
-import type { LxcfsSupervisor } from './runtime/lxcfs/lxcfs-supervisor.ts';
-import { RegistryImages } from './runtime/registry/registry-images.ts';
-import type { RegistrySettings } from './runtime/registry/registry-settings.ts';
-import type { SandboxLifecycle } from './sandboxes/sandbox-lifecycle.ts';
-import type { SecretStore } from './secrets/secret-store.ts';
-import type { SandboxCertificateAuthorities } from './tls/sandbox-ca.ts';
-import { upstreamPolicySettingsOf } from './runtime/docker/upstream-address.ts';
+import type { Config } from '../config.ts';
+import type { PlatformMetrics } from '../observability/platform-metrics.ts';
+import type { ContainerHardening } from '../runtime/docker/container-hardening.ts';
+import { DockerRuntime } from '../runtime/docker/docker-runtime.ts';
+import { withEngineDeadlines } from '../runtime/docker/engine-deadlines.ts';
+import type { LxcfsSupervisor } from '../runtime/lxcfs/lxcfs-supervisor.ts';
+import { RegistryImages } from '../runtime/registry/registry-images.ts';
+import type { RegistrySettings } from '../runtime/registry/registry-settings.ts';
+import type { SandboxLifecycle } from '../sandboxes/sandbox-lifecycle.ts';
+import type { SecretStore } from '../secrets/secret-store.ts';
+import type { SandboxCertificateAuthorities } from '../tls/sandbox-ca.ts';
+import { upstreamPolicySettingsOf } from '../runtime/docker/upstream-address.ts';
 
 /**
  * Whether sandboxes get lxcfs files: `on`, or `auto` with the engine on this machine's default socket (a bind

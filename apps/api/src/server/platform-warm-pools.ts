@@ -1,16 +1,16 @@
 import type { Logger } from 'pino';
-import type { Config } from './config.ts';
-import type { ClusterImages } from './nodes/cluster-images.ts';
-import type { NodeSet } from './nodes/node-set.ts';
-import type { SandboxNode } from './nodes/sandbox-node.ts';
-import { readMemAvailableMB } from './runtime/host-memory.ts';
-import { NodePools } from './sandboxes/node-pools.ts';
-import type { SandboxLifecycle } from './sandboxes/sandbox-lifecycle.ts';
-import type { SandboxStore } from './sandboxes/sandbox-store.ts';
-import { WarmPool } from './sandboxes/warm-pool.ts';
-import type { Database } from './store/database.ts';
-import { LeaseStore } from './store/lease-store.ts';
-import type { TemplateCatalog } from './templates/template-catalog.ts';
+import type { Config } from '../config.ts';
+import type { ClusterImages } from '../nodes/cluster-images.ts';
+import type { NodeSet } from '../nodes/node-set.ts';
+import type { SandboxNode } from '../nodes/sandbox-node.ts';
+import { readMemAvailableMB } from '../runtime/host-memory.ts';
+import { NodePools } from '../sandboxes/node-pools.ts';
+import type { SandboxLifecycle } from '../sandboxes/sandbox-lifecycle.ts';
+import type { SandboxStore } from '../sandboxes/sandbox-store.ts';
+import { WarmPool } from '../sandboxes/warm-pool.ts';
+import type { Database } from '../store/database.ts';
+import { LeaseStore } from '../store/lease-store.ts';
+import type { TemplateCatalog } from '../templates/template-catalog.ts';
 
 /** What the nodes' warm pools are made with. */
 export interface WarmPoolsDeps {

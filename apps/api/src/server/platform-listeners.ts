@@ -1,10 +1,10 @@
 import type { AddressInfo } from 'node:net';
 import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
-import type { Config } from './config.ts';
-import { type MetricsListener, startMetricsListener } from './observability/metrics-route.ts';
-import type { PlatformMetrics } from './observability/platform-metrics.ts';
-import { type HttpsListener, listenHttps, loadTlsMaterial } from './tls/https-listener.ts';
+import type { Config } from '../config.ts';
+import { type MetricsListener, startMetricsListener } from '../observability/metrics-route.ts';
+import type { PlatformMetrics } from '../observability/platform-metrics.ts';
+import { type HttpsListener, listenHttps, loadTlsMaterial } from '../tls/https-listener.ts';
 
 /** Where the platform listens, and the addresses clients use. */
 export interface PlatformListeners {
