@@ -11,16 +11,11 @@ import { randomBytes } from 'node:crypto';
 import http from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RouteEntry } from '../src/http/route-table.ts';
-import { api, startTestPlatform, type TestPlatform } from './support/start-platform.ts';
+import { api, startTestPlatform, type TestPlatform, makeTeam, type TeamHandle } from './support/start-platform.ts';
 
 const run = randomBytes(4).toString('hex');
 
 let platform: TestPlatform;
-interface TeamHandle {
-  teamID: string;
-  key: string;
-  keyId: string;
-}
 let teamA: TeamHandle;
 let teamB: TeamHandle;
 /**
@@ -84,14 +79,6 @@ function send(method: string, path: string, headers: Record<string, string> = {}
 
 const admin = (method: string, path: string, body?: unknown) => api(platform, method, path, body, platform.adminKey);
 
-async function makeTeam(name: string): Promise<TeamHandle> {
-  const team = await admin('POST', '/admin/teams', { name });
-  expect(team.status).toBe(201);
-  const key = await admin('POST', `/admin/teams/${team.body.teamID}/api-keys`, { name: `${name}-key` });
-  expect(key.status).toBe(201);
-  return { teamID: team.body.teamID, key: key.body.key, keyId: key.body.id };
-}
-
 /** A body the operator route would take: an attack that got through would change something (adminState). */
 const attackBody = (route: RouteEntry): string | undefined =>
   route.method !== 'POST' ? undefined : JSON.stringify(route.url.startsWith('/nodes') ? { status: 'draining' } : { name: `mint-${run}` });
@@ -154,8 +141,8 @@ function otherVariants(path: string): string[] {
 beforeAll(async () => {
   // This suite presents thousands of refused keys from one address on purpose: no failed-key limit here.
   platform = await startTestPlatform({ authFailureLimit: 0 });
-  teamA = await makeTeam(`auth-a-${run}`);
-  teamB = await makeTeam(`auth-b-${run}`);
+  teamA = await makeTeam(platform, `auth-a-${run}`);
+  teamB = await makeTeam(platform, `auth-b-${run}`);
   const volume = await api(platform, 'POST', '/volumes', { name: `auth-vol-${run}` }, teamA.key);
   expect(volume.status).toBe(201);
   const secret = await api(platform, 'POST', '/secrets', { name: `AUTH_SECRET_${run.toUpperCase()}`, value: `v-${run}`, allowedDomains: ['example.test'] }, teamA.key);

@@ -13,7 +13,7 @@ import { RateLimitError, Sandbox, Template } from 'e2b';
 import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PLATFORM_LABEL } from '../src/runtime/docker/docker-labels.ts';
-import { api, startTestPlatform, type TestPlatform } from './support/start-platform.ts';
+import { api, startTestPlatform, type TestPlatform, makeTeam, type TeamHandle } from './support/start-platform.ts';
 import { rejectionOf, until } from './support/template-testing.ts';
 
 const run = randomBytes(4).toString('hex');
@@ -21,21 +21,8 @@ const docker = new Docker();
 let platform: TestPlatform;
 const logged: Array<Record<string, unknown>> = [];
 
-interface TeamHandle {
-  teamID: string;
-  key: string;
-  sdk: { apiKey: string; apiUrl: string; sandboxUrl: string };
-}
 let teamA: TeamHandle;
 let teamB: TeamHandle;
-
-async function makeTeam(name: string): Promise<TeamHandle> {
-  const team = await api(platform, 'POST', '/admin/teams', { name }, platform.adminKey);
-  expect(team.status).toBe(201);
-  const key = await api(platform, 'POST', `/admin/teams/${team.body.teamID}/api-keys`, { name: `${name}-key` }, platform.adminKey);
-  expect(key.status).toBe(201);
-  return { teamID: team.body.teamID, key: key.body.key, sdk: { apiKey: key.body.key, apiUrl: platform.url, sandboxUrl: platform.url } };
-}
 
 const containersOfPlatform = async (): Promise<number> =>
   (await docker.listContainers({ all: true, filters: { label: [`${PLATFORM_LABEL}=${platform.platformId}`] } })).length;
@@ -49,8 +36,8 @@ const SANDBOX_QUOTA = "team sandbox quota reached: 2 running (TIDEPOOL_TEAM_MAX_
 beforeAll(async () => {
   const logger = pino({ level: 'info' }, { write: (line: string) => void logged.push(JSON.parse(line)) });
   platform = await startTestPlatform({ maxSandboxes: 10, teamMaxSandboxes: 2, maxConcurrentBuilds: 2, maxQueuedBuilds: 2, teamMaxBuilds: 1 }, undefined, { logger });
-  teamA = await makeTeam(`quota-a-${run}`);
-  teamB = await makeTeam(`quota-b-${run}`);
+  teamA = await makeTeam(platform, `quota-a-${run}`);
+  teamB = await makeTeam(platform, `quota-b-${run}`);
 }, 600_000);
 
 afterAll(async () => {

@@ -10,16 +10,11 @@ import { randomBytes } from 'node:crypto';
 import http from 'node:http';
 import { Sandbox, Volume } from 'e2b';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { api, startTestPlatform, type TestPlatform } from './support/start-platform.ts';
+import { api, startTestPlatform, type TestPlatform, makeTeam, type TeamHandle } from './support/start-platform.ts';
 
 const run = randomBytes(4).toString('hex');
 
 let platform: TestPlatform;
-interface TeamHandle {
-  teamID: string;
-  key: string;
-  keyId: string;
-}
 let teamA: TeamHandle;
 let teamB: TeamHandle;
 
@@ -45,15 +40,6 @@ let volumeB: Volume;
 const admin = (method: string, path: string, body?: unknown, key = platform.adminKey) => api(platform, method, path, body, key);
 const sdkOf = (team: TeamHandle) => ({ apiKey: team.key, apiUrl: platform.url, sandboxUrl: platform.url });
 
-async function makeTeam(name: string): Promise<TeamHandle> {
-  const team = await admin('POST', '/admin/teams', { name });
-  expect(team.status).toBe(201);
-  const key = await admin('POST', `/admin/teams/${team.body.teamID}/api-keys`, { name: `${name}-key` });
-  expect(key.status).toBe(201);
-  expect(key.body.key).toMatch(/^e2b_[0-9a-f]{40}$/);
-  return { teamID: team.body.teamID, key: key.body.key, keyId: key.body.id };
-}
-
 /** A request through the platform's listener with arbitrary headers (Host and the routing headers included). */
 function raw(path: string, headers: Record<string, string>, method = 'GET'): Promise<{ status: number; body: string }> {
   return new Promise((resolve, reject) => {
@@ -77,8 +63,9 @@ beforeAll(async () => {
   previousVolumeUrl = process.env.E2B_VOLUME_API_URL;
   process.env.E2B_VOLUME_API_URL = platform.url;
   expect(platform.adminKey).toMatch(/^tpadmin_[0-9a-f]{48}$/);
-  teamA = await makeTeam(`a-${run}`);
-  teamB = await makeTeam(`b-${run}`);
+  teamA = await makeTeam(platform, `a-${run}`);
+  teamB = await makeTeam(platform, `b-${run}`);
+  for (const team of [teamA, teamB]) expect(team.key).toMatch(/^e2b_[0-9a-f]{40}$/);
   sbxA = await Sandbox.create('base', { ...sdkOf(teamA), timeoutMs: 600_000, network: { allowPublicTraffic: false }, metadata: { owner: 'a' } });
   sbxB = await Sandbox.create('base', { ...sdkOf(teamB), timeoutMs: 600_000, network: { allowPublicTraffic: false } });
   const snapshotName = `tpl-a-${run}`;

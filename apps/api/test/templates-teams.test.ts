@@ -12,30 +12,18 @@ import tar from 'tar-stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { pausedImageRef } from '../src/runtime/docker/paused-image.ts';
 import { templateImageRef } from '../src/templates/build/template-builder.ts';
-import { api, startTestPlatform, type TestPlatform } from './support/start-platform.ts';
+import { api, startTestPlatform, type TestPlatform, makeTeam, type TeamHandle } from './support/start-platform.ts';
 import { removeTemplatesAndSandboxes, until } from './support/template-testing.ts';
 
 const run = randomBytes(4).toString('hex');
 let platform: TestPlatform;
 
-interface TeamHandle {
-  teamID: string;
-  key: string;
-}
 let teamA: TeamHandle;
 let teamB: TeamHandle;
 /** Team A's template image, the id of that image, and A's paused sandbox. */
 let imageOfA: string;
 let imageIdOfA: string;
 let pausedSandboxOfA: string;
-
-async function makeTeam(name: string): Promise<TeamHandle> {
-  const team = await api(platform, 'POST', '/admin/teams', { name }, platform.adminKey);
-  expect(team.status).toBe(201);
-  const key = await api(platform, 'POST', `/admin/teams/${team.body.teamID}/api-keys`, { name: `${name}-key` }, platform.adminKey);
-  expect(key.status).toBe(201);
-  return { teamID: team.body.teamID, key: key.body.key };
-}
 
 interface BuildOutcome {
   templateID: string;
@@ -93,8 +81,8 @@ const docker = (...args: string[]): string => execFileSync('docker', args, { enc
 
 beforeAll(async () => {
   platform = await startTestPlatform();
-  teamA = await makeTeam(`img-a-${run}`);
-  teamB = await makeTeam(`img-b-${run}`);
+  teamA = await makeTeam(platform, `img-a-${run}`);
+  teamB = await makeTeam(platform, `img-b-${run}`);
   const built = await buildAs(teamA, `secret-a-${run}`, { steps: [{ type: 'RUN', args: ['echo a-only > /tmp/secret-of-a', 'root'] }] });
   expect(built.status, JSON.stringify(built.reason)).toBe('ready');
   imageOfA = templateImageRef(built.templateID, built.buildID);

@@ -64,3 +64,20 @@ export async function removeLabelled(platformId: string): Promise<void> {
     await docker.getImage(image.Id).remove({ force: true }).catch(() => undefined);
   }
 }
+
+/** A team made with the admin key, with one API key of its own and the SDK options that use it. */
+export interface TeamHandle {
+  teamID: string;
+  key: string;
+  keyId: string;
+  sdk: { apiKey: string; apiUrl: string; sandboxUrl: string };
+}
+
+/** Makes team `name` and a key for it through the admin routes (the platform must know its admin key). */
+export async function makeTeam(platform: RunningPlatform, name: string): Promise<TeamHandle> {
+  const team = await api(platform, 'POST', '/admin/teams', { name }, platform.adminKey);
+  if (team.status !== 201) throw new Error(`POST /admin/teams answered ${team.status}: ${JSON.stringify(team.body)}`);
+  const key = await api(platform, 'POST', `/admin/teams/${team.body.teamID}/api-keys`, { name: `${name}-key` }, platform.adminKey);
+  if (key.status !== 201) throw new Error(`POST /admin/teams/${team.body.teamID}/api-keys answered ${key.status}: ${JSON.stringify(key.body)}`);
+  return { teamID: team.body.teamID, key: key.body.key, keyId: key.body.id, sdk: { apiKey: key.body.key, apiUrl: platform.url, sandboxUrl: platform.url } };
+}
