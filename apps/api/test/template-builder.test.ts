@@ -19,7 +19,7 @@ import {
   type BuiltTemplate,
   TemplateBuilder,
   type TemplateBuilderDeps,
-} from '../src/templates/build/template-builder.ts';
+} from '../src/templates/builder/template-builder.ts';
 import type { BuildSpec, BuildStep, LogLevel } from '../src/templates/template-model.ts';
 
 const NETWORK = 'tidepool-builder-test';

@@ -11,7 +11,7 @@ import { gzipSync } from 'node:zlib';
 import tar from 'tar-stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { pausedImageRef } from '../src/runtime/docker/paused-image.ts';
-import { templateImageRef } from '../src/templates/build/template-builder.ts';
+import { templateImageRef } from '../src/templates/builder/template-builder.ts';
 import { api, startTestPlatform, type TestPlatform, makeTeam, type TeamHandle } from './support/start-platform.ts';
 import { removeTemplatesAndSandboxes, until } from './support/template-testing.ts';
 

@@ -1,6 +1,6 @@
 /**
  * Labels the Tidepool platform puts on the containers it creates (apps/api/src/runtime/docker/docker-labels.ts,
- * templates/build/build-labels.ts, firewall-commands.ts, container-hardening.ts). Kept as plain strings here so
+ * firewall-commands.ts, container-hardening.ts). Kept as plain strings here so
  * the gate does not depend on the API's sources.
  */
 export const PLATFORM_ID_LABEL = 'dev.tidepool.platform-id';

@@ -1,7 +1,7 @@
 /**
  * The repositories where the platform keeps the images it makes from teams' sandboxes and builds (the docker gate
  * lets image names be written only there). Their images hold a team's files: a build may start from one only when
- * the catalog maps it to the building team (templates/build/base-image-policy.ts).
+ * the catalog maps it to the building team (templates/builder/base-image-policy.ts).
  */
 export const PAUSED_IMAGE_REPOSITORY = 'tidepool/paused';
 export const SNAPSHOT_REPOSITORY = 'tidepool/snapshot';

@@ -12,7 +12,7 @@ import type { NodePools } from '../sandboxes/node-pools.ts';
 import type { SandboxLifecycle } from '../sandboxes/sandbox-lifecycle.ts';
 import type { Database } from '../store/database.ts';
 import { LeaseStore } from '../store/lease-store.ts';
-import { TemplateBuilder } from '../templates/build/template-builder.ts';
+import { TemplateBuilder } from '../templates/builder/template-builder.ts';
 import { type BuildRunner, BuildQueue } from '../templates/build-queue.ts';
 import { clusterBuilder } from '../templates/cluster-builder.ts';
 import { ContextFiles } from '../templates/context-files.ts';

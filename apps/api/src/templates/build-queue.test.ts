@@ -11,7 +11,7 @@ import { SqliteDatabase } from '../store/sqlite-database.ts';
 import { boundedReporter, BuildQueue, MAX_LOG_ENTRIES } from './build-queue.ts';
 import { ContextFiles } from './context-files.ts';
 import { TemplateCatalog } from './template-catalog.ts';
-import type { BuildJob } from './build/build-contract.ts';
+import type { BuildJob } from './builder/build-contract.ts';
 import { BASE_DEFAULTS, type BuildSpec, type LogLevel } from './template-model.ts';
 import { TemplateStore } from './template-store.ts';
 

@@ -4,14 +4,14 @@ import { conflict, invalid, PlatformError } from '../errors.ts';
 import { filesHashesOf } from './build-request.ts';
 import type { ContextFiles } from './context-files.ts';
 import type { TemplateCatalog } from './template-catalog.ts';
-import type { BuildJob, BuildReporter, BuiltTemplate } from './build/template-builder.ts';
+import type { BuildJob, BuildReporter, BuiltTemplate } from './builder/template-builder.ts';
 import type { BuildRecord, BuildSpec, LogLevel } from './template-model.ts';
 import type { TemplateStore } from './template-store.ts';
 import type { LeaseStore } from '../store/lease-store.ts';
 import type { ReplicaChannel } from '../store/sql.ts';
 import { teamBuildQuotaReached } from '../teams/team-quotas.ts';
 
-/** The engine that turns a build into an image (templates/build/template-builder.ts). */
+/** The engine that turns a build into an image (templates/builder/template-builder.ts). */
 export interface BuildRunner {
   build(job: BuildJob, reporter: BuildReporter, signal: AbortSignal): Promise<BuiltTemplate>;
   /** Containers and unused images of a build that did not finish (the platform stopped mid-build). */

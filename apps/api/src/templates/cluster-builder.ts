@@ -12,8 +12,8 @@ import type { NodeSet, PlacedSandbox } from '../nodes/node-set.ts';
 import type { SandboxNode } from '../nodes/sandbox-node.ts';
 import type { ImageEngine } from '../runtime/image-engine.ts';
 import type { BuildRunner } from './build-queue.ts';
-import { BuildFailure } from './build/build-failure.ts';
-import { engineFreeBuilder } from './build/engine-free-builder.ts';
+import { BuildFailure } from './builder/build-failure.ts';
+import { engineFreeBuilder } from './builder/engine-free-builder.ts';
 
 export interface ClusterBuilderDeps {
   /** The builder on the embedded node's engine; none on an engine-free API. */
