@@ -5,7 +5,7 @@ import { type Static, Type } from '@sinclair/typebox';
 import { Value } from '@sinclair/typebox/value';
 import { DOCKER_HOST_PATTERN } from './runtime/docker/docker-host.ts';
 import { DEFAULT_EGRESS_PROXY_PORTS } from './runtime/docker/upstream-address.ts';
-import { DEFAULT_WARM_POOL_MIN, MAX_POOL_SIZE, isPoolOff, parseWarmPool } from './sandboxes/pool-settings.ts';
+import { DEFAULT_WARM_POOL_MIN, MAX_POOL_SIZE, isPoolOff, parseWarmPool } from './sandboxes/pool/pool-settings.ts';
 import { LISTEN_ADDRESS_PATTERN } from './observability/metrics-route.ts';
 import { decodeSecretsKey } from './secrets/secret-crypto.ts';
 import { registrySettingsProblem } from './runtime/registry/registry-settings.ts';
@@ -30,9 +30,9 @@ export const ConfigSchema = Type.Object({
   teamMaxSandboxes: Type.Integer({ minimum: 1 }),
   /** Template builds one team may have building at once (running or waiting for a build slot); default: the whole queue. */
   teamMaxBuilds: Type.Integer({ minimum: 1 }),
-  /** Percent of each warm pool's size one team may take before the pool has replaced what it took (sandboxes/pool-shares.ts). */
+  /** Percent of each warm pool's size one team may take before the pool has replaced what it took (sandboxes/pool/pool-shares.ts). */
   teamPoolSharePercent: Type.Integer({ minimum: 1, maximum: 100 }),
-  /** Pinned sizes: ready containers kept per template reference whatever the demand (`TIDEPOOL_WARM_POOL`, sandboxes/pool-settings.ts). */
+  /** Pinned sizes: ready containers kept per template reference whatever the demand (`TIDEPOOL_WARM_POOL`, sandboxes/pool/pool-settings.ts). */
   warmPool: Type.Record(Type.String({ minLength: 1 }), Type.Integer({ minimum: 1 })),
   /** Templates without a pin get a pool sized from recent demand; off = only pinned sizes (none pinned: no pool). */
   warmPoolAdaptive: Type.Boolean(),

@@ -7,8 +7,8 @@ import { envdTokenArchive, envdWaitsForToken } from '../src/envd/envd-birth-toke
 import { initEnvd, waitForEnvd } from '../src/envd/envd-client.ts';
 import { DockerRuntime } from '../src/runtime/docker/docker-runtime.ts';
 import type { StartedContainer } from '../src/runtime/sandbox-runtime.ts';
-import { bootSandbox, initFor } from '../src/sandboxes/sandbox-boot.ts';
-import type { SandboxRecord } from '../src/sandboxes/sandbox-record.ts';
+import { bootSandbox, initFor } from '../src/sandboxes/lifecycle/sandbox-boot.ts';
+import type { SandboxRecord } from '../src/sandboxes/registry/sandbox-record.ts';
 import { BASE_DEFAULTS } from '../src/templates/template-model.ts';
 
 const logger = pino({ level: 'silent' });

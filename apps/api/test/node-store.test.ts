@@ -5,7 +5,7 @@ import { NodeSet } from '../src/nodes/node-set.ts';
 import { NodeStore } from '../src/nodes/node-store.ts';
 import type { SandboxRuntime } from '../src/runtime/sandbox-runtime.ts';
 import { LeaseStore } from '../src/store/lease-store.ts';
-import { SandboxStore } from '../src/sandboxes/sandbox-store.ts';
+import { SandboxStore } from '../src/sandboxes/registry/sandbox-store.ts';
 import { PlatformError } from '../src/errors.ts';
 import { BACKENDS, StoreBackend } from './support/store-backends.ts';
 

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { NodeChannelError } from '../nodes/node-channel-errors.ts';
 import type { SandboxRuntime } from '../runtime/sandbox-runtime.ts';
 import { checkCall, runCall } from './runtime-dispatch.ts';
-import { egressPolicy, validateNetwork } from '../sandboxes/network-rules.ts';
+import { egressPolicy, validateNetwork } from '../sandboxes/egress/network-rules.ts';
 
 const container = 'a'.repeat(64);
 const spec = { sandboxId: 'isb1abc', templateId: 'base', image: 'tidepool/base:latest', cpuCount: 1, memoryMB: 512, envdAccessToken: 'tok_123' };

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { decodeCursor, decodeMetadataFilter, encodeCursor, page, parseStates } from './list-query.ts';
-import type { SandboxRecord } from './sandbox-record.ts';
+import type { SandboxRecord } from './registry/sandbox-record.ts';
 
 const record = (sandboxId: string, startedAt: string): SandboxRecord => ({ sandboxId, startedAt }) as SandboxRecord;
 

@@ -1,5 +1,5 @@
 import { PlatformError } from '../errors.ts';
-import type { SandboxRecord } from './sandbox-record.ts';
+import type { SandboxRecord } from './registry/sandbox-record.ts';
 
 export type Order = 'asc' | 'desc';
 

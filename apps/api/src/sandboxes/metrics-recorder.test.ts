@@ -1,7 +1,7 @@
 import pino from 'pino';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { MetricsRecorder, sampleRoundMs } from './metrics-recorder.ts';
-import type { SandboxRecord } from './sandbox-record.ts';
+import type { SandboxRecord } from './registry/sandbox-record.ts';
 
 const reads: Array<{ address: string; at: number }> = [];
 vi.mock('../envd/envd-client.ts', () => ({

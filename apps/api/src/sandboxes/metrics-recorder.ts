@@ -1,6 +1,6 @@
 import type { Logger } from 'pino';
 import { type EnvdDial, type EnvdMetricSample, readEnvdMetrics } from '../envd/envd-client.ts';
-import type { SandboxRecord } from './sandbox-record.ts';
+import type { SandboxRecord } from './registry/sandbox-record.ts';
 
 const SAMPLE_INTERVAL_MS = 5_000;
 const SAMPLES_KEPT = 720; // an hour at one sample every five seconds

@@ -1,5 +1,5 @@
-import type { SandboxRecord } from './sandbox-record.ts';
-import { egressProxyView } from './egress-proxy-settings.ts';
+import type { SandboxRecord } from './registry/sandbox-record.ts';
+import { egressProxyView } from './egress/egress-proxy-settings.ts';
 
 /** The deprecated `clientID`: the node the sandbox runs on (the reference answers its orchestrator node there too). */
 

@@ -1,7 +1,7 @@
 import { invalid } from '../errors.ts';
 import type { DirectoryMount } from '../runtime/sandbox-runtime.ts';
-import type { LifecycleContext, VolumeSource } from './lifecycle-context.ts';
-import type { SandboxRecord } from './sandbox-record.ts';
+import type { LifecycleContext, VolumeSource } from './lifecycle/lifecycle-context.ts';
+import type { SandboxRecord } from './registry/sandbox-record.ts';
 import { type SandboxVolumeMount, volumeMountsProblem } from './volume-mounts.ts';
 
 /** Bind mounts of the sandbox's volumes, as the engine of `nodeId` (where the container is made) sees them. */

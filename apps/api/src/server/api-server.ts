@@ -11,8 +11,8 @@ import { registerSandboxObservabilityRoutes } from '../sandboxes/routes/sandbox-
 import { registerSandboxRoutes } from '../sandboxes/routes/sandbox-routes.ts';
 import { registerSandboxSnapshotRoutes } from '../sandboxes/routes/sandbox-snapshot-routes.ts';
 import type { TimeoutRules } from '../sandboxes/routes/timeout-rules.ts';
-import type { SandboxLifecycle } from '../sandboxes/sandbox-lifecycle.ts';
-import type { SandboxStore } from '../sandboxes/sandbox-store.ts';
+import type { SandboxLifecycle } from '../sandboxes/lifecycle/sandbox-lifecycle.ts';
+import type { SandboxStore } from '../sandboxes/registry/sandbox-store.ts';
 import type { KeyStore } from '../store/key-store.ts';
 import { registerSecretRoutes } from '../secrets/secret-routes.ts';
 import type { SecretStore } from '../secrets/secret-store.ts';

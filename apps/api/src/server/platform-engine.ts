@@ -8,7 +8,7 @@ import { withEngineDeadlines } from '../runtime/docker/engine-deadlines.ts';
 import type { LxcfsSupervisor } from '../runtime/lxcfs/lxcfs-supervisor.ts';
 import { RegistryImages } from '../runtime/registry/registry-images.ts';
 import type { RegistrySettings } from '../runtime/registry/registry-settings.ts';
-import type { SandboxLifecycle } from '../sandboxes/sandbox-lifecycle.ts';
+import type { SandboxLifecycle } from '../sandboxes/lifecycle/sandbox-lifecycle.ts';
 import type { SecretStore } from '../secrets/secret-store.ts';
 import type { SandboxCertificateAuthorities } from '../tls/sandbox-ca.ts';
 import { upstreamPolicySettingsOf } from '../runtime/docker/upstream-address.ts';

@@ -1,8 +1,8 @@
 import { type Static, Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
 import { conflict, invalid, notFound } from '../../errors.ts';
-import type { SandboxLifecycle } from '../sandbox-lifecycle.ts';
-import type { SandboxRecord } from '../sandbox-record.ts';
+import type { SandboxLifecycle } from '../lifecycle/sandbox-lifecycle.ts';
+import type { SandboxRecord } from '../registry/sandbox-record.ts';
 import { listedSandboxView } from '../sandbox-views.ts';
 import type { NodeSet } from '../../nodes/node-set.ts';
 import type { NodeRow, NodeStatus, NodeStore } from '../../nodes/node-store.ts';

@@ -2,7 +2,7 @@ import type { Static } from '@sinclair/typebox';
 import type { FastifyRequest } from 'fastify';
 import { callerTeam } from '../../http/request-team.ts';
 import { normalizeSandboxId } from '../sandbox-identity.ts';
-import type { SandboxLifecycle } from '../sandbox-lifecycle.ts';
+import type { SandboxLifecycle } from '../lifecycle/sandbox-lifecycle.ts';
 import type { SandboxParams } from './sandbox-schemas.ts';
 
 /**

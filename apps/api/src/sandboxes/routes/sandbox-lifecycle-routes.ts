@@ -1,7 +1,7 @@
 import type { Static } from '@sinclair/typebox';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { PlatformError } from '../../errors.ts';
-import type { SandboxLifecycle } from '../sandbox-lifecycle.ts';
+import type { SandboxLifecycle } from '../lifecycle/sandbox-lifecycle.ts';
 import { sandboxView } from '../sandbox-views.ts';
 import { ownedSandboxId } from './owned-sandbox.ts';
 import { OptionalTimeoutBody, PauseBody, RefreshBody, SandboxParams, TimeoutBody } from './sandbox-schemas.ts';

@@ -4,7 +4,7 @@ import { PlatformError } from '../../errors.ts';
 import type { EnvdMetricSample } from '../../envd/envd-client.ts';
 import { callerTeam } from '../../http/request-team.ts';
 import { ownedSandboxId } from './owned-sandbox.ts';
-import type { SandboxLifecycle } from '../sandbox-lifecycle.ts';
+import type { SandboxLifecycle } from '../lifecycle/sandbox-lifecycle.ts';
 import { SandboxParams } from './sandbox-schemas.ts';
 import { TEAM_ROUTE } from '../../http/route-auth.ts';
 

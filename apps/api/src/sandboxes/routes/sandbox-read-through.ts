@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import { normalizeSandboxId } from '../sandbox-identity.ts';
-import type { SandboxLifecycle } from '../sandbox-lifecycle.ts';
+import type { SandboxLifecycle } from '../lifecycle/sandbox-lifecycle.ts';
 
 /**
  * With API replicas on one database, a route naming a sandbox (`:sandboxID`) first makes sure this replica's cache
