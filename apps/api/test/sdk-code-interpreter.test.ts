@@ -170,6 +170,38 @@ describe('Python', () => {
     expect(execution.results.every((r) => r.png)).toBe(true);
   });
 
+  it('chart fields as the reference gives them: units from axis labels, null for what a figure lacks, categorical scales, exact pie angles', async () => {
+    const chartOf = async (code: string): Promise<any> => {
+      const execution = await sbx.runCode(`import matplotlib.pyplot as plt\nimport numpy as np\n${code}\nplt.show()`);
+      expect(execution.error).toBeUndefined();
+      return execution.results[0].chart;
+    };
+    const line = await chartOf('plt.plot(np.linspace(0, 6, 100), np.sin(np.linspace(0, 6, 100)), label="sin")\nplt.xlabel("Time (s)"); plt.ylabel("Amplitude [Hz]"); plt.title("waves")');
+    expect(line).toMatchObject({ type: 'line', title: 'waves', x_label: 'Time (s)', y_label: 'Amplitude [Hz]', x_unit: 's', y_unit: 'Hz', x_scale: 'linear', y_scale: 'linear' });
+    const log = await chartOf('plt.plot([1, 2, 3], [10, 100, 1000]); plt.yscale("log"); plt.xlabel("X-axis"); plt.ylabel("Y-axis (log scale)")');
+    expect(log).toMatchObject({ title: null, x_unit: null, y_unit: 'log scale', y_scale: 'log' });
+    const scatter = await chartOf('plt.scatter([1, 2], [3, 4], label="pts")');
+    expect(scatter).toMatchObject({ type: 'scatter', title: null, x_label: null, y_label: null, x_unit: null, y_unit: null });
+    const categorical = await chartOf('plt.plot([1, 2, 3], ["A", "B", "C"])');
+    expect(categorical).toMatchObject({ type: 'line', x_scale: 'linear', y_scale: 'categorical' });
+    expect(categorical.elements[0].points).toEqual([[1, 'A'], [2, 'B'], [3, 'C']]);
+    const pie = await chartOf('fig, ax = plt.subplots()\nax.pie([90, 10], labels=["No", "No, in blue"], startangle=90); plt.title("tomorrow")');
+    expect(pie).toEqual({ type: 'pie', title: 'tomorrow', elements: [{ label: 'No', angle: 324, radius: 1 }, { label: 'No, in blue', angle: 36, radius: 1 }] });
+    const bar = await chartOf('plt.bar(["A", "B"], [100, 200]); plt.xlabel("Authors"); plt.ylabel("Sold")');
+    expect(bar).toEqual({ type: 'bar', title: null, x_label: 'Authors', y_label: 'Sold', x_unit: null, y_unit: null, elements: [{ label: 'A', group: '', value: 100 }, { label: 'B', group: '', value: 200 }] });
+    const box = await chartOf('fig, ax = plt.subplots()\nax.boxplot([[85, 90, 78, 92, 88], [95, 89, 76, 91, 84, 87]], labels=["Class A", "Class B"], patch_artist=True)\nax.set_title("Scores"); ax.set_xlabel("Class"); ax.set_ylabel("Score")');
+    expect(box).toMatchObject({ type: 'box_and_whisker', title: 'Scores', x_label: 'Class', y_label: 'Score', x_unit: null, y_unit: null });
+    expect(box.elements.map((e: any) => [e.label, e.min, e.first_quartile, e.median, e.third_quartile, e.max, e.outliers])).toEqual([
+      ['Class A', 78, 85, 88, 90, 92, []],
+      ['Class B', 84, 84.75, 88, 90.5, 95, [76]],
+    ]);
+    const superchart = await chartOf('fig, axs = plt.subplots(1, 2); fig.suptitle("many")\naxs[0].plot([0, 1]); axs[0].set_title("first")\naxs[1].scatter([1], [2]); axs[1].set_xlabel("X")');
+    expect(superchart).toMatchObject({ type: 'superchart', title: 'many' });
+    expect(superchart.elements.map((c: any) => [c.type, c.title, c.x_label])).toEqual([['line', 'first', null], ['scatter', null, 'X']]);
+    const unknown = await chartOf('fig, ax = plt.subplots()\nax.add_artist(plt.Circle((0, 0), 1, fill=False)); plt.title("circles")');
+    expect(unknown).toEqual({ type: 'unknown', title: 'circles', elements: [] });
+  });
+
   it('bounds huge output: the first bytes, then a note; the execution still ends', async () => {
     const execution = await sbx.runCode('print("x" * 20_000_000)\n"done"');
     const stdout = execution.logs.stdout.join('');
