@@ -300,6 +300,23 @@ describe('contexts', () => {
     await sbx.removeCodeContext(a);
   });
 
+  it('a context may start in /root; a directory the sandbox user cannot enter is a 400 with the reason, and no context', async () => {
+    const root = await sbx.createCodeContext({ language: 'python', cwd: '/root' });
+    expect(root).toMatchObject({ language: 'python', cwd: '/root' });
+    expect((await sbx.listCodeContexts()).find((c) => c.id === root.id)?.cwd).toBe('/root');
+    expect((await sbx.runCode('import os; os.getcwd()', { context: root })).text).toBe('/root');
+    await sbx.removeCodeContext(root);
+
+    const closed = `/srv/closed-${Math.random().toString(36).slice(2, 8)}`;
+    await sbx.commands.run(`sudo mkdir -m 0700 ${closed}`);
+    const before = (await sbx.listCodeContexts()).length;
+    const response = await raw(sbx, '/contexts', { method: 'POST', body: JSON.stringify({ language: 'python', cwd: closed }) });
+    expect(response.status).toBe(400);
+    expect(await response.json()).toEqual({ code: 400, message: `'cwd' ${closed} cannot be entered by the sandbox user user (permission denied)` });
+    await expect(sbx.createCodeContext({ cwd: closed })).rejects.toThrow(/400/);
+    expect((await sbx.listCodeContexts()).length).toBe(before);
+  });
+
   it('refuses bad requests with 400 and a message; unknown contexts with 404', async () => {
     const cases: [string, RequestInit, number, RegExp][] = [
       ['/execute', { method: 'POST', body: 'not json' }, 400, /not valid JSON/],
