@@ -96,11 +96,11 @@ describe('Python', () => {
 
   it('applies env vars to one execution only; the sandbox global env vars to all', async () => {
     const withEnv = await sbx.runCode('import os; os.environ.get("PER_RUN")', { envs: { PER_RUN: 'yes' } });
-    expect(withEnv.text).toBe("'yes'");
+    expect(withEnv.text).toBe('yes');
     const after = await sbx.runCode('str(os.environ.get("PER_RUN"))');
-    expect(after.text).toBe("'None'");
+    expect(after.text).toBe('None');
     const global = await sbx.runCode('os.environ.get("TIDEPOOL_GLOBAL")');
-    expect(global.text).toBe("'from-create'");
+    expect(global.text).toBe('from-create');
   });
 
   it('gives display() outputs and rich formats: HTML, Markdown, LaTeX, JSON, SVG', async () => {
@@ -170,6 +170,17 @@ describe('Python', () => {
     expect(execution.results.every((r) => r.png)).toBe(true);
   });
 
+  it('a str result is shown as its text, as the reference shows it; other values (a str in a list too) as their repr', async () => {
+    const global = await sbx.runCode("import os; os.getenv('TIDEPOOL_GLOBAL')");
+    expect(global.results[0]).toMatchObject({ text: 'from-create', isMainResult: true });
+    const perRun = await sbx.runCode("os.getenv('PER_RUN_STR')", { envs: { PER_RUN_STR: 'overwrite' } });
+    expect(perRun.text).toBe('overwrite');
+    expect((await sbx.runCode("os.getenv('PER_RUN_STR', 'default')")).text).toBe('default');
+    const shown = await sbx.runCode('display("shown")\n["a", 1]');
+    expect(shown.results.map((r) => [r.text, r.isMainResult])).toEqual([['shown', false], ["['a', 1]", true]]);
+    expect((await sbx.runCode('""')).text).toBe('');
+  });
+
   it('chart fields as the reference gives them: units from axis labels, null for what a figure lacks, categorical scales, exact pie angles', async () => {
     const chartOf = async (code: string): Promise<any> => {
       const execution = await sbx.runCode(`import matplotlib.pyplot as plt\nimport numpy as np\n${code}\nplt.show()`);
@@ -208,7 +219,7 @@ describe('Python', () => {
     expect(stdout.length).toBeLessThanOrEqual(8 * 1024 * 1024 + 1);
     expect(stdout.length).toBeGreaterThan(1024 * 1024);
     expect(execution.logs.stderr.join('')).toContain('output truncated');
-    expect(execution.text).toBe("'done'");
+    expect(execution.text).toBe('done');
   });
 
   it('interrupts an endless loop when the client times out; the context keeps its state', async () => {
@@ -232,7 +243,7 @@ describe('Python', () => {
       ].join('\n'),
     );
     expect(execution.logs.stdout).toEqual(['after\n']);
-    expect(execution.text).toBe("'ok'");
+    expect(execution.text).toBe('ok');
     expect((await raw(sbx, '/health')).status).toBe(200);
   });
 
@@ -240,7 +251,7 @@ describe('Python', () => {
     const execution = await sbx.runCode('import os, subprocess\nos.write(1, b"raw \\xff\\xfe bytes\\n")\nsubprocess.run(["echo", "from a child"])\n_ = os.system("echo to stderr >&2")\n"ok"');
     expect(execution.logs.stdout.join('')).toBe('raw \uFFFD\uFFFD bytes\nfrom a child\n');
     expect(execution.logs.stderr.join('')).toBe('to stderr\n');
-    expect(execution.text).toBe("'ok'");
+    expect(execution.text).toBe('ok');
     const again = await sbx.runCode('_ = os.system("echo still watched")');
     expect(again.logs.stdout).toEqual(['still watched\n']);
   });
@@ -257,12 +268,12 @@ describe('Python', () => {
       ].join('\n'),
     );
     expect(execution.logs.stdout.join('')).toBe('from a fork\nvia sys.stdout\n');
-    expect(execution.text).toBe("'ok'");
+    expect(execution.text).toBe('ok');
     // "late" is printed while no cell runs: dropped, not kept for the next cell.
     await new Promise((resolve) => setTimeout(resolve, 1000));
     const next = await sbx.runCode('"next"');
     expect(next.logs.stdout).toEqual([]);
-    expect(next.text).toBe("'next'");
+    expect(next.text).toBe('next');
   });
 
   it('a kernel that dies gives a clear error, and the next execution gets a fresh kernel', async () => {
@@ -285,14 +296,14 @@ describe('contexts', () => {
     expect(b.cwd).toBe('/home/user');
     await sbx.runCode('v = "a"', { context: a });
     await sbx.runCode('v = "b"', { context: b });
-    expect((await sbx.runCode('v', { context: a })).text).toBe("'a'");
-    expect((await sbx.runCode('import os; os.getcwd()', { context: a })).text).toBe("'/tmp'");
-    expect((await sbx.runCode('v', { context: b })).text).toBe("'b'");
+    expect((await sbx.runCode('v', { context: a })).text).toBe('a');
+    expect((await sbx.runCode('import os; os.getcwd()', { context: a })).text).toBe('/tmp');
+    expect((await sbx.runCode('v', { context: b })).text).toBe('b');
 
     await sbx.restartCodeContext(a);
     const restarted = await sbx.runCode('v', { context: a });
     expect(restarted.error?.name).toBe('NameError');
-    expect((await sbx.runCode('import os; os.getcwd()', { context: a })).text).toBe("'/tmp'");
+    expect((await sbx.runCode('import os; os.getcwd()', { context: a })).text).toBe('/tmp');
 
     await sbx.removeCodeContext(b);
     expect((await sbx.listCodeContexts()).map((c) => c.id)).not.toContain(b.id);
@@ -351,7 +362,7 @@ describe('contexts', () => {
     // Clients that give up while their code runs or waits in the queue: the context survives them all.
     const abandoned = await Promise.allSettled(Array.from({ length: 6 }, () => sbx.runCode('import time\ntime.sleep(30)', { timeoutMs: 1000 })));
     expect(abandoned.every((o) => o.status === 'rejected')).toBe(true);
-    expect((await sbx.runCode('"after the flood"')).text).toBe("'after the flood'");
+    expect((await sbx.runCode('"after the flood"')).text).toBe('after the flood');
     const contexts = await Promise.all(Array.from({ length: 3 }, () => sbx.createCodeContext()));
     const answers = await Promise.all(contexts.map((c, i) => sbx.runCode(`${i} + 100`, { context: c })));
     expect(answers.map((e) => e.text)).toEqual(['100', '101', '102']);
