@@ -181,6 +181,25 @@ describe('Python', () => {
     expect((await sbx.runCode('""')).text).toBe('');
   });
 
+  it('an image PIL saves to a file is shown as a png result; shown and last-expression images too', async () => {
+    const make = 'import numpy\nfrom PIL import Image\nimage = Image.fromarray((numpy.random.rand(16, 16, 3) * 255).astype("uint8")).convert("RGBA")\n';
+    const pngOf = (execution: Execution): Buffer[] => execution.results.filter((r) => r.png).map((r) => Buffer.from(r.png!, 'base64'));
+    const PNG = Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]);
+    const saved = await sbx.runCode(`${make}image.save("/tmp/pil-saved.png")`);
+    expect(saved.error).toBeUndefined();
+    expect(pngOf(saved).map((png) => png.subarray(0, 8))).toEqual([PNG]);
+    expect(saved.results[0].isMainResult).toBe(false);
+    expect((await sbx.files.read('/tmp/pil-saved.png', { format: 'bytes' })).subarray(0, 8)).toEqual(new Uint8Array(PNG));
+    expect(pngOf(await sbx.runCode(`${make}image.show()\nprint("done")`))).toHaveLength(1);
+    const last = await sbx.runCode(`${make}image`);
+    expect(last.results.map((r) => [Boolean(r.png), r.isMainResult])).toEqual([[true, true]]);
+    // Saved to a buffer (not a file): nothing is shown; a save that fails shows nothing either.
+    expect(pngOf(await sbx.runCode(`${make}import io\nimage.save(io.BytesIO(), "PNG")`))).toHaveLength(0);
+    const failed = await sbx.runCode(`${make}image.save("/no/such/dir/x.png")`);
+    expect(failed.error?.name).toBe('FileNotFoundError');
+    expect(pngOf(failed)).toHaveLength(0);
+  });
+
   it('chart fields as the reference gives them: units from axis labels, null for what a figure lacks, categorical scales, exact pie angles', async () => {
     const chartOf = async (code: string): Promise<any> => {
       const execution = await sbx.runCode(`import matplotlib.pyplot as plt\nimport numpy as np\n${code}\nplt.show()`);
