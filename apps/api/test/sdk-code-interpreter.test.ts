@@ -230,6 +230,11 @@ describe('Python', () => {
     expect(superchart.elements.map((c: any) => [c.type, c.title, c.x_label])).toEqual([['line', 'first', null], ['scatter', null, 'X']]);
     const unknown = await chartOf('fig, ax = plt.subplots()\nax.add_artist(plt.Circle((0, 0), 1, fill=False)); plt.title("circles")');
     expect(unknown).toEqual({ type: 'unknown', title: 'circles', elements: [] });
+    // An axes with nothing drawn is a line chart without lines, its scales kept (here the plot call failed after
+    // the dates had set the x axis up), as the reference reads it.
+    const failed = await sbx.runCode('import datetime\nplt.figure()\nplt.plot([datetime.date(2023, 9, 1)] * 3, [1, 2])\nplt.show()');
+    expect(failed.error?.name).toBe('ValueError');
+    expect(failed.results[0].chart).toMatchObject({ type: 'line', title: null, x_scale: 'datetime', y_scale: 'linear', elements: [] });
   });
 
   it('bounds huge output: the first bytes, then a note; the execution still ends', async () => {

@@ -3,9 +3,9 @@
 figure_to_chart(figure) returns a dict (see code-interpreter-wire.md): one chart for a figure with one axes
 holding data, a `superchart` of charts for several, None for a figure without axes. Each axes is read as a
 pie (wedges), bar chart (bar containers), box-and-whisker (boxplot lines), line chart (lines), scatter chart
-(point collections) or, failing those, `unknown` with its title only. A title, axis label or unit a figure does
-not have is None (null), as the published clients expect; a unit is read from its axis label ("Time (s)" -> "s",
-"Length [m]" -> "m").
+(point collections), a line chart without lines when it is empty or, failing those, `unknown` with its title
+only. A title, axis label or unit a figure does not have is None (null), as the published clients expect; a unit
+is read from its axis label ("Time (s)" -> "s", "Length [m]" -> "m").
 """
 import math
 import re
@@ -196,6 +196,10 @@ def axes_to_chart(ax):
     from matplotlib.container import BarContainer
     from matplotlib.patches import Wedge
 
+    if not _has_content(ax):
+        # An axes with nothing drawn yet (a plot call that failed, a figure to be filled) is a line chart without
+        # lines, as the reference reads it: its axes' scales and ticks are still there.
+        return _point_chart(ax, "line", [])
     wedges = [p for p in ax.patches if isinstance(p, Wedge)]
     if wedges:
         return _pie(ax, wedges)
