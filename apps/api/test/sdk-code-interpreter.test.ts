@@ -96,11 +96,11 @@ describe('Python', () => {
 
   it('applies env vars to one execution only; the sandbox global env vars to all', async () => {
     const withEnv = await sbx.runCode('import os; os.environ.get("PER_RUN")', { envs: { PER_RUN: 'yes' } });
-    expect(withEnv.text).toBe("'yes'");
+    expect(withEnv.text).toBe('yes');
     const after = await sbx.runCode('str(os.environ.get("PER_RUN"))');
-    expect(after.text).toBe("'None'");
+    expect(after.text).toBe('None');
     const global = await sbx.runCode('os.environ.get("TIDEPOOL_GLOBAL")');
-    expect(global.text).toBe("'from-create'");
+    expect(global.text).toBe('from-create');
   });
 
   it('gives display() outputs and rich formats: HTML, Markdown, LaTeX, JSON, SVG', async () => {
@@ -170,13 +170,80 @@ describe('Python', () => {
     expect(execution.results.every((r) => r.png)).toBe(true);
   });
 
+  it('a str result is shown as its text, as the reference shows it; other values (a str in a list too) as their repr', async () => {
+    const global = await sbx.runCode("import os; os.getenv('TIDEPOOL_GLOBAL')");
+    expect(global.results[0]).toMatchObject({ text: 'from-create', isMainResult: true });
+    const perRun = await sbx.runCode("os.getenv('PER_RUN_STR')", { envs: { PER_RUN_STR: 'overwrite' } });
+    expect(perRun.text).toBe('overwrite');
+    expect((await sbx.runCode("os.getenv('PER_RUN_STR', 'default')")).text).toBe('default');
+    const shown = await sbx.runCode('display("shown")\n["a", 1]');
+    expect(shown.results.map((r) => [r.text, r.isMainResult])).toEqual([['shown', false], ["['a', 1]", true]]);
+    expect((await sbx.runCode('""')).text).toBe('');
+  });
+
+  it('an image PIL saves to a file is shown as a png result; shown and last-expression images too', async () => {
+    const make = 'import numpy\nfrom PIL import Image\nimage = Image.fromarray((numpy.random.rand(16, 16, 3) * 255).astype("uint8")).convert("RGBA")\n';
+    const pngOf = (execution: Execution): Buffer[] => execution.results.filter((r) => r.png).map((r) => Buffer.from(r.png!, 'base64'));
+    const PNG = Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]);
+    const saved = await sbx.runCode(`${make}image.save("/tmp/pil-saved.png")`);
+    expect(saved.error).toBeUndefined();
+    expect(pngOf(saved).map((png) => png.subarray(0, 8))).toEqual([PNG]);
+    expect(saved.results[0].isMainResult).toBe(false);
+    expect((await sbx.files.read('/tmp/pil-saved.png', { format: 'bytes' })).subarray(0, 8)).toEqual(new Uint8Array(PNG));
+    expect(pngOf(await sbx.runCode(`${make}image.show()\nprint("done")`))).toHaveLength(1);
+    const last = await sbx.runCode(`${make}image`);
+    expect(last.results.map((r) => [Boolean(r.png), r.isMainResult])).toEqual([[true, true]]);
+    // Saved to a buffer (not a file): nothing is shown; a save that fails shows nothing either.
+    expect(pngOf(await sbx.runCode(`${make}import io\nimage.save(io.BytesIO(), "PNG")`))).toHaveLength(0);
+    const failed = await sbx.runCode(`${make}image.save("/no/such/dir/x.png")`);
+    expect(failed.error?.name).toBe('FileNotFoundError');
+    expect(pngOf(failed)).toHaveLength(0);
+  });
+
+  it('chart fields as the reference gives them: units from axis labels, null for what a figure lacks, categorical scales, exact pie angles', async () => {
+    const chartOf = async (code: string): Promise<any> => {
+      const execution = await sbx.runCode(`import matplotlib.pyplot as plt\nimport numpy as np\n${code}\nplt.show()`);
+      expect(execution.error).toBeUndefined();
+      return execution.results[0].chart;
+    };
+    const line = await chartOf('plt.plot(np.linspace(0, 6, 100), np.sin(np.linspace(0, 6, 100)), label="sin")\nplt.xlabel("Time (s)"); plt.ylabel("Amplitude [Hz]"); plt.title("waves")');
+    expect(line).toMatchObject({ type: 'line', title: 'waves', x_label: 'Time (s)', y_label: 'Amplitude [Hz]', x_unit: 's', y_unit: 'Hz', x_scale: 'linear', y_scale: 'linear' });
+    const log = await chartOf('plt.plot([1, 2, 3], [10, 100, 1000]); plt.yscale("log"); plt.xlabel("X-axis"); plt.ylabel("Y-axis (log scale)")');
+    expect(log).toMatchObject({ title: null, x_unit: null, y_unit: 'log scale', y_scale: 'log' });
+    const scatter = await chartOf('plt.scatter([1, 2], [3, 4], label="pts")');
+    expect(scatter).toMatchObject({ type: 'scatter', title: null, x_label: null, y_label: null, x_unit: null, y_unit: null });
+    const categorical = await chartOf('plt.plot([1, 2, 3], ["A", "B", "C"])');
+    expect(categorical).toMatchObject({ type: 'line', x_scale: 'linear', y_scale: 'categorical' });
+    expect(categorical.elements[0].points).toEqual([[1, 'A'], [2, 'B'], [3, 'C']]);
+    const pie = await chartOf('fig, ax = plt.subplots()\nax.pie([90, 10], labels=["No", "No, in blue"], startangle=90); plt.title("tomorrow")');
+    expect(pie).toEqual({ type: 'pie', title: 'tomorrow', elements: [{ label: 'No', angle: 324, radius: 1 }, { label: 'No, in blue', angle: 36, radius: 1 }] });
+    const bar = await chartOf('plt.bar(["A", "B"], [100, 200]); plt.xlabel("Authors"); plt.ylabel("Sold")');
+    expect(bar).toEqual({ type: 'bar', title: null, x_label: 'Authors', y_label: 'Sold', x_unit: null, y_unit: null, elements: [{ label: 'A', group: '', value: 100 }, { label: 'B', group: '', value: 200 }] });
+    const box = await chartOf('fig, ax = plt.subplots()\nax.boxplot([[85, 90, 78, 92, 88], [95, 89, 76, 91, 84, 87]], labels=["Class A", "Class B"], patch_artist=True)\nax.set_title("Scores"); ax.set_xlabel("Class"); ax.set_ylabel("Score")');
+    expect(box).toMatchObject({ type: 'box_and_whisker', title: 'Scores', x_label: 'Class', y_label: 'Score', x_unit: null, y_unit: null });
+    expect(box.elements.map((e: any) => [e.label, e.min, e.first_quartile, e.median, e.third_quartile, e.max, e.outliers])).toEqual([
+      ['Class A', 78, 85, 88, 90, 92, []],
+      ['Class B', 84, 84.75, 88, 90.5, 95, [76]],
+    ]);
+    const superchart = await chartOf('fig, axs = plt.subplots(1, 2); fig.suptitle("many")\naxs[0].plot([0, 1]); axs[0].set_title("first")\naxs[1].scatter([1], [2]); axs[1].set_xlabel("X")');
+    expect(superchart).toMatchObject({ type: 'superchart', title: 'many' });
+    expect(superchart.elements.map((c: any) => [c.type, c.title, c.x_label])).toEqual([['line', 'first', null], ['scatter', null, 'X']]);
+    const unknown = await chartOf('fig, ax = plt.subplots()\nax.add_artist(plt.Circle((0, 0), 1, fill=False)); plt.title("circles")');
+    expect(unknown).toEqual({ type: 'unknown', title: 'circles', elements: [] });
+    // An axes with nothing drawn is a line chart without lines, its scales kept (here the plot call failed after
+    // the dates had set the x axis up), as the reference reads it.
+    const failed = await sbx.runCode('import datetime\nplt.figure()\nplt.plot([datetime.date(2023, 9, 1)] * 3, [1, 2])\nplt.show()');
+    expect(failed.error?.name).toBe('ValueError');
+    expect(failed.results[0].chart).toMatchObject({ type: 'line', title: null, x_scale: 'datetime', y_scale: 'linear', elements: [] });
+  });
+
   it('bounds huge output: the first bytes, then a note; the execution still ends', async () => {
     const execution = await sbx.runCode('print("x" * 20_000_000)\n"done"');
     const stdout = execution.logs.stdout.join('');
     expect(stdout.length).toBeLessThanOrEqual(8 * 1024 * 1024 + 1);
     expect(stdout.length).toBeGreaterThan(1024 * 1024);
     expect(execution.logs.stderr.join('')).toContain('output truncated');
-    expect(execution.text).toBe("'done'");
+    expect(execution.text).toBe('done');
   });
 
   it('interrupts an endless loop when the client times out; the context keeps its state', async () => {
@@ -200,7 +267,7 @@ describe('Python', () => {
       ].join('\n'),
     );
     expect(execution.logs.stdout).toEqual(['after\n']);
-    expect(execution.text).toBe("'ok'");
+    expect(execution.text).toBe('ok');
     expect((await raw(sbx, '/health')).status).toBe(200);
   });
 
@@ -208,7 +275,7 @@ describe('Python', () => {
     const execution = await sbx.runCode('import os, subprocess\nos.write(1, b"raw \\xff\\xfe bytes\\n")\nsubprocess.run(["echo", "from a child"])\n_ = os.system("echo to stderr >&2")\n"ok"');
     expect(execution.logs.stdout.join('')).toBe('raw \uFFFD\uFFFD bytes\nfrom a child\n');
     expect(execution.logs.stderr.join('')).toBe('to stderr\n');
-    expect(execution.text).toBe("'ok'");
+    expect(execution.text).toBe('ok');
     const again = await sbx.runCode('_ = os.system("echo still watched")');
     expect(again.logs.stdout).toEqual(['still watched\n']);
   });
@@ -225,12 +292,12 @@ describe('Python', () => {
       ].join('\n'),
     );
     expect(execution.logs.stdout.join('')).toBe('from a fork\nvia sys.stdout\n');
-    expect(execution.text).toBe("'ok'");
+    expect(execution.text).toBe('ok');
     // "late" is printed while no cell runs: dropped, not kept for the next cell.
     await new Promise((resolve) => setTimeout(resolve, 1000));
     const next = await sbx.runCode('"next"');
     expect(next.logs.stdout).toEqual([]);
-    expect(next.text).toBe("'next'");
+    expect(next.text).toBe('next');
   });
 
   it('a kernel that dies gives a clear error, and the next execution gets a fresh kernel', async () => {
@@ -253,19 +320,36 @@ describe('contexts', () => {
     expect(b.cwd).toBe('/home/user');
     await sbx.runCode('v = "a"', { context: a });
     await sbx.runCode('v = "b"', { context: b });
-    expect((await sbx.runCode('v', { context: a })).text).toBe("'a'");
-    expect((await sbx.runCode('import os; os.getcwd()', { context: a })).text).toBe("'/tmp'");
-    expect((await sbx.runCode('v', { context: b })).text).toBe("'b'");
+    expect((await sbx.runCode('v', { context: a })).text).toBe('a');
+    expect((await sbx.runCode('import os; os.getcwd()', { context: a })).text).toBe('/tmp');
+    expect((await sbx.runCode('v', { context: b })).text).toBe('b');
 
     await sbx.restartCodeContext(a);
     const restarted = await sbx.runCode('v', { context: a });
     expect(restarted.error?.name).toBe('NameError');
-    expect((await sbx.runCode('import os; os.getcwd()', { context: a })).text).toBe("'/tmp'");
+    expect((await sbx.runCode('import os; os.getcwd()', { context: a })).text).toBe('/tmp');
 
     await sbx.removeCodeContext(b);
     expect((await sbx.listCodeContexts()).map((c) => c.id)).not.toContain(b.id);
     await expect(sbx.runCode('v', { context: b })).rejects.toThrow();
     await sbx.removeCodeContext(a);
+  });
+
+  it('a context may start in /root; a directory the sandbox user cannot enter is a 400 with the reason, and no context', async () => {
+    const root = await sbx.createCodeContext({ language: 'python', cwd: '/root' });
+    expect(root).toMatchObject({ language: 'python', cwd: '/root' });
+    expect((await sbx.listCodeContexts()).find((c) => c.id === root.id)?.cwd).toBe('/root');
+    expect((await sbx.runCode('import os; os.getcwd()', { context: root })).text).toBe('/root');
+    await sbx.removeCodeContext(root);
+
+    const closed = `/srv/closed-${Math.random().toString(36).slice(2, 8)}`;
+    await sbx.commands.run(`sudo mkdir -m 0700 ${closed}`);
+    const before = (await sbx.listCodeContexts()).length;
+    const response = await raw(sbx, '/contexts', { method: 'POST', body: JSON.stringify({ language: 'python', cwd: closed }) });
+    expect(response.status).toBe(400);
+    expect(await response.json()).toEqual({ code: 400, message: `'cwd' ${closed} cannot be entered by the sandbox user user (permission denied)` });
+    await expect(sbx.createCodeContext({ cwd: closed })).rejects.toThrow(/400/);
+    expect((await sbx.listCodeContexts()).length).toBe(before);
   });
 
   it('refuses bad requests with 400 and a message; unknown contexts with 404', async () => {
@@ -302,7 +386,7 @@ describe('contexts', () => {
     // Clients that give up while their code runs or waits in the queue: the context survives them all.
     const abandoned = await Promise.allSettled(Array.from({ length: 6 }, () => sbx.runCode('import time\ntime.sleep(30)', { timeoutMs: 1000 })));
     expect(abandoned.every((o) => o.status === 'rejected')).toBe(true);
-    expect((await sbx.runCode('"after the flood"')).text).toBe("'after the flood'");
+    expect((await sbx.runCode('"after the flood"')).text).toBe('after the flood');
     const contexts = await Promise.all(Array.from({ length: 3 }, () => sbx.createCodeContext()));
     const answers = await Promise.all(contexts.map((c, i) => sbx.runCode(`${i} + 100`, { context: c })));
     expect(answers.map((e) => e.text)).toEqual(['100', '101', '102']);

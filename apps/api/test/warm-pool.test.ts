@@ -297,7 +297,7 @@ describe('warm pool', () => {
       // The server (the start command) itself has the create's variable, not only the code it runs.
       const environ = await own.commands.run('tr "\\0" "\\n" < /proc/"$(pgrep -f -o server.mjs)"/environ | grep ^FROM_CREATE=');
       expect(environ.stdout.trim()).toBe('FROM_CREATE=mine');
-      expect((await own.runCode('import os; os.environ["FROM_CREATE"]')).text).toBe("'mine'");
+      expect((await own.runCode('import os; os.environ["FROM_CREATE"]')).text).toBe('mine');
     } finally {
       await own.kill();
     }

@@ -1,13 +1,20 @@
 """Structured chart data from a matplotlib figure: the `chart` format of the code-interpreter's results.
 
 figure_to_chart(figure) returns a dict (see code-interpreter-wire.md): one chart for a figure with one axes
-holding data, a `superchart` of charts for several, None for a figure without data. Each axes is read as a
+holding data, a `superchart` of charts for several, None for a figure without axes. Each axes is read as a
 pie (wedges), bar chart (bar containers), box-and-whisker (boxplot lines), line chart (lines), scatter chart
-(point collections) or, failing those, `unknown` with its title and labels only.
+(point collections), a line chart without lines when it is empty or, failing those, `unknown` with its title
+only. A title, axis label or unit a figure does not have is None (null), as the published clients expect; a unit
+is read from its axis label ("Time (s)" -> "s", "Length [m]" -> "m").
 """
 import math
+import re
 
 _DATE_FORMATTERS = ("AutoDateFormatter", "ConciseDateFormatter", "DateFormatter")
+# The unit in an axis label: the text of a parenthesis after a space, or of square brackets.
+_UNIT = re.compile(r"\s\(([^()]*)\)|\[([^\[\]]*)\]")
+# Pie angles are rounded to this many decimals: 90 % of a pie is 324 degrees, not 324.00000000000006.
+_ANGLE_DECIMALS = 4
 
 
 def _number(value):
@@ -25,11 +32,32 @@ def _label(artist):
     return "" if label.startswith("_") else label
 
 
+def _text_or_none(text):
+    return text or None
+
+
+def _unit(label):
+    match = _UNIT.search(label) if label else None
+    return (match.group(1) or match.group(2) or None) if match else None
+
+
 def _is_date_axis(axis):
     return type(axis.get_major_formatter()).__name__ in _DATE_FORMATTERS
 
 
-def _axis_value(axis, value):
+def _categories(axis):
+    """Position -> name of a categorical axis (strings plotted on it), None for any other axis."""
+    from matplotlib.category import UnitData
+
+    if not isinstance(axis.get_units(), UnitData):
+        return None
+    return {position: name for name, position in axis.get_units()._mapping.items()}
+
+
+def _axis_value(axis, value, categories=None):
+    if categories is not None:
+        number = _number(value)
+        return categories.get(number, number)
     if _is_date_axis(axis):
         from matplotlib import dates
 
@@ -41,7 +69,11 @@ def _axis_value(axis, value):
 
 
 def _scale(axis):
-    return "datetime" if _is_date_axis(axis) else axis.get_scale()
+    if _is_date_axis(axis):
+        return "datetime"
+    if _categories(axis) is not None:
+        return "categorical"
+    return axis.get_scale()
 
 
 def _ticks(axis):
@@ -49,44 +81,46 @@ def _ticks(axis):
 
 
 def _base(ax, kind):
-    return {
-        "type": kind,
-        "title": ax.get_title() or "",
-        "x_label": ax.get_xlabel() or "",
-        "y_label": ax.get_ylabel() or "",
-        "elements": [],
-    }
+    return {"type": kind, "title": _text_or_none(ax.get_title()), "elements": []}
+
+
+def _base_2d(ax, kind):
+    x_label, y_label = _text_or_none(ax.get_xlabel()), _text_or_none(ax.get_ylabel())
+    chart = _base(ax, kind)
+    chart.update(x_label=x_label, y_label=y_label, x_unit=_unit(x_label), y_unit=_unit(y_label))
+    return chart
 
 
 def _point_chart(ax, kind, series):
-    chart = _base(ax, kind)
+    chart = _base_2d(ax, kind)
     x_ticks, x_labels = _ticks(ax.xaxis)
     y_ticks, y_labels = _ticks(ax.yaxis)
     chart.update(
         x_ticks=x_ticks, x_tick_labels=x_labels, x_scale=_scale(ax.xaxis),
         y_ticks=y_ticks, y_tick_labels=y_labels, y_scale=_scale(ax.yaxis),
     )
+    x_categories, y_categories = _categories(ax.xaxis), _categories(ax.yaxis)
     for label, points in series:
         chart["elements"].append({
             "label": label,
-            "points": [[_axis_value(ax.xaxis, x), _axis_value(ax.yaxis, y)] for x, y in points],
+            "points": [[_axis_value(ax.xaxis, x, x_categories), _axis_value(ax.yaxis, y, y_categories)] for x, y in points],
         })
     return chart
 
 
 def _pie(ax, wedges):
-    chart = {"type": "pie", "title": ax.get_title() or "", "elements": []}
+    chart = _base(ax, "pie")
     for wedge in wedges:
         chart["elements"].append({
             "label": _label(wedge),
-            "angle": _number(wedge.theta2 - wedge.theta1),
+            "angle": _number(round(abs(wedge.theta2 - wedge.theta1), _ANGLE_DECIMALS)),
             "radius": _number(wedge.r),
         })
     return chart
 
 
 def _bars(ax, containers):
-    chart = _base(ax, "bar")
+    chart = _base_2d(ax, "bar")
     horizontal = any(getattr(c, "orientation", "vertical") == "horizontal" for c in containers)
     category_axis = ax.yaxis if horizontal else ax.xaxis
     positions = list(category_axis.get_ticklocs())
@@ -149,7 +183,7 @@ def _boxplot_from_lines(ax):
             continue
         boxes = [_boxplot_group(lines[i:i + per_box]) for i in range(0, len(lines), per_box)]
         if all(boxes):
-            chart = _base(ax, "box_and_whisker")
+            chart = _base_2d(ax, "box_and_whisker")
             for index, box in enumerate(boxes):
                 box["label"] = names[index] if index < len(names) and names[index] else str(index + 1)
                 chart["elements"].append(box)
@@ -162,6 +196,10 @@ def axes_to_chart(ax):
     from matplotlib.container import BarContainer
     from matplotlib.patches import Wedge
 
+    if not _has_content(ax):
+        # An axes with nothing drawn yet (a plot call that failed, a figure to be filled) is a line chart without
+        # lines, as the reference reads it: its axes' scales and ticks are still there.
+        return _point_chart(ax, "line", [])
     wedges = [p for p in ax.patches if isinstance(p, Wedge)]
     if wedges:
         return _pie(ax, wedges)
@@ -181,14 +219,15 @@ def axes_to_chart(ax):
 
 
 def _has_content(ax):
-    return bool(ax.lines or ax.patches or ax.collections or ax.containers or ax.images)
+    return bool(ax.lines or ax.patches or ax.collections or ax.containers or ax.images or ax.artists)
 
 
 def figure_to_chart(figure):
-    axes = [ax for ax in figure.axes if _has_content(ax)]
+    """The figure's axes that hold something; a figure of empty axes is read as those axes (an `unknown` chart)."""
+    axes = [ax for ax in figure.axes if _has_content(ax)] or list(figure.axes)
     if not axes:
         return None
     if len(axes) == 1:
         return axes_to_chart(axes[0])
     title = figure._suptitle.get_text() if getattr(figure, "_suptitle", None) is not None else ""
-    return {"type": "superchart", "title": title, "elements": [axes_to_chart(ax) for ax in axes]}
+    return {"type": "superchart", "title": _text_or_none(title), "elements": [axes_to_chart(ax) for ax in axes]}

@@ -1,11 +1,14 @@
 # Runs once in every new Python kernel of the code-interpreter (kernel_bridge.py --setup), outside the user's
 # namespace: adds the display formatters that give pandas DataFrames a `data` format and matplotlib figures a
-# `chart` format (_tidepool_charts.py). The bridge defines _TIDEPOOL_ASSETS (the directory of these files).
+# `chart` format (_tidepool_charts.py), shows a str result as its text (not its repr), and shows an image PIL saves
+# to a file. The bridge defines _TIDEPOOL_ASSETS (the directory of these files).
 def _tidepool_ci_setup():
+    import functools
     import os
 
     from IPython import get_ipython
-    from IPython.core.formatters import BaseFormatter
+    from IPython.core.formatters import BaseFormatter, PlainTextFormatter
+    from IPython.display import display as show
     from traitlets import ObjectName, Unicode
 
     shell = get_ipython()
@@ -54,6 +57,36 @@ def _tidepool_ci_setup():
         display.formatters[formatter.format_type] = formatter
         if formatter.format_type not in display.active_types:
             display.active_types.append(formatter.format_type)
+
+    class StrAsTextFormatter(PlainTextFormatter):
+        """text/plain of a str value is the string itself; of anything else (a str inside a list too) its repr."""
+
+        def __call__(self, obj):
+            if isinstance(obj, str):
+                return obj
+            return super().__call__(obj)
+
+    plain = display.formatters["text/plain"]
+    text = StrAsTextFormatter(parent=display)
+    text.type_printers.update(plain.type_printers)
+    text.deferred_printers.update(plain.deferred_printers)
+    display.formatters["text/plain"] = text
+
+    try:
+        from PIL import Image
+    except ImportError:
+        return
+    save = Image.Image.save
+
+    @functools.wraps(save)
+    def save_and_show(image, fp, *args, **kwargs):
+        # A cell that saves an image to a file shows it too (a png result), once it is saved.
+        saved = save(image, fp, *args, **kwargs)
+        if isinstance(fp, (str, bytes, os.PathLike)):
+            show(image)
+        return saved
+
+    Image.Image.save = save_and_show
 
 
 _tidepool_ci_setup()

@@ -1,5 +1,7 @@
-import { stat } from 'node:fs/promises';
+import { constants } from 'node:fs';
+import { access, stat } from 'node:fs/promises';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { userInfo } from 'node:os';
 import { isAbsolute } from 'node:path';
 import type { Logger } from 'pino';
 import type { ContextRegistry, ContextView } from '../contexts/context-registry.ts';
@@ -88,6 +90,9 @@ async function createContext(req: IncomingMessage, res: ServerResponse, deps: Se
     if (!isAbsolute(cwd) || cwd.includes('\0')) throw badRequest(`'cwd' must be an absolute path, got '${cwd.slice(0, 200)}'`);
     const info = await stat(cwd).catch(() => undefined);
     if (!info?.isDirectory()) throw badRequest(`'cwd' ${cwd} is not a directory in the sandbox`);
+    // The kernels run as the user this server runs as: a directory it cannot enter cannot be their cwd.
+    const enterable = await access(cwd, constants.X_OK).then(() => true, () => false);
+    if (!enterable) throw badRequest(`'cwd' ${cwd} cannot be entered by the sandbox user ${userInfo().username} (permission denied)`);
   }
   const context = await deps.contexts.create(language, cwd);
   sendJson(res, 200, context);
