@@ -75,6 +75,23 @@ async function terminalStatus(): Promise<string> {
   return page.$eval('.terminal-status', (el) => el.textContent ?? '');
 }
 
+/**
+ * Clicks `selector` once it is there, found and clicked in one step inside the page: the sandbox list re-renders its
+ * rows when it refreshes, and a row button found first and clicked after could be detached in between.
+ */
+async function clickWhenPresent(selector: string, timeout = 15_000): Promise<void> {
+  await page.waitForFunction(
+    (sel: string) => {
+      const el = document.querySelector<HTMLElement>(sel);
+      if (!el) return false;
+      el.click();
+      return true;
+    },
+    { timeout, polling: 100 },
+    selector,
+  );
+}
+
 async function waitForText(selector: string, pattern: RegExp, timeout = 20_000): Promise<string> {
   await page.waitForFunction(
     (sel: string, source: string, flags: string) => {
@@ -325,23 +342,21 @@ describe('dashboard in a browser', { timeout: 180_000 }, () => {
     const before = await api(platform, 'GET', `/sandboxes/${id}`);
     expect(before.body).toMatchObject({ templateID: 'base', state: 'running', metadata: { made } });
 
-    await page.click(`button[data-action="extend"][data-sandbox="${id}"]`);
+    await clickWhenPresent(`button[data-action="extend"][data-sandbox="${id}"]`);
     await waitForText('.status-line', new RegExp(`${id} now ends in`));
     const extended = await api(platform, 'GET', `/sandboxes/${id}`);
     expect(Date.parse(extended.body.endAt) - Date.parse(before.body.endAt)).toBeGreaterThan(500_000);
 
-    await page.waitForSelector(`button[data-action="snapshot"][data-sandbox="${id}"]:not([disabled])`);
-    await page.click(`button[data-action="snapshot"][data-sandbox="${id}"]`);
+    await clickWhenPresent(`button[data-action="snapshot"][data-sandbox="${id}"]:not([disabled])`, 30_000);
     const snapshotText = await waitForText('.status-line', /Snapshot \S+ taken/, 120_000);
     const snapshots = await api(platform, 'GET', `/snapshots?sandboxID=${id}`);
     expect(snapshots.body.map((s: { snapshotID: string }) => s.snapshotID)).toContain(/Snapshot (\S+) taken/.exec(snapshotText)?.[1]);
 
-    await page.waitForSelector(`button[data-action="pause"][data-sandbox="${id}"]:not([disabled])`);
-    await page.click(`button[data-action="pause"][data-sandbox="${id}"]`);
+    await clickWhenPresent(`button[data-action="pause"][data-sandbox="${id}"]:not([disabled])`, 30_000);
     await page.waitForSelector(`${row}[data-state="paused"]`, { timeout: 60_000 });
     expect((await api(platform, 'GET', `/sandboxes/${id}`)).body.state).toBe('paused');
 
-    await page.click(`button[data-action="resume"][data-sandbox="${id}"]`);
+    await clickWhenPresent(`button[data-action="resume"][data-sandbox="${id}"]`);
     await page.waitForSelector(`${row}[data-state="running"]`, { timeout: 60_000 });
     expect((await api(platform, 'GET', `/sandboxes/${id}`)).body.state).toBe('running');
   }, 300_000);
@@ -350,8 +365,7 @@ describe('dashboard in a browser', { timeout: 180_000 }, () => {
     await page.click('a[href="#/templates"]');
     await page.click('a[href="#/sandboxes"]');
     const kill = `button[data-action="kill"][data-sandbox="${sandboxId}"]`;
-    await page.waitForSelector(kill, { timeout: 15_000 });
-    await page.click(kill);
+    await clickWhenPresent(kill);
     await page.waitForFunction((id: string) => document.querySelector(`tr[data-sandbox="${id}"]`) === null, { timeout: 30_000 }, sandboxId);
     await waitForText('.status-line', new RegExp(`Killed ${sandboxId}`));
     expect((await api(platform, 'GET', `/sandboxes/${sandboxId}`)).status).toBe(404);
