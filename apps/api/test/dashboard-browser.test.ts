@@ -76,8 +76,9 @@ async function terminalStatus(): Promise<string> {
 }
 
 /**
- * Clicks `selector` once it is there, found and clicked in one step inside the page: the sandbox list re-renders its
- * rows when it refreshes, and a row button found first and clicked after could be detached in between.
+ * Clicks `selector` once it is there, found and clicked in one step inside the page: the views re-render when their
+ * data refreshes (the sandbox list every few seconds), and an element found first and clicked after could be
+ * detached in between ("Node is detached", "not clickable").
  */
 async function clickWhenPresent(selector: string, timeout = 15_000): Promise<void> {
   await page.waitForFunction(
@@ -222,9 +223,9 @@ describe('dashboard in a browser', { timeout: 180_000 }, () => {
   });
 
   it('opens a terminal: echo hi-$RANDOM comes back expanded on the screen', async () => {
-    await page.click(`a[href="#/sandboxes/${sandboxId}"]`);
+    await clickWhenPresent(`a[href="#/sandboxes/${sandboxId}"]`);
     await page.waitForSelector('a[data-tab="terminal"]');
-    await page.click('a[data-tab="terminal"]');
+    await clickWhenPresent('a[data-tab="terminal"]');
     await page.waitForSelector('.terminal-screen textarea', { timeout: 20_000 });
     await waitForText('.terminal-status', /Shell started \(pid \d+\)/);
     await waitForScreen(/\$ ?$/m);
@@ -279,7 +280,7 @@ describe('dashboard in a browser', { timeout: 180_000 }, () => {
     try {
       const content = `uploaded-${randomBytes(6).toString('hex')}\n`;
       writeFileSync(join(local, 'dash-upload.txt'), content);
-      await page.click('a[data-tab="files"]');
+      await clickWhenPresent('a[data-tab="files"]');
       await page.waitForSelector('tr[data-path="/home/user/.bashrc"], tr[data-path="/home/user/.profile"]', { timeout: 20_000 });
       const input = await page.waitForSelector('#files-upload');
       await (input as unknown as { uploadFile(...paths: string[]): Promise<void> }).uploadFile(join(local, 'dash-upload.txt'));
@@ -297,7 +298,7 @@ describe('dashboard in a browser', { timeout: 180_000 }, () => {
       mkdirSync(downloads);
       const cdp = await page.createCDPSession();
       await cdp.send('Browser.setDownloadBehavior', { behavior: 'allow', downloadPath: downloads });
-      await page.click('tr[data-path="/home/user/dash-upload.txt"] button');
+      await clickWhenPresent('tr[data-path="/home/user/dash-upload.txt"] button');
       await waitForText('.files .status-line', /Downloaded \/home\/user\/dash-upload.txt/);
       const deadline = Date.now() + 10_000;
       let downloaded = '';
@@ -314,7 +315,7 @@ describe('dashboard in a browser', { timeout: 180_000 }, () => {
   });
 
   it('shows metrics charts and lifecycle events on the overview', async () => {
-    await page.click('a[data-tab="overview"]');
+    await clickWhenPresent('a[data-tab="overview"]');
     await waitForText('.overview .events', /\S/);
     await page.waitForSelector('.charts figure svg, .charts .notice', { timeout: 20_000 });
     // The platform samples every few seconds: charts appear once a sample exists.
@@ -324,7 +325,7 @@ describe('dashboard in a browser', { timeout: 180_000 }, () => {
   });
 
   it('creates a sandbox from a template with the form, then extends, snapshots, pauses and resumes it from its row', async () => {
-    await page.click('a[href="#/sandboxes"]');
+    await clickWhenPresent('a[href="#/sandboxes"]');
     await page.waitForSelector('#create-template');
     const made = `ui${randomBytes(3).toString('hex')}`;
     await page.$eval('#create-timeout', (el) => {
@@ -332,7 +333,7 @@ describe('dashboard in a browser', { timeout: 180_000 }, () => {
     });
     await page.type('#create-timeout', '240');
     await page.type('#create-metadata', `made=${made}`);
-    await page.click('.create-form button[type="submit"]');
+    await clickWhenPresent('.create-form button[type="submit"]');
     const createdText = await waitForText('.status-line', /Created \w+/, 60_000);
     const id = /Created (\w+)/.exec(createdText)?.[1] ?? '';
     created.push(id);
@@ -362,8 +363,8 @@ describe('dashboard in a browser', { timeout: 180_000 }, () => {
   }, 300_000);
 
   it('kills the sandbox from the UI: it is gone from the list and from the REST API', async () => {
-    await page.click('a[href="#/templates"]');
-    await page.click('a[href="#/sandboxes"]');
+    await clickWhenPresent('a[href="#/templates"]');
+    await clickWhenPresent('a[href="#/sandboxes"]');
     const kill = `button[data-action="kill"][data-sandbox="${sandboxId}"]`;
     await clickWhenPresent(kill);
     await page.waitForFunction((id: string) => document.querySelector(`tr[data-sandbox="${id}"]`) === null, { timeout: 30_000 }, sandboxId);
@@ -383,11 +384,11 @@ describe('dashboard in a browser', { timeout: 180_000 }, () => {
     });
     expect(started.status, JSON.stringify(started.body)).toBe(202);
 
-    await page.click('a[href="#/templates"]');
+    await clickWhenPresent('a[href="#/templates"]');
     await page.waitForSelector(`a[href="#/templates/${templateID}"]`, { timeout: 15_000 });
-    await page.click(`a[href="#/templates/${templateID}"]`);
+    await clickWhenPresent(`a[href="#/templates/${templateID}"]`);
     await page.waitForSelector(`a[href="#/templates/${templateID}/builds/${buildID}"]`, { timeout: 15_000 });
-    await page.click(`a[href="#/templates/${templateID}/builds/${buildID}"]`);
+    await clickWhenPresent(`a[href="#/templates/${templateID}/builds/${buildID}"]`);
     // A line is on screen while the build still runs, then the rest follow and the build ends ready.
     await waitForText('.build-log', /dash-line-1/, 180_000);
     const stateWhenFirstSeen = await page.$eval('h1 .build', (el) => el.textContent ?? '');
@@ -409,13 +410,13 @@ describe('dashboard in a browser', { timeout: 180_000 }, () => {
 
     await page.goto(`${platform.url}/dashboard/#/sandboxes/${id}`);
     await page.waitForSelector('a[data-tab="run"]', { timeout: 20_000 });
-    await page.click('a[data-tab="run"]');
+    await clickWhenPresent('a[data-tab="run"]');
     await page.waitForSelector('#run-code');
     const runCell = async (language: string, code: string): Promise<void> => {
       await page.select('#run-language', language);
       await page.$eval('#run-code', (el) => { (el as HTMLTextAreaElement).value = ''; });
       await page.type('#run-code', code);
-      await page.click('.run-button');
+      await clickWhenPresent('.run-button');
       await waitForText('.run-status', /Finished in \d+ ms|Run failed/, 60_000);
       expect(await page.$eval('.run-status', (el) => el.textContent ?? '')).toMatch(/^Finished/);
     };
@@ -426,7 +427,7 @@ describe('dashboard in a browser', { timeout: 180_000 }, () => {
     // Output shows while the code still runs, not at the end.
     await page.$eval('#run-code', (el) => { (el as HTMLTextAreaElement).value = ''; });
     await page.type('#run-code', 'import time\nprint("first", flush=True)\ntime.sleep(3)\nprint("second")');
-    await page.click('.run-button');
+    await clickWhenPresent('.run-button');
     await waitForText('.run-output', /first/, 15_000);
     expect(await page.$eval('.run-output', (el) => el.textContent ?? '')).not.toContain('second');
     expect(await page.$eval('.run-status', (el) => el.textContent ?? '')).not.toMatch(/Finished/);
