@@ -13,6 +13,7 @@ import { promisify } from 'node:util';
 import puppeteer, { type Browser, type Page } from 'puppeteer-core';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { ensureChromium } from './support/chromium.ts';
+import { clickWhenPresent as clickIn } from './support/page-actions.ts';
 import { api, startTestPlatform, type TestPlatform } from './support/start-platform.ts';
 
 const exec = promisify(execFile);
@@ -75,23 +76,7 @@ async function terminalStatus(): Promise<string> {
   return page.$eval('.terminal-status', (el) => el.textContent ?? '');
 }
 
-/**
- * Clicks `selector` once it is there, found and clicked in one step inside the page: the views re-render when their
- * data refreshes (the sandbox list every few seconds), and an element found first and clicked after could be
- * detached in between ("Node is detached", "not clickable").
- */
-async function clickWhenPresent(selector: string, timeout = 15_000): Promise<void> {
-  await page.waitForFunction(
-    (sel: string) => {
-      const el = document.querySelector<HTMLElement>(sel);
-      if (!el) return false;
-      el.click();
-      return true;
-    },
-    { timeout, polling: 100 },
-    selector,
-  );
-}
+const clickWhenPresent = (selector: string, timeout?: number): Promise<void> => clickIn(page, selector, timeout);
 
 async function waitForText(selector: string, pattern: RegExp, timeout = 20_000): Promise<string> {
   await page.waitForFunction(

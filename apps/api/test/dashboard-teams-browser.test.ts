@@ -10,6 +10,7 @@ import { promisify } from 'node:util';
 import puppeteer, { type Browser, type Page } from 'puppeteer-core';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { ensureChromium } from './support/chromium.ts';
+import { clickWhenPresent } from './support/page-actions.ts';
 import { api, startTestPlatform, type TestPlatform } from './support/start-platform.ts';
 
 const exec = promisify(execFile);
@@ -88,7 +89,7 @@ describe('dashboard administration and team scoping in a browser', { timeout: 18
 
     const section = `section.team[data-team="${team.teamID}"]`;
     await page.type(`${section} input[name="key-name"]`, 'laptop');
-    await page.click(`${section} form button[type="submit"]`);
+    await clickWhenPresent(page, `${section} form button[type="submit"]`);
     await page.waitForSelector(`${section} code.new-key`);
     const key = await page.$eval(`${section} code.new-key`, (el) => el.textContent ?? '');
     expect(key).toMatch(/^e2b_[0-9a-f]{40}$/);
@@ -111,8 +112,7 @@ describe('dashboard administration and team scoping in a browser', { timeout: 18
 
     // Revoked from the admin page (admin key still in this tab's session), the team key's tab is signed out.
     await page.goto(`${platform.url}/dashboard/#/admin`);
-    await page.waitForSelector(`${section} tbody tr button.danger`);
-    await page.click(`${section} tbody tr button.danger`);
+    await clickWhenPresent(page, `${section} tbody tr button.danger`);
     await page.waitForFunction((sel: string) => document.querySelector(`${sel} tbody tr`) === null, { timeout: 15_000 }, section);
     expect((await api(platform, 'GET', '/v2/sandboxes', undefined, key)).status).toBe(401);
     await page.goto(`${platform.url}/dashboard/#/sandboxes`);
