@@ -141,10 +141,9 @@ export class PostgresDatabase implements Database {
       await sql.run(`SELECT pg_advisory_xact_lock(${MIGRATION_LOCK})`);
       await sql.run('CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, applied_at TEXT NOT NULL)');
       const applied = new Set((await sql.all<{ version: number }>('SELECT version FROM schema_migrations')).map((r) => r.version));
-      for (const [index, migration] of MIGRATIONS.entries()) {
-        const version = index + 1;
+      for (const { version, postgres } of MIGRATIONS) {
         if (applied.has(version)) continue;
-        await sql.run(migration.postgres);
+        await sql.run(postgres);
         await sql.run('INSERT INTO schema_migrations (version, applied_at) VALUES (?, ?)', [version, new Date().toISOString()]);
       }
     });

@@ -89,14 +89,13 @@ export class SqliteDatabase implements Database {
     }
     connection.exec('CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, applied_at TEXT NOT NULL)');
     const applied = new Set((connection.prepare('SELECT version FROM schema_migrations').all() as { version: number }[]).map((r) => r.version));
-    MIGRATIONS.forEach((migration, index) => {
-      const version = index + 1;
-      if (applied.has(version)) return;
+    for (const { version, sqlite } of MIGRATIONS) {
+      if (applied.has(version)) continue;
       connection.transaction(() => {
-        connection.exec(migration.sqlite);
+        connection.exec(sqlite);
         connection.prepare('INSERT INTO schema_migrations (version, applied_at) VALUES (?, ?)').run(version, new Date().toISOString());
       })();
-    });
+    }
     return new SqliteDatabase(connection, file);
   }
 

@@ -20,10 +20,10 @@ function dataDirBeforeTeams(): string {
   dirs.push(dir);
   const db = new BetterSqlite3(join(dir, 'tidepool.db'));
   db.exec('CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, applied_at TEXT NOT NULL)');
-  MIGRATIONS.slice(0, TEAMS_MIGRATION - 1).forEach((migration, index) => {
-    db.exec(migration.sqlite);
-    db.prepare('INSERT INTO schema_migrations (version, applied_at) VALUES (?, ?)').run(index + 1, 'then');
-  });
+  for (const { version, sqlite } of MIGRATIONS.filter((m) => m.version < TEAMS_MIGRATION)) {
+    db.exec(sqlite);
+    db.prepare('INSERT INTO schema_migrations (version, applied_at) VALUES (?, ?)').run(version, 'then');
+  }
   db.exec(`
     INSERT INTO api_keys (hash, prefix, created_at) VALUES ('${'ab'.repeat(32)}', 'e2b_1234', 'then');
     INSERT INTO templates (template_id, alias, public, cpu_count, memory_mb, disk_size_mb, created_at, updated_at) VALUES ('base', 'base', 1, 2, 1024, 0, 'then', 'then');
