@@ -15,7 +15,7 @@ import type { FIREWALL_PROGRAMS } from './firewall-commands.ts';
 import type { NetworkFirewall } from './network-firewall.ts';
 import { type EgressTransformDeps, EgressTransforms } from './egress-transforms.ts';
 import { EgressTunnel } from './egress-tunnel.ts';
-import { conntrackProblem } from './original-destination.ts';
+import { ConntrackReader, conntrackProblem } from './original-destination.ts';
 import { DEFAULT_EGRESS_PROXY_PORTS } from './upstream-address.ts';
 import { ClusterAddresses } from './cluster-addresses.ts';
 import { UpstreamAddressPolicy, type UpstreamPolicySettings } from './upstream-address.ts';
@@ -154,10 +154,13 @@ export class DockerRuntime implements SandboxRuntime {
       return;
     }
     const proxy = new EgressProxy(this.logger, this.options.egressTransforms && new EgressTransforms(this.options.egressTransforms, this.logger));
-    const ports = await proxy.listen(gateway);
-    this.egressProxy = proxy;
     const conntrack = await conntrackProblem();
+    // Without the conntrack table, connections to allowed CIDRs cannot be relayed to where they were going: they go direct (untransformed).
+    const originals = new ConntrackReader();
+    const ports = await proxy.listen(gateway, conntrack ? undefined : (peer, port, local) => originals.lookup(peer, port, local));
+    this.egressProxy = proxy;
     if (conntrack) {
+      this.logger.warn({ reason: conntrack }, 'network.rules transforms do not apply to HTTP/TLS sent to an allowed CIDR on this host');
       this.egressTunnelProblem = `sandbox egress through a proxy is unavailable: ${conntrack}`;
       this.logger.warn({ reason: conntrack }, 'network.egressProxy is unavailable on this host');
       this.firewall.setRedirect(ports);
