@@ -88,7 +88,7 @@ export class BuiltinImageBuilds {
     }
     const problem = outcome.problem ?? ((await runtime.imageExists(image)) ? undefined : `the builder exited 0 but left no image '${image}'`);
     if (!problem) {
-      await registerBuiltinFromImage(this.catalog, runtime, template, image, log);
+      await registerBuiltinFromImage(this.catalog, runtime, template, image, this.logger);
       log.info({ seconds }, `${template.alias} image ready`);
       return;
     }
