@@ -33,10 +33,19 @@ export class WatchBarrier {
   private readonly waiting = new Map<number, () => void>();
 
   /** `parent` holds the private marker directory (made only while a watch exists). */
+  /** The problem said last: said again only after a barrier worked in between. */
+  private saidProblem: string | undefined;
+
   constructor(
-    private readonly onProblem: (message: string, error?: unknown) => void = () => undefined,
+    private readonly report: (message: string, error?: unknown) => void = () => undefined,
     private readonly parent: string = tmpdir(),
   ) {}
+
+  private onProblem(message: string, error?: unknown): void {
+    if (this.saidProblem === message) return;
+    this.saidProblem = message;
+    this.report(message, error);
+  }
 
   add(watch: SettlingWatch): void {
     this.watches.add(watch);
@@ -81,6 +90,8 @@ export class WatchBarrier {
     if (!arrived) {
       this.onProblem('watch barrier marker did not arrive; events may lag');
       this.closeMarker();
+    } else {
+      this.saidProblem = undefined;
     }
   }
 
