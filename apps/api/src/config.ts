@@ -275,7 +275,7 @@ const ENV_NAMES: Record<keyof Config, string> = {
 
 /** Every environment variable that feeds a setting (deployment manifests are checked against it). */
 export function settingEnvNames(): string[] {
-  return [...Object.values(ENV_NAMES), 'TIDEPOOL_DOCKER_NETWORK'];
+  return [...Object.values(ENV_NAMES), 'TIDEPOOL_DOCKER_NETWORK', ...FILE_SETTINGS.map((name) => `${name}_FILE`)];
 }
 
 export class ConfigError extends Error {}
@@ -412,8 +412,37 @@ function teamQuotaProblem(config: Config): string | undefined {
   return undefined;
 }
 
+/** The secret settings that may also come from a file (`<name>_FILE`: a Swarm secret, a mounted Kubernetes Secret). */
+export const FILE_SETTINGS = ['TIDEPOOL_API_KEYS', 'TIDEPOOL_ADMIN_KEY', 'TIDEPOOL_SECRETS_KEY'] as const;
+
+/**
+ * `env` with each of FILE_SETTINGS whose `<name>_FILE` is set replaced by that file's content: its first line, or
+ * for TIDEPOOL_API_KEYS every non-empty line (each may itself be a comma list). Both forms set, an unreadable or
+ * empty file: refused, naming the variable (never echoing the content).
+ */
+export function withFileSettings(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
+  const out = { ...env };
+  for (const name of FILE_SETTINGS) {
+    const file = (env[`${name}_FILE`] ?? '').trim();
+    if (file === '') continue;
+    if ((env[name] ?? '').trim() !== '') throw new ConfigError(`invalid configuration:\n  ${name} and ${name}_FILE are both set: keep the value in one place`);
+    let text: string;
+    try {
+      text = readFileSync(file, 'utf8');
+    } catch (error) {
+      throw new ConfigError(`invalid configuration:\n  ${name}_FILE: cannot read ${file} (${(error as NodeJS.ErrnoException).code ?? String(error)})`);
+    }
+    const lines = text.split(/\r?\n/).map((line) => line.trim());
+    const value = name === 'TIDEPOOL_API_KEYS' ? lines.filter(Boolean).join(',') : (lines[0] ?? '');
+    if (value === '') throw new ConfigError(`invalid configuration:\n  ${name}_FILE: ${file} is empty (${name === 'TIDEPOOL_API_KEYS' ? 'one key or comma list a line' : 'its first line is the value'})`);
+    out[name] = value;
+  }
+  return out;
+}
+
 /** Reads the whole configuration once from the environment (plus programmatic overrides) and validates it. */
-export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Partial<Config> = {}): Config {
+export function loadConfig(rawEnv: NodeJS.ProcessEnv = process.env, overrides: Partial<Config> = {}): Config {
+  const env = withFileSettings(rawEnv);
   const candidate = {
     // Loopback unless asked: the API and the proxy carry sandbox tokens (containers set 0.0.0.0 explicitly).
     host: env.TIDEPOOL_HOST || '127.0.0.1',
