@@ -281,7 +281,7 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
         const held = nodes.all().filter((node) => node.nodeId !== embeddedId || poolsShared);
         await pools?.manage(held.map((node) => ({ node, ready: nodes.status(node.nodeId) === 'ready' })));
         const ready = held.find((node) => nodes.status(node.nodeId) === 'ready');
-        if (!runtime && ready) await builtins.registerOnce(ready.runtime);
+        if (!runtime && ready) await builtins.registerOnce(ready.runtime, (image) => images.ensure(ready.runtime, image));
       },
       logger,
     });

@@ -18,15 +18,23 @@ export class BuiltinTemplates {
     private readonly logger: Logger,
   ) {}
 
-  async register(runtime: SandboxRuntime): Promise<void> {
+  /**
+   * `ensure` first brings an image onto the node where it can (a node image in the cluster's registry is pulled
+   * there on first use); the code interpreter's failing to come leaves the base template registered.
+   */
+  async register(runtime: SandboxRuntime, ensure?: (image: string) => Promise<void>): Promise<void> {
+    await ensure?.(this.config.baseImage);
     await registerBaseTemplate(this.templates, runtime, this.config.baseImage, this.logger);
+    if (ensure && this.config.codeInterpreterImage) {
+      await ensure(this.config.codeInterpreterImage).catch((error: unknown) => this.logger.warn({ err: error, image: this.config.codeInterpreterImage }, 'code interpreter image not pulled onto the node'));
+    }
     await registerCodeInterpreterTemplate(this.templates, runtime, this.config.codeInterpreterImage, this.logger);
     this.registered = true;
   }
 
   /** Registers once from a node's engine; a failure is logged and the next call tries again. */
-  async registerOnce(runtime: SandboxRuntime): Promise<void> {
+  async registerOnce(runtime: SandboxRuntime, ensure?: (image: string) => Promise<void>): Promise<void> {
     if (this.registered) return;
-    await this.register(runtime).catch((error: unknown) => this.logger.warn({ err: error }, 'built-in templates not registered from a node yet; retrying at the next node sweep'));
+    await this.register(runtime, ensure).catch((error: unknown) => this.logger.warn({ err: error }, 'built-in templates not registered from a node yet; retrying at the next node sweep'));
   }
 }
