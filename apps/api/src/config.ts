@@ -106,6 +106,7 @@ export const ConfigSchema = Type.Object({
    * Private, loopback or link-local ranges (IPv4 CIDRs or addresses) a sandbox's own egress proxy (`network.egressProxy`)
    * may nevertheless be at; by default such proxy addresses are refused (the platform dials them from the host).
    */
+  clusterCidrs: Type.Array(Type.String({ pattern: '^(((25[0-5]|2[0-4]\\d|1?\\d?\\d)(\\.(25[0-5]|2[0-4]\\d|1?\\d?\\d)){3}(/(3[0-2]|[12]?\\d))?)|([0-9A-Fa-f:]*:[0-9A-Fa-f:.]*(/(12[0-8]|1[01]\\d|[1-9]?\\d))?))$' })),
   egressProxyAllowedCidrs: Type.Array(Type.String({ pattern: '^(25[0-5]|2[0-4]\\d|1?\\d?\\d)(\\.(25[0-5]|2[0-4]\\d|1?\\d?\\d)){3}(/(3[0-2]|[12]?\\d))?$' })),
   /**
    * The only ports a sandbox's own egress proxy may listen on: the platform dials it from the node, so any port would
@@ -239,6 +240,7 @@ const ENV_NAMES: Record<keyof Config, string> = {
   lxcfsDir: 'TIDEPOOL_LXCFS_DIR',
   sandboxCpuset: 'TIDEPOOL_SANDBOX_CPUSET',
   egressProxyAllowedCidrs: 'TIDEPOOL_EGRESS_PROXY_ALLOWED_CIDRS',
+  clusterCidrs: 'TIDEPOOL_CLUSTER_CIDRS',
   egressProxyPorts: 'TIDEPOOL_EGRESS_PROXY_PORTS',
   volumeUploadMaxBytes: 'TIDEPOOL_VOLUME_UPLOAD_MAX_BYTES',
   containerRuntime: 'TIDEPOOL_CONTAINER_RUNTIME',
@@ -494,6 +496,7 @@ export function loadConfig(rawEnv: NodeJS.ProcessEnv = process.env, overrides: P
     lxcfsDir: (env.TIDEPOOL_LXCFS_DIR ?? '').trim() || '/var/lib/tidepool-lxcfs',
     sandboxCpuset: flag(env.TIDEPOOL_SANDBOX_CPUSET, true),
     egressProxyAllowedCidrs: (env.TIDEPOOL_EGRESS_PROXY_ALLOWED_CIDRS ?? '').split(',').map((c) => c.trim()).filter(Boolean),
+    clusterCidrs: (env.TIDEPOOL_CLUSTER_CIDRS ?? '').split(',').map((c) => c.trim()).filter(Boolean),
     egressProxyPorts: integerList(env.TIDEPOOL_EGRESS_PROXY_PORTS, DEFAULT_EGRESS_PROXY_PORTS),
     volumeUploadMaxBytes: integer(env.TIDEPOOL_VOLUME_UPLOAD_MAX_BYTES, 1024 ** 3),
     containerRuntime: (env.TIDEPOOL_CONTAINER_RUNTIME ?? 'auto').trim(),

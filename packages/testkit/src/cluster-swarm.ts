@@ -228,6 +228,8 @@ export async function deploySwarmStack(ctx: SwarmContext, opts: SwarmOptions): P
       'TIDEPOOL_DOMAIN=tidepool.localhost',
       `TIDEPOOL_API_REPLICAS=${replicas}`,
       `TIDEPOOL_SWARM_PORT=${port}`,
+      // The machines' network is not a private range here (198.19.0.0/16): sandboxes are refused it explicitly.
+      `TIDEPOOL_CLUSTER_CIDRS=${cluster.subnet}`,
       '',
     ].join('\n'),
   );

@@ -25,6 +25,7 @@ import { DockerImageEngine } from '../runtime/docker/docker-image-engine.ts';
 import { SandboxCertificateAuthorities } from '../tls/sandbox-ca.ts';
 import { EgressSecretStore } from './egress-secrets.ts';
 import { upstreamPolicySettingsOf } from '../runtime/docker/upstream-address.ts';
+import { clusterDeniedCidrs } from '../runtime/docker/cluster-addresses.ts';
 
 /** 2: the node applies network.rules transforms and egressProxy (egress calls, `/v1/egress/…`). */
 export const NODE_AGENT_VERSION = '2';
@@ -77,6 +78,7 @@ export async function startNodeAgent(options: NodeAgentOptions): Promise<Running
         platformId,
         logger,
         isolation: config.sandboxIsolation,
+        deniedCidrs: clusterDeniedCidrs(config),
         helperImage: config.baseImage,
         hardening,
         cpuset: config.sandboxCpuset,
