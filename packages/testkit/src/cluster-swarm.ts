@@ -43,6 +43,11 @@ export function prepareMachine(node: Pick<NodeLayout, 'dir'>): void {
   }
 }
 
+/** The names build-images.sh gives the release images of cluster `name` on the host's engine. */
+export function swarmImageNames(name: string): string[] {
+  return ['api', 'node-agent', 'postgres', 'registry'].map((image) => `tidepool-swarm-${name}/${image}:latest`);
+}
+
 /** The stack's name, as the README deploys it. */
 export const SWARM_STACK = 'tidepool';
 /** The stack registry's port on its machine (stack.yml). */
@@ -147,7 +152,7 @@ export async function deploySwarmStack(ctx: SwarmContext, opts: SwarmOptions): P
   const port = opts.port ?? 3000;
 
   // 1. The release images, built on the host's engine and pushed from node1 (which trusts the bootstrap registry).
-  const builtPrefix = `tidepool-swarm-${cluster.name}`;
+  const builtPrefix = swarmImageNames(cluster.name)[0].replace(/\/api:latest$/, '');
   const built = await timed(timings, 'build', () => must('docker/cluster/build-images.sh', run('bash', [join(root, 'docker/cluster/build-images.sh')], { env: { TIDEPOOL_IMAGE_PREFIX: builtPrefix }, timeoutMs: 40 * 60_000 })));
   const builtImages = built.split('\n').filter(Boolean);
   progress(`built ${builtImages.join(', ')} in ${timings.build} ms`);

@@ -26,7 +26,7 @@ import { clusterPsql, postgresPid, startClusterPostgres, stopClusterPostgres, ty
 import { repoRoot, run } from './docker.ts';
 import { startLocalRegistry, stopRegistryIn } from './local-registry.ts';
 import { getFreePort } from './ports.ts';
-import { type ClusterSwarmState, deploySwarmStack, machineBinds, machineOf, prepareMachine, type SwarmOptions } from './cluster-swarm.ts';
+import { type ClusterSwarmState, deploySwarmStack, machineBinds, machineOf, prepareMachine, swarmImageNames, type SwarmOptions } from './cluster-swarm.ts';
 
 export interface ClusterNodeState {
   id: string;
@@ -556,8 +556,12 @@ export async function downCluster(opts: { name?: string; slot?: number; dir: str
   }
   await stopRegistryIn(cluster.registryDir);
   await stopClusterPostgres(cluster.dir);
-  // Swarm mode's release images on the host's engine: only their names (tidepool-swarm-<cluster>/…) go.
-  if (builtImages.length > 0) await run('docker', ['rmi', '--no-prune', ...builtImages], { timeoutMs: 120_000 });
+  // Swarm mode's release images on the host's engine: only their names (tidepool-swarm-<cluster>/…) go, also after
+  // an `up` that failed before recording them.
+  const swarmImages = builtImages.length > 0 ? builtImages : swarmImageNames(cluster.name);
+  const present = [];
+  for (const image of swarmImages) if ((await run('docker', ['image', 'inspect', image], { timeoutMs: 30_000 })).exitCode === 0) present.push(image);
+  if (present.length > 0) await run('docker', ['rmi', '--no-prune', ...present], { timeoutMs: 120_000 });
   await removeClusterNetwork(cluster);
   await unmountUnder(cluster.dir);
   rmSync(cluster.dir, { recursive: true, force: true });
