@@ -293,3 +293,41 @@ describe('node agent and cluster client settings', () => {
     expect(() => loadConfig({ TIDEPOOL_CLUSTER_CLIENT_CERT: 'c.pem', TIDEPOOL_CLUSTER_CLIENT_KEY: 'k.pem' })).toThrow(/go together/);
   });
 });
+
+describe('secret settings from files (*_FILE)', () => {
+  it('reads TIDEPOOL_API_KEYS_FILE (a key or comma list a line), TIDEPOOL_ADMIN_KEY_FILE and TIDEPOOL_SECRETS_KEY_FILE (first line), and refuses both forms, a missing or an empty file without echoing it', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'tp-config-files-'));
+    try {
+      const write = (name: string, text: string): string => {
+        const file = join(dir, name);
+        writeFileSync(file, text);
+        return file;
+      };
+      const secretsKey = randomBytes(32).toString('base64');
+      const admin = 'a'.repeat(10) + randomBytes(12).toString('hex');
+      const config = loadConfig({
+        TIDEPOOL_API_KEYS_FILE: write('keys', 'e2b_one, e2b_two\n\ne2b_three\n'),
+        TIDEPOOL_ADMIN_KEY_FILE: write('admin', `${admin}\nignored`),
+        TIDEPOOL_SECRETS_KEY_FILE: write('secrets', `${secretsKey}\n`),
+      });
+      expect(config.apiKeys).toEqual(['e2b_one', 'e2b_two', 'e2b_three']);
+      expect(config.adminKey).toBe(admin);
+      expect(config.secretsKey).toBe(secretsKey);
+      expect(() => loadConfig({ TIDEPOOL_ADMIN_KEY: admin, TIDEPOOL_ADMIN_KEY_FILE: join(dir, 'admin') })).toThrow(/TIDEPOOL_ADMIN_KEY and TIDEPOOL_ADMIN_KEY_FILE are both set/);
+      expect(() => loadConfig({ TIDEPOOL_SECRETS_KEY_FILE: join(dir, 'missing') })).toThrow(/TIDEPOOL_SECRETS_KEY_FILE: cannot read .*missing \(ENOENT\)/);
+      expect(() => loadConfig({ TIDEPOOL_API_KEYS_FILE: write('empty', '\n \n') })).toThrow(/TIDEPOOL_API_KEYS_FILE: .* is empty/);
+      let message = '';
+      try {
+        loadConfig({ TIDEPOOL_SECRETS_KEY_FILE: write('short', 'c2hvcnQta2V5\n') });
+      } catch (error) {
+        expect(error).toBeInstanceOf(ConfigError);
+        message = (error as Error).message;
+      }
+      expect(message).toMatch(/TIDEPOOL_SECRETS_KEY must be the base64 of exactly 32 bytes/);
+      expect(message).not.toContain('c2hvcnQta2V5');
+      expect(settingEnvNames()).toEqual(expect.arrayContaining(['TIDEPOOL_API_KEYS_FILE', 'TIDEPOOL_ADMIN_KEY_FILE', 'TIDEPOOL_SECRETS_KEY_FILE']));
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});

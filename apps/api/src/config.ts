@@ -106,6 +106,7 @@ export const ConfigSchema = Type.Object({
    * Private, loopback or link-local ranges (IPv4 CIDRs or addresses) a sandbox's own egress proxy (`network.egressProxy`)
    * may nevertheless be at; by default such proxy addresses are refused (the platform dials them from the host).
    */
+  clusterCidrs: Type.Array(Type.String({ pattern: '^(((25[0-5]|2[0-4]\\d|1?\\d?\\d)(\\.(25[0-5]|2[0-4]\\d|1?\\d?\\d)){3}(/(3[0-2]|[12]?\\d))?)|([0-9A-Fa-f:]*:[0-9A-Fa-f:.]*(/(12[0-8]|1[01]\\d|[1-9]?\\d))?))$' })),
   egressProxyAllowedCidrs: Type.Array(Type.String({ pattern: '^(25[0-5]|2[0-4]\\d|1?\\d?\\d)(\\.(25[0-5]|2[0-4]\\d|1?\\d?\\d)){3}(/(3[0-2]|[12]?\\d))?$' })),
   /**
    * The only ports a sandbox's own egress proxy may listen on: the platform dials it from the node, so any port would
@@ -245,6 +246,7 @@ const ENV_NAMES: Record<keyof Config, string> = {
   lxcfsDir: 'TIDEPOOL_LXCFS_DIR',
   sandboxCpuset: 'TIDEPOOL_SANDBOX_CPUSET',
   egressProxyAllowedCidrs: 'TIDEPOOL_EGRESS_PROXY_ALLOWED_CIDRS',
+  clusterCidrs: 'TIDEPOOL_CLUSTER_CIDRS',
   egressProxyPorts: 'TIDEPOOL_EGRESS_PROXY_PORTS',
   volumeUploadMaxBytes: 'TIDEPOOL_VOLUME_UPLOAD_MAX_BYTES',
   containerRuntime: 'TIDEPOOL_CONTAINER_RUNTIME',
@@ -282,7 +284,7 @@ const ENV_NAMES: Record<keyof Config, string> = {
 
 /** Every environment variable that feeds a setting (deployment manifests are checked against it). */
 export function settingEnvNames(): string[] {
-  return [...Object.values(ENV_NAMES), 'TIDEPOOL_DOCKER_NETWORK'];
+  return [...Object.values(ENV_NAMES), 'TIDEPOOL_DOCKER_NETWORK', ...FILE_SETTINGS.map((name) => `${name}_FILE`)];
 }
 
 export class ConfigError extends Error {}
@@ -419,8 +421,37 @@ function teamQuotaProblem(config: Config): string | undefined {
   return undefined;
 }
 
+/** The secret settings that may also come from a file (`<name>_FILE`: a Swarm secret, a mounted Kubernetes Secret). */
+export const FILE_SETTINGS = ['TIDEPOOL_API_KEYS', 'TIDEPOOL_ADMIN_KEY', 'TIDEPOOL_SECRETS_KEY'] as const;
+
+/**
+ * `env` with each of FILE_SETTINGS whose `<name>_FILE` is set replaced by that file's content: its first line, or
+ * for TIDEPOOL_API_KEYS every non-empty line (each may itself be a comma list). Both forms set, an unreadable or
+ * empty file: refused, naming the variable (never echoing the content).
+ */
+export function withFileSettings(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
+  const out = { ...env };
+  for (const name of FILE_SETTINGS) {
+    const file = (env[`${name}_FILE`] ?? '').trim();
+    if (file === '') continue;
+    if ((env[name] ?? '').trim() !== '') throw new ConfigError(`invalid configuration:\n  ${name} and ${name}_FILE are both set: keep the value in one place`);
+    let text: string;
+    try {
+      text = readFileSync(file, 'utf8');
+    } catch (error) {
+      throw new ConfigError(`invalid configuration:\n  ${name}_FILE: cannot read ${file} (${(error as NodeJS.ErrnoException).code ?? String(error)})`);
+    }
+    const lines = text.split(/\r?\n/).map((line) => line.trim());
+    const value = name === 'TIDEPOOL_API_KEYS' ? lines.filter(Boolean).join(',') : (lines[0] ?? '');
+    if (value === '') throw new ConfigError(`invalid configuration:\n  ${name}_FILE: ${file} is empty (${name === 'TIDEPOOL_API_KEYS' ? 'one key or comma list a line' : 'its first line is the value'})`);
+    out[name] = value;
+  }
+  return out;
+}
+
 /** Reads the whole configuration once from the environment (plus programmatic overrides) and validates it. */
-export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Partial<Config> = {}): Config {
+export function loadConfig(rawEnv: NodeJS.ProcessEnv = process.env, overrides: Partial<Config> = {}): Config {
+  const env = withFileSettings(rawEnv);
   const candidate = {
     // Loopback unless asked: the API and the proxy carry sandbox tokens (containers set 0.0.0.0 explicitly).
     host: env.TIDEPOOL_HOST || '127.0.0.1',
@@ -472,6 +503,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     lxcfsDir: (env.TIDEPOOL_LXCFS_DIR ?? '').trim() || '/var/lib/tidepool-lxcfs',
     sandboxCpuset: flag(env.TIDEPOOL_SANDBOX_CPUSET, true),
     egressProxyAllowedCidrs: (env.TIDEPOOL_EGRESS_PROXY_ALLOWED_CIDRS ?? '').split(',').map((c) => c.trim()).filter(Boolean),
+    clusterCidrs: (env.TIDEPOOL_CLUSTER_CIDRS ?? '').split(',').map((c) => c.trim()).filter(Boolean),
     egressProxyPorts: integerList(env.TIDEPOOL_EGRESS_PROXY_PORTS, DEFAULT_EGRESS_PROXY_PORTS),
     volumeUploadMaxBytes: integer(env.TIDEPOOL_VOLUME_UPLOAD_MAX_BYTES, 1024 ** 3),
     containerRuntime: (env.TIDEPOOL_CONTAINER_RUNTIME ?? 'auto').trim(),

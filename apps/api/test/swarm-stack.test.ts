@@ -2,42 +2,26 @@
  * deploy/swarm/stack.yml, two ways.
  *
  * 1. `docker stack config` (the Docker CLI's own schema check and interpolation, no swarm needed) accepts it and
- *    gives the shape the README describes; a misspelt key in a copy is refused, so the check can fail.
- * 2. A real deployment (root only): the host engine is never made a swarm manager (other work shares it).
- *    One node engine of a local cluster (`pnpm cluster:local`'s machinery, in its own network namespace) is.
- *    The images are built by docker/cluster/build-images.sh on the host engine, loaded into the node, pushed by
- *    docker/cluster/push-images.sh to the cluster's registry (Debian's docker-registry with a login, on the
- *    cluster bridge), and `docker stack deploy --with-registry-auth` runs the stack from those registry names.
- *    The test waits for PostgreSQL, the registry and the API to converge (healthy tasks), then asks the API,
- *    from the host over the bridge, for /health and, with the key, for its sandbox list (the API is connected to
- *    the stack's PostgreSQL through the overlay network with the password from a swarm secret), and checks in
- *    PostgreSQL that the API migrated its schema there. Everything goes with the cluster at the end, also after
- *    a failure: the engine, its swarm, the stack, the registry and the node's data.
- *
- * What this tree lacks, and the override below (test-only) stands in for: `tidepool node`, the node agent, is
- *    being built in parallel, so the node-agent service is deployed with a placement no machine matches (0
- *    tasks) and only its presence is checked (`docker stack services`); and `tidepool api` still runs the
- *    embedded platform, which needs an engine, so the API service gets the node's engine socket and a small
- *    base image. Drop both overrides when the node agent and the engine-free API land.
+ *    gives the shape the README describes (engine-free API, secrets as files only, an isolating node agent, a TLS
+ *    registry with a user per role); a misspelt key in a copy is refused, so the check can fail.
+ * 2. The real thing (root only), through `pnpm cluster:local up --swarm`'s machinery: three node engines in network
+ *    namespaces, each a machine of its own (host name, /var/run/docker.sock, /etc/docker), made one Swarm (a manager,
+ *    two workers, the overlay across the namespaces); the release images built by docker/cluster/build-images.sh and
+ *    pushed by docker/cluster/push-images.sh; the README's secrets and env file; `docker stack deploy
+ *    --with-registry-auth -c deploy/swarm/stack.yml` with NO override or extra compose file. Then, with the
+ *    published e2b SDK against the stack's published API: sandboxes on more than one machine run commands and
+ *    files; the base image came to each machine from the stack's registry; sandboxes cannot reach the registry;
+ *    a machine stopped (by the node id the API reports) → its sandboxes answer 404 naming it, the others and new
+ *    creates keep working. Everything goes with the cluster at the end, also after a failure.
+ * The host engine is never made a swarm member (other work shares it).
  */
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { randomBytes } from 'node:crypto';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { Sandbox } from 'e2b';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
-import {
-  BUSYBOX_IMAGE,
-  downCluster,
-  ensureBusyboxImage,
-  freeClusterSlot,
-  getFreePort,
-  nodeDocker,
-  repoRoot,
-  run,
-  upCluster,
-  type ClusterState,
-} from '@tidepool/testkit';
+import { downCluster, freeClusterSlot, nodeDocker, repoRoot, run, SANDBOX_DOMAIN, stopClusterNode, upCluster, type ClusterState } from '@tidepool/testkit';
 
 const MINUTE = 60_000;
 const root = repoRoot();
@@ -45,12 +29,13 @@ const stackFile = join(root, 'deploy/swarm/stack.yml');
 const work = mkdtempSync(join(tmpdir(), 'tp-swarm-stack-'));
 const hasStackConfig = (await run('docker', ['stack', 'config', '--help'])).exitCode === 0;
 const isRoot = process.getuid?.() === 0;
-/** What `docker stack deploy` interpolates (the deploying shell's settings). */
-const required = { TIDEPOOL_IMAGE_PREFIX: 'registry.example.com:5000/tidepool', TIDEPOOL_API_KEYS: 'e2b_0123456789abcdef', TIDEPOOL_POSTGRES_ADDRESS: '10.0.0.5', TIDEPOOL_REGISTRY_ADDRESS: '10.0.0.6' };
+/** What `docker stack deploy` interpolates (the env file's settings). */
+const required = { TIDEPOOL_IMAGE_PREFIX: 'registry.example.com:5000/tidepool', TIDEPOOL_POSTGRES_ADDRESS: '10.0.0.5', TIDEPOOL_REGISTRY_ADDRESS: '10.0.0.6' };
 
 interface Service {
   image: string;
   command?: string[];
+  cap_add?: string[];
   deploy?: { mode?: string; replicas?: number; endpoint_mode?: string; placement?: { constraints?: string[]; max_replicas_per_node?: number } };
   secrets?: { source: string }[];
   networks?: Record<string, unknown>;
@@ -77,20 +62,40 @@ describe.skipIf(!hasStackConfig)('deploy/swarm/stack.yml (docker stack config)',
     expect(api.image).toBe('registry.example.com:5000/tidepool/api:latest');
     expect(api.command).toEqual(['tidepool', 'api']);
     expect(api.deploy).toMatchObject({ replicas: 3, endpoint_mode: 'dnsrr', placement: { max_replicas_per_node: 1 } });
-    expect(api.environment).toMatchObject({ TIDEPOOL_DATABASE_URL: 'postgres://tidepool@postgres:5432/tidepool', TIDEPOOL_DATABASE_PASSWORD_FILE: '/run/secrets/tidepool_postgres_password', TIDEPOOL_API_KEYS: required.TIDEPOOL_API_KEYS });
+    expect(api.environment).toMatchObject({
+      TIDEPOOL_EMBEDDED_NODE: 'off',
+      TIDEPOOL_DATABASE_URL: 'postgres://tidepool@postgres:5432/tidepool',
+      TIDEPOOL_DATABASE_PASSWORD_FILE: '/run/secrets/tidepool_postgres_password',
+      TIDEPOOL_API_KEYS_FILE: '/run/secrets/tidepool_api_keys',
+      TIDEPOOL_ADMIN_KEY_FILE: '/run/secrets/tidepool_admin_key',
+      TIDEPOOL_SECRETS_KEY_FILE: '/run/secrets/tidepool_secrets_key',
+      TIDEPOOL_REGISTRY_USERNAME: 'api',
+    });
+    // Secrets only as files: no key, password or certificate as an environment value of any service.
+    for (const service of Object.values(stack.services)) {
+      for (const [key, value] of Object.entries(service.environment ?? {})) {
+        if (/KEY|PASSWORD|SECRET|CERT/.test(key) && !key.startsWith('REGISTRY_HTTP_TLS') ) expect(value, key).toMatch(/^\/run\/secrets\//);
+      }
+    }
     expect(api.ports?.[0]).toMatchObject({ mode: 'host', target: 3000 });
     expect(agent.command).toEqual(['tidepool', 'node']);
     expect(agent.deploy?.mode).toBe('global');
-    expect(agent.environment).toMatchObject({ TIDEPOOL_NODE_ID: '{{.Node.ID}}', TIDEPOOL_DOCKER_HOST: 'unix:///var/run/docker.sock', TIDEPOOL_DATABASE_URL: 'postgres://tidepool@10.0.0.5:5432/tidepool' });
-    // Both sides name the stack's registry alike (images pushed on one machine are pulled on another by that name).
-    for (const service of [api, agent]) expect(service.environment).toMatchObject({ TIDEPOOL_REGISTRY: '10.0.0.6:5000/tidepool', TIDEPOOL_REGISTRY_INSECURE: 'on' });
+    expect(agent.environment).toMatchObject({ TIDEPOOL_NODE_ID: '{{.Node.ID}}', TIDEPOOL_DOCKER_HOST: 'unix:///var/run/docker.sock', TIDEPOOL_DATABASE_URL: 'postgres://tidepool@10.0.0.5:5432/tidepool', TIDEPOOL_SANDBOX_ISOLATION: 'require', TIDEPOOL_REGISTRY_USERNAME: 'node' });
+    expect(agent.cap_add).toEqual(['NET_ADMIN', 'NET_RAW']);
+    // Both sides name the stack's registry alike (images pushed on one machine are pulled on another by that name), over TLS.
+    for (const service of [api, agent]) {
+      expect(service.environment).toMatchObject({ TIDEPOOL_REGISTRY: '10.0.0.6:5000/tidepool', TIDEPOOL_BASE_IMAGE: '10.0.0.6:5000/tidepool/base:latest', TIDEPOOL_RUNTIME_IMAGE: '10.0.0.6:5000/tidepool/envd-runtime:latest', NODE_EXTRA_CA_CERTS: '/run/secrets/tidepool_registry_ca' });
+      expect(service.environment?.TIDEPOOL_REGISTRY_INSECURE).toBeUndefined();
+    }
+    expect(registry.environment).toMatchObject({ REGISTRY_AUTH: 'htpasswd', REGISTRY_HTTP_TLS_CERTIFICATE: '/run/secrets/tidepool_registry_cert', REGISTRY_AUTH_HTPASSWD_PATH: '/run/secrets/tidepool_registry_htpasswd' });
     expect(Object.keys(agent.networks ?? {})).toEqual(['hostnet']);
     expect(agent.volumes?.map((v) => v.source)).toContain('/var/run/docker.sock');
     expect(postgres.deploy?.placement?.constraints).toEqual(['node.labels.tidepool.postgres == true']);
     expect(registry.deploy?.placement?.constraints).toEqual(['node.labels.tidepool.registry == true']);
     for (const service of Object.values(stack.services)) expect(service.healthcheck?.test.length).toBeGreaterThan(1);
-    expect(api.secrets?.map((s) => s.source).sort()).toEqual(['tidepool_api_client_cert', 'tidepool_api_client_key', 'tidepool_cluster_ca', 'tidepool_postgres_password']);
-    expect(agent.secrets?.map((s) => s.source).sort()).toEqual(['tidepool_cluster_ca', 'tidepool_node_cert', 'tidepool_node_key', 'tidepool_postgres_password']);
+    expect(api.secrets?.map((s) => s.source).sort()).toEqual(['tidepool_admin_key', 'tidepool_api_client_cert', 'tidepool_api_client_key', 'tidepool_api_keys', 'tidepool_cluster_ca', 'tidepool_postgres_password', 'tidepool_registry_api_password', 'tidepool_registry_ca', 'tidepool_secrets_key']);
+    expect(agent.secrets?.map((s) => s.source).sort()).toEqual(['tidepool_cluster_ca', 'tidepool_node_cert', 'tidepool_node_key', 'tidepool_postgres_password', 'tidepool_registry_ca', 'tidepool_registry_node_password']);
+    expect(registry.secrets?.map((s) => s.source).sort()).toEqual(['tidepool_registry_cert', 'tidepool_registry_htpasswd', 'tidepool_registry_key']);
     expect(postgres.secrets?.map((s) => s.source)).toEqual(['tidepool_postgres_password']);
     expect(Object.values(stack.secrets).every((s) => s.external === true)).toBe(true);
     expect(stack.networks.control.driver).toBe('overlay');
@@ -136,209 +141,132 @@ describe('docker/cluster scripts: bad settings are refused before anything is bu
   });
 });
 
-/** Test-only stand-ins for what this tree lacks (see the module comment). */
-function testOverride(socket: string): string {
-  return [
-    'version: "3.8"',
-    'services:',
-    '  api:',
-    '    user: "0"',
-    '    environment:',
-    `      TIDEPOOL_BASE_IMAGE: ${BUSYBOX_IMAGE}`,
-    '      TIDEPOOL_CODE_INTERPRETER_IMAGE: ""',
-    '      TIDEPOOL_LXCFS: "off"',
-    '      TIDEPOOL_SANDBOX_ISOLATION: warn',
-    // No sandbox is started here (the stand-in base image has no envd): no warm pool either.
-    '      TIDEPOOL_WARM_POOL: "off"',
-    '    volumes:',
-    '      - type: bind',
-    `        source: ${socket}`,
-    '        target: /var/run/docker.sock',
-    '  node-agent:',
-    '    deploy:',
-    '      placement:',
-    '        constraints:',
-    '          - node.labels.tidepool.test-agent == true',
-    '',
-  ].join('\n');
-}
-
-describe.skipIf(!hasStackConfig || !isRoot)('deploy/swarm/stack.yml deployed on a one-node swarm (a local-cluster node engine)', () => {
+describe.skipIf(!hasStackConfig || !isRoot)('deploy/swarm/stack.yml deployed unchanged on a three-machine swarm (cluster:local up --swarm)', () => {
   const clusterDir = join(work, 'cluster');
-  const name = `sw${randomBytes(3).toString('hex')}`;
+  const name = `sw${process.pid % 100_000}`;
   let state: ClusterState | undefined;
-  let node: ClusterState['nodes'][number];
-  let apiUrl = '';
-  const apiKey = `e2b_${randomBytes(16).toString('hex')}`;
-  const dbPassword = randomBytes(12).toString('hex');
-  const stackName = 'tp';
-  const timings: Record<string, number> = {};
-  let images: string[] = [];
+  const made: Sandbox[] = [];
+  const manager = (): ClusterState['nodes'][number] => state!.nodes[0];
 
-  async function inNode(args: string[], opts: { timeoutMs?: number; input?: string } = {}): Promise<string> {
-    const res = await nodeDocker(node, args, { timeoutMs: opts.timeoutMs ?? 2 * MINUTE, input: opts.input });
-    if (res.exitCode !== 0) throw new Error(`docker ${args.join(' ')} on the swarm node failed: ${res.stderr || res.stdout}`);
+  async function inNode(node: ClusterState['nodes'][number], args: string[]): Promise<string> {
+    const res = await nodeDocker(node, args, { timeoutMs: 2 * MINUTE });
+    if (res.exitCode !== 0) throw new Error(`docker ${args.join(' ')} on ${node.id} failed: ${res.stderr || res.stdout}`);
     return res.stdout.trim();
   }
 
-  async function timed<T>(label: string, step: () => Promise<T>): Promise<T> {
-    const started = Date.now();
-    try {
-      return await step();
-    } finally {
-      timings[label] = Date.now() - started;
-    }
+  /** The SDK's options for the stack's published API on `url` (routing headers; getHost's names under the domain). */
+  const sdk = (url: string) => ({ apiKey: state!.apiKey!, apiUrl: url, sandboxUrl: url, domain: SANDBOX_DOMAIN, requestTimeoutMs: 120_000 });
+
+  async function rest(url: string, path: string, key = state!.apiKey!): Promise<{ status: number; body: any }> {
+    const res = await fetch(`${url}${path}`, { headers: { 'x-api-key': key }, signal: AbortSignal.timeout(15_000) });
+    const text = await res.text();
+    return { status: res.status, body: text ? JSON.parse(text) : undefined };
   }
+
+  const clientIdOf = async (url: string, id: string): Promise<string> => (await rest(url, `/sandboxes/${id}`)).body.clientID;
 
   beforeAll(async () => {
-    await ensureBusyboxImage();
-    const built = await timed('build', () => run('bash', [join(root, 'docker/cluster/build-images.sh')], { timeoutMs: 40 * MINUTE }));
-    if (built.exitCode !== 0) throw new Error(`docker/cluster/build-images.sh failed:\n${built.stderr.slice(-4_000)}`);
-    images = built.stdout.trim().split('\n');
-    expect(images).toHaveLength(4);
-
-    state = await timed('cluster up', async () => upCluster({ name, slot: await freeClusterSlot(), dir: clusterDir, nodes: 1, tls: false, images: [BUSYBOX_IMAGE] }));
-    node = state.nodes[0];
-    // The images into the node in one stream (their layers are shared), then pushed from there to the registry
-    // on the bridge (the host engine does not trust that registry; the node engines do).
-    await timed('load', async () => {
-      const res = await run('sh', ['-c', 'docker save "$@" | docker -H "unix://$NODE_SOCKET" load --quiet', 'sh', ...images], { env: { NODE_SOCKET: node.socket }, timeoutMs: 15 * MINUTE });
-      if (res.exitCode !== 0) throw new Error(`loading the images into the node failed: ${res.stderr}`);
+    state = await upCluster({
+      name,
+      slot: await freeClusterSlot(),
+      dir: clusterDir,
+      nodes: 3,
+      images: [],
+      swarm: { apiReplicas: 2 },
+      onProgress: (line) => void process.stderr.write(`[swarm-stack] ${line}\n`),
     });
-    const prefix = `${state.registry.host}/tidepool`;
-    const pushed = await timed('push', () =>
-      run('bash', [join(root, 'docker/cluster/push-images.sh')], {
-        env: {
-          DOCKER_HOST: node.dockerHost,
-          TIDEPOOL_IMAGE_PREFIX: prefix,
-          TIDEPOOL_BUILT_PREFIX: images[0].replace(/\/api:[^/]+$/, ''),
-          TIDEPOOL_REGISTRY_USERNAME: state!.registry.username,
-          TIDEPOOL_REGISTRY_PASSWORD: state!.registry.password,
-        },
-        timeoutMs: 15 * MINUTE,
-      }),
-    );
-    if (pushed.exitCode !== 0) throw new Error(`docker/cluster/push-images.sh failed: ${pushed.stderr}`);
-    expect(pushed.stdout.trim().split('\n')).toEqual(['api', 'node-agent', 'postgres', 'registry'].map((n) => `${prefix}/${n}:latest`));
-    // Nothing of the platform's images may be left on the node under the names the stack uses: the deployment
-    // must get them through the registry (the layers are there already, so the pull is quick).
-    for (const n of ['api', 'node-agent', 'postgres', 'registry']) await inNode(['rmi', `${prefix}/${n}:latest`]);
-
-    await inNode(['swarm', 'init', '--advertise-addr', node.address]);
-    const nodeId = await inNode(['node', 'ls', '-q']);
-    await inNode(['node', 'update', '--label-add', 'tidepool.postgres=true', '--label-add', 'tidepool.registry=true', nodeId]);
-    // The certificates are not read by anything in this tree yet (the node agent is not here): placeholders.
-    const secrets: Record<string, string> = {
-      tidepool_postgres_password: `${dbPassword}\n`,
-      tidepool_cluster_ca: 'placeholder',
-      tidepool_api_client_cert: 'placeholder',
-      tidepool_api_client_key: 'placeholder',
-      tidepool_node_cert: 'placeholder',
-      tidepool_node_key: 'placeholder',
-    };
-    for (const [secret, value] of Object.entries(secrets)) await inNode(['secret', 'create', secret, '-'], { input: value });
-
-    const override = join(work, 'override.yml');
-    writeFileSync(override, testOverride(node.socket));
-    const port = await getFreePort();
-    apiUrl = `http://${node.address}:${port}`;
-    const dockerConfig = join(work, 'docker-config');
-    await inNode(['--config', dockerConfig, 'login', state.registry.host, '-u', state.registry.username, '--password-stdin'], { input: state.registry.password });
-    const deployed = await run('docker', ['--config', dockerConfig, '-H', node.dockerHost, 'stack', 'deploy', '--with-registry-auth', '-c', stackFile, '-c', override, stackName], {
-      env: { TIDEPOOL_IMAGE_PREFIX: prefix, TIDEPOOL_API_KEYS: apiKey, TIDEPOOL_POSTGRES_ADDRESS: node.address, TIDEPOOL_REGISTRY_ADDRESS: node.address, TIDEPOOL_API_REPLICAS: '1', TIDEPOOL_SWARM_PORT: String(port) },
-      timeoutMs: 5 * MINUTE,
-    });
-    if (deployed.exitCode !== 0) throw new Error(`docker stack deploy failed: ${deployed.stderr}`);
-  }, 75 * MINUTE);
+  }, 45 * MINUTE);
 
   afterAll(async () => {
-    // The stack first (its tasks stop cleanly), then the whole cluster: engine, swarm state, registry, data.
-    if (state) {
-      await run('docker', ['-H', node.dockerHost, 'stack', 'rm', stackName], { timeoutMs: 2 * MINUTE }).catch(() => undefined);
-      const down = await downCluster({ name, slot: state.slot, dir: clusterDir });
-      expect(down.leftovers).toEqual({ namespaces: [], links: [], mounts: [], rules: 0, processes: [] });
-    } else {
-      await downCluster({ name, dir: clusterDir }).catch(() => undefined);
-    }
-    process.stderr.write(`swarm stack timings (ms): ${JSON.stringify(timings)}\n`);
+    await Promise.all(made.map((s) => s.kill().catch(() => undefined)));
+    if (state) process.stderr.write(`swarm stack timings (ms): ${JSON.stringify(state.swarm?.timings)}\n`);
+    const down = await downCluster({ name, slot: state?.slot, dir: clusterDir });
+    expect(down.leftovers).toEqual({ namespaces: [], links: [], mounts: [], rules: 0, processes: [] });
   }, 10 * MINUTE);
 
-  /** Every replicated service's task running and healthy (docker service ps + the containers' health). */
-  async function converged(services: string[]): Promise<{ ok: boolean; detail: string }> {
-    const lines: string[] = [];
-    let ok = true;
-    for (const service of services) {
-      const tasks = await inNode(['service', 'ps', '--filter', 'desired-state=running', '--format', '{{.CurrentState}}|{{.Error}}', `${stackName}_${service}`]);
-      const containers = await inNode(['ps', '--filter', `label=com.docker.swarm.service.name=${stackName}_${service}`, '--format', '{{.Status}}']);
-      lines.push(`${service}: tasks [${tasks.replace(/\n/g, '; ')}] containers [${containers.replace(/\n/g, '; ')}]`);
-      if (!/\(healthy\)/.test(containers)) ok = false;
+  it('runs as the README deploys it: no override file, every service converged, images by digest, no secret in `docker service inspect`', async () => {
+    const swarm = state!.swarm!;
+    expect(swarm.members.map((m) => m.role)).toEqual(['manager', 'worker', 'worker']);
+    expect(swarm.apiUrls).toHaveLength(2);
+    const services = await inNode(manager(), ['stack', 'services', swarm.stack, '--format', '{{.Name}} {{.Mode}} {{.Replicas}}']);
+    const rows = Object.fromEntries(services.split('\n').map((line) => { const [n, mode, replicas] = line.split(' '); return [n, `${mode} ${replicas}`]; }));
+    expect(rows).toEqual({ tidepool_api: 'replicated 2/2', 'tidepool_node-agent': 'global 3/3', tidepool_postgres: 'replicated 1/1', tidepool_registry: 'replicated 1/1' });
+    const inspect = await inNode(manager(), ['service', 'inspect', 'tidepool_api', 'tidepool_node-agent', 'tidepool_registry', 'tidepool_postgres']);
+    // The keys and passwords are Docker secrets: none of their values shows in the services' definitions.
+    for (const secret of [state!.apiKey!, state!.adminKey!, ...['tidepool_secrets_key', 'tidepool_postgres_password', 'tidepool_registry_api_password', 'tidepool_registry_node_password'].map((n) => readFileSync(join(swarm.dir, 'secrets', n), 'utf8').trim())]) {
+      expect(inspect.includes(secret)).toBe(false);
     }
-    return { ok, detail: lines.join('\n') };
-  }
+    const specs = JSON.parse(inspect) as { Spec: { Name: string; TaskTemplate: { ContainerSpec: { Image: string; Env: string[] } } } }[];
+    for (const spec of specs) expect(spec.Spec.TaskTemplate.ContainerSpec.Image).toMatch(/@sha256:[0-9a-f]{64}$/);
+    expect(specs.find((s) => s.Spec.Name === 'tidepool_api')!.Spec.TaskTemplate.ContainerSpec.Env).toContain('TIDEPOOL_EMBEDDED_NODE=off');
+    // The API replicas share one secrets key and see the three machines' agents by their Swarm node ids.
+    const nodes = (await rest(swarm.apiUrls[1], '/nodes', state!.adminKey!)).body as { nodeID: string; status: string }[];
+    expect(nodes.map((n) => n.nodeID).sort()).toEqual(swarm.members.map((m) => m.swarmId).sort());
+  });
 
-  it('the PostgreSQL image refuses to start without a usable password file, with a message saying so', async () => {
-    const image = images.find((i) => i.includes('/postgres:'))!;
-    const cases: [string[], RegExp][] = [
-      [[], /POSTGRES_PASSWORD_FILE is not set/],
-      [['-e', 'POSTGRES_PASSWORD_FILE=/nonexistent'], /cannot read POSTGRES_PASSWORD_FILE/],
-      [['-e', 'POSTGRES_PASSWORD_FILE=/dev/null'], /is empty/],
-      [['-e', 'POSTGRES_PASSWORD_FILE=/etc/hostname', '-e', 'POSTGRES_DB=x;drop'], /may hold only a-z, 0-9 and _/],
-    ];
-    for (const [args, message] of cases) {
-      const res = await nodeDocker(node, ['run', '--rm', '--network', 'none', ...args, image], { timeoutMs: MINUTE });
-      expect(res.exitCode, res.stderr).toBe(1);
-      expect(res.stderr).toMatch(message);
+  it('sandboxes on more than one machine run commands and files (published e2b SDK); each machine pulled the base image from the stack registry', async () => {
+    const swarm = state!.swarm!;
+    for (let i = 0; i < 6; i += 1) made.push(await Sandbox.create({ ...sdk(swarm.apiUrls[i % 2]), timeoutMs: 600_000 }));
+    const placed = new Map<string, string>();
+    for (const sandbox of made) placed.set(sandbox.sandboxId, await clientIdOf(swarm.apiUrls[0], sandbox.sandboxId));
+    const machines = new Set(placed.values());
+    expect(machines.size, JSON.stringify([...placed])).toBeGreaterThan(1);
+    await Promise.all(
+      made.map(async (sandbox, i) => {
+        const out = await sandbox.commands.run(`echo hello-${i} && hostname`);
+        expect(out.stdout.split('\n')[0]).toBe(`hello-${i}`);
+        await sandbox.files.write(`/tmp/note-${i}.txt`, `on ${placed.get(sandbox.sandboxId)}`);
+        expect(await sandbox.files.read(`/tmp/note-${i}.txt`)).toBe(`on ${placed.get(sandbox.sandboxId)}`);
+      }),
+    );
+    // The base image reached every machine that ran a sandbox through the registry (nothing was loaded by hand).
+    for (const machine of machines) {
+      const node = state!.nodes.find((n) => n.id === swarm.members.find((m) => m.swarmId === machine)!.node)!;
+      expect(await inNode(node, ['image', 'ls', '--format', '{{.Repository}}:{{.Tag}}'])).toContain(`${swarm.registry}/tidepool/base:latest`);
+      expect(await inNode(node, ['image', 'ls', '-q', 'tidepool/base:latest'])).toBe('');
+    }
+  }, 15 * MINUTE);
+
+  it('sandboxes cannot reach the stack registry, PostgreSQL or the machines\' agents (isolation applied by the agent, require)', async () => {
+    const sandbox = made[0];
+    const manager = state!.nodes[0].address;
+    for (const port of [5000, 5432, 7443]) {
+      const probe = await sandbox.commands.run(`timeout 5 bash -c 'exec 3<>/dev/tcp/${manager}/${port}' && echo reached || echo refused`, { timeoutMs: 30_000 }).catch((error: { result?: { stdout: string } }) => error.result ?? { stdout: 'refused' });
+      expect(probe.stdout.trim(), `port ${port}`).toBe('refused');
     }
   });
 
-  it('the platform images run `tidepool api` / `tidepool node` by default; `tidepool` alone prints its usage', async () => {
-    const [api, agent] = images;
-    expect(JSON.parse(await inNode(['image', 'inspect', '--format', '{{json .Config.Cmd}}', api]))).toEqual(['tidepool', 'api']);
-    expect(JSON.parse(await inNode(['image', 'inspect', '--format', '{{json .Config.Cmd}}', agent]))).toEqual(['tidepool', 'node']);
-    expect(await inNode(['image', 'inspect', '--format', '{{.Config.User}}', api])).toBe('tidepool');
-    const env = JSON.parse(await inNode(['image', 'inspect', '--format', '{{json .Config.Env}}', agent])) as string[];
-    expect(env.some((e) => e.startsWith('TIDEPOOL_HOST='))).toBe(false); // the agent is on the host network: loopback by default
-    const usage = await nodeDocker(node, ['run', '--rm', '--network', 'none', api, 'tidepool'], { timeoutMs: MINUTE });
-    expect(usage.exitCode).toBe(2);
-    expect(usage.stderr).toMatch(/usage: tidepool <api\|node>/);
-  });
-
-  it('converges: PostgreSQL, the registry and the API healthy; the API answers over the bridge and works on the stack\'s PostgreSQL', async () => {
-    const started = Date.now();
-    let last = { ok: false, detail: '' };
-    while (Date.now() - started < 8 * MINUTE) {
-      last = await converged(['postgres', 'registry', 'api']);
-      if (last.ok) break;
-      await new Promise((r) => setTimeout(r, 3_000));
+  it('a machine stopped (by the node id the API reports): its sandboxes answer 404 naming it, the others and new creates keep working', async () => {
+    const swarm = state!.swarm!;
+    const placed = new Map<string, string>();
+    for (const sandbox of made) placed.set(sandbox.sandboxId, await clientIdOf(swarm.apiUrls[0], sandbox.sandboxId));
+    // A worker holding sandboxes (the manager holds PostgreSQL and the registry); the API replica on another machine answers.
+    const workers = swarm.members.filter((m) => m.role === 'worker').map((m) => m.swarmId);
+    const lost = workers.find((w) => [...placed.values()].includes(w))!;
+    expect(lost).toBeDefined();
+    const lostAddress = swarm.members.find((m) => m.swarmId === lost)!.address;
+    const url = swarm.apiUrls.find((u) => !u.includes(`//${lostAddress}:`))!;
+    await stopClusterNode(clusterDir, lost);
+    const gone = made.filter((s) => placed.get(s.sandboxId) === lost);
+    const kept = made.filter((s) => placed.get(s.sandboxId) !== lost);
+    expect(kept.length).toBeGreaterThan(0);
+    const deadline = Date.now() + 3 * MINUTE;
+    let answer = await rest(url, `/sandboxes/${gone[0].sandboxId}`);
+    while (answer.status !== 404 && Date.now() < deadline) {
+      await new Promise((r) => setTimeout(r, 1_000));
+      answer = await rest(url, `/sandboxes/${gone[0].sandboxId}`);
     }
-    timings.converge = Date.now() - started;
-    expect(last.ok, last.detail).toBe(true);
-
-    const health = await fetch(`${apiUrl}/health`, { signal: AbortSignal.timeout(10_000) });
-    expect(health.status).toBe(200);
-    const refused = await fetch(`${apiUrl}/sandboxes`, { headers: { 'X-API-Key': 'e2b_wrong' }, signal: AbortSignal.timeout(10_000) });
-    expect(refused.status).toBe(401);
-    const listed = await fetch(`${apiUrl}/sandboxes`, { headers: { 'X-API-Key': apiKey }, signal: AbortSignal.timeout(10_000) });
-    expect(listed.status).toBe(200);
-    expect(await listed.json()).toEqual([]);
-
-    // The API's schema is in the stack's PostgreSQL (it connected with the password from the swarm secret).
-    const pg = await inNode(['ps', '-q', '--filter', `label=com.docker.swarm.service.name=${stackName}_postgres`]);
-    const tables = await inNode(['exec', pg, 'sh', '-c', 'PGPASSWORD="$(head -n1 /run/secrets/tidepool_postgres_password)" psql -h 127.0.0.1 -U tidepool -d tidepool -Atc "select count(*) from information_schema.tables where table_schema = current_schema()"']);
-    expect(Number(tables)).toBeGreaterThan(3);
-    const wrongPassword = await nodeDocker(node, ['exec', pg, 'sh', '-c', 'PGPASSWORD=wrong psql -h 127.0.0.1 -U tidepool -d tidepool -Atc "select 1"']);
-    expect(wrongPassword.exitCode).not.toBe(0);
-    expect(wrongPassword.stderr).toMatch(/password authentication failed/);
+    expect(answer.status).toBe(404);
+    expect(answer.body.message).toMatch(new RegExp(`node "${lost}" was lost`));
+    for (const sandbox of gone.slice(1)) expect((await rest(url, `/sandboxes/${sandbox.sandboxId}`)).status).toBe(404);
+    for (const sandbox of kept) {
+      const again = await Sandbox.connect(sandbox.sandboxId, sdk(url));
+      expect((await again.commands.run('echo still-here')).stdout.trim()).toBe('still-here');
+    }
+    const later = await Sandbox.create({ ...sdk(url), timeoutMs: 300_000 });
+    made.push(later);
+    expect(await clientIdOf(url, later.sandboxId)).not.toBe(lost);
+    expect((await later.commands.run('echo fresh')).stdout.trim()).toBe('fresh');
+    made.splice(0, made.length, ...made.filter((s) => placed.get(s.sandboxId) !== lost));
   }, 10 * MINUTE);
-
-  it('lists all four services; the node agent is a global service (no task here: its command is not in this tree yet)', async () => {
-    const services = await inNode(['stack', 'services', stackName, '--format', '{{.Name}} {{.Mode}} {{.Replicas}}']);
-    const rows = Object.fromEntries(services.split('\n').map((line) => { const [n, mode, replicas] = line.split(' '); return [n, { mode, replicas }]; }));
-    expect(Object.keys(rows).sort()).toEqual(['api', 'node-agent', 'postgres', 'registry'].map((n) => `${stackName}_${n}`));
-    expect(rows[`${stackName}_node-agent`].mode).toBe('global');
-    for (const n of ['api', 'postgres', 'registry']) expect(rows[`${stackName}_${n}`]).toEqual({ mode: 'replicated', replicas: '1/1' });
-    // The images came from the registry: the tasks run the registry names.
-    const image = await inNode(['service', 'inspect', '--format', '{{.Spec.TaskTemplate.ContainerSpec.Image}}', `${stackName}_api`]);
-    expect(image).toMatch(new RegExp(`^${state!.registry.host.replace(/\./g, '\\.')}/tidepool/api:latest@sha256:[0-9a-f]{64}$`));
-  });
 });

@@ -3,6 +3,7 @@
  *
  *   up [--nodes N] [--apis N | --no-api] [--no-postgres] [--node-lost-after S] [--no-tls] [--no-agents]
  *      [--storage-driver auto|overlay2|vfs] [--load IMAGE]... [--no-load]
+ *   up --swarm [--nodes N] [--apis N] [--with-code-interpreter]   (deploy/swarm/stack.yml on the nodes as one Swarm)
  *   status [--json]
  *   env
  *   stop-node <id>
@@ -43,6 +44,8 @@ const ENVD_RUNTIME_IMAGE = 'tidepool/envd-runtime:latest';
 const USAGE = `usage: pnpm cluster:local <up|status|env|stop-node <id>|start-node <id>|drain <id>|undrain <id>|load <image>|certs|down> [options]
   up          [--nodes N] [--apis N | --no-api] [--no-postgres] [--node-lost-after SECONDS] [--no-tls] [--no-agents]
               [--storage-driver auto|overlay2|vfs] [--load IMAGE]... [--no-load]
+  up --swarm  [--nodes N] [--apis N] [--with-code-interpreter]   the nodes one Swarm running deploy/swarm/stack.yml
+  stop-node ID  ID: node<i>, or in swarm mode the node id the API reports (GET /nodes, a sandbox's clientID)
   drain ID / undrain ID   take a node out of placement (its sandboxes keep running) / put it back
   status      [--json]
   load IMAGE  [--node ID]
@@ -75,6 +78,8 @@ async function main(argv: string[]): Promise<void> {
       'storage-driver': { type: 'string' },
       load: { type: 'string', multiple: true },
       'no-load': { type: 'boolean' },
+      swarm: { type: 'boolean' },
+      'with-code-interpreter': { type: 'boolean' },
       json: { type: 'boolean' },
       node: { type: 'string', multiple: true },
       help: { type: 'boolean', short: 'h' },
@@ -96,6 +101,23 @@ async function main(argv: string[]): Promise<void> {
       else if (images.length === 0) {
         // The base image for sandboxes, the envd runtime image for template builds on the nodes (when built here).
         for (const image of [BASE_IMAGE, ENVD_RUNTIME_IMAGE]) if ((await run('docker', ['image', 'inspect', image])).exitCode === 0) images.push(image);
+      }
+      if (values.swarm) {
+        if (values['no-tls'] || values['no-agents'] || values['no-postgres'] || values['no-api']) throw new UsageError('--swarm deploys the whole stack: it takes no --no-tls, --no-agents, --no-postgres or --no-api');
+        // The stack pulls everything from registries: nothing is loaded into the nodes by hand.
+        const state = await upCluster({
+          dir,
+          name: values.name,
+          slot: integer(values.slot, '--slot', 0),
+          nodes: integer(values.nodes, '--nodes', 3),
+          storageDriver: driver as 'auto' | 'overlay2' | 'vfs',
+          images: [],
+          swarm: { apiReplicas: integer(values.apis, '--apis', 2), codeInterpreter: values['with-code-interpreter'] === true },
+          onProgress: say,
+        });
+        say(`up: swarm of ${state.nodes.length} machine(s) running the stack; state in ${join(dir, 'state.json')}`);
+        process.stdout.write(`${clusterEnv(state).join('\n')}\n`);
+        return;
       }
       const postgres = !values['no-postgres'] && !values['no-tls'] && !values['no-agents'];
       const apis = values['no-api'] || !postgres ? 0 : integer(values.apis, '--apis', 2);
@@ -145,7 +167,7 @@ async function main(argv: string[]): Promise<void> {
       return;
     }
     case 'stop-node': {
-      if (!arg) throw new UsageError('stop-node needs a node id (e.g. node1)');
+      if (!arg) throw new UsageError('stop-node needs a node id (e.g. node1, or in swarm mode the id GET /nodes reports)');
       const result = await stopClusterNode(dir, arg);
       say(`${arg} stopped${result.graceful ? '' : ' (killed: did not stop on SIGTERM in time)'}`);
       return;

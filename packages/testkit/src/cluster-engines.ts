@@ -30,7 +30,30 @@ export interface StartEngineOptions {
   tls?: ServerTls;
   /** How long to wait for the engine to answer (default 60 s). */
   timeoutMs?: number;
+  /**
+   * Make the node look like a machine of its own (the Swarm stack needs it): the engine runs in a mount and UTS
+   * namespace of its own, with `hostname` as its host name, a fresh tmpfs on /run (its own /run/docker.sock, never
+   * the host engine's), and the given host directories bound over the paths a machine's engine uses
+   * (`[source, target]`, e.g. the agent's /var/lib/tidepool/node, /etc/docker with its certs.d). Targets must exist.
+   */
+  machine?: { hostname: string; binds: [string, string][] };
 }
+
+/** The socket a machine-mode engine also listens on, inside its own mount namespace (a fresh /run). */
+export const MACHINE_DOCKER_SOCKET = '/var/run/docker.sock';
+
+/**
+ * Run by `sh -c` in the node's new mount and UTS namespaces before dockerd: `$1` the host name, then source/target
+ * pairs up to `--`, then dockerd's command line. Mounts made here stay in the node's namespace (propagation slave).
+ */
+const MACHINE_SCRIPT = [
+  'set -eu',
+  'hostname "$1"; shift',
+  'mount -t tmpfs -o mode=0755 tmpfs /run',
+  'while [ "$1" != "--" ]; do mount --bind "$1" "$2"; shift 2; done',
+  'shift',
+  'exec "$@"',
+].join('\n');
 
 export interface StartedEngine {
   pid: number;
@@ -81,7 +104,6 @@ export function enginePid(node: NodeLayout): number | undefined {
 
 function dockerdArgs(node: NodeLayout, driver: StorageDriver, opts: StartEngineOptions): string[] {
   const args = [
-    `--net=/run/netns/${node.netns}`,
     'dockerd',
     '--config-file', node.configFile,
     '--data-root', node.dataRoot,
@@ -99,7 +121,11 @@ function dockerdArgs(node: NodeLayout, driver: StorageDriver, opts: StartEngineO
   if (opts.tls) {
     args.push('--host', `tcp://${node.address}:${NODE_TLS_PORT}`, '--tlsverify', '--tlscacert', opts.tls.ca, '--tlscert', opts.tls.cert, '--tlskey', opts.tls.key);
   }
-  return args;
+  const net = `--net=/run/netns/${node.netns}`;
+  if (!opts.machine) return [net, ...args];
+  args.push('--host', `unix://${MACHINE_DOCKER_SOCKET}`);
+  const binds = opts.machine.binds.flatMap(([source, target]) => [source, target]);
+  return [net, 'unshare', '--mount', '--uts', '--propagation', 'slave', 'sh', '-c', MACHINE_SCRIPT, 'sh', opts.machine.hostname, ...binds, '--', ...args];
 }
 
 async function startOnce(node: NodeLayout, driver: StorageDriver, opts: StartEngineOptions): Promise<StartedEngine> {

@@ -65,3 +65,17 @@ export async function ensureNodeServerTls(dir: string, nodeId: string, address: 
   await sign(dir, name, `/CN=${nodeId}`, `subjectAltName = ${subjectAltName(address)}\nextendedKeyUsage = serverAuth\n`);
   return server;
 }
+
+/**
+ * A server certificate named `name` for several addresses at once (one SAN each), signed by the cluster CA (made
+ * once): what a deployment that shares one certificate among machines uses (the Swarm stack's node agents, its
+ * registry).
+ */
+export async function ensureSharedServerTls(dir: string, name: string, addresses: string[]): Promise<ServerTls> {
+  if (!/^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/.test(name)) throw new ClusterError('invalid', `'${name}' is not a certificate name (lower-case letters, digits, dashes)`);
+  if (addresses.length === 0) throw new ClusterError('invalid', `a certificate for ${name} needs at least one address`);
+  const server = { ca: join(dir, 'ca.pem'), cert: join(dir, `${name}.pem`), key: join(dir, `${name}-key.pem`) };
+  if (existsSync(server.cert) && existsSync(server.key)) return server;
+  await sign(dir, name, `/CN=${name}`, `subjectAltName = ${addresses.map(subjectAltName).join(', ')}\nextendedKeyUsage = serverAuth\n`);
+  return server;
+}

@@ -38,8 +38,8 @@ export { ClusterError, type ClusterErrorKind } from './cluster-error.ts';
 export { clusterLayout, inBenchmarkRange, nodeLayout, parseNodeId, MAX_NODES, NODE_TLS_PORT, type ClusterLayout, type NodeLayout } from './cluster-layout.ts';
 export { freeClusterSlot } from './cluster-network.ts';
 export { agentFiles, agentPid, agentUrl, NODE_AGENT_PORT, startNodeAgentProcess, stopNodeAgentProcess } from './cluster-agents.ts';
-export { ensureClusterTls, ensureNodeServerTls, subjectAltName, type ClientTls, type ServerTls } from './cluster-tls.ts';
-export { loadImageIntoNode, nodeDocker, pingEngine, startNodeEngine, stopNodeEngine, type StartedEngine, type StorageDriver } from './cluster-engines.ts';
+export { ensureClusterTls, ensureNodeServerTls, ensureSharedServerTls, subjectAltName, type ClientTls, type ServerTls } from './cluster-tls.ts';
+export { MACHINE_DOCKER_SOCKET, loadImageIntoNode, nodeDocker, pingEngine, startNodeEngine, stopNodeEngine, type StartedEngine, type StorageDriver } from './cluster-engines.ts';
 export { apiFiles, apiPid, replicaSandboxNetwork, stopApiReplica, type ApiFiles } from './cluster-apis.ts';
 export { clusterPsql, postgresFiles, type ClusterPostgres } from './cluster-postgres.ts';
 export {
@@ -60,3 +60,4 @@ export {
   type DownReport,
   type UpOptions,
 } from './local-cluster.ts';
+export { machineOf, SWARM_STACK, type ClusterSwarmState, type SwarmMember, type SwarmOptions } from './cluster-swarm.ts';

@@ -26,6 +26,7 @@ import { clusterPsql, postgresPid, startClusterPostgres, stopClusterPostgres, ty
 import { repoRoot, run } from './docker.ts';
 import { startLocalRegistry, stopRegistryIn } from './local-registry.ts';
 import { getFreePort } from './ports.ts';
+import { type ClusterSwarmState, deploySwarmStack, machineBinds, machineOf, prepareMachine, swarmImageNames, type SwarmOptions } from './cluster-swarm.ts';
 
 export interface ClusterNodeState {
   id: string;
@@ -70,6 +71,8 @@ export interface ClusterState {
   adminKey?: string | null;
   /** TIDEPOOL_NODE_LOST_AFTER_SECONDS of the replicas. */
   nodeLostAfterSeconds?: number;
+  /** `up --swarm`: the nodes are one Swarm running deploy/swarm/stack.yml (cluster-swarm.ts). */
+  swarm?: ClusterSwarmState;
 }
 
 export interface ClusterApiState {
@@ -109,6 +112,17 @@ export interface UpOptions {
   nodeLostAfterSeconds?: number;
   /** More environment for every node agent started by `up` (tests). */
   agentEnv?: Record<string, string>;
+  /**
+   * Make the nodes one Swarm and deploy deploy/swarm/stack.yml on it (cluster-swarm.ts): no PostgreSQL, agents or
+   * replicas of the kit's own; the stack brings them.
+   */
+  swarm?: SwarmOptions;
+}
+
+/** Engine options of a node that is a machine of its own (swarm mode). */
+function machineOptions(node: NodeLayout): { hostname: string; binds: [string, string][] } {
+  prepareMachine(node);
+  return { hostname: node.address, binds: machineBinds(node) };
 }
 
 function requireRoot(): void {
@@ -178,6 +192,7 @@ export async function upCluster(opts: UpOptions): Promise<ClusterState> {
   }
   const users = await subnetUsers(cluster);
   if (users.length > 0) throw new ClusterError('exists', `${cluster.subnet} is already used on ${users.join(', ')} (another cluster?): pick another --slot`);
+  if (opts.swarm) opts = { ...opts, postgres: false, agents: false, apis: 0, tls: true };
   const apis = opts.apis ?? 0;
   if (!Number.isInteger(apis) || apis < 0 || apis > 8) throw new ClusterError('invalid', `--apis must be an integer 0-8, got ${apis}`);
   if (apis > 0 && (!opts.postgres || opts.tls === false || opts.agents === false)) {
@@ -225,7 +240,7 @@ export async function upCluster(opts: UpOptions): Promise<ClusterState> {
       const node = nodeLayout(cluster, index);
       await createNodeNetwork(cluster, node);
       const serverTls = tls ? await ensureNodeServerTls(cluster.tlsDir, node.id, node.address) : undefined;
-      const started = await startNodeEngine(node, { storageDriver: opts.storageDriver, insecureRegistries: [registry.host], tls: serverTls });
+      const started = await startNodeEngine(node, { storageDriver: opts.storageDriver, insecureRegistries: [registry.host], tls: serverTls, machine: opts.swarm ? machineOptions(node) : undefined });
       state.nodes.push(nodeState(node, started));
       writeClusterState(state);
       progress(`${node.id} ${node.address} engine up in ${started.startMs} ms (${started.storageDriver})`);
@@ -242,6 +257,24 @@ export async function upCluster(opts: UpOptions): Promise<ClusterState> {
       }
     }
     if (apis > 0 && tls && state.postgres) await startReplicas(state, cluster, tls, state.postgres, apis, progress);
+    if (opts.swarm && tls) {
+      state.apiKey = `e2b_${randomBytes(20).toString('hex')}`;
+      state.adminKey = randomBytes(24).toString('hex');
+      writeClusterState(state);
+      state.swarm = await deploySwarmStack(
+        {
+          cluster,
+          nodes: state.nodes.map((n) => ({ layout: nodeLayout(cluster, n.index), address: n.address, dockerHost: n.dockerHost })),
+          bootstrap: state.registry,
+          clusterTlsDir: cluster.tlsDir,
+          apiKey: state.apiKey,
+          adminKey: state.adminKey,
+          progress,
+        },
+        opts.swarm,
+      );
+      writeClusterState(state);
+    }
     return state;
   } catch (error) {
     try {
@@ -346,7 +379,8 @@ export async function setClusterNodePlacement(dir: string, nodeId: string, place
 }
 
 function findNode(state: ClusterState, id: string): { cluster: ClusterLayout; node: NodeLayout; index: number } {
-  const nodeIndex = parseNodeId(id);
+  // In swarm mode a machine is also named by the id the API reports for it (its Swarm node id).
+  const nodeIndex = parseNodeId(machineOf(state.swarm, id));
   const index = state.nodes.findIndex((n) => n.index === nodeIndex);
   if (index < 0) throw new ClusterError('invalid', `cluster '${state.name}' has no ${id} (it has ${state.nodes.map((n) => n.id).join(', ')})`);
   const cluster = clusterLayout(state.name, state.slot, state.dir);
@@ -376,7 +410,7 @@ export async function startClusterNode(dir: string, id: string): Promise<Cluster
   const { cluster, node, index } = findNode(state, id);
   await createNodeNetwork(cluster, node); // no-op unless something removed it
   const serverTls = state.tls ? await ensureNodeServerTls(cluster.tlsDir, node.id, node.address) : undefined;
-  const started = await startNodeEngine(node, { storageDriver: state.nodes[index].storageDriver, insecureRegistries: [state.registry.host], tls: serverTls });
+  const started = await startNodeEngine(node, { storageDriver: state.nodes[index].storageDriver, insecureRegistries: [state.registry.host], tls: serverTls, machine: state.swarm ? machineOptions(node) : undefined });
   const hadAgent = state.nodes[index].agentUrl !== null && state.nodes[index].agentUrl !== undefined;
   const agent =
     hadAgent && serverTls && state.tls
@@ -443,6 +477,16 @@ export function clusterEnv(state: ClusterState): string[] {
   }
   lines.push(`TIDEPOOL_REGISTRY=${state.registry.host}`, `TIDEPOOL_REGISTRY_USERNAME=${state.registry.username}`, `TIDEPOOL_REGISTRY_PASSWORD_FILE=${clusterRegistry(state).passwordFile}`, 'TIDEPOOL_REGISTRY_INSECURE=on');
   if (state.postgres) lines.push(`TIDEPOOL_DATABASE_URL=${state.postgres.url}`, `TIDEPOOL_DATABASE_PASSWORD_FILE=${state.postgres.passwordFile}`);
+  if (state.swarm) {
+    // The stack's published API (each machine running a replica answers on TIDEPOOL_SWARM_PORT).
+    for (const m of state.swarm.members) lines.push(`TIDEPOOL_SWARM_NODE_${parseNodeId(m.node)}=${m.swarmId}`);
+    const [first, ...others] = state.swarm.apiUrls;
+    if (first && state.apiKey) lines.push(`E2B_API_URL=${first}`, `E2B_SANDBOX_URL=${first}`, `E2B_API_KEY=${state.apiKey}`, `E2B_DOMAIN=${SANDBOX_DOMAIN}`);
+    others.forEach((url, i) => lines.push(`API_URL_${i + 2}=${url}`));
+    if (state.adminKey) lines.push(`TIDEPOOL_ADMIN_KEY=${state.adminKey}`);
+    lines.push(`TIDEPOOL_SWARM_ENV_FILE=${state.swarm.envFile}`);
+    return lines;
+  }
   // The e2b SDK: API and sandbox traffic to replica 1 (routing headers), E2B_DOMAIN for getHost's names.
   const apis = state.apis ?? [];
   if (apis.length > 0 && state.apiKey) {
@@ -470,11 +514,13 @@ export async function downCluster(opts: { name?: string; slot?: number; dir: str
   let name = opts.name ?? 'cluster';
   let slot = opts.slot ?? 0;
   const indexes = new Set<number>();
+  let builtImages: string[] = [];
   try {
     const state = readClusterState(opts.dir);
     name = state.name;
     slot = state.slot;
     for (const n of state.nodes) indexes.add(n.index);
+    builtImages = state.swarm?.builtImages ?? [];
   } catch {
     // no or broken state: go by names alone
   }
@@ -510,6 +556,12 @@ export async function downCluster(opts: { name?: string; slot?: number; dir: str
   }
   await stopRegistryIn(cluster.registryDir);
   await stopClusterPostgres(cluster.dir);
+  // Swarm mode's release images on the host's engine: only their names (tidepool-swarm-<cluster>/…) go, also after
+  // an `up` that failed before recording them.
+  const swarmImages = builtImages.length > 0 ? builtImages : swarmImageNames(cluster.name);
+  const present = [];
+  for (const image of swarmImages) if ((await run('docker', ['image', 'inspect', image], { timeoutMs: 30_000 })).exitCode === 0) present.push(image);
+  if (present.length > 0) await run('docker', ['rmi', '--no-prune', ...present], { timeoutMs: 120_000 });
   await removeClusterNetwork(cluster);
   await unmountUnder(cluster.dir);
   rmSync(cluster.dir, { recursive: true, force: true });

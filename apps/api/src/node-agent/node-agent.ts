@@ -25,6 +25,7 @@ import { DockerImageEngine } from '../runtime/docker/docker-image-engine.ts';
 import { SandboxCertificateAuthorities } from '../tls/sandbox-ca.ts';
 import { EgressSecretStore } from './egress-secrets.ts';
 import { upstreamPolicySettingsOf } from '../runtime/docker/upstream-address.ts';
+import { clusterDeniedCidrs } from '../runtime/docker/cluster-addresses.ts';
 
 /** 2: the node applies network.rules transforms and egressProxy (egress calls, `/v1/egress/…`). */
 export const NODE_AGENT_VERSION = '2';
@@ -64,6 +65,7 @@ export async function startNodeAgent(options: NodeAgentOptions): Promise<Running
   const docker = dockerClient(config.dockerHost);
   const platformId = config.nodePlatformId || `node-${nodeId}`;
   const hardening = containerHardening(config);
+  const registry = registryImages(config, docker, logger);
   // network.rules on this node: each sandbox's CA on this node's disk, the secret values the API pushes in memory only.
   const authorities = new SandboxCertificateAuthorities(config.dataDir, logger);
   const secrets = new EgressSecretStore();
@@ -77,11 +79,12 @@ export async function startNodeAgent(options: NodeAgentOptions): Promise<Running
         platformId,
         logger,
         isolation: config.sandboxIsolation,
+        deniedCidrs: clusterDeniedCidrs(config),
         helperImage: config.baseImage,
         hardening,
         cpuset: config.sandboxCpuset,
         bootIdDir: resolve(config.dataDir, 'boot-ids'),
-        registry: registryImages(config, docker, logger),
+        registry,
         egressTransforms: {
           // Only what the API pushed for this very sandbox: another sandbox's secrets are never looked at.
           resolveSecret: async (sandboxId, name) => secrets.value(sandboxId, name),
@@ -100,7 +103,7 @@ export async function startNodeAgent(options: NodeAgentOptions): Promise<Running
   const volumesRoot = config.volumesHostDir || volumesDir;
   const volumes = await startAgentVolumes(new VolumeStorage(volumesDir, volumesRoot, logger), logger, config.volumeUploadMaxBytes);
   // Template builds placed on this node use its engine through the same channel (image-routes.ts).
-  const images = new DockerImageEngine({ docker, network: config.sandboxNetwork, platformId, hardening });
+  const images = new DockerImageEngine({ docker, network: config.sandboxNetwork, platformId, hardening, nodeImages: registry });
   const agentServer = createAgentServer({ nodeId, version: NODE_AGENT_VERSION, runtime, capacity, tls: options.tls, logger, volumesRoot, volumes, images, egress: { secrets, authorities, logger } });
   const { server } = agentServer;
   const { host, port } = parseListen(config.nodeListen);

@@ -6,6 +6,7 @@ import { createPlatformLogger } from '../observability/platform-logger.ts';
 import { installProcessGuard } from '../process-guard.ts';
 import { openNodeAnnouncements } from './database-heartbeats.ts';
 import { startNodeAgent } from './node-agent.ts';
+import { reloadTlsOnChange } from './tls-reload.ts';
 
 export async function runNodeAgent(env: NodeJS.ProcessEnv = process.env): Promise<void> {
   const config = loadConfig(env);
@@ -22,6 +23,8 @@ export async function runNodeAgent(env: NodeJS.ProcessEnv = process.env): Promis
     throw error;
   }
   logger.info({ nodeId: agent.nodeId, heartbeats: announcements.destination }, 'node agent announces itself');
+  // A certificate renewed in place (a Swarm node certificate, a CSI-mounted one) is served without a restart.
+  const stopReload = reloadTlsOnChange(agent.server, { cert: config.nodeTlsCert, key: config.nodeTlsKey, ca: config.nodeTlsCa }, logger.child({ nodeId: agent.nodeId }));
   // From here on, nothing a request triggers may take the agent down; startup errors above still exit.
   installProcessGuard(logger);
   process.stdout.write(`tidepool node ${agent.nodeId} is serving its engine at ${agent.url} (mutual TLS)\n`);
@@ -30,6 +33,7 @@ export async function runNodeAgent(env: NodeJS.ProcessEnv = process.env): Promis
     if (stopping) return;
     stopping = true;
     logger.info({ nodeId: agent.nodeId }, 'node agent stopping (its sandboxes keep running)');
+    stopReload();
     void agent
       .close()
       .then(() => announcements.close())

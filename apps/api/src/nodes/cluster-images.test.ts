@@ -5,7 +5,7 @@ import type { RegistrySettings } from '../runtime/registry/registry-settings.ts'
 import { ClusterImages } from './cluster-images.ts';
 
 const logger = pino({ level: 'silent' });
-const settings: RegistrySettings = { host: '198.19.0.1:5000', prefix: '198.19.0.1:5000/tp', insecure: true };
+const settings: RegistrySettings = { host: '198.19.0.1:5000', prefix: '198.19.0.1:5000/tp', insecure: true, nodeImages: ['198.19.0.1:5000/tp/base:latest'] };
 
 /** A node's runtime reduced to the image calls ClusterImages makes, recording them (a pure unit: no engine). */
 function fakeNode(present: string[], options: { pushFails?: boolean; registry?: boolean } = {}) {
@@ -76,5 +76,16 @@ describe('ClusterImages', () => {
     expect(node.calls).toEqual([`pull ${settings.prefix}/snapshot:s1`]);
     const noRegistry = fakeNode([], { registry: false });
     await expect(images.ensure(noRegistry.runtime, `${settings.prefix}/snapshot:s1`)).rejects.toThrow(/cannot pull/);
+  });
+
+  it("a node image of the settings in the registry (TIDEPOOL_BASE_IMAGE there) is pulled on first use; another name of that registry is not", async () => {
+    const images = new ClusterImages(settings, logger);
+    const node = fakeNode([]);
+    expect(images.movable('198.19.0.1:5000/tp/base:latest')).toBe(true);
+    expect(images.movable('198.19.0.1:5000/tp/base:other')).toBe(false);
+    await images.ensure(node.runtime, '198.19.0.1:5000/tp/base:other');
+    await images.ensure(node.runtime, '198.19.0.1:5000/tp/base:latest');
+    await images.ensure(node.runtime, '198.19.0.1:5000/tp/base:latest');
+    expect(node.calls).toEqual(['pull 198.19.0.1:5000/tp/base:latest']);
   });
 });

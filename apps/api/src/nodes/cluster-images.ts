@@ -6,7 +6,7 @@
  */
 import type { Logger } from 'pino';
 import type { SandboxRuntime } from '../runtime/sandbox-runtime.ts';
-import { isUnderPrefix, type RegistryKind, registryReference, type RegistrySettings } from '../runtime/registry/registry-settings.ts';
+import { isPullable, type RegistryKind, registryReference, type RegistrySettings } from '../runtime/registry/registry-settings.ts';
 import { RegistryTags } from '../runtime/registry/registry-tags.ts';
 
 export class ClusterImages {
@@ -24,9 +24,9 @@ export class ClusterImages {
     return this.settings !== undefined;
   }
 
-  /** True when `image` is a registry reference of this platform (any node can pull it). */
+  /** True when `image` is a registry reference of this platform or one of its node images there (any node can pull it). */
   movable(image: string | null | undefined): boolean {
-    return Boolean(image && this.settings && isUnderPrefix(this.settings.prefix, image));
+    return Boolean(image && this.settings && isPullable(this.settings, image));
   }
 
   /**

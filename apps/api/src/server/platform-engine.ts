@@ -13,6 +13,7 @@ import type { SandboxLifecycle } from '../sandboxes/lifecycle/sandbox-lifecycle.
 import type { SecretStore } from '../secrets/secret-store.ts';
 import type { SandboxCertificateAuthorities } from '../tls/sandbox-ca.ts';
 import { upstreamPolicySettingsOf } from '../runtime/docker/upstream-address.ts';
+import { clusterDeniedCidrs } from '../runtime/docker/cluster-addresses.ts';
 
 /**
  * Whether sandboxes get lxcfs files: `on`, or `auto` with the engine on this machine's default socket (a bind
@@ -43,7 +44,7 @@ export interface EmbeddedEngineDeps {
 /** The embedded node's engine: Docker with a deadline on every call, egress transforms and proxies, the cluster registry. */
 export function embeddedDockerEngine({ docker, config, platformId, logger, hardening, lxcfs, secrets, egressCas, registrySettings, metrics, lifecycle }: EmbeddedEngineDeps): DockerRuntime {
   return withEngineDeadlines(
-    new DockerRuntime({ docker, network: config.sandboxNetwork, platformId, logger, isolation: config.sandboxIsolation, helperImage: config.baseImage, hardening, procFiles: lxcfs, cpuset: config.sandboxCpuset,
+    new DockerRuntime({ docker, network: config.sandboxNetwork, platformId, logger, isolation: config.sandboxIsolation, deniedCidrs: clusterDeniedCidrs(config), helperImage: config.baseImage, hardening, procFiles: lxcfs, cpuset: config.sandboxCpuset,
       bootIdDir: resolve(config.dataDir, 'boot-ids'),
       egressTransforms: {
         // Only the secrets of the sandbox's own team: another team's secret of the same name is never sent.

@@ -184,7 +184,7 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
     const templates = new TemplateCatalog(templateStore);
     const builtins = new BuiltinTemplates(templates, config, logger);
     // The embedded engine's missing built-in images are built after the API listens (TIDEPOOL_BUILTIN_IMAGE_BUILDER).
-    if (runtime) await builtins.register(runtime, true);
+    if (runtime) await builtins.register(runtime, { buildImages: true });
     // The embedded node: this process's engine. Sandboxes stored before nodes existed are its own.
     const nodeId = config.nodeId || platformId;
     const embeddedId = runtime ? nodeId : undefined;
@@ -282,7 +282,7 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
         const held = nodes.all().filter((node) => node.nodeId !== embeddedId || poolsShared);
         await pools?.manage(held.map((node) => ({ node, ready: nodes.status(node.nodeId) === 'ready' })));
         const ready = held.find((node) => nodes.status(node.nodeId) === 'ready');
-        if (!runtime && ready) await builtins.registerOnce(ready.runtime);
+        if (!runtime && ready) await builtins.registerOnce(ready.runtime, (image) => images.ensure(ready.runtime, image));
       },
       logger,
     });

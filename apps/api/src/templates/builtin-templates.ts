@@ -53,8 +53,14 @@ export class BuiltinTemplates {
     this.builds = new BuiltinImageBuilds(templates, config.builtinImageBuilder, logger);
   }
 
-  /** `buildImages`: this engine's images may be built by the builder (see startBuilds), when one is configured. */
-  async register(runtime: SandboxRuntime, buildImages = false): Promise<void> {
+  /**
+   * `buildImages`: this engine's images may be built by the builder (see startBuilds), when one is configured.
+   * `ensure` first brings an image onto the node where it can (a node image in the cluster's registry is pulled there
+   * on first use); an on-demand template's image failing to come leaves the base template registered.
+   */
+  async register(runtime: SandboxRuntime, options: { buildImages?: boolean; ensure?: (image: string) => Promise<void> } = {}): Promise<void> {
+    const { buildImages = false, ensure } = options;
+    await ensure?.(this.config.baseImage);
     await registerBaseTemplate(this.templates, runtime, this.config.baseImage, this.logger);
     for (const spec of this.specs) {
       const image = spec.image(this.config);
@@ -64,6 +70,9 @@ export class BuiltinTemplates {
         else await this.templates.registerBuiltinBuilding(spec, `waiting for the API to listen; then its image '${image}' is built`);
         this.builds.plan(spec, image, runtime, exists);
         continue;
+      }
+      if (ensure && image !== '') {
+        await ensure(image).catch((error: unknown) => this.logger.warn({ err: error, image, templateId: spec.templateId }, 'built-in template image not pulled onto the node'));
       }
       await registerBuiltinFromImage(this.templates, runtime, spec, image, this.logger);
     }
@@ -81,8 +90,8 @@ export class BuiltinTemplates {
   }
 
   /** Registers once from a node's engine; a failure is logged and the next call tries again. */
-  async registerOnce(runtime: SandboxRuntime): Promise<void> {
+  async registerOnce(runtime: SandboxRuntime, ensure?: (image: string) => Promise<void>): Promise<void> {
     if (this.registered) return;
-    await this.register(runtime).catch((error: unknown) => this.logger.warn({ err: error }, 'built-in templates not registered from a node yet; retrying at the next node sweep'));
+    await this.register(runtime, { ensure }).catch((error: unknown) => this.logger.warn({ err: error }, 'built-in templates not registered from a node yet; retrying at the next node sweep'));
   }
 }

@@ -1,6 +1,6 @@
 import type os from 'node:os';
 import { describe, expect, it } from 'vitest';
-import { ClusterAddresses, clusterHostsOf } from './cluster-addresses.ts';
+import { ClusterAddresses, clusterDeniedCidrs, clusterHostsOf } from './cluster-addresses.ts';
 
 const nic = (address: string): os.NetworkInterfaceInfo =>
   ({ address, netmask: '255.255.255.0', family: address.includes(':') ? 'IPv6' : 'IPv4', mac: '00:00:00:00:00:00', internal: false, cidr: null }) as os.NetworkInterfaceInfo;
@@ -38,5 +38,18 @@ describe('ClusterAddresses', () => {
     expect(await own.includes('198.51.100.4')).toBe(true);
     expect(await own.includes('198.51.100.5')).toBe(false);
     expect(lookups).toEqual(['db.internal', 'gone.internal']);
+  });
+
+  it("denies sandboxes the operator's cluster networks and every cluster service named by an IP address (names are left to the list)", () => {
+    const denied = clusterDeniedCidrs({
+      databaseUrl: 'postgres://tidepool@198.19.57.11:5432/tidepool',
+      registry: '198.19.57.11:5000/tidepool',
+      publicDomain: '',
+      domain: 'tidepool.localhost',
+      nodeUrl: 'https://[2001:db8::7]:7443',
+      clusterCidrs: ['203.0.113.0/24'],
+    });
+    expect(denied).toEqual(['203.0.113.0/24', '198.19.57.11/32', '2001:db8::7/128']);
+    expect(clusterDeniedCidrs({ databaseUrl: 'postgres://db.internal/x', registry: 'registry.internal:5000', publicDomain: '', domain: 'd.example', nodeUrl: '', clusterCidrs: [] })).toEqual([]);
   });
 });

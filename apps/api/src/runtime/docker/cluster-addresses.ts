@@ -47,6 +47,16 @@ export function clusterHostsOf(config: ClusterHostSettings): string[] {
 }
 
 /**
+ * What sandboxes may never reach besides the private ranges: the operator's list of the cluster's own networks
+ * (TIDEPOOL_CLUSTER_CIDRS) and every cluster service named by an IP address in the settings (the registry, the
+ * database, this node's advertised address), one host each. Names are left to the operator's list (they may move).
+ */
+export function clusterDeniedCidrs(config: ClusterHostSettings & { clusterCidrs: readonly string[] }): string[] {
+  const literal = clusterHostsOf(config).filter((host) => net.isIP(host) !== 0).map((host) => `${canonical(host)}/${net.isIP(canonical(host)) === 4 ? 32 : 128}`);
+  return [...new Set([...config.clusterCidrs, ...literal])];
+}
+
+/**
  * Whether an address is one of the cluster's own: any address of this machine (the node's or the API's own
  * interfaces), or what one of the cluster's service hosts resolves to (looked up again after a minute; a host that
  * does not resolve adds nothing).

@@ -43,6 +43,11 @@ export interface DockerImageEngineOptions {
   docker?: Docker;
   /** Limits, capabilities and runtime of build containers (the sandboxes' own; checked by DockerRuntime.prepare). */
   hardening?: ContainerHardening;
+  /**
+   * The node's registry client: a node image of the settings (TIDEPOOL_BASE_IMAGE, TIDEPOOL_RUNTIME_IMAGE … in the
+   * cluster registry) that this engine lacks is pulled when a build first looks for it. No other name is pulled here.
+   */
+  nodeImages?: { readonly settings: { readonly nodeImages: readonly string[] }; pull(reference: string): Promise<void> };
 }
 
 function toList(value: string | string[] | undefined | null): string[] | null {
@@ -62,9 +67,19 @@ export class DockerImageEngine implements ImageEngine {
     this.network = options.network;
     this.platformId = options.platformId;
     this.hardening = options.hardening ?? new ContainerHardening();
+    this.nodeImages = options.nodeImages;
   }
 
+  private readonly nodeImages: DockerImageEngineOptions['nodeImages'];
+
   async inspectImage(ref: string, signal?: AbortSignal): Promise<ImageInfo | undefined> {
+    const found = await this.inspectHere(ref, signal);
+    if (found || !this.nodeImages?.settings.nodeImages.includes(ref)) return found;
+    await this.nodeImages.pull(ref);
+    return this.inspectHere(ref, signal);
+  }
+
+  private async inspectHere(ref: string, signal?: AbortSignal): Promise<ImageInfo | undefined> {
     try {
       const info = await bounded(`inspect image ${ref}`, LIMITS.quick, signal, () => this.docker.getImage(ref).inspect());
       const config = info.Config ?? ({} as Partial<Docker.ImageInspectInfo['Config']>);

@@ -53,6 +53,8 @@ export interface DockerRuntimeOptions {
   cpuset?: boolean;
   /** Other iptables/ip6tables programs (tests: a missing ip6tables); the standard ones by default. */
   firewallPrograms?: Partial<typeof FIREWALL_PROGRAMS>;
+  /** Destinations sandboxes may never reach besides the private ranges: the cluster's own (clusterDeniedCidrs). */
+  deniedCidrs?: readonly string[];
   /** Secrets and per-sandbox CAs for network.rules transforms at the egress proxy (none: rules are not applied). */
   egressTransforms?: EgressTransformDeps;
   /** Where a sandbox's own egress proxy may be (ports, allowed private ranges, the cluster's own addresses); default: the proxy ports, no private range, this machine's addresses. */
@@ -145,6 +147,7 @@ export class DockerRuntime implements SandboxRuntime {
       mode: this.options.isolation ?? 'warn',
       helperImage: this.options.helperImage,
       programs: this.options.firewallPrograms,
+      denied: this.options.deniedCidrs,
     });
     await this.pruneEgressRules();
     await this.startEgressProxy();

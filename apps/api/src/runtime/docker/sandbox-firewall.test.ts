@@ -57,6 +57,17 @@ describe('SandboxFirewall rules', () => {
     ]);
   });
 
+  it("refuses the cluster's own addresses (denied) before any sandbox's own allow rules, each family its own", async () => {
+    const commands = new RecordingCommands();
+    await new SandboxFirewall({ commands, network: NET, logger: pino({ level: 'silent' }), resolvers: [], denied: ['198.19.57.0/24', '2001:db8::/32'] }).install();
+    const forward = commands.restores[0]!.split('\n').filter((r) => r.startsWith('-A TP-FWD-'));
+    const cluster = forward.findIndex((r) => r.includes('-d 198.19.57.0/24') && r.includes('REJECT'));
+    expect(cluster).toBeGreaterThan(0);
+    expect(cluster).toBeLessThan(forward.length - 1);
+    expect(forward.at(-1)).toContain('-j TP-SBX-');
+    expect(forward.some((r) => r.includes('2001:db8::/32'))).toBe(false);
+  });
+
   it('keeps one hook: an identical one stays, a stale one (older bridge) goes', async () => {
     const commands = new RecordingCommands();
     commands.listings['filter:DOCKER-USER'] = [

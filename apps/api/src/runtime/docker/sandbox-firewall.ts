@@ -50,6 +50,8 @@ export interface FirewallOptions {
   peer?: PlatformPeer;
   /** iptables (default) or ip6tables: `commands` must run the matching programs. */
   family?: IpFamily;
+  /** More destinations never reachable (the cluster's own addresses, TIDEPOOL_CLUSTER_CIDRS); other families' skipped. */
+  denied?: readonly string[];
 }
 
 /**
@@ -136,7 +138,7 @@ export class SandboxFirewall {
         ...(peer && family === 'ipv4' ? [`-s ${peer.address}/32 -m mac --mac-source ${peer.mac} -j ACCEPT`] : []),
         ...this.reject(`-o ${network.bridge}`),
         ...resolvers.flatMap((ip) => [`-d ${ip}/${hostBits} -p udp --dport 53 -j RETURN`, `-d ${ip}/${hostBits} -p tcp --dport 53 -j RETURN`]),
-        ...this.rules.alwaysDenied.flatMap((cidr) => this.reject(`-d ${cidr}`)),
+        ...[...this.rules.alwaysDenied, ...(this.options.denied ?? []).filter((cidr) => isOfFamily(family, cidr))].flatMap((cidr) => this.reject(`-d ${cidr}`)),
         `-j ${this.dispatch}`,
       ];
       // Connections redirected to the egress proxy are the only new ones a sandbox may open to the host.

@@ -21,6 +21,8 @@ export interface IsolationOptions {
   mode: IsolationMode;
   /** Image for the helper container that installs rules when the platform runs in a container. */
   helperImage?: string;
+  /** Destinations denied to sandboxes besides the private ranges (the cluster's own addresses). */
+  denied?: readonly string[];
   /** Other firewall programs per family (tests: a missing ip6tables); FIREWALL_PROGRAMS by default. */
   programs?: Partial<typeof FIREWALL_PROGRAMS>;
 }
@@ -118,7 +120,7 @@ async function isolateIpv6(options: IsolationOptions, info: NetworkInfo, bridge:
   const { network, logger } = options;
   try {
     const commands = await pickCommands(options, 'ipv6');
-    const firewall = new SandboxFirewall({ commands, logger, family: 'ipv6', network: { name: network, id: info.Id, bridge }, resolvers: await resolvers(commands) });
+    const firewall = new SandboxFirewall({ commands, logger, family: 'ipv6', network: { name: network, id: info.Id, bridge }, resolvers: await resolvers(commands), denied: options.denied });
     await firewall.install();
     return { firewall };
   } catch (error) {
@@ -147,6 +149,7 @@ export async function isolateSandboxNetwork(options: IsolationOptions): Promise<
       network: { name: network, id: info.Id, bridge },
       peer: platformPeer(info),
       resolvers: await resolvers(commands),
+      denied: options.denied,
     });
     await firewall.install();
     const ipv6 = hasIpv6(info) ? await isolateIpv6(options, info, bridge) : {};

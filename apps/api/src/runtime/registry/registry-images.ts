@@ -8,7 +8,7 @@ import type Docker from 'dockerode';
 import type { Logger } from 'pino';
 import { DockerCallError, engineMessage } from '../docker/docker-call.ts';
 import { readProgress } from '../docker/docker-streams.ts';
-import { isUnderPrefix, loadRegistrySettings, REGISTRY_NAME_PATTERN, type RegistrySettings } from './registry-settings.ts';
+import { isPullable, loadRegistrySettings, REGISTRY_NAME_PATTERN, type RegistrySettings } from './registry-settings.ts';
 
 export class RegistryRefused extends Error {}
 
@@ -71,8 +71,8 @@ export class RegistryImages {
 
   /** Pulls `reference` (which must be under the prefix); one pull per reference at a time, later callers share it. */
   pull(reference: string): Promise<void> {
-    if (!isUnderPrefix(this.settings.prefix, reference)) {
-      return Promise.reject(new RegistryRefused(`pull: ${JSON.stringify(reference.slice(0, 300))} is not an image of this platform's registry (${this.settings.prefix})`));
+    if (!isPullable(this.settings, reference)) {
+      return Promise.reject(new RegistryRefused(`pull: ${JSON.stringify(reference.slice(0, 300))} is neither an image of this platform's registry (${this.settings.prefix}) nor one of its node images`));
     }
     let pulling = this.pulls.get(reference);
     if (!pulling) {

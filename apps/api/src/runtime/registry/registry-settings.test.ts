@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { ConfigError, loadConfig } from '../../config.ts';
-import { isUnderPrefix, loadRegistrySettings, registryReference, registrySettingsProblem } from './registry-settings.ts';
+import { isPullable, isUnderPrefix, loadRegistrySettings, registryReference, registrySettingsProblem } from './registry-settings.ts';
 import { checkCall } from '../../node-agent/runtime-dispatch.ts';
 import { checkImageCall } from '../../node-agent/image-dispatch.ts';
 
@@ -66,5 +66,24 @@ describe('registry calls on the node channel', () => {
     expect(checkImageCall('statPath', { args: ['abc123', '/'] })).toHaveLength(2);
     for (const path of ['etc/passwd', '/a/../b', '/a/./b', '/a\u0000b']) expect(() => checkImageCall('readFile', { args: ['abc123', path] }), path).toThrow(/invalid arguments/);
     for (const method of ['exec', 'constructor', '__proto__', 'writeArchive']) expect(() => checkImageCall(method, { args: [] })).toThrow(/unknown image method/);
+  });
+});
+
+describe('node images in the registry', () => {
+  it('lists the configured node images that name the registry host, and nothing else is pullable beyond the platform\'s own', () => {
+    const settings = loadRegistrySettings({
+      registry: 'r.example.com:5000/tidepool',
+      registryUsername: '',
+      registryPasswordFile: '',
+      registryInsecure: false,
+      baseImage: 'r.example.com:5000/tidepool/base:1',
+      runtimeImage: 'tidepool/envd-runtime:latest',
+      codeInterpreterImage: 'other.example.com/ci:1',
+    })!;
+    expect(settings.nodeImages).toEqual(['r.example.com:5000/tidepool/base:1']);
+    expect(isPullable(settings, 'r.example.com:5000/tidepool/base:1')).toBe(true);
+    expect(isPullable(settings, 'r.example.com:5000/tidepool/template:t1')).toBe(true);
+    expect(isPullable(settings, 'r.example.com:5000/tidepool/base:2')).toBe(false);
+    expect(isPullable(settings, 'other.example.com/ci:1')).toBe(false);
   });
 });

@@ -28,6 +28,11 @@ export interface RegistrySettings {
   password?: string;
   /** The operator allows plain HTTP (the engine decides per its own insecure-registries list; checked at start). */
   insecure: boolean;
+  /**
+   * The node images of the settings (TIDEPOOL_BASE_IMAGE, TIDEPOOL_RUNTIME_IMAGE, TIDEPOOL_CODE_INTERPRETER_IMAGE)
+   * that name this registry's host: a node lacking one pulls it on first use, exactly these names and no others.
+   */
+  nodeImages: string[];
 }
 
 interface RegistryConfig {
@@ -35,6 +40,9 @@ interface RegistryConfig {
   registryUsername: string;
   registryPasswordFile: string;
   registryInsecure: boolean;
+  baseImage?: string;
+  runtimeImage?: string;
+  codeInterpreterImage?: string;
 }
 
 /** What is wrong with the registry settings (one line naming the variable), or undefined. Reads no file. */
@@ -69,12 +77,20 @@ export function loadRegistrySettings(config: RegistryConfig): RegistrySettings |
     password = text.split(/\r?\n/)[0] ?? '';
     if (password === '') throw new Error(`TIDEPOOL_REGISTRY_PASSWORD_FILE: ${config.registryPasswordFile} is empty (its first line is the password)`);
   }
+  const host = match[1];
+  const nodeImages = [config.baseImage, config.runtimeImage, config.codeInterpreterImage].filter((image): image is string => Boolean(image && image.startsWith(`${host}/`)));
   return {
-    host: match[1],
+    host,
     prefix: config.registry,
     ...(config.registryUsername ? { username: config.registryUsername, password } : {}),
     insecure: config.registryInsecure,
+    nodeImages: [...new Set(nodeImages)],
   };
+}
+
+/** True when a node may pull `reference` from the registry: an image the platform made, or one of its node images. */
+export function isPullable(settings: RegistrySettings, reference: string): boolean {
+  return isUnderPrefix(settings.prefix, reference) || settings.nodeImages.includes(reference);
 }
 
 /** `<prefix>/<kind>:<tag>`; the tag is cut to what the engine accepts (ids are already tag-safe). */

@@ -63,7 +63,7 @@ function setUp(registry = true) {
   const engines = { src: new FakeEngine(CHECKPOINT), b: new FakeEngine(), c: new FakeEngine() };
   const nodes = new NodeSet('src');
   for (const [nodeId, engine] of Object.entries(engines)) nodes.add({ nodeId, runtime: engine.asRuntime(), dial: () => Promise.reject(new Error('no dial')) });
-  const images = new ClusterImages(registry ? { host: '127.0.0.1:1', prefix: PREFIX, insecure: true } : undefined, logger);
+  const images = new ClusterImages(registry ? { host: '127.0.0.1:1', prefix: PREFIX, insecure: true, nodeImages: [] } : undefined, logger);
   // The registry's tag removal (HTTP to the registry) is recorded, not made.
   const forget = vi.spyOn(images, 'forget').mockResolvedValue();
   const checkpoint = new ForkCheckpoint({ nodes, images, logger }, 'isource', 'src', CHECKPOINT, 'fork0123456789abcdef');
