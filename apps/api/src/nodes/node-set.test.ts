@@ -19,6 +19,7 @@ const row = (nodeId: string, status: NodeRow['status'], memoryAvailableMB = 8000
   status,
   lastHeartbeat: 0,
   registeredAt: '',
+  identity: '',
 });
 
 function twoNodes(): NodeSet {
