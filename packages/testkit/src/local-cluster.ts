@@ -21,7 +21,7 @@ import { killAll, mountsUnder, nodeProcesses, unmountUnder } from './cluster-lef
 import { clusterLinks, clusterNamespaces, clusterRuleCount, createBridge, createNodeNetwork, removeClusterNetwork, subnetUsers } from './cluster-network.ts';
 import { ensureClusterTls, ensureNodeServerTls, type ClientTls } from './cluster-tls.ts';
 import { agentPid, startNodeAgentProcess, stopNodeAgentProcess } from './cluster-agents.ts';
-import { apiFiles, apiPid, replicaProcesses, replicaSandboxNetwork, startApiReplica, stopApiReplica } from './cluster-apis.ts';
+import { apiFiles, apiPid, clusterSecretsKey, replicaProcesses, replicaSandboxNetwork, startApiReplica, stopApiReplica } from './cluster-apis.ts';
 import { clusterPsql, postgresPid, startClusterPostgres, stopClusterPostgres, type ClusterPostgres } from './cluster-postgres.ts';
 import { repoRoot, run } from './docker.ts';
 import { startLocalRegistry, stopRegistryIn } from './local-registry.ts';
@@ -235,7 +235,7 @@ export async function upCluster(opts: UpOptions): Promise<ClusterState> {
         progress(`${node.id} loaded ${image} in ${Date.now() - before} ms`);
       }
       if (tls && serverTls && opts.agents !== false) {
-        const agent = await startNodeAgentProcess(node, { serverTls, clientTls: tls, platformId: `cluster-${cluster.name}`, ...agentDatabase(state), registry: clusterRegistry(state), env: opts.agentEnv });
+        const agent = await startNodeAgentProcess(node, { serverTls, clientTls: tls, platformId: `cluster-${cluster.name}`, registry: clusterRegistry(state), env: opts.agentEnv });
         state.nodes[state.nodes.length - 1] = nodeState(node, started, agent);
         writeClusterState(state);
         progress(`${node.id} agent ${agent.url} up in ${agent.startMs} ms`);
@@ -251,12 +251,6 @@ export async function upCluster(opts: UpOptions): Promise<ClusterState> {
     }
     throw error;
   }
-}
-
-/** The agents' database settings: the cluster's PostgreSQL, heartbeats at a third of the replicas' lost deadline. */
-function agentDatabase(state: ClusterState): { database?: { url: string; passwordFile: string }; heartbeatSeconds?: number } {
-  if (!state.postgres) return {};
-  return { database: { url: state.postgres.url, passwordFile: state.postgres.passwordFile }, heartbeatSeconds: Math.max(1, Math.floor((state.nodeLostAfterSeconds ?? 15) / 3)) };
 }
 
 /** `tidepool migrate` against the cluster's PostgreSQL, once, before agents and replicas open it. */
@@ -280,6 +274,7 @@ async function startReplicas(state: ClusterState, cluster: ClusterLayout, tls: C
   state.adminKey = randomBytes(24).toString('hex');
   writeClusterState(state);
   const registry = clusterRegistry(state);
+  const secretsKey = clusterSecretsKey(cluster);
   for (let index = 1; index <= count; index += 1) {
     const started = await startApiReplica({
       cluster,
@@ -291,6 +286,9 @@ async function startReplicas(state: ClusterState, cluster: ClusterLayout, tls: C
       adminKey: state.adminKey,
       nodeLostAfterSeconds: state.nodeLostAfterSeconds ?? 15,
       registry,
+      // Every agent of the cluster: each replica keeps saying Hello to each (one that stops answering is lost).
+      nodes: state.nodes.flatMap((node) => (node.agentUrl ? [node.agentUrl] : [])),
+      secretsKey,
     });
     state.apis = [...(state.apis ?? []), { id: started.id, index, url: started.url, port: Number(new URL(started.url).port), logFile: started.logFile, startMs: started.startMs }];
     writeClusterState(state);
@@ -380,7 +378,7 @@ export async function startClusterNode(dir: string, id: string): Promise<Cluster
   const hadAgent = state.nodes[index].agentUrl !== null && state.nodes[index].agentUrl !== undefined;
   const agent =
     hadAgent && serverTls && state.tls
-      ? await startNodeAgentProcess(node, { serverTls, clientTls: state.tls, platformId: `cluster-${state.name}`, ...agentDatabase(state), registry: clusterRegistry(state) })
+      ? await startNodeAgentProcess(node, { serverTls, clientTls: state.tls, platformId: `cluster-${state.name}`, registry: clusterRegistry(state) })
       : undefined;
   state.nodes[index] = nodeState(node, started, agent);
   writeClusterState(state);

@@ -2,12 +2,14 @@
  * `tidepool node`: reads and checks the settings once, starts the agent, stops it on SIGTERM/SIGINT. A node holds no
  * cluster secrets: it refuses to start when handed the database or an API-only secret.
  */
+import { X509Certificate } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { ConfigError, loadConfig, nodeAgentProblems, nodeSecretProblems } from '../config.ts';
 import { createPlatformLogger } from '../observability/platform-logger.ts';
 import { installProcessGuard } from '../process-guard.ts';
 import { startNodeAgent } from './node-agent.ts';
+import { certificateNamesNode } from '../nodes/node-protocol.ts';
 
 export async function runNodeAgent(env: NodeJS.ProcessEnv = process.env): Promise<void> {
   const secrets = nodeSecretProblems(env);
@@ -17,6 +19,19 @@ export async function runNodeAgent(env: NodeJS.ProcessEnv = process.env): Promis
   if (problems.length > 0) throw new ConfigError(`invalid configuration for \`tidepool node\`:\n  ${problems.join('\n  ')}`);
   const logger = createPlatformLogger(config.logLevel);
   const tls = { cert: readFileSync(config.nodeTlsCert), key: readFileSync(config.nodeTlsKey), ca: readFileSync(config.nodeTlsCa) };
+  // The API accepts this node only under an id its certificate names: say so now rather than be refused at every Hello.
+  const nodeId = config.nodeId || hostname().toLowerCase();
+  let names: string | undefined;
+  try {
+    names = new X509Certificate(tls.cert).subjectAltName;
+  } catch (error) {
+    throw new ConfigError(`invalid configuration for \`tidepool node\`:\n  TIDEPOOL_NODE_TLS_CERT: ${config.nodeTlsCert} is not a PEM certificate (${(error as Error).message})`);
+  }
+  if (!certificateNamesNode(names, nodeId)) {
+    throw new ConfigError(
+      `invalid configuration for \`tidepool node\`:\n  TIDEPOOL_NODE_TLS_CERT: ${config.nodeTlsCert} does not name this node's id "${nodeId}" (TIDEPOOL_NODE_ID, else the hostname) as a DNS subjectAltName (it names ${names ?? 'nothing'}); API replicas refuse a node whose certificate does not name it`,
+    );
+  }
   const agent = await startNodeAgent({ config, logger, tls });
   // From here on, nothing a request triggers may take the agent down; startup errors above still exit.
   installProcessGuard(logger);

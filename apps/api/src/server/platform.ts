@@ -18,6 +18,7 @@ import { AuthFailureLimiter, DEFAULT_MAX_TRACKED_ADDRESSES } from '../http/auth-
 import { PlatformMetrics } from '../observability/platform-metrics.ts';
 import { createPlatformLogger } from '../observability/platform-logger.ts';
 import { loadSecretsKey, SecretCipher } from '../secrets/secret-crypto.ts';
+import { loadTokenSeed } from '../secrets/token-seed.ts';
 import { EgressProxyGate } from '../sandboxes/egress/egress-proxy-gate.ts';
 import { SandboxEgress } from '../sandboxes/egress/sandbox-egress.ts';
 import { UpstreamAddressPolicy, upstreamPolicySettingsOf } from '../runtime/docker/upstream-address.ts';
@@ -164,9 +165,12 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
     }
     const { admin, generated: generatedAdminKey } = await AdminKey.open(db, config.adminKey, logger);
     const platformId = await keys.platformId();
-    const tokenSeed = await keys.tokenSeed();
+    let secretsKey: Buffer | undefined;
+    const loadedSecretsKey = (): Buffer => (secretsKey ??= loadSecretsKey(config.dataDir, config.secretsKey, logger));
+    // Never in the database: a file of the API's, or derived from the secrets key (an older database's is moved out).
+    const tokenSeed = await loadTokenSeed({ sql: db, dataDir: config.dataDir, seedFile: config.tokenSeedFile, secretsKey: loadedSecretsKey, logger });
     let cipher: SecretCipher | undefined;
-    const secretCipher = (): SecretCipher => (cipher ??= new SecretCipher(loadSecretsKey(config.dataDir, config.secretsKey, logger)));
+    const secretCipher = (): SecretCipher => (cipher ??= new SecretCipher(loadedSecretsKey()));
     const secrets = await SecretStore.open(db, secretCipher, logger);
     const egressCas = new SandboxCertificateAuthorities(config.dataDir, logger);
     const metrics = new PlatformMetrics();
