@@ -105,7 +105,7 @@ export interface UpOptions {
   postgres?: boolean;
   /** API replicas to start (default 0; needs postgres, TLS and agents; the CLI's default is 2). */
   apis?: number;
-  /** The replicas' TIDEPOOL_NODE_LOST_AFTER_SECONDS (default 15); the agents heartbeat at a third of it. */
+  /** The replicas' TIDEPOOL_NODE_LOST_AFTER_SECONDS (default 15); they say Hello to every agent at a third of it. */
   nodeLostAfterSeconds?: number;
   /** More environment for every node agent started by `up` (tests). */
   agentEnv?: Record<string, string>;
@@ -438,6 +438,7 @@ export function clusterEnv(state: ClusterState): string[] {
   for (const n of state.nodes) if (n.agentUrl) lines.push(`TIDEPOOL_NODE_AGENT_URL_${n.index}=${n.agentUrl}`);
   if (state.tls && state.nodes.some((n) => n.agentUrl)) {
     lines.push(`TIDEPOOL_CLUSTER_CA=${state.tls.ca}`, `TIDEPOOL_CLUSTER_CLIENT_CERT=${state.tls.cert}`, `TIDEPOOL_CLUSTER_CLIENT_KEY=${state.tls.key}`);
+    lines.push(`TIDEPOOL_NODES=${state.nodes.flatMap((n) => (n.agentUrl ? [n.agentUrl] : [])).join(',')}`);
   }
   lines.push(`TIDEPOOL_REGISTRY=${state.registry.host}`, `TIDEPOOL_REGISTRY_USERNAME=${state.registry.username}`, `TIDEPOOL_REGISTRY_PASSWORD_FILE=${clusterRegistry(state).passwordFile}`, 'TIDEPOOL_REGISTRY_INSECURE=on');
   if (state.postgres) lines.push(`TIDEPOOL_DATABASE_URL=${state.postgres.url}`, `TIDEPOOL_DATABASE_PASSWORD_FILE=${state.postgres.passwordFile}`);
