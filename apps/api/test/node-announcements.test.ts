@@ -184,6 +184,17 @@ describe('nodes found by the API over the node protocol (no database on nodes)',
     await future.stop();
   });
 
+  it('a node that reports a capacity the store refuses is refused as a protocol error; no row', async () => {
+    await db.run('DELETE FROM nodes');
+    const images = Array.from({ length: 1_500 }, (_, i) => `tidepool/fake-${i}:latest`);
+    const liar = await startAgent({ nodeId: 'node-b', certName: 'node-b-server', host: '127.0.0.3', capacity: async () => ({ cpuCount: 2, memoryMB: 1024, memoryAvailableMB: 512, images }) });
+    const error = failure((await discovery([liar.url]).roundNow())[0]);
+    expect(error.code).toBe('protocol');
+    expect(error.message).toMatch(/reported an invalid capacity: capacity.images/);
+    expect(await store.get('node-b')).toBeUndefined();
+    await liar.stop();
+  });
+
   it('after the Hello, every call to a node checks its certificate against the node id, not the address', async () => {
     const a = await startAgent({ nodeId: 'node-a', certName: 'node-a-server', host: '127.0.0.2' });
     const right = connectRemoteNode({ nodeId: 'node-a', url: a.url, tls: client });

@@ -109,9 +109,11 @@ export class NodeDiscovery {
         { liveWithinMs: this.options.lostAfterMs },
       );
     } catch (error) {
-      const refused = error instanceof PlatformError && (error.kind === 'conflict' || error.kind === 'invalid');
-      const failure = refused ? new NodeChannelError('identity', (error as Error).message, hello.nodeId) : (error as Error);
-      this.report(url, failure.message, refused ? 'error' : 'warn', refused ? 'identity' : undefined, hello.nodeId);
+      // Another live node's id: an identity refusal. A capacity the store refuses (the node lies or is broken): protocol.
+      const kind = error instanceof PlatformError ? error.kind : undefined;
+      const code = kind === 'conflict' ? 'identity' : kind === 'invalid' ? 'protocol' : undefined;
+      const failure = code ? new NodeChannelError(code, (error as Error).message, hello.nodeId) : (error as Error);
+      this.report(url, failure.message, code ? 'error' : 'warn', code, hello.nodeId);
       return { url, error: failure };
     }
     if (this.lastProblem.get(url) !== '') logger.info({ nodeId: hello.nodeId, url, version: hello.agentVersion, protocolVersion: hello.protocolVersion }, 'node agent answered its Hello; recorded in the node table');
