@@ -18,6 +18,7 @@ import { runNodeAgent } from '../src/node-agent/run-node-agent.ts';
 import { NodeChannelError } from '../src/nodes/node-channel-errors.ts';
 import type { NodeTls } from '../src/nodes/node-channel-client.ts';
 import { type DiscoveryOutcome, NodeDiscovery } from '../src/nodes/node-discovery.ts';
+import { helloNode } from '../src/nodes/node-hello.ts';
 import { NodeStore } from '../src/nodes/node-store.ts';
 import { connectRemoteNode } from '../src/nodes/remote-node.ts';
 import type { NodeCapacity } from '../src/nodes/sandbox-node.ts';
@@ -206,6 +207,19 @@ describe('nodes found by the API over the node protocol (no database on nodes)',
     await expect(wrong.dial('198.19.192.2', 49983)).rejects.toThrow(/does not name node "node-b"/);
     right.close();
     wrong.close();
+    await a.stop();
+  });
+
+  it('measures a Hello (a fresh mutual-TLS HTTP/2 connection each, as every heartbeat makes)', async () => {
+    const a = await startAgent({ nodeId: 'node-a', certName: 'node-a-server', host: '127.0.0.2' });
+    const times: number[] = [];
+    for (let i = 0; i < 20; i += 1) {
+      const started = performance.now();
+      expect((await helloNode({ url: a.url, tls: client, deadlineMs: 5_000 })).nodeId).toBe('node-a');
+      times.push(performance.now() - started);
+    }
+    times.sort((x, y) => x - y);
+    process.stderr.write(`[node-hello] Hello p50 over 20: ${times[10].toFixed(2)} ms (max ${times[19].toFixed(2)} ms), a fresh mTLS connection each\n`);
     await a.stop();
   });
 
