@@ -122,9 +122,13 @@ hash_inputs() {
     {
       printf 'format=%s node=%s patchelf=%s\n' "$RUNTIME_FORMAT" "$NODE_VERSION" "$("$PATCHELF" --version)"
       for pkg in "${RUNTIME_PACKAGES[@]}"; do basename "$(deb_of "$pkg")"; done
+      # The node protocol (API <-> node agent) is in the protocol package but not in the runtime: left out, so a
+      # change to it does not make a new runtime (its export line in package.json is left out the same way).
       find apps/envd/src packages/protocol/src apps/envd/scripts docker/envd-runtime apps/envd/native \
-        -type f ! -name '*.test.ts' ! -path '*/node_modules/*' 2>/dev/null | LC_ALL=C sort | xargs -r sha256sum
-      sha256sum apps/envd/package.json packages/protocol/package.json pnpm-lock.yaml
+        -type f ! -name '*.test.ts' ! -path '*/node_modules/*' ! -path 'packages/protocol/src/gen/node/*' 2>/dev/null | LC_ALL=C sort | xargs -r sha256sum
+      sha256sum apps/envd/package.json
+      printf '%s  packages/protocol/package.json\n' "$(grep -v '"./node":' packages/protocol/package.json | sha256sum | cut -d' ' -f1)"
+      sha256sum pnpm-lock.yaml
       # The compiled addons come from the local install; their bytes are part of the runtime.
       for pkg in node-pty fs-xattr; do
         real="$(readlink -f "apps/envd/node_modules/$pkg" || true)"

@@ -3,7 +3,7 @@ import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir, totalmem } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { ConfigError, defaultIsolationMode, defaultMaxSandboxes, loadConfig, nodeAgentProblems, settingEnvNames } from './config.ts';
+import { ConfigError, defaultIsolationMode, defaultMaxSandboxes, loadConfig, nodeAgentProblems, nodeSecretProblems, settingEnvNames } from './config.ts';
 
 describe('loadConfig', () => {
   it('applies defaults and reads TIDEPOOL_* variables', () => {
@@ -267,13 +267,32 @@ describe('loadConfig', () => {
 describe('node agent and cluster client settings', () => {
   it('reads the node settings with their defaults and refuses malformed ones with the variable named', () => {
     const config = loadConfig({ TIDEPOOL_NODE_ID: 'node-1', TIDEPOOL_NODE_LISTEN: '198.19.0.11:7443', TIDEPOOL_NODE_URL: 'https://198.19.0.11:7443' });
-    expect(config).toMatchObject({ nodeId: 'node-1', nodeListen: '198.19.0.11:7443', nodeUrl: 'https://198.19.0.11:7443', nodeHeartbeatSeconds: 5, nodePlatformId: '' });
+    expect(config).toMatchObject({ nodeId: 'node-1', nodeListen: '198.19.0.11:7443', nodeUrl: 'https://198.19.0.11:7443', nodePlatformId: '', nodes: [] });
     expect(loadConfig({}).nodeListen).toBe('0.0.0.0:7443');
     expect(() => loadConfig({ TIDEPOOL_NODE_ID: '_node1' })).toThrow(/TIDEPOOL_NODE_ID/);
     expect(() => loadConfig({ TIDEPOOL_NODE_LISTEN: '7443' })).toThrow(/TIDEPOOL_NODE_LISTEN/);
     expect(() => loadConfig({ TIDEPOOL_NODE_URL: 'http://198.19.0.11:7443' })).toThrow(/TIDEPOOL_NODE_URL/);
-    expect(() => loadConfig({ TIDEPOOL_NODE_HEARTBEAT_SECONDS: '0' })).toThrow(/TIDEPOOL_NODE_HEARTBEAT_SECONDS/);
     expect(() => loadConfig({ TIDEPOOL_NODE_PLATFORM_ID: 'a b' })).toThrow(/TIDEPOOL_NODE_PLATFORM_ID/);
+  });
+
+  it('reads TIDEPOOL_NODES (needs the cluster client settings) and refuses entries that are not https://host:port', () => {
+    const client = { TIDEPOOL_CLUSTER_CLIENT_CERT: '/c.pem', TIDEPOOL_CLUSTER_CLIENT_KEY: '/k.pem', TIDEPOOL_CLUSTER_CA: '/ca.pem' };
+    expect(loadConfig({ ...client, TIDEPOOL_NODES: ' https://tasks.node-agent:7443 , https://198.19.0.11:7443,https://[fd00::5]:7443' }).nodes).toEqual([
+      'https://tasks.node-agent:7443',
+      'https://198.19.0.11:7443',
+      'https://[fd00::5]:7443',
+    ]);
+    for (const bad of ['http://a:7443', 'https://a', 'https://a:7443/v1', 'https://u:p@a:7443', 'a:7443', 'https://a:7443?x=1']) {
+      expect(() => loadConfig({ ...client, TIDEPOOL_NODES: bad }), bad).toThrow(/TIDEPOOL_NODES/);
+    }
+    expect(() => loadConfig({ TIDEPOOL_NODES: 'https://a:7443' })).toThrow(/TIDEPOOL_NODES is set but TIDEPOOL_CLUSTER_CLIENT_CERT is not/);
+  });
+
+  it('refuses to hand `tidepool node` the database or an API-only secret, naming each variable', () => {
+    expect(nodeSecretProblems({ TIDEPOOL_NODE_ID: 'n1' })).toEqual([]);
+    const problems = nodeSecretProblems({ TIDEPOOL_DATABASE_URL: 'postgres://u:pw@h/d', TIDEPOOL_DATABASE_PASSWORD_FILE: '/pw', TIDEPOOL_SECRETS_KEY: 'x', TIDEPOOL_TOKEN_SEED_FILE: '/s', TIDEPOOL_ADMIN_KEY: 'k' });
+    expect(problems.map((p) => p.split(' ')[0])).toEqual(['TIDEPOOL_DATABASE_URL', 'TIDEPOOL_DATABASE_PASSWORD_FILE', 'TIDEPOOL_SECRETS_KEY', 'TIDEPOOL_TOKEN_SEED_FILE', 'TIDEPOOL_ADMIN_KEY']);
+    expect(problems.join('\n')).not.toContain('pw@');
   });
 
   it('asks `tidepool node` for its certificate, key and CA files, naming what is missing', () => {

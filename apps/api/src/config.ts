@@ -165,7 +165,7 @@ export const ConfigSchema = Type.Object({
   nodeId: Type.String({ pattern: '^$|^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$' }),
   /** `tidepool node`: `host:port` the agent listens on (mutual TLS only). */
   nodeListen: Type.String({ pattern: '^(\\[[0-9A-Fa-f:]+\\]|[A-Za-z0-9.-]+):[0-9]{1,5}$' }),
-  /** `tidepool node`: the `https://host:port` the API reaches this agent at (advertised in its registration); '' = the bound address. */
+  /** `tidepool node`: the `https://host:port` the API reaches this agent at (sandboxes may not reach it); '' = the bound address. */
   nodeUrl: Type.String({ pattern: '^(https://([A-Za-z0-9.-]+|\\[[0-9A-Fa-f:]+\\]):[0-9]{1,5})?$' }),
   /** `tidepool node`: PEM files of the agent's server certificate, its key, and the cluster CA its clients' certificates must come from. */
   nodeTlsCert: Type.String(),
@@ -173,12 +173,18 @@ export const ConfigSchema = Type.Object({
   nodeTlsCa: Type.String(),
   /** `tidepool node`: the platform id stamped on the node's containers and committed filesystems (the cluster's); '' = `node-<nodeId>`. */
   nodePlatformId: Type.String({ pattern: '^[A-Za-z0-9_-]{0,64}$' }),
-  /** `tidepool node`: seconds between heartbeats. */
-  nodeHeartbeatSeconds: Type.Integer({ minimum: 1, maximum: 60 }),
   /** API side of cluster mode: the client certificate and key the API presents to node agents, and the CA their certificates come from. */
   clusterClientCert: Type.String(),
   clusterClientKey: Type.String(),
   clusterCa: Type.String(),
+  /**
+   * API side of cluster mode: where the node agents are, `https://host:port` each. A host name may resolve to several
+   * addresses (a Swarm `tasks.<service>` name, a Kubernetes headless Service): every address is one agent. Resolved
+   * again at every heartbeat interval.
+   */
+  nodes: Type.Array(Type.String({ maxLength: 300 }), { maxItems: 256 }),
+  /** File holding the token seed (hex of 32 bytes) sandbox tokens are derived from; '' = derived from the secrets key (moved here or to `<dataDir>/token-seed` from an older database). */
+  tokenSeedFile: Type.String(),
   /** A node whose last heartbeat is older than this (seconds) is marked lost. */
   nodeLostAfterSeconds: Type.Integer({ minimum: 1, maximum: 86400 }),
   /**
@@ -270,10 +276,11 @@ const ENV_NAMES: Record<keyof Config, string> = {
   nodeTlsKey: 'TIDEPOOL_NODE_TLS_KEY',
   nodeTlsCa: 'TIDEPOOL_NODE_TLS_CA',
   nodePlatformId: 'TIDEPOOL_NODE_PLATFORM_ID',
-  nodeHeartbeatSeconds: 'TIDEPOOL_NODE_HEARTBEAT_SECONDS',
   clusterClientCert: 'TIDEPOOL_CLUSTER_CLIENT_CERT',
   clusterClientKey: 'TIDEPOOL_CLUSTER_CLIENT_KEY',
   clusterCa: 'TIDEPOOL_CLUSTER_CA',
+  nodes: 'TIDEPOOL_NODES',
+  tokenSeedFile: 'TIDEPOOL_TOKEN_SEED_FILE',
   nodeLostAfterSeconds: 'TIDEPOOL_NODE_LOST_AFTER_SECONDS',
   embeddedNode: 'TIDEPOOL_EMBEDDED_NODE',
   registry: 'TIDEPOOL_REGISTRY',
@@ -527,10 +534,11 @@ export function loadConfig(rawEnv: NodeJS.ProcessEnv = process.env, overrides: P
     nodeTlsKey: (env.TIDEPOOL_NODE_TLS_KEY ?? '').trim(),
     nodeTlsCa: (env.TIDEPOOL_NODE_TLS_CA ?? '').trim(),
     nodePlatformId: (env.TIDEPOOL_NODE_PLATFORM_ID ?? '').trim(),
-    nodeHeartbeatSeconds: integer(env.TIDEPOOL_NODE_HEARTBEAT_SECONDS, 5),
     clusterClientCert: (env.TIDEPOOL_CLUSTER_CLIENT_CERT ?? '').trim(),
     clusterClientKey: (env.TIDEPOOL_CLUSTER_CLIENT_KEY ?? '').trim(),
     clusterCa: (env.TIDEPOOL_CLUSTER_CA ?? '').trim(),
+    nodes: (env.TIDEPOOL_NODES ?? '').split(',').map((entry) => entry.trim()).filter((entry) => entry !== ''),
+    tokenSeedFile: (env.TIDEPOOL_TOKEN_SEED_FILE ?? '').trim(),
     nodeLostAfterSeconds: integer(env.TIDEPOOL_NODE_LOST_AFTER_SECONDS, 30),
     embeddedNode: flag(env.TIDEPOOL_EMBEDDED_NODE, true),
     registry: (env.TIDEPOOL_REGISTRY ?? '').trim(),
@@ -582,12 +590,51 @@ export function loadConfig(rawEnv: NodeJS.ProcessEnv = process.env, overrides: P
   if (!config.embeddedNode && !config.clusterClientCert) {
     throw new ConfigError('invalid configuration:\n  TIDEPOOL_EMBEDDED_NODE=off leaves the API without an engine: set TIDEPOOL_CLUSTER_CLIENT_CERT, TIDEPOOL_CLUSTER_CLIENT_KEY and TIDEPOOL_CLUSTER_CA so it drives node agents');
   }
+  const nodesProblem = config.nodes.map(nodeEntryProblem).find((problem) => problem !== undefined);
+  if (nodesProblem) throw new ConfigError(`invalid configuration:\n  TIDEPOOL_NODES: ${nodesProblem}`);
+  if (config.nodes.length > 0 && !config.clusterClientCert) {
+    throw new ConfigError('invalid configuration:\n  TIDEPOOL_NODES is set but TIDEPOOL_CLUSTER_CLIENT_CERT is not: the API reaches node agents with its cluster client certificate (TIDEPOOL_CLUSTER_CLIENT_CERT, TIDEPOOL_CLUSTER_CLIENT_KEY, TIDEPOOL_CLUSTER_CA)');
+  }
   const registryProblem = registrySettingsProblem(config);
   if (registryProblem) throw new ConfigError(`invalid configuration:\n  ${registryProblem}`);
   if (config.tls && config.httpsPort !== 0 && config.httpsPort === config.port) {
     throw new ConfigError(`invalid configuration:\n  TIDEPOOL_HTTPS_PORT (${config.httpsPort}) must differ from TIDEPOOL_PORT: the plain HTTP listener stays`);
   }
   return config;
+}
+
+/** What is wrong with one TIDEPOOL_NODES entry (`https://host:port`, nothing else), or undefined. */
+export function nodeEntryProblem(entry: string): string | undefined {
+  const example = 'https://host:port, e.g. https://tasks.node-agent:7443';
+  let url: URL;
+  try {
+    url = new URL(entry);
+  } catch {
+    return `${JSON.stringify(entry.slice(0, 100))} is not a URL; expected ${example}`;
+  }
+  if (url.protocol !== 'https:') return `${JSON.stringify(entry.slice(0, 100))}: agents speak mutual TLS only; expected ${example}`;
+  if (!url.hostname || url.port === '') return `${JSON.stringify(entry.slice(0, 100))} names no host and port; expected ${example}`;
+  if (url.username || url.password || url.search || url.hash || (url.pathname !== '/' && url.pathname !== '')) return `${JSON.stringify(entry.slice(0, 100))} must be only scheme, host and port; expected ${example}`;
+  return undefined;
+}
+
+/**
+ * Settings a node must not be given: a node holds no cluster secrets (no database credentials, no key the API keeps),
+ * so a node handed one refuses to start rather than keep it. Each problem names the variable.
+ */
+export function nodeSecretProblems(env: NodeJS.ProcessEnv): string[] {
+  const refused: [string, string][] = [
+    ['TIDEPOOL_DATABASE_URL', 'a node holds no database credentials: API replicas find nodes (TIDEPOOL_NODES) and keep the node table themselves; remove it from the node'],
+    ['TIDEPOOL_DATABASE_PASSWORD_FILE', 'a node holds no database credentials; remove it from the node'],
+    ['TIDEPOOL_SECRETS_KEY', 'the secrets key is the API replicas\' alone (sandbox secrets reach a node one sandbox at a time); remove it from the node'],
+    ['TIDEPOOL_TOKEN_SEED_FILE', 'the token seed is the API replicas\' alone; remove it from the node'],
+    ['TIDEPOOL_ADMIN_KEY', 'the admin key is the API replicas\' alone; remove it from the node'],
+    ['TIDEPOOL_SECRETS_KEY_FILE', 'the secrets key is the API replicas\' alone; remove it from the node'],
+    ['TIDEPOOL_ADMIN_KEY_FILE', 'the admin key is the API replicas\' alone; remove it from the node'],
+    ['TIDEPOOL_API_KEYS', 'API keys are the API replicas\' alone; remove them from the node'],
+    ['TIDEPOOL_API_KEYS_FILE', 'API keys are the API replicas\' alone; remove them from the node'],
+  ];
+  return refused.filter(([name]) => (env[name] ?? '').trim() !== '').map(([name, why]) => `${name} is set: ${why}`);
 }
 
 /**

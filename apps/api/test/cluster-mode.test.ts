@@ -47,6 +47,8 @@ let state: ClusterState | undefined;
 let platform: TestPlatform | undefined;
 let probe: RemoteNode;
 let beating: NodeJS.Timeout | undefined;
+/** Set when the test stops the heartbeats: a beat in flight then neither writes nor schedules another. */
+let heartbeatsStopped = false;
 const sandboxes: Sandbox[] = [];
 /** network.rules: a stand-in HTTP host (198.18.58.0/24, a namespace this test makes) and a secret its rule injects. */
 let standin: StandinHosts | undefined;
@@ -94,7 +96,9 @@ describe.skipIf(!isRoot)('cluster mode: an API drives a node agent it finds in t
     const beat = async (): Promise<void> => {
       // While its agent restarts (a case below) the node keeps heartbeating with what it last reported.
       capacity = await probe.capacity().catch(() => capacity);
+      if (heartbeatsStopped) return;
       await store.heartbeat(node.id, capacity).catch(() => undefined);
+      if (heartbeatsStopped) return;
       beating = setTimeout(() => void beat(), 500);
     };
     void beat();
@@ -107,6 +111,7 @@ describe.skipIf(!isRoot)('cluster mode: an API drives a node agent it finds in t
   }, 600_000);
 
   afterAll(async () => {
+    heartbeatsStopped = true;
     clearTimeout(beating);
     for (const sandbox of sandboxes) await sandbox.kill().catch(() => undefined);
     probe?.close();
@@ -202,6 +207,8 @@ describe.skipIf(!isRoot)('cluster mode: an API drives a node agent it finds in t
   it('a node whose heartbeats stop is lost: its sandboxes 404 with the reason, the others work, new creates avoid it', async () => {
     const agentId = state!.nodes[0].id;
     const placed = await Promise.all(sandboxes.map(async (s) => ({ sandbox: s, nodeId: await clientIdOf(s.sandboxId) })));
+    // (a beat already in flight when the timer is cleared would otherwise schedule the next one)
+    heartbeatsStopped = true;
     clearTimeout(beating);
     beating = undefined;
     await until('the agent node is lost', async () => platform!.nodes.set.status(agentId) === 'lost', 20_000);

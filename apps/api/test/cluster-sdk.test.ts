@@ -1,8 +1,8 @@
 /**
  * The three-node local cluster (issue 17's Tests) with the published e2b SDK: one `upCluster` for the whole file —
  * three node engines with their agents in network namespaces on 198.19.<slot>.0/24, the cluster's PostgreSQL on
- * the bridge address (the agents register and heartbeat there), and two `tidepool api` replicas on loopback ports
- * driving the agents over mutual TLS — and `down` at the end (also when a case fails).
+ * the bridge address (the replicas find the agents through TIDEPOOL_NODES, say Hello and write their rows: the agents
+ * hold no database settings), and two `tidepool api` replicas on loopback ports driving the agents over mutual TLS — and `down` at the end (also when a case fails).
  *
  * - creates through both replicas spread over all three nodes (`clientID`, `GET /nodes`), never on the replicas'
  *   drained embedded nodes;
@@ -16,9 +16,10 @@
  * Last, `down` itself: nothing of the cluster (processes of the database and the replicas included) is left.
  * Root only (namespaces, engines, iptables).
  */
+import { X509Certificate } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { Sandbox, Template } from 'e2b';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -119,7 +120,7 @@ describe.skipIf(!isRoot)('three-node local cluster: the e2b SDK through two API 
     rmSync(dir, { recursive: true, force: true });
   }, 600_000);
 
-  it('the cluster\'s PostgreSQL: the agents and replicas are in its node table; only the password gets in', async () => {
+  it('the cluster\'s PostgreSQL: the agents and replicas are in its node table; only the password gets in, as no superuser', async () => {
     const url = new URL(state!.postgres!.url);
     const connection = { host: url.hostname, port: Number(url.port), user: url.username, database: url.pathname.slice(1) };
     const client = new pg.Client({ ...connection, password: readFileSync(state!.postgres!.passwordFile, 'utf8').trim() });
@@ -129,6 +130,14 @@ describe.skipIf(!isRoot)('three-node local cluster: the e2b SDK through two API 
       expect(rows.filter((r) => NODES.includes(r.node_id))).toEqual(NODES.map((id) => ({ node_id: id, status: 'ready' })));
       // A replica with an engine of its own registers it as api<i>: drained, so only agents take sandboxes.
       for (const row of rows.filter((r) => !NODES.includes(r.node_id))) expect(row).toEqual({ node_id: expect.stringMatching(/^api[12]$/), status: 'draining' });
+      // Each agent's row is bound to the certificate it presented at the replicas' Hello.
+      const identities = (await client.query<{ node_id: string; identity: string }>('SELECT node_id, identity FROM nodes')).rows.filter((r) => NODES.includes(r.node_id));
+      for (const row of identities) expect(row.identity).toBe(new X509Certificate(readFileSync(join(dirname(state!.tls!.ca), `${row.node_id}-server.pem`))).fingerprint256);
+      // The replicas' role is no superuser: no password hashes, no roles.
+      await expect(client.query('SELECT rolpassword FROM pg_authid')).rejects.toThrow(/permission denied/);
+      await expect(client.query('CREATE ROLE intruder LOGIN')).rejects.toThrow(/permission denied/);
+      // and no token seed in the database, only its check value
+      expect((await client.query<{ key: string }>("SELECT key FROM settings WHERE key LIKE 'token_seed%'")).rows.map((r) => r.key)).toEqual(['token_seed_check']);
     } finally {
       await client.end();
     }

@@ -7,6 +7,7 @@
  * one give the client's own errors. Every address contacted is loopback or in 198.18.0.0/15. Needs root.
  */
 import { createServer as createHttpsServer, request as httpsRequest, type Server } from 'node:https';
+import { X509Certificate } from 'node:crypto';
 import { readFileSync, mkdtempSync, rmSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -33,6 +34,8 @@ import { DockerCallError } from '../src/runtime/docker/docker-call.ts';
 import type { EngineEvent } from '../src/runtime/engine-events.ts';
 import { NodeChannelError } from '../src/nodes/node-channel-errors.ts';
 import { connectRemoteNode, type RemoteNode } from '../src/nodes/remote-node.ts';
+import { helloNode } from '../src/nodes/node-hello.ts';
+import { NODE_PROTOCOL_VERSION } from '../src/nodes/node-protocol.ts';
 
 const isRoot = process.getuid?.() === 0;
 const ENVD_PORT = 49983;
@@ -152,10 +155,28 @@ describe.skipIf(!isRoot)('node agent over mutual TLS (one-node local cluster)', 
     expect(capacity.memoryMB).toBeGreaterThan(0);
     expect(capacity.memoryAvailableMB).toBeLessThanOrEqual(capacity.memoryMB);
     expect(capacity.images).toContain(BASE_IMAGE);
-    // a client that expects another node at that URL is told so
+    // a client that expects another node at that URL is refused at the TLS handshake: the certificate names node1 only
     const impostor = connectRemoteNode({ nodeId: 'node9', url: state.nodes[0].agentUrl!, tls });
-    expect((await channelError(impostor.health())).code).toBe('protocol');
+    const refused = await channelError(impostor.health());
+    expect(refused.code).toBe('identity');
+    expect(refused.message).toContain('does not name node "node9"');
     impostor.close();
+  });
+
+  it('says Hello over the node protocol as the node its certificate names, and holds no database or API secret', async () => {
+    const hello = await helloNode({ url: state.nodes[0].agentUrl!, tls, deadlineMs: 10_000 });
+    expect(hello).toMatchObject({ protocolVersion: NODE_PROTOCOL_VERSION, nodeId: 'node1', agentVersion: '2' });
+    expect(hello.certificate).toBe(new X509Certificate(readFileSync(join(dir, 'tls', 'node1-server.pem'))).fingerprint256);
+    expect(hello.capacity.images).toContain(BASE_IMAGE);
+    expect(hello.startedAtMs).toBeGreaterThan(Date.now() - 3_600_000);
+    // offered only versions it does not speak, the agent answers a typed refusal naming its own
+    const refused = await channelError(helloNode({ url: state.nodes[0].agentUrl!, tls, deadlineMs: 10_000, versions: [NODE_PROTOCOL_VERSION + 1] }));
+    expect(refused.code).toBe('version');
+    expect(refused.message).toContain(`the node speaks ${NODE_PROTOCOL_VERSION}`);
+    // the agent process was given no database setting and no API-only secret
+    const environ = readFileSync(`/proc/${agentPid(nodeLayout(clusterLayout(name, slot, dir), 1))}/environ`, 'utf8').split('\0').map((line) => line.split('=')[0]);
+    expect(environ).toContain('TIDEPOOL_NODE_ID');
+    expect(environ.filter((name) => /^TIDEPOOL_(DATABASE|SECRETS_KEY|TOKEN_SEED|ADMIN_KEY|API_KEYS)/.test(name))).toEqual([]);
   });
 
   it('runs a sandbox container through the channel: envd through the tunnel, pause/unpause, commit, inspect, listManaged, engine events, remove', async () => {

@@ -218,6 +218,8 @@ async function main(argv: string[]): Promise<void> {
         const server = await ensureNodeServerTls(values.dir, node.id, node.address);
         process.stdout.write(`# ${node.id} (${node.address}): TIDEPOOL_NODE_ID=${node.id} TIDEPOOL_NODE_TLS_CERT=${server.cert} TIDEPOOL_NODE_TLS_KEY=${server.key} TIDEPOOL_NODE_TLS_CA=${server.ca}\n`);
       }
+      // The API finds the agents there (its certificate of each names the node id: the identity the API binds it to).
+      process.stdout.write(`TIDEPOOL_NODES=${nodes.map((node) => `https://${node.address.includes(':') ? `[${node.address}]` : node.address}:7443`).join(',')}\n`);
       return;
     }
     case 'down': {

@@ -2,7 +2,8 @@
  * A node agent (`tidepool node`) per local-cluster node: started detached inside the node's network namespace
  * (so it reaches its containers' bridge addresses), listening with mutual TLS on the node's address, its engine
  * the node's unix socket. Its server certificate is the node's (the same one dockerd's TCP listener uses); only
- * clients with a certificate from the cluster CA are served. Its pid and log live in the node's directory.
+ * clients with a certificate from the cluster CA are served. It holds no database settings: the API replicas find it
+ * (TIDEPOOL_NODES) and ask who it is. Its pid and log live in the node's directory.
  */
 import { spawn } from 'node:child_process';
 import { closeSync, mkdirSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -82,16 +83,12 @@ export function agentAnswers(url: string, nodeId: string, tls: ClientTls, timeou
 }
 
 export interface StartAgentOptions {
-  /** The node's server certificate (SAN: its address) and the cluster CA. */
+  /** The node's server certificate (SANs: its node id and address) and the cluster CA. */
   serverTls: ServerTls;
   /** The client certificate used to check the agent answers. */
   clientTls: ClientTls;
   /** Stamped on the node's containers (TIDEPOOL_NODE_PLATFORM_ID): one per cluster. */
   platformId: string;
-  /** The cluster's PostgreSQL: the agent registers and heartbeats in its node table (else it only logs them). */
-  database?: { url: string; passwordFile: string };
-  /** TIDEPOOL_NODE_HEARTBEAT_SECONDS (the agent's default when unset). */
-  heartbeatSeconds?: number;
   timeoutMs?: number;
   /** The cluster's registry the agent pushes to and pulls from (plain HTTP on the private bridge: marked insecure). */
   registry?: { host: string; username: string; passwordFile: string };
@@ -120,8 +117,6 @@ export async function startNodeAgentProcess(node: NodeLayout, opts: StartAgentOp
     TIDEPOOL_DATA_DIR: files.dataDir,
     TIDEPOOL_LXCFS: 'off',
     TIDEPOOL_LOG_LEVEL: process.env.TIDEPOOL_NODE_LOG_LEVEL || 'info',
-    ...(opts.database ? { TIDEPOOL_DATABASE_URL: opts.database.url, TIDEPOOL_DATABASE_PASSWORD_FILE: opts.database.passwordFile } : {}),
-    ...(opts.heartbeatSeconds ? { TIDEPOOL_NODE_HEARTBEAT_SECONDS: String(opts.heartbeatSeconds) } : {}),
     ...(opts.registry
       ? { TIDEPOOL_REGISTRY: opts.registry.host, TIDEPOOL_REGISTRY_USERNAME: opts.registry.username, TIDEPOOL_REGISTRY_PASSWORD_FILE: opts.registry.passwordFile, TIDEPOOL_REGISTRY_INSECURE: 'on' }
       : {}),

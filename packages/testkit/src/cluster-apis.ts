@@ -10,6 +10,7 @@
  * local cluster marks those nodes draining so sandboxes go to the agents (see local-cluster.ts).
  */
 import { spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import { closeSync, mkdirSync, openSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { ClusterError } from './cluster-error.ts';
@@ -87,7 +88,23 @@ export interface StartApiOptions {
   nodeLostAfterSeconds: number;
   /** The cluster's registry (plain HTTP on the bridge): images move between nodes through it. */
   registry: { host: string; username: string; passwordFile: string };
+  /** The node agents (`https://address:port` each): TIDEPOOL_NODES. */
+  nodes: string[];
+  /** The secrets key every replica shares (the token seed is derived from it): TIDEPOOL_SECRETS_KEY. */
+  secretsKey: string;
   timeoutMs?: number;
+}
+
+/** The cluster's secrets key (base64 of 32 bytes), made once in `<dir>/secrets-key` (0600): every replica gets it. */
+export function clusterSecretsKey(cluster: Pick<ClusterLayout, 'dir'>): string {
+  const file = join(cluster.dir, 'secrets-key');
+  try {
+    return readFileSync(file, 'utf8').trim();
+  } catch {
+    const key = randomBytes(32).toString('base64');
+    writeFileSync(file, `${key}\n`, { mode: 0o600, flag: 'wx' });
+    return key;
+  }
 }
 
 /** Starts replica `api<index>` and waits until it answers `/health`; returns its URL and start time. */
@@ -111,6 +128,8 @@ export async function startApiReplica(opts: StartApiOptions): Promise<{ id: stri
     TIDEPOOL_CLUSTER_CLIENT_CERT: opts.clientTls.cert,
     TIDEPOOL_CLUSTER_CLIENT_KEY: opts.clientTls.key,
     TIDEPOOL_NODE_LOST_AFTER_SECONDS: String(opts.nodeLostAfterSeconds),
+    TIDEPOOL_NODES: opts.nodes.join(','),
+    TIDEPOOL_SECRETS_KEY: opts.secretsKey,
     // Images across nodes (an API without these settings ignores them, and images stay on the node that made them).
     TIDEPOOL_REGISTRY: opts.registry.host,
     TIDEPOOL_REGISTRY_USERNAME: opts.registry.username,

@@ -1,10 +1,12 @@
 /**
  * The local cluster's PostgreSQL: Debian's `postgres`, detached (it outlives the CLI), its data in
  * `<dir>/postgres/data`, listening only on the cluster's bridge address so the node agents in their namespaces
- * and the API replicas on the host both reach it there. Network clients need the password (scram-sha-256, only
- * user `tidepool` to database `tidepool`, only from the cluster's /24); the trusted unix socket lives in a
- * directory only root and `postgres` can enter. The password is in `<dir>/postgres/password` (0600), which the
- * agents and replicas read through TIDEPOOL_DATABASE_PASSWORD_FILE.
+ * and the API replicas on the host reach it there. Network clients need the password (scram-sha-256, only
+ * user `tidepool` to database `tidepool`, only from the cluster's /24). `tidepool` is no superuser: it may log in
+ * and owns its database (so its schema), nothing more (no roles, no databases, no `pg_authid`). The superuser
+ * `postgres` has no password and is reached only through the trusted unix socket, in a directory only root and
+ * `postgres` can enter. The password is in `<dir>/postgres/password` (0600), which the API replicas read through
+ * TIDEPOOL_DATABASE_PASSWORD_FILE (node agents hold no database settings).
  *
  * Stopped by the postmaster's pid (fast shutdown, then SIGKILL); `down` also kills anything still naming the
  * directory, so a crashed run leaves nothing behind.
@@ -15,11 +17,13 @@ import { chmodSync, chownSync, closeSync, mkdirSync, openSync, readFileSync, rmS
 import { join } from 'node:path';
 import { ClusterError } from './cluster-error.ts';
 import { killAll, nodeProcesses } from './cluster-leftovers.ts';
-import { postgresBinDir, runAs, serverIdentity } from './postgres-server.ts';
+import { platformRoleSql, postgresBinDir, runAs, scramVerifier, serverIdentity } from './postgres-server.ts';
 import { isProcessAlive } from './process-alive.ts';
 
 export const CLUSTER_DATABASE = 'tidepool';
 export const CLUSTER_DATABASE_USER = 'tidepool';
+/** The cluster's superuser: administration over the unix socket only. */
+export const CLUSTER_SUPERUSER = 'postgres';
 
 export interface ClusterPostgres {
   /** `postgres://tidepool@<bridge address>:<port>/tidepool` (no password: it is in `passwordFile`). */
@@ -82,21 +86,11 @@ export async function startClusterPostgres(opts: { clusterDir: string; address: 
   }
   const password = randomBytes(18).toString('base64url');
   writeFileSync(files.passwordFile, `${password}\n`, { mode: 0o600 });
-  // initdb reads the password as `postgres`: a copy it can read, removed right after.
-  const initPassword = join(files.socketDir, 'initdb-password');
-  writeFileSync(initPassword, `${password}\n`, { mode: 0o600 });
-  if (identity) chownSync(initPassword, identity.uid, identity.gid);
   try {
-    await runAs(
-      join(bin, 'initdb'),
-      ['-D', files.dataDir, '-U', CLUSTER_DATABASE_USER, `--pwfile=${initPassword}`, '--auth-local=trust', '--auth-host=scram-sha-256', '-E', 'UTF8', '--locale=C', '--no-sync'],
-      identity,
-      timeoutMs,
-    );
+    // The superuser has no password (pg_hba.conf below admits it on the socket only); the API's role is made after.
+    await runAs(join(bin, 'initdb'), ['-D', files.dataDir, '-U', CLUSTER_SUPERUSER, '--auth=trust', '-E', 'UTF8', '--locale=C', '--no-sync'], identity, timeoutMs);
   } catch (error) {
     throw new ClusterError('command', (error as Error).message);
-  } finally {
-    rmSync(initPassword, { force: true });
   }
   // Only the cluster's /24, only this user to this database, only with the password; the socket for local admin.
   writeFileSync(
@@ -129,6 +123,8 @@ export async function startClusterPostgres(opts: { clusterDir: string; address: 
     if (Date.now() > deadline) throw new ClusterError('command', `postgres did not accept connections on ${opts.address}:${opts.port} within ${timeoutMs} ms:\n${logTail(files.logFile)}`);
     await new Promise((r) => setTimeout(r, 100));
   }
+  // The API's role: its password given as a SCRAM verifier (the password itself is in no command line or statement).
+  await clusterPsql(opts.clusterDir, 'postgres', platformRoleSql(CLUSTER_DATABASE_USER, scramVerifier(password)), opts.port);
   await clusterPsql(opts.clusterDir, 'postgres', `CREATE DATABASE ${CLUSTER_DATABASE} OWNER ${CLUSTER_DATABASE_USER}`, opts.port);
   return {
     url: `postgres://${CLUSTER_DATABASE_USER}@${opts.address}:${opts.port}/${CLUSTER_DATABASE}`,
@@ -146,7 +142,7 @@ export async function clusterPsql(clusterDir: string, database: string, sql: str
   try {
     return await runAs(
       join(postgresBinDir(), 'psql'),
-      ['-h', files.socketDir, '-p', String(port), '-U', CLUSTER_DATABASE_USER, '-d', database, '-v', 'ON_ERROR_STOP=1', '-qAt', '-c', sql],
+      ['-h', files.socketDir, '-p', String(port), '-U', CLUSTER_SUPERUSER, '-d', database, '-v', 'ON_ERROR_STOP=1', '-qAt', '-c', sql],
       serverIdentity(),
       30_000,
     );

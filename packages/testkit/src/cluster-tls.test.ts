@@ -28,8 +28,9 @@ describe('cluster certificates', () => {
     expect(await extensions(client.cert)).toContain('TLS Web Client Authentication');
     const byIp = await ensureNodeServerTls(dir, 'node1', '10.0.0.5');
     const byName = await ensureNodeServerTls(dir, 'edge-2', 'node2.example.internal');
-    expect(await extensions(byIp.cert)).toMatch(/IP Address:10\.0\.0\.5[\s\S]*TLS Web Server Authentication/);
-    expect(await extensions(byName.cert)).toMatch(/DNS:node2\.example\.internal[\s\S]*TLS Web Server Authentication/);
+    // The node id is a DNS name of its certificate (the identity the API binds it to), beside its address.
+    expect(await extensions(byIp.cert)).toMatch(/DNS:node1, IP Address:10\.0\.0\.5[\s\S]*TLS Web Server Authentication/);
+    expect(await extensions(byName.cert)).toMatch(/DNS:edge-2, DNS:node2\.example\.internal[\s\S]*TLS Web Server Authentication/);
     for (const key of [client.key, byIp.key, byName.key]) expect(statSync(key).mode & 0o777).toBe(0o600);
     const verify = await run('openssl', ['verify', '-CAfile', client.ca, byIp.cert, byName.cert, client.cert]);
     expect(verify.exitCode, verify.stderr).toBe(0);

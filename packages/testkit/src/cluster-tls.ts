@@ -1,10 +1,11 @@
 /**
- * TLS material for the nodes' TCP listeners (dockerd --tlsverify): a CA made for this cluster only, a server
- * certificate per node (its bridge address as the only subject alternative name) and one client certificate the
- * host (and later the API) presents. dockerd with --tlsverify refuses any client without a certificate from this
+ * TLS material for the nodes' TCP listeners (dockerd --tlsverify, the node agent): a CA made for this cluster only,
+ * a server certificate per node (its node id as a DNS name — the identity the API binds the node to — and its
+ * address) and one client certificate the host and the API replicas present. dockerd with --tlsverify refuses any client without a certificate from this
  * CA, so nothing unauthenticated listens on a node's address. Keys never leave the cluster directory (mode 0600).
  */
-import { chmodSync, existsSync, mkdirSync, writeFileSync } from 'node:fs';
+import { X509Certificate } from 'node:crypto';
+import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { isIP } from 'node:net';
 import { join } from 'node:path';
 import { ClusterError } from './cluster-error.ts';
@@ -56,13 +57,27 @@ export function subjectAltName(address: string): string {
   throw new ClusterError('invalid', `'${address}' is neither an IP address nor a host name`);
 }
 
-/** A server certificate for one node's address (an IP or a host name), signed by the cluster CA (made once). */
-export async function ensureNodeServerTls(dir: string, nodeId: string, address: string): Promise<ServerTls> {
+/** Whether the certificate in `file` names `nodeId` as a DNS subjectAltName. */
+function namesNode(file: string, nodeId: string): boolean {
+  try {
+    return (new X509Certificate(readFileSync(file)).subjectAltName ?? '').split(', ').includes(`DNS:${nodeId}`);
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * A server certificate for one node, signed by the cluster CA (made once): its node id as a DNS name (the API accepts
+ * a node's Hello only under an id its certificate names) and its address (an IP or a host name: dockerd's clients
+ * check it). `name` is the file stem (`<nodeId>-server` by default). A certificate made before node ids were in it
+ * is made again.
+ */
+export async function ensureNodeServerTls(dir: string, nodeId: string, address: string, name = `${nodeId}-server`): Promise<ServerTls> {
   if (!/^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/.test(nodeId)) throw new ClusterError('invalid', `'${nodeId}' is not a node id (lower-case letters, digits, dashes)`);
-  const name = `${nodeId}-server`;
   const server = { ca: join(dir, 'ca.pem'), cert: join(dir, `${name}.pem`), key: join(dir, `${name}-key.pem`) };
-  if (existsSync(server.cert) && existsSync(server.key)) return server;
-  await sign(dir, name, `/CN=${nodeId}`, `subjectAltName = ${subjectAltName(address)}\nextendedKeyUsage = serverAuth\n`);
+  if (existsSync(server.cert) && existsSync(server.key) && namesNode(server.cert, nodeId)) return server;
+  const names = [`DNS:${nodeId}`, subjectAltName(address)].filter((entry, i, all) => all.indexOf(entry) === i);
+  await sign(dir, name, `/CN=${nodeId}`, `subjectAltName = ${names.join(', ')}\nextendedKeyUsage = serverAuth\n`);
   return server;
 }
 

@@ -21,7 +21,7 @@ import { killAll, mountsUnder, nodeProcesses, unmountUnder } from './cluster-lef
 import { clusterLinks, clusterNamespaces, clusterRuleCount, createBridge, createNodeNetwork, removeClusterNetwork, subnetUsers } from './cluster-network.ts';
 import { ensureClusterTls, ensureNodeServerTls, type ClientTls } from './cluster-tls.ts';
 import { agentPid, startNodeAgentProcess, stopNodeAgentProcess } from './cluster-agents.ts';
-import { apiFiles, apiPid, replicaProcesses, replicaSandboxNetwork, startApiReplica, stopApiReplica } from './cluster-apis.ts';
+import { apiFiles, apiPid, clusterSecretsKey, replicaProcesses, replicaSandboxNetwork, startApiReplica, stopApiReplica } from './cluster-apis.ts';
 import { clusterPsql, postgresPid, startClusterPostgres, stopClusterPostgres, type ClusterPostgres } from './cluster-postgres.ts';
 import { repoRoot, run } from './docker.ts';
 import { startLocalRegistry, stopRegistryIn } from './local-registry.ts';
@@ -108,7 +108,7 @@ export interface UpOptions {
   postgres?: boolean;
   /** API replicas to start (default 0; needs postgres, TLS and agents; the CLI's default is 2). */
   apis?: number;
-  /** The replicas' TIDEPOOL_NODE_LOST_AFTER_SECONDS (default 15); the agents heartbeat at a third of it. */
+  /** The replicas' TIDEPOOL_NODE_LOST_AFTER_SECONDS (default 15); they say Hello to every agent at a third of it. */
   nodeLostAfterSeconds?: number;
   /** More environment for every node agent started by `up` (tests). */
   agentEnv?: Record<string, string>;
@@ -250,7 +250,7 @@ export async function upCluster(opts: UpOptions): Promise<ClusterState> {
         progress(`${node.id} loaded ${image} in ${Date.now() - before} ms`);
       }
       if (tls && serverTls && opts.agents !== false) {
-        const agent = await startNodeAgentProcess(node, { serverTls, clientTls: tls, platformId: `cluster-${cluster.name}`, ...agentDatabase(state), registry: clusterRegistry(state), env: opts.agentEnv });
+        const agent = await startNodeAgentProcess(node, { serverTls, clientTls: tls, platformId: `cluster-${cluster.name}`, registry: clusterRegistry(state), env: opts.agentEnv });
         state.nodes[state.nodes.length - 1] = nodeState(node, started, agent);
         writeClusterState(state);
         progress(`${node.id} agent ${agent.url} up in ${agent.startMs} ms`);
@@ -286,12 +286,6 @@ export async function upCluster(opts: UpOptions): Promise<ClusterState> {
   }
 }
 
-/** The agents' database settings: the cluster's PostgreSQL, heartbeats at a third of the replicas' lost deadline. */
-function agentDatabase(state: ClusterState): { database?: { url: string; passwordFile: string }; heartbeatSeconds?: number } {
-  if (!state.postgres) return {};
-  return { database: { url: state.postgres.url, passwordFile: state.postgres.passwordFile }, heartbeatSeconds: Math.max(1, Math.floor((state.nodeLostAfterSeconds ?? 15) / 3)) };
-}
-
 /** `tidepool migrate` against the cluster's PostgreSQL, once, before agents and replicas open it. */
 async function migrateClusterDatabase(postgres: ClusterPostgres): Promise<void> {
   const res = await run(process.execPath, ['--import', 'tsx', join(repoRoot(), 'apps/api/src/main.ts'), 'migrate'], {
@@ -313,6 +307,7 @@ async function startReplicas(state: ClusterState, cluster: ClusterLayout, tls: C
   state.adminKey = randomBytes(24).toString('hex');
   writeClusterState(state);
   const registry = clusterRegistry(state);
+  const secretsKey = clusterSecretsKey(cluster);
   for (let index = 1; index <= count; index += 1) {
     const started = await startApiReplica({
       cluster,
@@ -324,6 +319,9 @@ async function startReplicas(state: ClusterState, cluster: ClusterLayout, tls: C
       adminKey: state.adminKey,
       nodeLostAfterSeconds: state.nodeLostAfterSeconds ?? 15,
       registry,
+      // Every agent of the cluster: each replica keeps saying Hello to each (one that stops answering is lost).
+      nodes: state.nodes.flatMap((node) => (node.agentUrl ? [node.agentUrl] : [])),
+      secretsKey,
     });
     state.apis = [...(state.apis ?? []), { id: started.id, index, url: started.url, port: Number(new URL(started.url).port), logFile: started.logFile, startMs: started.startMs }];
     writeClusterState(state);
@@ -414,7 +412,7 @@ export async function startClusterNode(dir: string, id: string): Promise<Cluster
   const hadAgent = state.nodes[index].agentUrl !== null && state.nodes[index].agentUrl !== undefined;
   const agent =
     hadAgent && serverTls && state.tls
-      ? await startNodeAgentProcess(node, { serverTls, clientTls: state.tls, platformId: `cluster-${state.name}`, ...agentDatabase(state), registry: clusterRegistry(state) })
+      ? await startNodeAgentProcess(node, { serverTls, clientTls: state.tls, platformId: `cluster-${state.name}`, registry: clusterRegistry(state) })
       : undefined;
   state.nodes[index] = nodeState(node, started, agent);
   writeClusterState(state);
@@ -474,6 +472,7 @@ export function clusterEnv(state: ClusterState): string[] {
   for (const n of state.nodes) if (n.agentUrl) lines.push(`TIDEPOOL_NODE_AGENT_URL_${n.index}=${n.agentUrl}`);
   if (state.tls && state.nodes.some((n) => n.agentUrl)) {
     lines.push(`TIDEPOOL_CLUSTER_CA=${state.tls.ca}`, `TIDEPOOL_CLUSTER_CLIENT_CERT=${state.tls.cert}`, `TIDEPOOL_CLUSTER_CLIENT_KEY=${state.tls.key}`);
+    lines.push(`TIDEPOOL_NODES=${state.nodes.flatMap((n) => (n.agentUrl ? [n.agentUrl] : [])).join(',')}`);
   }
   lines.push(`TIDEPOOL_REGISTRY=${state.registry.host}`, `TIDEPOOL_REGISTRY_USERNAME=${state.registry.username}`, `TIDEPOOL_REGISTRY_PASSWORD_FILE=${clusterRegistry(state).passwordFile}`, 'TIDEPOOL_REGISTRY_INSECURE=on');
   if (state.postgres) lines.push(`TIDEPOOL_DATABASE_URL=${state.postgres.url}`, `TIDEPOOL_DATABASE_PASSWORD_FILE=${state.postgres.passwordFile}`);

@@ -1,4 +1,5 @@
 import { type ChildProcess, execFile, execFileSync, spawn } from 'node:child_process';
+import { createHash, createHmac, pbkdf2Sync, randomBytes } from 'node:crypto';
 import { chownSync, existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -6,7 +7,7 @@ import { getFreePort } from './ports.ts';
 
 /** A throwaway PostgreSQL cluster on a loopback port; `dispose` stops it and deletes its files. */
 export interface PostgresServer {
-  /** `postgres://tidepool@127.0.0.1:<port>/tidepool`: the database created with the cluster. */
+  /** `postgres://tidepool@127.0.0.1:<port>/tidepool`: the database created with the cluster, as its owner `tidepool` (no superuser). */
   url: string;
   port: number;
   /** Creates another (empty) database on this cluster and returns its URL; names are [a-z0-9_]. */
@@ -24,8 +25,28 @@ export interface StartPostgresOptions {
   timeoutMs?: number;
 }
 
+/** The role the platform connects as: it owns its databases (and so their schema) and is no superuser. */
 const USER = 'tidepool';
 const DATABASE = 'tidepool';
+/** The superuser, for this helper's own administration only (over loopback with trust: tests only). */
+const SUPERUSER = 'postgres';
+
+/** The SQL that makes the platform's role: may log in, owns what it creates, and nothing more (no superuser, no roles, no databases). */
+export function platformRoleSql(user: string, passwordVerifier?: string): string {
+  return `CREATE ROLE ${user} LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS${passwordVerifier ? ` PASSWORD '${passwordVerifier}'` : ''}`;
+}
+
+/**
+ * A SCRAM-SHA-256 verifier of `password` (what PostgreSQL stores), so the password itself never appears in a
+ * command line or a statement.
+ */
+export function scramVerifier(password: string, iterations = 4096): string {
+  const salt = randomBytes(16);
+  const salted = pbkdf2Sync(password, salt, iterations, 32, 'sha256');
+  const storedKey = createHash('sha256').update(createHmac('sha256', salted).update('Client Key').digest()).digest();
+  const serverKey = createHmac('sha256', salted).update('Server Key').digest();
+  return `SCRAM-SHA-256$${iterations}:${salt.toString('base64')}$${storedKey.toString('base64')}:${serverKey.toString('base64')}`;
+}
 
 /** Directory with initdb/postgres/psql: Debian keeps them in /usr/lib/postgresql/<major>/bin, off PATH. */
 export function postgresBinDir(): string {
@@ -110,7 +131,7 @@ export async function startPostgres(options: StartPostgresOptions = {}): Promise
     rmSync(root, { recursive: true, force: true });
   };
   try {
-    await runAs(join(bin, 'initdb'), ['-D', dataDir, '-U', USER, '--auth=trust', '-E', 'UTF8', '--locale=C', '--no-sync'], identity, timeoutMs);
+    await runAs(join(bin, 'initdb'), ['-D', dataDir, '-U', SUPERUSER, '--auth=trust', '-E', 'UTF8', '--locale=C', '--no-sync'], identity, timeoutMs);
     const port = await getFreePort();
     let output = '';
     const collect = (chunk: Buffer): void => {
@@ -141,16 +162,17 @@ export async function startPostgres(options: StartPostgresOptions = {}): Promise
     process.on('exit', killOnExit);
     await launch();
     const psql = (database: string, sql: string): Promise<string> =>
-      runAs(join(bin, 'psql'), ['-h', '127.0.0.1', '-p', String(port), '-U', USER, '-d', database, '-v', 'ON_ERROR_STOP=1', '-qAt', '-c', sql], identity, timeoutMs);
+      runAs(join(bin, 'psql'), ['-h', '127.0.0.1', '-p', String(port), '-U', SUPERUSER, '-d', database, '-v', 'ON_ERROR_STOP=1', '-qAt', '-c', sql], identity, timeoutMs);
     const urlOf = (database: string): string => `postgres://${USER}@127.0.0.1:${port}/${database}`;
-    await psql('postgres', `CREATE DATABASE ${DATABASE}`);
+    await psql('postgres', platformRoleSql(USER));
+    await psql('postgres', `CREATE DATABASE ${DATABASE} OWNER ${USER}`);
     let disposed: Promise<void> | undefined;
     return {
       url: urlOf(DATABASE),
       port,
       async createDatabase(name) {
         if (!/^[a-z][a-z0-9_]{0,62}$/.test(name)) throw new Error(`testkit: database name '${name}' must be [a-z][a-z0-9_]*, at most 63 characters`);
-        await psql('postgres', `CREATE DATABASE ${name}`);
+        await psql('postgres', `CREATE DATABASE ${name} OWNER ${USER}`);
         return urlOf(name);
       },
       async restart(downMs = 0) {

@@ -10,9 +10,11 @@
  *   *    /v1/volumecontent/<id>/<op> → the volume-content API for a request the API authorized (agent-volumes.ts)
  *   POST|GET|DELETE /v1/egress/<id>… → a sandbox's pushed secrets and its egress CA (egress-routes.ts)
  *   CONNECT <address>:<port>         → a tunnel to a managed container (container-tunnel.ts)
- * Calls and streams are HTTP/1.1; tunnels are HTTP/2 CONNECT streams (many over one connection) or HTTP/1.1 CONNECT.
+ *   POST /tidepool.node.v1.NodeService/<method> (HTTP/2) → the node protocol (node-service.ts: Connect)
+ * Calls and streams are HTTP/1.1; tunnels are HTTP/2 CONNECT streams (many over one connection) or HTTP/1.1 CONNECT;
+ * the node protocol is HTTP/2.
  */
-import { createSecureServer, type Http2SecureServer, type Http2ServerRequest } from 'node:http2';
+import { createSecureServer, type Http2SecureServer, type Http2ServerRequest, type Http2ServerResponse } from 'node:http2';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { TLSSocket } from 'node:tls';
@@ -30,6 +32,7 @@ import { type AgentVolumes, VOLUME_CONTENT_PATH } from './agent-volumes.ts';
 import type { ImageEngine } from '../runtime/image-engine.ts';
 import { buildContainerAddresses, serveImageCall, serveWriteArchive } from './image-routes.ts';
 import { EGRESS_PATH, egressCallHasBody, type EgressRouteDeps, serveEgressCall } from './egress-routes.ts';
+import { NODE_SERVICE_PATH } from './node-service.ts';
 
 /** Largest request body (a startContainer spec with its egress rules fits many times over). */
 export const MAX_BODY_BYTES = 1024 * 1024;
@@ -50,6 +53,8 @@ export interface AgentServerOptions {
   images?: ImageEngine;
   /** Pushed secrets and per-sandbox CAs of the node's egress proxy (`/v1/egress/…`); none = not served. */
   egress?: EgressRouteDeps;
+  /** The node protocol's Connect handler (node-service.ts), for HTTP/2 requests under its path; none = not served. */
+  protocol?: (request: Http2ServerRequest, response: Http2ServerResponse) => void;
 }
 
 class BodyError extends Error {
@@ -171,8 +176,12 @@ export function createAgentServer(options: AgentServerOptions): AgentServer {
     handleTunnel(request as IncomingMessage, socket, head ?? Buffer.alloc(0), managed, logger);
   });
   server.on('request', (request: IncomingMessage | Http2ServerRequest, response: ServerResponse) => {
+    if (request.httpVersionMajor === 2 && options.protocol && (request.url ?? '').startsWith(NODE_SERVICE_PATH)) {
+      options.protocol(request as Http2ServerRequest, response as unknown as Http2ServerResponse);
+      return;
+    }
     if (request.httpVersionMajor === 2) {
-      // HTTP/2 carries tunnels only; calls and event streams are HTTP/1.1.
+      // HTTP/2 carries tunnels and the node protocol; the older calls and event streams are HTTP/1.1.
       (response as unknown as { writeHead(status: number, headers: Record<string, string>): void; end(body: string): void }).writeHead(400, { 'content-type': 'application/json' });
       (response as unknown as { end(body: string): void }).end(JSON.stringify({ error: { code: 'bad_call', message: 'over HTTP/2 only CONNECT is served; use HTTP/1.1 for calls' } }));
       return;

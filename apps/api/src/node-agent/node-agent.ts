@@ -1,7 +1,9 @@
 /**
  * `tidepool node`: one machine's Docker engine behind an mTLS listener. The agent builds its runtime the way the
  * all-in-one platform does (DockerRuntime with engine deadlines, its own sandbox network, hardening and
- * isolation), serves it over the node channel (agent-server.ts) and announces itself through NodeHeartbeats.
+ * isolation) and serves it over the node channel (agent-server.ts). It holds no database credentials and announces
+ * itself to nobody: API replicas find it (TIDEPOOL_NODES) and ask who it is with the node protocol's Hello
+ * (node-service.ts), which answers its id, version and capacity.
  */
 import { hostname } from 'node:os';
 import { resolve } from 'node:path';
@@ -13,10 +15,10 @@ import { DockerRuntime } from '../runtime/docker/docker-runtime.ts';
 import { dockerClient } from '../runtime/docker/docker-host.ts';
 import { withEngineDeadlines } from '../runtime/docker/engine-deadlines.ts';
 import type { SandboxRuntime } from '../runtime/sandbox-runtime.ts';
-import type { NodeCapacity, NodeHeartbeats } from '../nodes/sandbox-node.ts';
+import type { NodeCapacity } from '../nodes/sandbox-node.ts';
 import { listenerOrigin, listenOn } from '../http/listen.ts';
 import { createAgentServer } from './agent-server.ts';
-import { startHeartbeats, type HeartbeatLoop } from './heartbeat-loop.ts';
+import { nodeServiceHandler } from './node-service.ts';
 import { readNodeCapacity } from './node-capacity.ts';
 import { VolumeStorage } from '../volumes/volume-storage.ts';
 import { startAgentVolumes } from './agent-volumes.ts';
@@ -35,8 +37,8 @@ export interface NodeAgentOptions {
   logger: Logger;
   /** PEM contents of the node's server certificate, its key and the cluster CA. */
   tls: { cert: Buffer | string; key: Buffer | string; ca: Buffer | string };
-  heartbeats: NodeHeartbeats;
-  heartbeatIntervalMs?: number;
+  /** Node protocol versions this agent speaks (this build's by default; tests run an older agent). */
+  protocolVersions?: readonly number[];
   /** Another runtime (tests); Docker on `config.dockerHost` by default. */
   runtime?: SandboxRuntime;
   /** Another capacity source (tests); the engine's `info` by default. */
@@ -104,26 +106,18 @@ export async function startNodeAgent(options: NodeAgentOptions): Promise<Running
   const volumes = await startAgentVolumes(new VolumeStorage(volumesDir, volumesRoot, logger), logger, config.volumeUploadMaxBytes);
   // Template builds placed on this node use its engine through the same channel (image-routes.ts).
   const images = new DockerImageEngine({ docker, network: config.sandboxNetwork, platformId, hardening, nodeImages: registry });
-  const agentServer = createAgentServer({ nodeId, version: NODE_AGENT_VERSION, runtime, capacity, tls: options.tls, logger, volumesRoot, volumes, images, egress: { secrets, authorities, logger } });
+  const protocol = nodeServiceHandler({ nodeId, agentVersion: NODE_AGENT_VERSION, capacity, startedAtMs: Date.now(), logger, versions: options.protocolVersions });
+  const agentServer = createAgentServer({ nodeId, version: NODE_AGENT_VERSION, runtime, capacity, tls: options.tls, logger, volumesRoot, volumes, images, egress: { secrets, authorities, logger }, protocol });
   const { server } = agentServer;
   const { host, port } = parseListen(config.nodeListen);
   const bound = await listenOn(server, port, host);
-  const url = config.nodeUrl || listenerOrigin('https', bound);
-  let heartbeat: HeartbeatLoop | undefined = startHeartbeats({
-    heartbeats: options.heartbeats,
-    registration: { nodeId, url, version: NODE_AGENT_VERSION },
-    capacity,
-    intervalMs: options.heartbeatIntervalMs ?? config.nodeHeartbeatSeconds * 1000,
-    logger,
-  });
+  const url = listenerOrigin('https', bound);
   logger.info({ url, network: config.sandboxNetwork, dockerHost: config.dockerHost || '(default)' }, 'node agent listening (mutual TLS)');
   return {
     nodeId,
     url,
     server,
     async close() {
-      await heartbeat?.stop();
-      heartbeat = undefined;
       await agentServer.close();
       await volumes.close();
     },

@@ -3,8 +3,8 @@ import type Docker from 'dockerode';
 import type { NodeCapacity } from '../nodes/sandbox-node.ts';
 import { readMemAvailableMB } from '../runtime/host-memory.ts';
 
-/** Images reported at most (placement only needs the platform's own template and snapshot images). */
-const MAX_IMAGES = 2_000;
+/** Images reported at most (placement only needs the platform's own template and snapshot images); the node store takes no more. */
+const MAX_IMAGES = 1_000;
 
 export async function readNodeCapacity(docker: Docker, memoryAvailableMB: () => number | undefined = readMemAvailableMB): Promise<NodeCapacity> {
   const [info, images] = await Promise.all([docker.info() as Promise<{ NCPU?: number; MemTotal?: number }>, docker.listImages()]);

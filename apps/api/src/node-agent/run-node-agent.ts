@@ -1,28 +1,39 @@
-/** `tidepool node`: reads and checks the settings once, starts the agent, stops it on SIGTERM/SIGINT. */
+/**
+ * `tidepool node`: reads and checks the settings once, starts the agent, stops it on SIGTERM/SIGINT. A node holds no
+ * cluster secrets: it refuses to start when handed the database or an API-only secret.
+ */
+import { X509Certificate } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { hostname } from 'node:os';
-import { ConfigError, loadConfig, nodeAgentProblems } from '../config.ts';
+import { ConfigError, loadConfig, nodeAgentProblems, nodeSecretProblems } from '../config.ts';
 import { createPlatformLogger } from '../observability/platform-logger.ts';
 import { installProcessGuard } from '../process-guard.ts';
-import { openNodeAnnouncements } from './database-heartbeats.ts';
 import { startNodeAgent } from './node-agent.ts';
+import { certificateNamesNode } from '../nodes/node-protocol.ts';
 import { reloadTlsOnChange } from './tls-reload.ts';
 
 export async function runNodeAgent(env: NodeJS.ProcessEnv = process.env): Promise<void> {
+  const secrets = nodeSecretProblems(env);
+  if (secrets.length > 0) throw new ConfigError(`invalid configuration for \`tidepool node\`:\n  ${secrets.join('\n  ')}`);
   const config = loadConfig(env);
   const problems = nodeAgentProblems(config, hostname());
   if (problems.length > 0) throw new ConfigError(`invalid configuration for \`tidepool node\`:\n  ${problems.join('\n  ')}`);
   const logger = createPlatformLogger(config.logLevel);
   const tls = { cert: readFileSync(config.nodeTlsCert), key: readFileSync(config.nodeTlsKey), ca: readFileSync(config.nodeTlsCa) };
-  const announcements = await openNodeAnnouncements(config, logger.child({ nodeId: config.nodeId || hostname().toLowerCase() }));
-  let agent;
+  // The API accepts this node only under an id its certificate names: say so now rather than be refused at every Hello.
+  const nodeId = config.nodeId || hostname().toLowerCase();
+  let names: string | undefined;
   try {
-    agent = await startNodeAgent({ config, logger, tls, heartbeats: announcements.heartbeats });
+    names = new X509Certificate(tls.cert).subjectAltName;
   } catch (error) {
-    await announcements.close().catch(() => undefined);
-    throw error;
+    throw new ConfigError(`invalid configuration for \`tidepool node\`:\n  TIDEPOOL_NODE_TLS_CERT: ${config.nodeTlsCert} is not a PEM certificate (${(error as Error).message})`);
   }
-  logger.info({ nodeId: agent.nodeId, heartbeats: announcements.destination }, 'node agent announces itself');
+  if (!certificateNamesNode(names, nodeId)) {
+    throw new ConfigError(
+      `invalid configuration for \`tidepool node\`:\n  TIDEPOOL_NODE_TLS_CERT: ${config.nodeTlsCert} does not name this node's id "${nodeId}" (TIDEPOOL_NODE_ID, else the hostname) as a DNS subjectAltName (it names ${names ?? 'nothing'}); API replicas refuse a node whose certificate does not name it`,
+    );
+  }
+  const agent = await startNodeAgent({ config, logger, tls });
   // A certificate renewed in place (a Swarm node certificate, a CSI-mounted one) is served without a restart.
   const stopReload = reloadTlsOnChange(agent.server, { cert: config.nodeTlsCert, key: config.nodeTlsKey, ca: config.nodeTlsCa }, logger.child({ nodeId: agent.nodeId }));
   // From here on, nothing a request triggers may take the agent down; startup errors above still exit.
@@ -36,7 +47,6 @@ export async function runNodeAgent(env: NodeJS.ProcessEnv = process.env): Promis
     stopReload();
     void agent
       .close()
-      .then(() => announcements.close())
       .catch((error: unknown) => logger.error({ err: error }, 'node agent shutdown failed'))
       .finally(() => process.exit(0));
   };

@@ -8,7 +8,7 @@ import { clusterClientTls, remoteNodeFactory } from './cluster-nodes.ts';
 import { NodeSet } from './node-set.ts';
 import type { NodeRow } from './node-store.ts';
 
-const row = (nodeId: string, url: string): NodeRow => ({ nodeId, url, version: '1', capacity: { cpuCount: 2, memoryMB: 2048, memoryAvailableMB: 2048 }, status: 'ready', lastHeartbeat: Date.now(), registeredAt: new Date().toISOString() });
+const row = (nodeId: string, url: string): NodeRow => ({ nodeId, url, version: '1', capacity: { cpuCount: 2, memoryMB: 2048, memoryAvailableMB: 2048 }, status: 'ready', lastHeartbeat: Date.now(), registeredAt: new Date().toISOString(), identity: '' });
 const tls = { ca: 'ca', cert: 'cert', key: 'key' };
 
 describe('cluster node factory', () => {

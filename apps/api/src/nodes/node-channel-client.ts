@@ -7,7 +7,9 @@ import { connect as connectHttp2, type ClientHttp2Session } from 'node:http2';
 import { Agent, request } from 'node:https';
 import type { IncomingMessage } from 'node:http';
 import type { Readable } from 'node:stream';
+import type { PeerCertificate } from 'node:tls';
 import { NodeChannelError } from './node-channel-errors.ts';
+import { certificateNamesNode } from './node-protocol.ts';
 
 /**
  * Tunnels opened on one HTTP/2 connection before the next tunnel opens a new one: Node keeps a closed stream in the
@@ -42,8 +44,17 @@ export class NodeChannel {
   ) {
     this.base = new URL(url);
     if (this.base.protocol !== 'https:') throw new NodeChannelError('bad_call', `node URL must be https://host:port, got ${url}`, nodeId);
-    this.agent = new Agent({ keepAlive: true, maxSockets: 128, maxFreeSockets: 16, ca: tls.ca, cert: tls.cert, key: tls.key, minVersion: 'TLSv1.2' });
+    this.agent = new Agent({ keepAlive: true, maxSockets: 128, maxFreeSockets: 16, ca: tls.ca, cert: tls.cert, key: tls.key, minVersion: 'TLSv1.2', checkServerIdentity: this.checkIdentity });
   }
+
+  /**
+   * Every connection to the node checks that the peer's certificate names this node's id (a DNS subjectAltName), not
+   * the dialled address: the id was bound to the certificate at the node's Hello, and an address may change hands.
+   */
+  private readonly checkIdentity = (_host: string, certificate: PeerCertificate): Error | undefined =>
+    certificateNamesNode(certificate.subjectaltname, this.nodeId)
+      ? undefined
+      : new NodeChannelError('identity', `the agent at ${this.base.host} presented a certificate that does not name node "${this.nodeId}" (${JSON.stringify((certificate.subjectaltname ?? 'no names').slice(0, 200))})`, this.nodeId);
 
   fail(code: NodeChannelError['code'], message: string): NodeChannelError {
     return new NodeChannelError(code, message, this.nodeId);
@@ -138,7 +149,7 @@ export class NodeChannel {
     // A session that carried its share goes quietly: its open tunnels finish on it, new ones use the next.
     if (this.session && !this.session.closed) this.session.close();
     this.streamsOnSession = 1;
-    const session = connectHttp2(this.base.origin, { ca: this.tls.ca, cert: this.tls.cert, key: this.tls.key, minVersion: 'TLSv1.2' });
+    const session = connectHttp2(this.base.origin, { ca: this.tls.ca, cert: this.tls.cert, key: this.tls.key, minVersion: 'TLSv1.2', checkServerIdentity: this.checkIdentity });
     session.on('error', () => undefined); // each stream reports its own failure
     const forget = (): void => {
       if (this.session === session) this.session = undefined;

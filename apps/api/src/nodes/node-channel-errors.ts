@@ -19,7 +19,11 @@ export type NodeChannelCode =
   /** The agent refused the call: unknown method or malformed arguments (a bug in the caller). */
   | 'bad_call'
   /** The agent refused a tunnel (not a managed container's address, bad port) or the dial failed. */
-  | 'tunnel_refused';
+  | 'tunnel_refused'
+  /** The node speaks no node protocol version the API speaks (node-protocol.ts). */
+  | 'version'
+  /** The node's certificate does not name the node id it claims (or is bound to), or the id is another live node's. */
+  | 'identity';
 
 export class NodeChannelError extends Error {
   constructor(

@@ -19,6 +19,7 @@ const row = (nodeId: string, status: NodeRow['status'], memoryAvailableMB = 8000
   status,
   lastHeartbeat: 0,
   registeredAt: '',
+  identity: '',
 });
 
 function twoNodes(): NodeSet {
@@ -55,6 +56,20 @@ describe('NodeSet', () => {
     expect(set.update([at(row('b', 'ready'), 't1'), at(row('c', 'draining'), 't1'), at(row('d', 'ready'), 't1')]).restarted).toEqual([]);
     expect(set.update([at(row('b', 'ready'), 't2'), at(row('c', 'draining'), 't2'), at(row('d', 'returning'), 't2')])).toEqual({ returning: ['d'], added: [], restarted: ['b', 'c'] });
     expect(set.update([at(row('b', 'ready'), 't2'), at(row('c', 'draining'), 't2'), at(row('d', 'ready'), 't2')]).restarted).toEqual([]);
+  });
+
+  it('drives a node at its new address once its row names another (the old node closed), reconciled like a new one', () => {
+    const closed: string[] = [];
+    const built: string[] = [];
+    const set = new NodeSet('a', { nodeFor: (r) => (built.push(r.url), Object.assign(fakeNode(r.nodeId), { url: r.url, close: () => void closed.push(r.url) })) });
+    expect(set.update([row('b', 'ready')]).added).toEqual(['b']);
+    expect(set.update([row('b', 'ready')]).added).toEqual([]);
+    expect(set.update([{ ...row('b', 'ready'), url: 'https://10.0.0.9:7443' }])).toEqual({ returning: [], added: ['b'], restarted: [] });
+    expect(built).toEqual(['https://b', 'https://10.0.0.9:7443']);
+    expect(closed).toEqual(['https://b']);
+    expect((set.node('b') as unknown as { url: string }).url).toBe('https://10.0.0.9:7443');
+    // moved while lost and back as returning: reconciled through the returning path, once
+    expect(set.update([{ ...row('b', 'returning'), url: 'https://10.0.0.10:7443' }])).toEqual({ returning: ['b'], added: [], restarted: [] });
   });
 
   it('takes in node rows: statuses and capacities of held nodes, new nodes from the factory, returning ones reported', () => {

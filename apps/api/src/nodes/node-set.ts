@@ -40,6 +40,8 @@ export class NodeSet {
   /** The registration time of each held node's row, as last seen (a change: its agent restarted). */
   private readonly registeredAt = new Map<string, string>();
   private readonly inFlight = new Map<string, { cpu: number; memoryMB: number; count: number }>();
+  /** The URL of the row each node the factory built was built from (a new URL: the node is driven there instead). */
+  private readonly builtFrom = new Map<string, string>();
 
   /**
    * `embeddedId`: the node of this process (its rows from before nodes existed); undefined for an engine-free API
@@ -93,10 +95,24 @@ export class NodeSet {
     const added: string[] = [];
     const restarted: string[] = [];
     for (const row of rows) {
+      const builtUrl = this.builtFrom.get(row.nodeId);
+      if (builtUrl !== undefined && builtUrl !== row.url && this.options.nodeFor) {
+        // The node's row names another address (its id moved there with a certificate naming it, at a Hello): the
+        // node is driven there from now on, its old connections closed, and it is reconciled like a node just built.
+        const old = this.nodes.get(row.nodeId) as (SandboxNode & { close?: () => void }) | undefined;
+        const rebuilt = this.options.nodeFor(row);
+        if (rebuilt) {
+          this.nodes.set(row.nodeId, rebuilt);
+          this.builtFrom.set(row.nodeId, row.url);
+          added.push(row.nodeId);
+          old?.close?.();
+        }
+      }
       if (!this.nodes.has(row.nodeId) && this.options.nodeFor) {
         const built = this.options.nodeFor(row);
         if (built) {
           this.nodes.set(row.nodeId, built);
+          this.builtFrom.set(row.nodeId, row.url);
           added.push(row.nodeId);
         }
       }

@@ -1,4 +1,4 @@
-import { invalid, notFound } from '../errors.ts';
+import { conflict, invalid, notFound } from '../errors.ts';
 import type { Sql } from '../store/sql.ts';
 import type { NodeCapacity, NodeHeartbeats, NodeRegistration } from './sandbox-node.ts';
 
@@ -18,6 +18,8 @@ export interface NodeRow {
   /** Milliseconds since the epoch of the last heartbeat (or the registration). */
   lastHeartbeat: number;
   registeredAt: string;
+  /** SHA-256 fingerprint of the certificate the node's agent presented; '' for a node run in an API process. */
+  identity: string;
 }
 
 interface Row {
@@ -28,6 +30,7 @@ interface Row {
   status: NodeStatus;
   last_heartbeat: number | string;
   registered_at: string;
+  identity: string | null;
 }
 
 const fromRow = (row: Row): NodeRow => ({
@@ -39,6 +42,7 @@ const fromRow = (row: Row): NodeRow => ({
   // PostgreSQL hands BIGINT back as text.
   lastHeartbeat: Number(row.last_heartbeat),
   registeredAt: row.registered_at,
+  identity: row.identity ?? '',
 });
 
 /** Node ids are labels, URLs path parts and log fields: short, plain. */
@@ -78,21 +82,32 @@ export class NodeStore implements NodeHeartbeats {
   constructor(private readonly sql: Sql, private readonly now: () => number = Date.now) {}
 
   /**
-   * A node announcing itself (again): its URL, version, capacity and registration time are replaced (a new
+   * A node announcing itself (again): its URL, version, capacity, identity and registration time are replaced (a new
    * registration time tells the API replicas the agent restarted); a draining node stays draining.
+   *
+   * An id already held by a live node (heartbeat within `liveWithinMs`, not lost) at another URL under another
+   * certificate is refused with a conflict and its row left as it was: one UPDATE decides, so replicas racing two
+   * claimants agree. Without `liveWithinMs` only a lost node's id may change hands this way.
    */
-  async register(node: NodeRegistration): Promise<void> {
+  async register(node: NodeRegistration, options: { liveWithinMs?: number } = {}): Promise<void> {
     if (typeof node.nodeId !== 'string' || !NODE_ID_PATTERN.test(node.nodeId)) throw invalid(`node id ${JSON.stringify(node.nodeId)} is not valid: letters, digits, '.', '_' and '-', at most 63`);
     if (typeof node.url !== 'string' || node.url.length > MAX_TEXT || typeof node.version !== 'string' || node.version.length > 200) throw invalid(`node "${node.nodeId}": url and version must be short strings`);
+    const identity = node.identity ?? '';
+    if (typeof identity !== 'string' || identity.length > 200) throw invalid(`node "${node.nodeId}": identity must be a short string`);
+    const registeredAt = node.registeredAt ?? new Date(this.now()).toISOString();
+    if (typeof registeredAt !== 'string' || registeredAt.length > 64) throw invalid(`node "${node.nodeId}": registeredAt must be a short string`);
     checkCapacity(node.nodeId, node.capacity);
     const now = this.now();
-    await this.sql.run(
-      `INSERT INTO nodes (node_id, url, version, capacity, status, last_heartbeat, registered_at) VALUES (?, ?, ?, ?, 'ready', ?, ?)
+    const staleBefore = options.liveWithinMs === undefined ? 0 : now - options.liveWithinMs;
+    const changed = await this.sql.run(
+      `INSERT INTO nodes (node_id, url, version, capacity, status, last_heartbeat, registered_at, identity) VALUES (?, ?, ?, ?, 'ready', ?, ?, ?)
        ON CONFLICT (node_id) DO UPDATE SET url = excluded.url, version = excluded.version, capacity = excluded.capacity,
-         last_heartbeat = excluded.last_heartbeat, registered_at = excluded.registered_at,
-         status = CASE WHEN nodes.status = 'lost' THEN 'returning' ELSE nodes.status END`,
-      [node.nodeId, node.url, node.version, JSON.stringify(node.capacity), now, new Date(now).toISOString()],
+         last_heartbeat = excluded.last_heartbeat, registered_at = excluded.registered_at, identity = excluded.identity,
+         status = CASE WHEN nodes.status = 'lost' THEN 'returning' ELSE nodes.status END
+       WHERE nodes.url = excluded.url OR nodes.identity = excluded.identity OR nodes.status = 'lost' OR nodes.last_heartbeat < ?`,
+      [node.nodeId, node.url, node.version, JSON.stringify(node.capacity), now, registeredAt, identity, staleBefore],
     );
+    if (changed !== 1) throw conflict(`node id "${node.nodeId}" is held by a live node at another address with another certificate; ${node.url.slice(0, 200)} may not take it`);
   }
 
   /** A registered node is alive and has `capacity`; a lost one becomes `returning`. An unknown node is refused. */

@@ -57,9 +57,13 @@ export interface NodeRegistration {
   url: string;
   version: string;
   capacity: NodeCapacity;
+  /** The SHA-256 fingerprint of the certificate the agent presented (its id is bound to it); absent for a node run in an API process. */
+  identity?: string;
+  /** When the node (its agent process) started, ISO 8601; absent = now. A new value tells the replicas it restarted. */
+  registeredAt?: string;
 }
 
-/** How node agents register and heartbeat through the database (implemented by the API's node store). */
+/** How nodes are registered and heartbeated in the node table (the API's node store; agents through the API's Hello). */
 export interface NodeHeartbeats {
   register(node: NodeRegistration): Promise<void>;
   heartbeat(nodeId: string, capacity: NodeCapacity): Promise<void>;

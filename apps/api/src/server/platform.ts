@@ -18,6 +18,7 @@ import { AuthFailureLimiter, DEFAULT_MAX_TRACKED_ADDRESSES } from '../http/auth-
 import { PlatformMetrics } from '../observability/platform-metrics.ts';
 import { createPlatformLogger } from '../observability/platform-logger.ts';
 import { loadSecretsKey, SecretCipher } from '../secrets/secret-crypto.ts';
+import { loadTokenSeed } from '../secrets/token-seed.ts';
 import { EgressProxyGate } from '../sandboxes/egress/egress-proxy-gate.ts';
 import { SandboxEgress } from '../sandboxes/egress/sandbox-egress.ts';
 import { UpstreamAddressPolicy, upstreamPolicySettingsOf } from '../runtime/docker/upstream-address.ts';
@@ -38,6 +39,7 @@ import { VolumeStorage } from '../volumes/volume-storage.ts';
 import { VolumeStore } from '../volumes/volume-store.ts';
 import { clusterClientTls, remoteNodeFactory } from '../nodes/cluster-nodes.ts';
 import { localCapacity, localNode } from '../nodes/local-node.ts';
+import { NodeDiscovery } from '../nodes/node-discovery.ts';
 import { LocalNodeAgent, NodeMonitor } from '../nodes/node-monitor.ts';
 import { type NodeFactory, NodeSet } from '../nodes/node-set.ts';
 import { NodeStore } from '../nodes/node-store.ts';
@@ -87,7 +89,7 @@ export interface RunningPlatform {
   /** Follows the embedded node's engine events (containers dying under sandboxes, engine restarts). */
   engineWatch: EngineWatch | undefined;
   /** The nodes sandboxes run on: the set the lifecycle drives, their table, the sweep, and the agents of in-process nodes. */
-  nodes: { set: NodeSet; store: NodeStore; monitor: NodeMonitor; agents: Map<string, LocalNodeAgent> };
+  nodes: { set: NodeSet; store: NodeStore; monitor: NodeMonitor; agents: Map<string, LocalNodeAgent>; discovery?: NodeDiscovery };
   /** The embedded node's warm pool (TIDEPOOL_WARM_POOL); undefined when the pool is off or there is no embedded node. */
   warmPool: WarmPool | undefined;
   /** Every node's warm pool this API manages (the embedded one, and remote ones whose lease it holds). */
@@ -144,6 +146,7 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
   const poolsShared = db.replicas !== undefined;
   let lxcfs: LxcfsSupervisor | undefined;
   let monitor: NodeMonitor | undefined;
+  let discovery: NodeDiscovery | undefined;
   const agents = new Map<string, LocalNodeAgent>();
   const extraWatches: EngineWatch[] = [];
   try {
@@ -162,9 +165,12 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
     }
     const { admin, generated: generatedAdminKey } = await AdminKey.open(db, config.adminKey, logger);
     const platformId = await keys.platformId();
-    const tokenSeed = await keys.tokenSeed();
+    let secretsKey: Buffer | undefined;
+    const loadedSecretsKey = (): Buffer => (secretsKey ??= loadSecretsKey(config.dataDir, config.secretsKey, logger));
+    // Never in the database: a file of the API's, or derived from the secrets key (an older database's is moved out).
+    const tokenSeed = await loadTokenSeed({ sql: db, dataDir: config.dataDir, seedFile: config.tokenSeedFile, secretsKey: loadedSecretsKey, logger });
     let cipher: SecretCipher | undefined;
-    const secretCipher = (): SecretCipher => (cipher ??= new SecretCipher(loadSecretsKey(config.dataDir, config.secretsKey, logger)));
+    const secretCipher = (): SecretCipher => (cipher ??= new SecretCipher(loadedSecretsKey()));
     const secrets = await SecretStore.open(db, secretCipher, logger);
     const egressCas = new SandboxCertificateAuthorities(config.dataDir, logger);
     const metrics = new PlatformMetrics();
@@ -293,9 +299,15 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
       const embeddedNode = embeddedId ? nodes.node(embeddedId) : undefined;
       if (embeddedNode && !poolsShared) pool = pools.startOwn(embeddedNode);
     }
+    // Node agents (TIDEPOOL_NODES): found and asked who they are (Hello) by every replica; the rows are this API's to write.
+    discovery = clusterTls && config.nodes.length > 0
+      ? new NodeDiscovery({ entries: config.nodes, tls: clusterTls, store: nodeStore, lostAfterMs: config.nodeLostAfterSeconds * 1000, helloDeadlineMs: Math.max(1_000, heartbeatMs), logger })
+      : undefined;
+    await discovery?.round();
     await monitor.sweep();
     // A leased embedded pool started in that sweep when this replica took its lease (or runs in another replica).
     if (pools && poolsShared && embeddedId) pool = pools.of(embeddedId);
+    discovery?.start(heartbeatMs);
     monitor.start(heartbeatMs);
     engineWatch?.start();
     for (const watch of extraWatches) watch.start();
@@ -340,6 +352,7 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
     const builtinBuilds = builtins;
     let closed = false;
     const nodeMonitor = monitor;
+    const nodeDiscovery = discovery;
     return {
       app,
       url,
@@ -357,7 +370,7 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
       config,
       lifecycle: running,
       engineWatch: watch,
-      nodes: { set: nodes, store: nodeStore, monitor: nodeMonitor, agents },
+      nodes: { set: nodes, store: nodeStore, monitor: nodeMonitor, agents, discovery: nodeDiscovery },
       warmPool,
       pools: nodePools,
       secrets,
@@ -368,6 +381,7 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
         closed = true;
         await builtinBuilds.stop();
         await running.stop();
+        await nodeDiscovery?.stop();
         await nodeMonitor.stop();
         for (const agent of agents.values()) agent.stop();
         await watch?.stop();
@@ -392,6 +406,7 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
     await pools?.stop({ drain: true });
     await engineWatch?.stop();
     for (const extra of extraWatches) await extra.stop();
+    await discovery?.stop();
     await monitor?.stop();
     for (const agent of agents.values()) agent.stop();
     await lifecycle?.stop();

@@ -36,14 +36,9 @@ const infoOf = (row: KeyRow): StoredKeyInfo => ({ keyId: row.key_id, teamId: row
 /** The length of a generated key: `e2b_` + 40 hex digits. */
 export const GENERATED_KEY_LENGTH = 44;
 
-/** API keys (stored as SHA-256 hashes, each belonging to one team) and platform secrets such as the token seed. */
+/** API keys (stored as SHA-256 hashes, each belonging to one team) and the platform id. The token seed is not here: secrets/token-seed.ts. */
 export class KeyStore {
   constructor(private readonly sql: Sql) {}
-
-  /** The secret from which sandbox tokens are derived; created once and kept. */
-  tokenSeed(): Promise<string> {
-    return this.setting('token_seed', () => randomBytes(32).toString('hex'));
-  }
 
   /** Identity of this platform (of its database): labels its containers so other platforms leave them alone. */
   platformId(): Promise<string> {

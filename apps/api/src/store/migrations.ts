@@ -257,4 +257,10 @@ export const MIGRATIONS: readonly Migration[] = [
     sqlite: `ALTER TABLE sandbox_reservations ADD COLUMN team_id TEXT;`,
     postgres: `ALTER TABLE sandbox_reservations ADD COLUMN team_id TEXT;`,
   },
+  {
+    version: 11,
+    about: 'a node id is bound to the certificate its agent presented (SHA-256 fingerprint; empty: a node run in an API process)',
+    sqlite: `ALTER TABLE nodes ADD COLUMN identity TEXT NOT NULL DEFAULT '';`,
+    postgres: `ALTER TABLE nodes ADD COLUMN identity TEXT NOT NULL DEFAULT '';`,
+  },
 ];

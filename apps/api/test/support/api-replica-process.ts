@@ -9,6 +9,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { replicaSecretsKey } from './start-platform.ts';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const repoRoot = resolve(here, '../../../..');
@@ -43,6 +44,8 @@ export async function startApiReplica(options: { databaseUrl: string; apiKey: st
       TIDEPOOL_SANDBOX_NETWORK: 'tidepool-test',
       TIDEPOOL_LOG_LEVEL: 'warn',
       TIDEPOOL_DATABASE_URL: options.databaseUrl,
+      // Replicas of one database share the secrets key (the token seed is derived from it).
+      TIDEPOOL_SECRETS_KEY: replicaSecretsKey(options.databaseUrl),
       TIDEPOOL_API_KEYS: options.apiKey,
       TIDEPOOL_NODE_ID: options.nodeId,
       TIDEPOOL_ON_SHUTDOWN: 'keep',

@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -22,7 +23,9 @@ export async function startTestPlatform(
   options: PlatformOptions = {},
 ): Promise<TestPlatform> {
   await ensureBaseImage();
-  const platform = await startPlatform({ host: '127.0.0.1', port: 0, dataDir, logLevel: 'silent', sandboxNetwork: 'tidepool-test', warmPool: {}, warmPoolAdaptive: false, ...overrides }, options);
+  // Replicas of one database share the secrets key (the token seed is derived from it), as a deployment's must.
+  const shared = overrides.databaseUrl && overrides.secretsKey === undefined ? { secretsKey: replicaSecretsKey(overrides.databaseUrl) } : {};
+  const platform = await startPlatform({ host: '127.0.0.1', port: 0, dataDir, logLevel: 'silent', sandboxNetwork: 'tidepool-test', warmPool: {}, warmPoolAdaptive: false, ...shared, ...overrides }, options);
   return Object.assign(platform, {
     dataDir,
     sdk: { apiKey: platform.apiKey, apiUrl: platform.url, sandboxUrl: platform.url },
@@ -32,6 +35,11 @@ export async function startTestPlatform(
       rmSync(dataDir, { recursive: true, force: true });
     },
   });
+}
+
+/** The secrets key every test replica of one database uses (base64 of 32 bytes): replicas must share it. */
+export function replicaSecretsKey(databaseUrl: string): string {
+  return createHash('sha256').update(`tidepool test replicas of ${databaseUrl}`).digest('base64');
 }
 
 export async function api(platform: RunningPlatform, method: string, path: string, body?: unknown, key = platform.apiKey): Promise<{ status: number; body: any; headers: Headers }> {
