@@ -25,6 +25,9 @@ import { DockerImageEngine } from '../runtime/docker/docker-image-engine.ts';
 import { SandboxCertificateAuthorities } from '../tls/sandbox-ca.ts';
 import { EgressSecretStore } from './egress-secrets.ts';
 import { upstreamPolicySettingsOf } from '../runtime/docker/upstream-address.ts';
+import { startMetricsListener, type MetricsListener } from '../observability/metrics-route.ts';
+import { AgentPolicy } from './agent-policy.ts';
+import { AgentMetrics } from './agent-metrics.ts';
 
 /** 2: the node applies network.rules transforms and egressProxy (egress calls, `/v1/egress/…`). */
 export const NODE_AGENT_VERSION = '2';
@@ -47,6 +50,8 @@ export interface RunningNodeAgent {
   /** `https://host:port` the agent listens on. */
   url: string;
   server: Http2SecureServer;
+  /** `http://host:port/metrics` of the agent's metrics listener (TIDEPOOL_NODE_METRICS_LISTEN), when one runs. */
+  metricsUrl?: string;
   close(): Promise<void>;
 }
 
@@ -100,10 +105,34 @@ export async function startNodeAgent(options: NodeAgentOptions): Promise<Running
   const volumes = await startAgentVolumes(new VolumeStorage(volumesDir, volumesRoot, logger), logger, config.volumeUploadMaxBytes);
   // Template builds placed on this node use its engine through the same channel (image-routes.ts).
   const images = new DockerImageEngine({ docker, network: config.sandboxNetwork, platformId, hardening });
-  const agentServer = createAgentServer({ nodeId, version: NODE_AGENT_VERSION, runtime, capacity, tls: options.tls, logger, volumesRoot, volumes, images, egress: { secrets, authorities, logger } });
+  // Whoever holds the API's client certificate reaches this engine only as the platform uses it (agent-policy.ts).
+  const policy = new AgentPolicy({
+    volumes: { hostRoot: volumesRoot, localRoot: volumesDir },
+    platformId,
+    registryPrefix: config.registry,
+    containerLabels: async (id) => {
+      try {
+        return (await docker.getContainer(id).inspect()).Config?.Labels ?? {};
+      } catch (error) {
+        if ((error as { statusCode?: number }).statusCode === 404) return undefined;
+        throw error;
+      }
+    },
+    imageTags: async (reference) => (await images.inspectImage(reference))?.tags,
+  });
+  const metrics = new AgentMetrics(runtime);
+  const agentServer = createAgentServer({ nodeId, version: NODE_AGENT_VERSION, runtime, capacity, tls: options.tls, logger, volumesRoot, volumes, images, egress: { secrets, authorities, logger }, policy, metrics });
   const { server } = agentServer;
   const { host, port } = parseListen(config.nodeListen);
   const bound = await listenOn(server, port, host);
+  let metricsListener: MetricsListener | undefined;
+  try {
+    metricsListener = config.nodeMetricsListen ? await startMetricsListener(config.nodeMetricsListen, metrics, logger) : undefined;
+  } catch (error) {
+    await agentServer.close();
+    await volumes.close();
+    throw error;
+  }
   const url = config.nodeUrl || listenerOrigin('https', bound);
   let heartbeat: HeartbeatLoop | undefined = startHeartbeats({
     heartbeats: options.heartbeats,
@@ -117,9 +146,11 @@ export async function startNodeAgent(options: NodeAgentOptions): Promise<Running
     nodeId,
     url,
     server,
+    ...(metricsListener ? { metricsUrl: metricsListener.url } : {}),
     async close() {
       await heartbeat?.stop();
       heartbeat = undefined;
+      await metricsListener?.close();
       await agentServer.close();
       await volumes.close();
     },
