@@ -234,7 +234,7 @@ describe('two API replicas in one process on one PostgreSQL', () => {
     const series = (body: string, name: string): number[] =>
       body.split('\n').filter((line) => line.startsWith(`${name}{`) && line.includes(`node="${NODE_ID}"`) && (!line.includes('status=') || line.includes('status="ready"'))).map((line) => Number(line.slice(line.lastIndexOf(' ') + 1)));
     const scrapes = await Promise.all([one, two].map(async (p) => {
-      const res = await api(p, 'GET', '/metrics', undefined, p.adminKey);
+      const res = await api(p, 'GET', '/metrics', undefined, one.adminKey);
       expect(res.status).toBe(200);
       return res.body as string;
     }));
@@ -250,7 +250,7 @@ describe('two API replicas in one process on one PostgreSQL', () => {
     const sandboxesSum = scrapes.flatMap((body) => series(body, 'tidepool_cluster_node_sandboxes')).reduce((sum, value) => sum + value, 0);
     expect(sandboxesSum).toBe(recorded);
     // The holder keeps reporting at its next scrape; the other still reports nothing.
-    const again = await Promise.all([one, two].map(async (p) => (await api(p, 'GET', '/metrics', undefined, p.adminKey)).body as string));
+    const again = await Promise.all([one, two].map(async (p) => (await api(p, 'GET', '/metrics', undefined, one.adminKey)).body as string));
     expect(again.map((body) => series(body, 'tidepool_cluster_node_status').length > 0)).toEqual(scrapes.map((body) => body === reporter));
   }, 300_000);
 
