@@ -2,7 +2,7 @@ import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { AgentPolicy, PolicyRefusal, volumeBindProblem } from './agent-policy.ts';
+import { AgentPolicy, agentBindProblem as volumeBindProblem, PolicyRefusal } from './agent-policy.ts';
 
 const dir = mkdtempSync(join(tmpdir(), 'tp-agent-policy-'));
 const localRoot = join(dir, 'volumes');
@@ -44,12 +44,16 @@ async function refusal(promise: Promise<void>): Promise<PolicyRefusal> {
 describe('the node agent policy', () => {
   it('binds only volume directories the agent made: exactly <root>/vol_<id>, a real directory read with lstat', () => {
     expect(volumeBindProblem(`${hostRoot}/${vol('real')}`, roots)).toBeUndefined();
-    expect(volumeBindProblem(`${hostRoot}/${vol('real')}/escape`, roots)).toContain('no sub-path');
+    expect(volumeBindProblem(`${hostRoot}/${vol('real')}/escape`, roots)).toContain('symbolic link');
+    expect(volumeBindProblem(`${hostRoot}/${vol('real')}/escape/etc`, roots)).toContain('symbolic link');
+    mkdirSync(join(localRoot, vol('real'), 'inner'), { recursive: true });
+    expect(volumeBindProblem(`${hostRoot}/${vol('real')}/inner`, roots)).toContain('not a volume directory');
     expect(volumeBindProblem(`${hostRoot}/${vol('link')}`, roots)).toContain('symbolic link');
     expect(volumeBindProblem(`${hostRoot}/${vol('file')}`, roots)).toContain('not a directory');
-    expect(volumeBindProblem(`${hostRoot}/${vol('none')}`, roots)).toContain('no such directory');
-    expect(volumeBindProblem('/etc', roots)).toContain("not inside the node's volumes root");
-    expect(volumeBindProblem(hostRoot, roots)).toContain("not inside the node's volumes root");
+    expect(volumeBindProblem(`${hostRoot}/${vol('none')}`, roots)).toContain('does not exist');
+    expect(volumeBindProblem('/etc', roots)).toContain('outside the allowed bind roots');
+    expect(volumeBindProblem(hostRoot, roots)).toContain('outside the allowed bind roots');
+    expect(volumeBindProblem(`${hostRoot}/${vol('real')}`, { hostRoot, localRoot: join(dir, 'unseen') })).toContain('this node cannot see the bind root');
     expect(volumeBindProblem(`${hostRoot}/../${vol('real')}`, roots)).toContain('not a plain absolute path');
     expect(volumeBindProblem(`${hostRoot}/${vol('real')}/`, roots)).toContain('not a plain absolute path');
     expect(volumeBindProblem(`${hostRoot}/${vol('real')}`, undefined)).toContain('binds no host directories');

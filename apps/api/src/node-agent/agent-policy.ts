@@ -13,8 +13,8 @@
  *     every name it carries is one of those.
  * A refusal is a PolicyRefusal (a bad_call on the wire, nothing done on the node) with a reason for the metrics.
  */
-import { lstatSync } from 'node:fs';
 import { posix } from 'node:path';
+import { volumeBindProblem } from '@tidepool/protocol/volume-binds';
 import { NodeChannelError } from '../nodes/node-channel-errors.ts';
 import type { ContainerSpec } from '../runtime/sandbox-runtime.ts';
 import { PLATFORM_IMAGE_REPOSITORIES } from '../runtime/platform-repositories.ts';
@@ -34,8 +34,6 @@ export class PolicyRefusal extends NodeChannelError {
   }
 }
 
-/** A volume directory's name as the catalog makes it (volumes/volume-storage.ts). */
-const VOLUME_DIR_NAME = /^vol_[a-z0-9]{20}$/;
 /** An image id (as the engine answers it, or its short hex form): names nothing by itself. */
 const IMAGE_ID = /^(?:sha256:[a-f0-9]{64}|[a-f0-9]{12,64})$/;
 
@@ -47,28 +45,14 @@ export interface VolumeRoots {
 }
 
 /**
- * Why `source` is not a volume directory the agent made; undefined when it is. The engine follows links in a bind
- * source on the host, so the one component below the root must be a real directory, not a link, read with lstat.
+ * Why `source` is not a volume directory the agent made; undefined when it is. The rule is the docker gate's
+ * (@tidepool/protocol/volume-binds): exactly `<volumes root>/vol_<id>`, every component read with lstat where this
+ * process sees the volumes root, none a link.
  */
-export function volumeBindProblem(source: string, roots: VolumeRoots | undefined): string | undefined {
+export function agentBindProblem(source: string, roots: VolumeRoots | undefined): string | undefined {
   if (roots === undefined) return 'this node binds no host directories (no volumes root configured)';
-  const shown = JSON.stringify(source.slice(0, 300));
-  if (!source.startsWith('/') || source.includes('\0') || posix.normalize(source) !== source || source.endsWith('/')) {
-    return `bind source ${shown} is not a plain absolute path`;
-  }
-  const hostRoot = posix.normalize(roots.hostRoot).replace(/\/+$/, '');
-  if (!source.startsWith(`${hostRoot}/`)) return `bind source ${shown} is not inside the node's volumes root`;
-  const name = source.slice(hostRoot.length + 1);
-  if (!VOLUME_DIR_NAME.test(name)) return `bind source ${shown} is not a volume directory of this node (${hostRoot}/vol_<id>, no sub-path)`;
-  let entry;
-  try {
-    entry = lstatSync(posix.join(roots.localRoot, name));
-  } catch {
-    return `bind source ${shown} is not a volume this node made (no such directory)`;
-  }
-  if (entry.isSymbolicLink()) return `bind source ${shown} is a symbolic link (the engine would follow it on the host)`;
-  if (!entry.isDirectory()) return `bind source ${shown} is not a directory`;
-  return undefined;
+  const hostRoot = posix.normalize(roots.hostRoot).replace(/(.)\/+$/, '$1');
+  return volumeBindProblem(source, [hostRoot], { viewer: 'this node', localPath: () => roots.localRoot });
 }
 
 export interface AgentPolicyOptions {
@@ -125,7 +109,7 @@ export class AgentPolicy {
   async checkRuntimeCall(method: string, args: unknown[]): Promise<void> {
     if (method === 'startContainer') {
       for (const directory of (args[0] as ContainerSpec).directories ?? []) {
-        const problem = volumeBindProblem(directory.source, this.options.volumes);
+        const problem = agentBindProblem(directory.source, this.options.volumes);
         if (problem) throw new PolicyRefusal('bind_source', `startContainer: ${problem}`);
       }
       return;
