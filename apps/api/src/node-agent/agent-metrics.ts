@@ -16,6 +16,7 @@ export const PROTOCOL_ERROR_KINDS = ['bad_body', 'bad_call', 'no_route', 'not_cl
 export type ProtocolErrorKind = (typeof PROTOCOL_ERROR_KINDS)[number];
 
 const CONTAINER_STATES = ['running', 'paused', 'stopped'] as const;
+type Listing = Awaited<ReturnType<SandboxRuntime['listManaged']>> | undefined;
 
 export class AgentMetrics {
   readonly registry = new Registry();
@@ -24,18 +25,16 @@ export class AgentMetrics {
   private readonly protocolErrors: Counter<'kind'>;
   private readonly refusals: Counter<'reason'>;
 
-  constructor(runtime: SandboxRuntime) {
+  private listing: Listing;
+
+  constructor(private readonly runtime: SandboxRuntime) {
     const registers = [this.registry];
+    // Read at scrape time through `collect`; `self` because prom-client binds `this` to the metric there.
+    const self = this;
     collectDefaultMetrics({ register: this.registry, prefix: PREFIX });
-    // One engine listing per scrape feeds both gauges.
-    // An engine that does not answer leaves the gauges at their last values (the scrape still succeeds).
-    type Listing = Awaited<ReturnType<SandboxRuntime['listManaged']>> | undefined;
-    let listing: Promise<Listing> | undefined;
-    const managed = (): Promise<Listing> =>
-      (listing ??= runtime
-        .listManaged()
-        .catch(() => undefined)
-        .finally(() => setTimeout(() => (listing = undefined), 1_000).unref()));
+    // The engine's listing is read once per scrape (exposition), before the gauge collects; an engine that does
+    // not answer leaves the gauge at its last values (the scrape still succeeds).
+    const managed = (): Listing => self.listing;
     new Gauge({
       name: `${PREFIX}containers`,
       help:
@@ -43,8 +42,8 @@ export class AgentMetrics {
         'create: started for a sandbox). The API knows which pool containers a sandbox claimed (tidepool_pool_containers).',
       labelNames: ['state', 'origin'],
       registers,
-      async collect() {
-        const all = await managed();
+      collect() {
+        const all = managed();
         if (!all) return;
         for (const state of CONTAINER_STATES) {
           for (const origin of ['pool', 'create'] as const) {
@@ -98,6 +97,7 @@ export class AgentMetrics {
   }
 
   async exposition(): Promise<{ contentType: string; body: string }> {
+    this.listing = await this.runtime.listManaged().catch(() => undefined);
     return { contentType: this.registry.contentType, body: await this.registry.metrics() };
   }
 }

@@ -79,6 +79,7 @@ export class PlatformMetrics implements MetricsSink {
   private sources: MetricsSources | undefined;
   private pool: PoolStatsSource | undefined;
   private nodes: NodeGaugeSource | undefined;
+  private nodeValues: NodeGaugeValues[] | undefined;
 
   private readonly sandboxOperationSeconds: Histogram<'operation' | 'outcome'>;
   private readonly buildSeconds: Histogram<'outcome'>;
@@ -117,17 +118,15 @@ export class PlatformMetrics implements MetricsSink {
         this.set(self.sources?.maxSandboxes ?? 0);
       },
     });
-    // One read of the nodes per scrape feeds the three node gauges (each collect asks; the first one reads).
-    let reading: Promise<NodeGaugeValues[] | undefined> | undefined;
-    const nodes = (): Promise<NodeGaugeValues[] | undefined> =>
-      (reading ??= (self.nodes?.() ?? Promise.resolve(undefined)).finally(() => setTimeout(() => (reading = undefined), 1_000).unref()));
+    // The nodes are read once per scrape (exposition), before the three node gauges collect.
+    const nodes = (): NodeGaugeValues[] | undefined => self.nodeValues;
     new Gauge({
       name: `${METRIC_PREFIX}cluster_node_status`,
       help: 'Nodes of the cluster by status (1 for the status the node is in); reported by one replica only.',
       labelNames: ['node', 'status'],
       registers,
-      async collect() {
-        const values = await nodes();
+      collect() {
+        const values = nodes();
         this.reset();
         for (const node of values ?? []) for (const status of NODE_STATUSES) this.set({ node: node.nodeId, status }, node.status === status ? 1 : 0);
       },
@@ -137,8 +136,8 @@ export class PlatformMetrics implements MetricsSink {
       help: 'Seconds since each node last answered a heartbeat; reported by one replica only.',
       labelNames: ['node'],
       registers,
-      async collect() {
-        const values = await nodes();
+      collect() {
+        const values = nodes();
         this.reset();
         for (const node of values ?? []) this.set({ node: node.nodeId }, node.heartbeatAgeSeconds);
       },
@@ -148,8 +147,8 @@ export class PlatformMetrics implements MetricsSink {
       help: 'Sandboxes recorded on each node (running or paused); reported by one replica only.',
       labelNames: ['node'],
       registers,
-      async collect() {
-        const values = await nodes();
+      collect() {
+        const values = nodes();
         this.reset();
         for (const node of values ?? []) this.set({ node: node.nodeId }, node.sandboxes);
       },
@@ -281,6 +280,7 @@ export class PlatformMetrics implements MetricsSink {
 
   /** The Prometheus text exposition of every metric. */
   async exposition(): Promise<{ contentType: string; body: string }> {
+    this.nodeValues = await this.nodes?.();
     return { contentType: this.registry.contentType, body: await this.registry.metrics() };
   }
 
