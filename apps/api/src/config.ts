@@ -165,6 +165,8 @@ export const ConfigSchema = Type.Object({
   nodeId: Type.String({ pattern: '^$|^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$' }),
   /** `tidepool node`: `host:port` the agent listens on (mutual TLS only). */
   nodeListen: Type.String({ pattern: '^(\\[[0-9A-Fa-f:]+\\]|[A-Za-z0-9.-]+):[0-9]{1,5}$' }),
+  /** `tidepool node`: `host:port` of a listener serving only the agent's own GET /metrics, without authentication; '' = none. */
+  nodeMetricsListen: Type.String({ pattern: LISTEN_ADDRESS_PATTERN }),
   /** `tidepool node`: the `https://host:port` the API reaches this agent at (sandboxes may not reach it); '' = the bound address. */
   nodeUrl: Type.String({ pattern: '^(https://([A-Za-z0-9.-]+|\\[[0-9A-Fa-f:]+\\]):[0-9]{1,5})?$' }),
   /** `tidepool node`: PEM files of the agent's server certificate, its key, and the cluster CA its clients' certificates must come from. */
@@ -271,6 +273,7 @@ const ENV_NAMES: Record<keyof Config, string> = {
   secretsKey: 'TIDEPOOL_SECRETS_KEY',
   nodeId: 'TIDEPOOL_NODE_ID',
   nodeListen: 'TIDEPOOL_NODE_LISTEN',
+  nodeMetricsListen: 'TIDEPOOL_NODE_METRICS_LISTEN',
   nodeUrl: 'TIDEPOOL_NODE_URL',
   nodeTlsCert: 'TIDEPOOL_NODE_TLS_CERT',
   nodeTlsKey: 'TIDEPOOL_NODE_TLS_KEY',
@@ -529,6 +532,7 @@ export function loadConfig(rawEnv: NodeJS.ProcessEnv = process.env, overrides: P
     secretsKey: (env.TIDEPOOL_SECRETS_KEY ?? '').trim(),
     nodeId: (env.TIDEPOOL_NODE_ID ?? '').trim(),
     nodeListen: (env.TIDEPOOL_NODE_LISTEN ?? '').trim() || '0.0.0.0:7443',
+    nodeMetricsListen: (env.TIDEPOOL_NODE_METRICS_LISTEN ?? '').trim(),
     nodeUrl: (env.TIDEPOOL_NODE_URL ?? '').trim(),
     nodeTlsCert: (env.TIDEPOOL_NODE_TLS_CERT ?? '').trim(),
     nodeTlsKey: (env.TIDEPOOL_NODE_TLS_KEY ?? '').trim(),

@@ -228,6 +228,32 @@ describe('two API replicas in one process on one PostgreSQL', () => {
     expect(await sandbox.files.read('/home/user/shared.txt')).toBe('written via one');
   }, 300_000);
 
+  it("per-node gauges: exactly one replica reports each node, so a sum over both replicas' scrapes counts it once", async () => {
+    const sandbox = await Sandbox.create('base', { ...sdkOf(one), timeoutMs: 120_000 });
+    started.push(sandbox);
+    const series = (body: string, name: string): number[] =>
+      body.split('\n').filter((line) => line.startsWith(`${name}{`) && line.includes(`node="${NODE_ID}"`) && (!line.includes('status=') || line.includes('status="ready"'))).map((line) => Number(line.slice(line.lastIndexOf(' ') + 1)));
+    const scrapes = await Promise.all([one, two].map(async (p) => {
+      const res = await api(p, 'GET', '/metrics', undefined, one.adminKey);
+      expect(res.status).toBe(200);
+      return res.body as string;
+    }));
+    const reporters = scrapes.filter((body) => series(body, 'tidepool_cluster_node_status').length > 0);
+    expect(reporters).toHaveLength(1);
+    const [reporter] = reporters;
+    expect(series(reporter, 'tidepool_cluster_node_status')).toEqual([1]);
+    const age = series(reporter, 'tidepool_cluster_node_heartbeat_age_seconds');
+    expect(age).toHaveLength(1);
+    expect(age[0]).toBeGreaterThanOrEqual(0);
+    const recorded = Number((await rowsOf(url, 'SELECT COUNT(*) AS n FROM sandboxes WHERE node_id = $1', [NODE_ID]))[0]!.n);
+    expect(recorded).toBeGreaterThanOrEqual(1);
+    const sandboxesSum = scrapes.flatMap((body) => series(body, 'tidepool_cluster_node_sandboxes')).reduce((sum, value) => sum + value, 0);
+    expect(sandboxesSum).toBe(recorded);
+    // The holder keeps reporting at its next scrape; the other still reports nothing.
+    const again = await Promise.all([one, two].map(async (p) => (await api(p, 'GET', '/metrics', undefined, one.adminKey)).body as string));
+    expect(again.map((body) => series(body, 'tidepool_cluster_node_status').length > 0)).toEqual(scrapes.map((body) => body === reporter));
+  }, 300_000);
+
   it('a kill or a pause through one replica is seen by the other within the bound', async () => {
     const lags: number[] = [];
     for (let i = 0; i < 3; i += 1) {

@@ -8,10 +8,11 @@
  */
 import { createServer as createHttpsServer, request as httpsRequest, type Server } from 'node:https';
 import { X509Certificate } from 'node:crypto';
-import { readFileSync, mkdtempSync, rmSync } from 'node:fs';
+import { readFileSync, mkdtempSync, rmSync, symlinkSync, unlinkSync } from 'node:fs';
+import { request as httpRequest } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import type { Duplex } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
@@ -23,6 +24,7 @@ import {
   ensureClusterTls,
   ensureNodeServerTls,
   freeClusterSlot,
+  NODE_METRICS_PORT,
   nodeDocker,
   nodeLayout,
   run,
@@ -114,6 +116,28 @@ function rawRequest(options: { method: string; path: string; body?: string; cert
     req.on('error', reject);
     req.end(options.body);
   });
+}
+
+/** The agent's own metrics (TIDEPOOL_NODE_METRICS_LISTEN, which the local cluster sets on every agent). */
+function scrapeAgent(): Promise<{ status: number; body: string }> {
+  return new Promise((resolve, reject) => {
+    const req = httpRequest({ host: state.nodes[0].address, port: NODE_METRICS_PORT, path: '/metrics', agent: false, timeout: 10_000 }, (res) => {
+      let body = '';
+      res.setEncoding('utf8');
+      res.on('data', (chunk: string) => (body += chunk));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+      res.on('error', reject);
+    });
+    req.on('timeout', () => req.destroy(new Error('timeout')));
+    req.on('error', reject);
+    req.end();
+  });
+}
+
+/** One sample of a scrape (`name{labels}` exactly as exposed), or undefined. */
+function sample(body: string, series: string): number | undefined {
+  const line = body.split('\n').find((l) => l.startsWith(`${series} `));
+  return line === undefined ? undefined : Number(line.slice(series.length + 1));
 }
 
 async function waitForEnvd(address: string): Promise<void> {
@@ -376,6 +400,101 @@ describe.skipIf(!isRoot)('node agent over mutual TLS (one-node local cluster)', 
     expect(noImage).toBeInstanceOf(DockerCallError);
     expect((noImage as DockerCallError).statusCode).toBe(404);
     expect(noImage).not.toBeInstanceOf(PlatformError);
+  });
+
+  it('refuses what the platform never asks of a node (binds outside its own volume directories, containers it did not make, image names outside its repositories), counted in its metrics', async () => {
+    const volumeID = `vol_${`g${name}${'0'.repeat(20)}`.slice(0, 20)}`;
+    const linkedID = `vol_${`l${name}${'0'.repeat(20)}`.slice(0, 20)}`;
+    await node.volumes!.create(volumeID);
+    const hostDir = await node.volumes!.hostDir(volumeID);
+    // What a sandbox can make inside its volume, and a volume directory that is itself a link.
+    symlinkSync('/', join(hostDir, 'escape'));
+    symlinkSync('/', join(dirname(hostDir), linkedID));
+    const foreign = `tpforeign${name}`;
+    const started = await node.runtime.startContainer({ ...spec(`isbbind${Date.now()}`), directories: [{ source: hostDir, target: '/data' }] });
+    try {
+      // the agent's own volume directory is bound as made
+      await waitForEnvd(started.address);
+      const before = (await node.runtime.listManaged()).length;
+      for (const [source, reason] of [
+        [join(hostDir, 'escape'), 'symbolic link'],
+        [join(hostDir, 'escape', 'etc'), 'symbolic link'],
+        [join(dirname(hostDir), linkedID), 'symbolic link'],
+        [join(dirname(hostDir), `vol_${'z'.repeat(20)}`), 'does not exist'],
+      ]) {
+        const refused = await channelError(node.runtime.startContainer({ ...spec(`isbescape${Date.now()}`), directories: [{ source, target: '/host' }] }));
+        expect(refused.code).toBe('bad_call');
+        expect(refused.message).toContain("refused by the node's policy");
+        expect(refused.message).toContain(reason);
+      }
+      expect((await channelError(node.runtime.startContainer({ ...spec(`isbetc${Date.now()}`), directories: [{ source: '/etc', target: '/host' }] }))).code).toBe('bad_call');
+      expect((await node.runtime.listManaged()).length).toBe(before); // nothing was made
+
+      // a container of the node that the runtime did not make: no call touches it
+      const run = await nodeDocker(state.nodes[0], ['run', '-d', '--name', foreign, '--entrypoint', 'sleep', BASE_IMAGE, '600']);
+      expect(run.exitCode, run.stderr).toBe(0);
+      for (const call of [() => node.runtime.pause(foreign), () => node.runtime.remove(foreign), () => node.runtime.commit(foreign, `tidepool/snapshot:${name}`), () => node.runtime.inspect(foreign)]) {
+        const refused = await channelError(call());
+        expect(refused.code).toBe('bad_call');
+        expect(refused.message).toContain("is not one this node's runtime made");
+      }
+      const alive = await nodeDocker(state.nodes[0], ['inspect', '-f', '{{.State.Running}} {{.State.Paused}}', foreign]);
+      expect(alive.stdout.trim()).toBe('true false');
+
+      // image names: only the platform's repositories are written or removed, through either table
+      const imageId = (await nodeDocker(state.nodes[0], ['image', 'inspect', '-f', '{{.Id}}', BASE_IMAGE])).stdout.trim();
+      for (const call of [
+        () => node.runtime.tagImage(BASE_IMAGE, 'debian:bookworm'),
+        () => node.runtime.commit(started.containerId, 'debian:bookworm'),
+        () => node.runtime.removeImage(BASE_IMAGE),
+        () => node.runtime.removeImage(imageId),
+        () => node.runtime.claimSandboxImage(BASE_IMAGE, `isbclaim${name}`),
+      ]) {
+        const refused = await channelError(call());
+        expect(refused.code).toBe('bad_call');
+        expect(refused.message).toMatch(/not in the platform's repositories|outside the platform's repositories/);
+      }
+      for (const [method, args] of [['tagImage', [BASE_IMAGE, 'debian:bookworm']], ['removeImage', [BASE_IMAGE]], ['removeImage', [imageId]]] as const) {
+        const res = await rawRequest({ method: 'POST', path: `/v1/image/${method}`, body: JSON.stringify({ args }), cert: tls.cert, key: tls.key });
+        expect(res.status).toBe(400);
+        expect(JSON.parse(res.body).error.message).toContain("refused by the node's policy");
+      }
+      expect((await nodeDocker(state.nodes[0], ['image', 'inspect', 'debian:bookworm'])).exitCode).not.toBe(0);
+      expect(await node.runtime.imageExists(BASE_IMAGE)).toBe(true);
+      // the platform's own names still work
+      const own = `tidepool/template:agentguard-${name}`;
+      await node.runtime.tagImage(BASE_IMAGE, own);
+      expect(await node.runtime.imageExists(own)).toBe(true);
+      await node.runtime.removeImage(own);
+      expect(await node.runtime.imageExists(own)).toBe(false);
+
+      // the node's metrics count all of it
+      const tunnel = await node.dial(started.address, ENVD_PORT);
+      const scrape = await scrapeAgent();
+      expect(scrape.status).toBe(200);
+      expect(sample(scrape.body, 'tidepool_agent_refused_requests_total{reason="bind_source"}')).toBeGreaterThanOrEqual(4);
+      expect(sample(scrape.body, 'tidepool_agent_refused_requests_total{reason="container"}')).toBeGreaterThanOrEqual(4);
+      expect(sample(scrape.body, 'tidepool_agent_refused_requests_total{reason="image_name"}')).toBeGreaterThanOrEqual(8);
+      expect(sample(scrape.body, 'tidepool_agent_protocol_errors_total{kind="bad_call"}')).toBeGreaterThanOrEqual(1); // the /etc bind
+      expect(sample(scrape.body, 'tidepool_agent_engine_call_duration_seconds_count{operation="startContainer",outcome="success"}')).toBeGreaterThanOrEqual(1);
+      expect(sample(scrape.body, 'tidepool_agent_engine_call_duration_seconds_count{operation="tagImage",outcome="success"}')).toBeGreaterThanOrEqual(1);
+      expect(sample(scrape.body, 'tidepool_agent_containers{state="running",origin="create"}')).toBeGreaterThanOrEqual(1);
+      const open = sample(scrape.body, 'tidepool_agent_tunnel_streams_open')!;
+      expect(open).toBeGreaterThanOrEqual(1);
+      tunnel.destroy();
+      const deadline = Date.now() + 10_000;
+      while (sample((await scrapeAgent()).body, 'tidepool_agent_tunnel_streams_open')! >= open) {
+        if (Date.now() > deadline) throw new Error('the tunnel gauge did not go down after the tunnel closed');
+        await new Promise((r) => setTimeout(r, 100));
+      }
+      expect((await rawRequest({ method: 'GET', path: '/metrics', cert: tls.cert, key: tls.key })).status).toBe(404); // not on the mTLS listener
+    } finally {
+      await node.runtime.remove(started.containerId);
+      await nodeDocker(state.nodes[0], ['rm', '-f', foreign]);
+      unlinkSync(join(hostDir, 'escape'));
+      unlinkSync(join(dirname(hostDir), linkedID));
+      await node.volumes!.remove(volumeID);
+    }
   });
 
   it('removes a container whose caller gave up before it started: nothing is left half-made on the node', async () => {

@@ -16,6 +16,8 @@ import { repoRoot } from './docker.ts';
 import { isProcessAlive } from './process-alive.ts';
 
 export const NODE_AGENT_PORT = 7443;
+/** Port of each agent's metrics listener (TIDEPOOL_NODE_METRICS_LISTEN) on the node's address. */
+export const NODE_METRICS_PORT = 9464;
 
 export interface AgentFiles {
   pidfile: string;
@@ -108,6 +110,7 @@ export async function startNodeAgentProcess(node: NodeLayout, opts: StartAgentOp
     HOME: process.env.HOME,
     TIDEPOOL_NODE_ID: node.id,
     TIDEPOOL_NODE_LISTEN: `${node.address}:${NODE_AGENT_PORT}`,
+    TIDEPOOL_NODE_METRICS_LISTEN: `${node.address}:${NODE_METRICS_PORT}`,
     TIDEPOOL_NODE_URL: url,
     TIDEPOOL_NODE_TLS_CERT: opts.serverTls.cert,
     TIDEPOOL_NODE_TLS_KEY: opts.serverTls.key,

@@ -37,7 +37,7 @@ export { startLocalRegistry, stopRegistryIn, type LocalRegistry, type LocalRegis
 export { ClusterError, type ClusterErrorKind } from './cluster-error.ts';
 export { clusterLayout, inBenchmarkRange, nodeLayout, parseNodeId, MAX_NODES, NODE_TLS_PORT, type ClusterLayout, type NodeLayout } from './cluster-layout.ts';
 export { freeClusterSlot } from './cluster-network.ts';
-export { agentFiles, agentPid, agentUrl, NODE_AGENT_PORT, startNodeAgentProcess, stopNodeAgentProcess } from './cluster-agents.ts';
+export { agentFiles, agentPid, agentUrl, NODE_AGENT_PORT, NODE_METRICS_PORT, startNodeAgentProcess, stopNodeAgentProcess } from './cluster-agents.ts';
 export { ensureClusterTls, ensureNodeServerTls, ensureSharedServerTls, subjectAltName, type ClientTls, type ServerTls } from './cluster-tls.ts';
 export { MACHINE_DOCKER_SOCKET, loadImageIntoNode, nodeDocker, pingEngine, startNodeEngine, stopNodeEngine, type StartedEngine, type StorageDriver } from './cluster-engines.ts';
 export { apiFiles, apiPid, replicaSandboxNetwork, stopApiReplica, type ApiFiles } from './cluster-apis.ts';

@@ -33,6 +33,8 @@ import type { ImageEngine } from '../runtime/image-engine.ts';
 import { buildContainerAddresses, serveImageCall, serveWriteArchive } from './image-routes.ts';
 import { EGRESS_PATH, egressCallHasBody, type EgressRouteDeps, serveEgressCall } from './egress-routes.ts';
 import { NODE_SERVICE_PATH } from './node-service.ts';
+import { type AgentPolicy, PolicyRefusal } from './agent-policy.ts';
+import type { AgentMetrics } from './agent-metrics.ts';
 
 /** Largest request body (a startContainer spec with its egress rules fits many times over). */
 export const MAX_BODY_BYTES = 1024 * 1024;
@@ -55,6 +57,10 @@ export interface AgentServerOptions {
   egress?: EgressRouteDeps;
   /** The node protocol's Connect handler (node-service.ts), for HTTP/2 requests under its path; none = not served. */
   protocol?: (request: Http2ServerRequest, response: Http2ServerResponse) => void;
+  /** What the node lets a well-formed call do (agent-policy.ts); none = the call table's checks only. */
+  policy?: AgentPolicy;
+  /** The agent's own metrics (agent-metrics.ts); none = nothing counted. */
+  metrics?: AgentMetrics;
 }
 
 class BodyError extends Error {
@@ -120,6 +126,7 @@ export interface AgentServer {
 export function createAgentServer(options: AgentServerOptions): AgentServer {
   const { runtime, logger, nodeId } = options;
   const images = options.images;
+  const metrics = options.metrics;
   const managed = new ManagedAddresses(runtime, {}, images ? () => buildContainerAddresses(images) : undefined);
   const server = createSecureServer({
     cert: options.tls.cert,
@@ -148,6 +155,7 @@ export function createAgentServer(options: AgentServerOptions): AgentServer {
     socket.once('close', () => connections.delete(socket));
     const usage = socket.getPeerCertificate().ext_key_usage ?? [];
     if (!usage.includes(CLIENT_AUTH_OID)) {
+      metrics?.protocolError('not_client_certificate');
       logger.warn({ peer: socket.remoteAddress, subject: socket.getPeerCertificate().subject?.CN }, 'refused a peer whose certificate is not a client certificate');
       socket.destroy();
     }
@@ -160,6 +168,7 @@ export function createAgentServer(options: AgentServerOptions): AgentServer {
     session.on('frameError', (type: number, code: number, streamId: number) => logger.warn({ type, code, streamId }, 'tunnel frame not sent'));
   });
   server.on('tlsClientError', (error, socket) => {
+    metrics?.protocolError('tls_handshake');
     logger.info({ peer: socket.remoteAddress, reason: error.message }, 'refused a TLS client');
   });
   // Tunnels leave the HTTP server's bookkeeping once upgraded: tracked here so close() can end them.
@@ -167,12 +176,20 @@ export function createAgentServer(options: AgentServerOptions): AgentServer {
   server.on('connect', (request: IncomingMessage | Http2ServerRequest, socketOrResponse: unknown, head?: Buffer) => {
     if (request.httpVersionMajor === 2) {
       const { stream } = request as Http2ServerRequest;
+      if (metrics) {
+        metrics.tunnelOpened();
+        stream.once('close', () => metrics.tunnelClosed());
+      }
       handleStreamTunnel(stream, request.headers[':authority'] as string | undefined, managed, logger);
       return;
     }
     const socket = socketOrResponse as Duplex;
     tunnels.add(socket);
-    socket.once('close', () => tunnels.delete(socket));
+    metrics?.tunnelOpened();
+    socket.once('close', () => {
+      tunnels.delete(socket);
+      metrics?.tunnelClosed();
+    });
     handleTunnel(request as IncomingMessage, socket, head ?? Buffer.alloc(0), managed, logger);
   });
   server.on('request', (request: IncomingMessage | Http2ServerRequest, response: ServerResponse) => {
@@ -214,13 +231,15 @@ export function createAgentServer(options: AgentServerOptions): AgentServer {
       try {
         body = await readBody(request);
       } catch (error) {
+        metrics?.protocolError('bad_body');
         return sendJson(response, error instanceof BodyError ? error.status : 400, { error: { code: 'bad_call', message: `${image[1]}: ${(error as Error).message}` } });
       }
-      return serveImageCall(images, image[1], body, response, logger);
+      return serveImageCall(images, image[1], body, response, logger, { policy: options.policy, metrics, refuse: (error) => refuse(error, image[1], undefined, response) });
     }
     const match = /^\/v1\/runtime\/([A-Za-z]{1,64})$/.exec(path);
     if (request.method !== 'POST' || !match) {
       request.resume();
+      metrics?.protocolError('no_route');
       return sendJson(response, 404, { error: { code: 'bad_call', message: `no route ${String(request.method).slice(0, 16)} ${path.slice(0, 128)}` } });
     }
     const method = match[1];
@@ -229,12 +248,16 @@ export function createAgentServer(options: AgentServerOptions): AgentServer {
       body = await readBody(request);
     } catch (error) {
       const status = error instanceof BodyError ? error.status : 400;
+      metrics?.protocolError('bad_body');
       return sendJson(response, status, { error: { code: 'bad_call', message: `${method}: ${(error as Error).message}` } });
     }
     if (method === 'watchEvents') {
       const args = (body as { args?: unknown } | null)?.args;
       const problem = schemaProblem(WatchEventsArgs, args);
-      if (problem) return sendJson(response, 400, { error: { code: 'bad_call', message: `watchEvents: invalid arguments (${problem})` } });
+      if (problem) {
+        metrics?.protocolError('bad_call');
+        return sendJson(response, 400, { error: { code: 'bad_call', message: `watchEvents: invalid arguments (${problem})` } });
+      }
       return serveEvents(runtime, (args as [number | null])[0], request, response, logger);
     }
     let args: unknown[];
@@ -242,11 +265,19 @@ export function createAgentServer(options: AgentServerOptions): AgentServer {
       args = checkCall(method, body, { volumesRoot: options.volumesRoot });
     } catch (error) {
       if (error instanceof NodeChannelError) logger.warn({ method: method.slice(0, 64), reason: error.message }, 'refused a malformed call');
+      metrics?.protocolError('bad_call');
       return sendJson(response, 400, { error: encodeError(error) });
     }
     const started = Date.now();
     try {
+      await options.policy?.checkRuntimeCall(method, args);
+    } catch (error) {
+      if (!(error instanceof PolicyRefusal)) throw error;
+      return refuse(error, method, args, response);
+    }
+    try {
       const result = await runCall(runtime, method, args);
+      metrics?.engineCall(method, 'success', (Date.now() - started) / 1000);
       logger.debug({ sandboxId: sandboxOf(method, args), method, ms: Date.now() - started }, 'runtime call');
       if (method === 'startContainer' && (response.destroyed || request.socket.destroyed)) {
         // The caller gave up (its deadline, a crash) before it learned of the container: nobody will ever name
@@ -258,9 +289,17 @@ export function createAgentServer(options: AgentServerOptions): AgentServer {
       }
       sendJson(response, 200, { result });
     } catch (error) {
+      metrics?.engineCall(method, 'error', (Date.now() - started) / 1000);
       logger.warn({ sandboxId: sandboxOf(method, args), method, ms: Date.now() - started, err: error }, 'runtime call failed');
       sendJson(response, 500, { error: encodeError(error) });
     }
+  }
+
+  /** A well-formed call the node's policy refused: logged, counted, answered as a bad call; nothing was done. */
+  function refuse(error: PolicyRefusal, method: string, args: unknown[] | undefined, response: ServerResponse): void {
+    logger.warn({ sandboxId: args ? sandboxOf(method, args) : undefined, method, reason: error.reason, refusal: error.message }, 'refused a call by the node policy');
+    metrics?.refused(error.reason);
+    sendJson(response, 400, { error: encodeError(error) });
   }
 
   async function serveEgress(egress: EgressRouteDeps, request: IncomingMessage, response: ServerResponse, path: string): Promise<void> {
@@ -288,7 +327,10 @@ export function createAgentServer(options: AgentServerOptions): AgentServer {
       sendJson(response, 200, { result: await volumes.call(method, body) });
     } catch (error) {
       const refused = error instanceof NodeChannelError && error.code === 'bad_call';
-      if (refused) logger.warn({ method, reason: error.message }, 'refused a malformed volume call');
+      if (refused) {
+        logger.warn({ method, reason: error.message }, 'refused a malformed volume call');
+        metrics?.protocolError('bad_call');
+      }
       else logger.error({ method, err: error }, 'volume call failed');
       sendJson(response, refused ? 400 : 500, { error: encodeError(error) });
     }

@@ -12,6 +12,15 @@ import type { ImageEngine } from '../runtime/image-engine.ts';
 import { BUILD_ROLE_LABEL } from '../runtime/docker/docker-labels.ts';
 import { sendJson } from './agent-responses.ts';
 import { checkImageCall, readBuildArchive, requireBuildContainer, runImageCall } from './image-dispatch.ts';
+import { type AgentPolicy, PolicyRefusal } from './agent-policy.ts';
+import type { AgentMetrics } from './agent-metrics.ts';
+
+/** The node's policy and metrics for image calls; `refuse` answers a call the policy refused. */
+export interface ImageCallGuard {
+  policy?: AgentPolicy;
+  metrics?: AgentMetrics;
+  refuse(error: PolicyRefusal): void;
+}
 
 const CONTAINER_PATTERN = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$/;
 
@@ -19,15 +28,23 @@ function statusOf(error: unknown): number {
   return error instanceof NodeChannelError && error.code === 'bad_call' ? 400 : 500;
 }
 
-export async function serveImageCall(images: ImageEngine, method: string, body: unknown, response: ServerResponse, logger: Logger): Promise<void> {
+export async function serveImageCall(images: ImageEngine, method: string, body: unknown, response: ServerResponse, logger: Logger, guard?: ImageCallGuard): Promise<void> {
   let args: unknown[];
   try {
     args = checkImageCall(method, body);
   } catch (error) {
     logger.warn({ method: method.slice(0, 64), reason: (error as Error).message }, 'refused a malformed image call');
+    guard?.metrics?.protocolError('bad_call');
     return sendJson(response, 400, { error: encodeError(error) });
   }
   const started = Date.now();
+  try {
+    await guard?.policy?.checkImageCall(method, args);
+  } catch (error) {
+    if (error instanceof PolicyRefusal) return guard!.refuse(error);
+    logger.warn({ method, err: error }, 'image call failed');
+    return sendJson(response, statusOf(error), { error: encodeError(error) });
+  }
   try {
     if (method === 'readArchive') {
       const archive = await readBuildArchive(images, args);
@@ -40,9 +57,11 @@ export async function serveImageCall(images: ImageEngine, method: string, body: 
       return;
     }
     const result = await runImageCall(images, method, args);
+    guard?.metrics?.engineCall(`image.${method}`, 'success', (Date.now() - started) / 1000);
     logger.debug({ method, ms: Date.now() - started }, 'image call');
     sendJson(response, 200, { result });
   } catch (error) {
+    guard?.metrics?.engineCall(`image.${method}`, 'error', (Date.now() - started) / 1000);
     logger.warn({ method, ms: Date.now() - started, err: error }, 'image call failed');
     sendJson(response, statusOf(error), { error: encodeError(error) });
   }

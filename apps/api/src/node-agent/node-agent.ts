@@ -28,6 +28,9 @@ import { SandboxCertificateAuthorities } from '../tls/sandbox-ca.ts';
 import { EgressSecretStore } from './egress-secrets.ts';
 import { upstreamPolicySettingsOf } from '../runtime/docker/upstream-address.ts';
 import { clusterDeniedCidrs } from '../runtime/docker/cluster-addresses.ts';
+import { startMetricsListener, type MetricsListener } from '../observability/metrics-route.ts';
+import { AgentPolicy } from './agent-policy.ts';
+import { AgentMetrics } from './agent-metrics.ts';
 
 /** 2: the node applies network.rules transforms and egressProxy (egress calls, `/v1/egress/…`). */
 export const NODE_AGENT_VERSION = '2';
@@ -50,6 +53,8 @@ export interface RunningNodeAgent {
   /** `https://host:port` the agent listens on. */
   url: string;
   server: Http2SecureServer;
+  /** `http://host:port/metrics` of the agent's metrics listener (TIDEPOOL_NODE_METRICS_LISTEN), when one runs. */
+  metricsUrl?: string;
   close(): Promise<void>;
 }
 
@@ -106,18 +111,44 @@ export async function startNodeAgent(options: NodeAgentOptions): Promise<Running
   const volumes = await startAgentVolumes(new VolumeStorage(volumesDir, volumesRoot, logger), logger, config.volumeUploadMaxBytes);
   // Template builds placed on this node use its engine through the same channel (image-routes.ts).
   const images = new DockerImageEngine({ docker, network: config.sandboxNetwork, platformId, hardening, nodeImages: registry });
+  // Whoever holds the API's client certificate reaches this engine only as the platform uses it (agent-policy.ts).
+  const policy = new AgentPolicy({
+    volumes: { hostRoot: volumesRoot, localRoot: volumesDir },
+    platformId,
+    registryPrefix: config.registry,
+    containerLabels: async (id) => {
+      try {
+        return (await docker.getContainer(id).inspect()).Config?.Labels ?? {};
+      } catch (error) {
+        if ((error as { statusCode?: number }).statusCode === 404) return undefined;
+        throw error;
+      }
+    },
+    imageTags: async (reference) => (await images.inspectImage(reference))?.tags,
+  });
+  const metrics = new AgentMetrics(runtime);
   const protocol = nodeServiceHandler({ nodeId, agentVersion: NODE_AGENT_VERSION, capacity, startedAtMs: Date.now(), logger, versions: options.protocolVersions });
-  const agentServer = createAgentServer({ nodeId, version: NODE_AGENT_VERSION, runtime, capacity, tls: options.tls, logger, volumesRoot, volumes, images, egress: { secrets, authorities, logger }, protocol });
+  const agentServer = createAgentServer({ nodeId, version: NODE_AGENT_VERSION, runtime, capacity, tls: options.tls, logger, volumesRoot, volumes, images, egress: { secrets, authorities, logger }, protocol, policy, metrics });
   const { server } = agentServer;
   const { host, port } = parseListen(config.nodeListen);
   const bound = await listenOn(server, port, host);
+  let metricsListener: MetricsListener | undefined;
+  try {
+    metricsListener = config.nodeMetricsListen ? await startMetricsListener(config.nodeMetricsListen, metrics, logger) : undefined;
+  } catch (error) {
+    await agentServer.close();
+    await volumes.close();
+    throw error;
+  }
   const url = listenerOrigin('https', bound);
   logger.info({ url, network: config.sandboxNetwork, dockerHost: config.dockerHost || '(default)' }, 'node agent listening (mutual TLS)');
   return {
     nodeId,
     url,
     server,
+    ...(metricsListener ? { metricsUrl: metricsListener.url } : {}),
     async close() {
+      await metricsListener?.close();
       await agentServer.close();
       await volumes.close();
     },

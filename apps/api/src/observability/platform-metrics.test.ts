@@ -19,6 +19,25 @@ describe('PlatformMetrics', () => {
     expect(parsed.samples.find((s) => s.name === 'tidepool_build_info')?.labels).toMatchObject({ version: expect.stringMatching(/^\d+\.\d+\.\d+/), node_version: process.version });
   });
 
+  it('reports per-node gauges only when its source gives them (another replica reports them otherwise)', async () => {
+    const metrics = new PlatformMetrics();
+    let values: { nodeId: string; status: string; heartbeatAgeSeconds: number; sandboxes: number }[] | undefined = [
+      { nodeId: 'n1', status: 'ready', heartbeatAgeSeconds: 2.5, sandboxes: 3 },
+      { nodeId: 'n2', status: 'lost', heartbeatAgeSeconds: 40, sandboxes: 0 },
+    ];
+    metrics.observeNodes(async () => values);
+    const reported = await scrape(metrics);
+    expect(sampleValue(reported, 'tidepool_cluster_node_status', { node: 'n1', status: 'ready' })).toBe(1);
+    expect(sampleValue(reported, 'tidepool_cluster_node_status', { node: 'n1', status: 'lost' })).toBe(0);
+    expect(sampleValue(reported, 'tidepool_cluster_node_status', { node: 'n2', status: 'lost' })).toBe(1);
+    expect(sampleValue(reported, 'tidepool_cluster_node_heartbeat_age_seconds', { node: 'n1' })).toBe(2.5);
+    expect(sampleValue(reported, 'tidepool_cluster_node_sandboxes', { node: 'n1' })).toBe(3);
+    // Another replica took the lease: this one exposes no node series at all.
+    values = undefined;
+    const silent = await scrape(metrics);
+    expect(silent.samples.filter((s) => s.name.startsWith('tidepool_cluster_node_'))).toEqual([]);
+  });
+
   it('observes what the sink is told, with the right buckets', async () => {
     const metrics = new PlatformMetrics();
     metrics.sandboxOperation('create', 'success', 0.2);

@@ -42,6 +42,23 @@ export const PROXY_ERROR_REASONS = [
 export const SANDBOX_STATES = ['creating', 'running', 'paused'] as const;
 export type SandboxStateCount = Record<(typeof SANDBOX_STATES)[number], number>;
 
+/** The node statuses of the cluster (nodes/node-store.ts), each a series of tidepool_cluster_node_status. */
+export const NODE_STATUSES = ['ready', 'draining', 'lost', 'returning'] as const;
+
+/** One node as this replica reports it. */
+export interface NodeGaugeValues {
+  nodeId: string;
+  status: string;
+  heartbeatAgeSeconds: number;
+  sandboxes: number;
+}
+
+/**
+ * The nodes' gauges, read at scrape time: undefined when another replica reports them (each node is reported by
+ * exactly one replica of the cluster, so a sum over every replica's scrape counts each node once).
+ */
+export type NodeGaugeSource = () => Promise<NodeGaugeValues[] | undefined>;
+
 /** What the scrape-time gauges read. */
 export interface MetricsSources {
   /** Sandboxes the platform holds now, by state. */
@@ -61,6 +78,8 @@ export class PlatformMetrics implements MetricsSink {
   readonly registry = new Registry();
   private sources: MetricsSources | undefined;
   private pool: PoolStatsSource | undefined;
+  private nodes: NodeGaugeSource | undefined;
+  private nodeValues: NodeGaugeValues[] | undefined;
 
   private readonly sandboxOperationSeconds: Histogram<'operation' | 'outcome'>;
   private readonly buildSeconds: Histogram<'outcome'>;
@@ -97,6 +116,41 @@ export class PlatformMetrics implements MetricsSink {
       registers,
       collect() {
         this.set(self.sources?.maxSandboxes ?? 0);
+      },
+    });
+    // The nodes are read once per scrape (exposition), before the three node gauges collect.
+    const nodes = (): NodeGaugeValues[] | undefined => self.nodeValues;
+    new Gauge({
+      name: `${METRIC_PREFIX}cluster_node_status`,
+      help: 'Nodes of the cluster by status (1 for the status the node is in); reported by one replica only.',
+      labelNames: ['node', 'status'],
+      registers,
+      collect() {
+        const values = nodes();
+        this.reset();
+        for (const node of values ?? []) for (const status of NODE_STATUSES) this.set({ node: node.nodeId, status }, node.status === status ? 1 : 0);
+      },
+    });
+    new Gauge({
+      name: `${METRIC_PREFIX}cluster_node_heartbeat_age_seconds`,
+      help: 'Seconds since each node last answered a heartbeat; reported by one replica only.',
+      labelNames: ['node'],
+      registers,
+      collect() {
+        const values = nodes();
+        this.reset();
+        for (const node of values ?? []) this.set({ node: node.nodeId }, node.heartbeatAgeSeconds);
+      },
+    });
+    new Gauge({
+      name: `${METRIC_PREFIX}cluster_node_sandboxes`,
+      help: 'Sandboxes recorded on each node (running or paused); reported by one replica only.',
+      labelNames: ['node'],
+      registers,
+      collect() {
+        const values = nodes();
+        this.reset();
+        for (const node of values ?? []) this.set({ node: node.nodeId }, node.sandboxes);
       },
     });
     this.sandboxOperationSeconds = new Histogram({
@@ -214,6 +268,11 @@ export class PlatformMetrics implements MetricsSink {
     this.sources = sources;
   }
 
+  /** The cluster's nodes (per-node gauges), read at scrape time. */
+  observeNodes(source: NodeGaugeSource): void {
+    this.nodes = source;
+  }
+
   /** The warm pool's counters and gauges; its claim hook should call `poolClaimed`. */
   observePool(pool: PoolStatsSource): void {
     this.pool = pool;
@@ -221,6 +280,7 @@ export class PlatformMetrics implements MetricsSink {
 
   /** The Prometheus text exposition of every metric. */
   async exposition(): Promise<{ contentType: string; body: string }> {
+    this.nodeValues = await this.nodes?.();
     return { contentType: this.registry.contentType, body: await this.registry.metrics() };
   }
 

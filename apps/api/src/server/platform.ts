@@ -55,6 +55,10 @@ import { loadRegistrySettings } from '../runtime/registry/registry-settings.ts';
 /** How long shutdown waits for sandbox operations in flight. */
 const SHUTDOWN_DRAIN_MS = 15_000;
 
+/** The lease naming the replica that reports the per-node gauges; it lapses this long after that replica's last scrape. */
+const NODE_GAUGE_LEASE = 'node-gauges';
+const NODE_GAUGE_LEASE_MS = 120_000;
+
 export interface RunningPlatform {
   app: FastifyInstance;
   /** Origin of the API and of the sandbox proxy (header routing). */
@@ -263,6 +267,20 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
         const running = records.filter((r) => r.state === 'running').length;
         return { creating: sandboxLifecycle.creatingCount(), running, paused: records.length - running };
       },
+    });
+    // Per-node gauges: every replica reads the same rows, so one replica (the holder of a lease it renews at each
+    // scrape) reports them and the others report none; a sum over the replicas' scrapes counts each node once.
+    const nodeGaugeLeases = db.replicas ? new LeaseStore(db) : undefined;
+    metrics.observeNodes(async () => {
+      try {
+        if (nodeGaugeLeases && !(await nodeGaugeLeases.acquire(NODE_GAUGE_LEASE, sandboxLifecycle.registry.replicaId, NODE_GAUGE_LEASE_MS))) return undefined;
+        const [rows, counts] = await Promise.all([nodeStore.list(), sandboxes.countByNode()]);
+        const now = Date.now();
+        return rows.map((row) => ({ nodeId: row.nodeId, status: row.status, heartbeatAgeSeconds: Math.max(0, (now - row.lastHeartbeat) / 1000), sandboxes: counts.get(row.nodeId) ?? 0 }));
+      } catch (error) {
+        logger.warn({ err: error }, 'reading the nodes for their gauges failed');
+        return undefined;
+      }
     });
     volumes.setUsers((volumeID) => sandboxLifecycle.usingVolume(volumeID));
     // Events from just before the restart reconcile on, so a container dying meanwhile is not missed.

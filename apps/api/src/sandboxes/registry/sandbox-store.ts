@@ -149,6 +149,12 @@ export class SandboxStore {
     return (await this.sql.all<Row>('SELECT * FROM sandboxes ORDER BY started_at, sandbox_id')).map(fromRow);
   }
 
+  /** Sandboxes recorded on each node (running or paused), by node id; those placed on no node are left out. */
+  async countByNode(): Promise<Map<string, number>> {
+    const rows = await this.sql.all<{ node_id: string | null; n: number | string }>('SELECT node_id, COUNT(*) AS n FROM sandboxes WHERE node_id IS NOT NULL GROUP BY node_id');
+    return new Map(rows.map((row) => [row.node_id!, Number(row.n)]));
+  }
+
   /**
    * Takes the right to act on a running sandbox's expired timeout for `leaseMs`: exactly one caller (of all
    * replicas on the database) gets true while the lease runs; the holder may take it again (a retry).
