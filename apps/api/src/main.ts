@@ -5,6 +5,8 @@ import { installProcessGuard } from './process-guard.ts';
 import { runNodeAgent } from './node-agent/run-node-agent.ts';
 import { runMigrate } from './store/migrate-command.ts';
 import { shutdownPlan } from './shutdown-policy.ts';
+import { apiVersion } from './observability/api-version.ts';
+import { NODE_AGENT_VERSION } from './node-agent/node-agent.ts';
 
 /** `tidepool api` (and no subcommand): today's all-in-one platform, an API embedding one local node. */
 async function runApi(): Promise<void> {
@@ -51,7 +53,12 @@ async function runApi(): Promise<void> {
 }
 
 const USAGE =
-  'usage: tidepool [api|node|migrate]\n  api      (default) the platform: API, sandbox proxy and the local engine\n  node     the node agent: this machine\'s engine behind a mutual-TLS listener (TIDEPOOL_NODE_*)\n  migrate  apply the database migrations (TIDEPOOL_DATABASE_URL, else SQLite in TIDEPOOL_DATA_DIR) and exit\n';
+  'usage: tidepool [api|node|migrate|--version]\n  api      (default) the platform: API, sandbox proxy and the local engine\n  node     the node agent: this machine\'s engine behind a mutual-TLS listener (TIDEPOOL_NODE_*)\n  migrate  apply the database migrations (TIDEPOOL_DATABASE_URL, else SQLite in TIDEPOOL_DATA_DIR) and exit\n  --version  print the platform version (and the node protocol version) and exit\n';
+
+/** `tidepool --version`: one line, the platform version first. */
+function versionLine(): string {
+  return `tidepool ${apiVersion()} (node agent protocol ${NODE_AGENT_VERSION}, Node ${process.version})\n`;
+}
 
 async function main(argv: string[]): Promise<void> {
   const [command = 'api', ...rest] = argv;
@@ -59,6 +66,10 @@ async function main(argv: string[]): Promise<void> {
   if (command === 'api') return runApi();
   if (command === 'node') return runNodeAgent();
   if (command === 'migrate') return runMigrate();
+  if (command === '--version' || command === 'version' || command === '-v') {
+    process.stdout.write(versionLine());
+    return;
+  }
   if (command === 'help' || command === '--help' || command === '-h') {
     process.stdout.write(USAGE);
     return;
