@@ -14,7 +14,7 @@
 // The addons are copied as the workspace's `pnpm install` compiled them, so run this where the release runs
 // (docker/cluster/Dockerfile does, per architecture).
 import { build } from 'esbuild';
-import { cpSync, existsSync, mkdirSync, readFileSync, readdirSync, realpathSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, cpSync, existsSync, mkdirSync, readFileSync, readdirSync, realpathSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -136,6 +136,7 @@ async function main() {
   mkdirSync(args.out, { recursive: true });
   const outfile = join(args.out, 'tidepool.mjs');
   const result = await bundle(outfile);
+  chmodSync(outfile, 0o755); // the `tidepool` command itself (its first line names Node)
   const native = copyNative(join(args.out, 'node_modules'));
   if (args.dashboard) {
     if (!existsSync(join(args.dashboard, 'index.html'))) throw new Error(`${args.dashboard} holds no built dashboard (node apps/dashboard/scripts/build.mjs)`);
