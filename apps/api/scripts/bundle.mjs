@@ -73,8 +73,8 @@ async function bundle(outfile) {
     target: 'node20',
     external: [...NATIVE_PACKAGES, ...OPTIONAL_EXTERNAL],
     // What src/observability/api-version.ts and src/dashboard/dashboard-assets.ts read instead of files around
-    // the sources (the dashboard path is relative to the bundle).
-    define: { __TIDEPOOL_VERSION__: JSON.stringify(version), __TIDEPOOL_DASHBOARD_DIR__: JSON.stringify('./dashboard') },
+    // the sources (the dashboard path is relative to the bundle); src/main.ts wants a command in the release.
+    define: { __TIDEPOOL_VERSION__: JSON.stringify(version), __TIDEPOOL_DASHBOARD_DIR__: JSON.stringify('./dashboard'), __TIDEPOOL_RELEASE__: 'true' },
     banner: { js: BANNER },
     legalComments: 'none',
     sourcemap: false,

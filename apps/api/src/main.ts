@@ -53,14 +53,24 @@ async function runApi(): Promise<void> {
 }
 
 const USAGE =
-  'usage: tidepool [api|node|migrate|--version]\n  api      (default) the platform: API, sandbox proxy and the local engine\n  node     the node agent: this machine\'s engine behind a mutual-TLS listener (TIDEPOOL_NODE_*)\n  migrate  apply the database migrations (TIDEPOOL_DATABASE_URL, else SQLite in TIDEPOOL_DATA_DIR) and exit\n  --version  print the platform version (and the node protocol version) and exit\n';
+  'usage: tidepool [api|node|migrate|--version]\n  api      the platform: API, sandbox proxy and the local engine (the default from source: pnpm start)\n  node     the node agent: this machine\'s engine behind a mutual-TLS listener (TIDEPOOL_NODE_*)\n  migrate  apply the database migrations (TIDEPOOL_DATABASE_URL, else SQLite in TIDEPOOL_DATA_DIR) and exit\n  --version  print the platform version (and the node protocol version) and exit\n';
 
 /** `tidepool --version`: one line, the platform version first. */
 function versionLine(): string {
   return `tidepool ${apiVersion()} (node agent protocol ${NODE_AGENT_VERSION}, Node ${process.version})\n`;
 }
 
+/**
+ * Set by apps/api/scripts/bundle.mjs in the compiled release (the images' `tidepool` command), where a command is
+ * required: without one it prints the usage and exits 2. From source, no command is `api` (`pnpm start`).
+ */
+declare const __TIDEPOOL_RELEASE__: boolean | undefined;
+
 async function main(argv: string[]): Promise<void> {
+  if (argv.length === 0 && typeof __TIDEPOOL_RELEASE__ === 'boolean' && __TIDEPOOL_RELEASE__) {
+    process.stderr.write(USAGE);
+    process.exit(2);
+  }
   const [command = 'api', ...rest] = argv;
   if (rest.length > 0) throw new Error(`unexpected arguments after '${command}': ${rest.join(' ')}\n${USAGE}`);
   if (command === 'api') return runApi();

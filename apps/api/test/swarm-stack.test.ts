@@ -300,7 +300,7 @@ describe.skipIf(!hasStackConfig || !isRoot)('deploy/swarm/stack.yml deployed on 
     expect(env.some((e) => e.startsWith('TIDEPOOL_HOST='))).toBe(false); // the agent is on the host network: loopback by default
     const usage = await nodeDocker(node, ['run', '--rm', '--network', 'none', api, 'tidepool'], { timeoutMs: MINUTE });
     expect(usage.exitCode).toBe(2);
-    expect(usage.stderr).toMatch(/usage: tidepool <api\|node>/);
+    expect(usage.stderr).toMatch(/usage: tidepool \[api\|node\|migrate/);
   });
 
   it('converges: PostgreSQL, the registry and the API healthy; the API answers over the bridge and works on the stack\'s PostgreSQL', async () => {

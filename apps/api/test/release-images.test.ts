@@ -1,0 +1,204 @@
+/**
+ * The production images (docker/cluster/tidepool/Dockerfile, built by docker/cluster/build-images.sh).
+ *
+ * 1. The Dockerfile for both architectures: Docker's own parser reads it with TARGETARCH=amd64 and arm64 (the
+ *    classic builder parses every stage before it looks for the target, so a target that does not exist stops it
+ *    right after parsing: "failed to reach build target"), and the Node download it makes is the one for that
+ *    architecture (fetch-node.sh --print-url); nothing else in it names an architecture.
+ * 2. Root only, on the host engine: build-images.sh builds the four images under a prefix of this run's own; the
+ *    api and node-agent images are each at most 250 MB, hold the compiled release and no TypeScript loader or dev
+ *    dependency, `tidepool --version` prints the platform version, `tidepool` alone its usage (exit 2), and the
+ *    API image serves /health and the dashboard from the bundle.
+ * 3. Root only: the node-agent image on a node of a local cluster (its own engine in a network namespace, the
+ *    agent on that node's network with its engine socket, as the Swarm stack runs it): from the moment the engine
+ *    started its process to the first mutual-TLS /v1/health answer takes at most 1 s (median of three starts;
+ *    the engine's State.StartedAt and this process share the machine's clock).
+ * Every address contacted is loopback or in 198.18.0.0/15. The images tagged by this run are removed at the end
+ * (their build cache stays, so a rerun is quick).
+ */
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { request as httpsRequest } from 'node:https';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { downCluster, ensureClusterTls, ensureNodeServerTls, freeClusterSlot, nodeDocker, repoRoot, run, upCluster, type ClusterState } from '@tidepool/testkit';
+
+const MINUTE = 60_000;
+const MAX_IMAGE_BYTES = 250 * 1000 * 1000;
+const MAX_AGENT_START_MS = 1_000;
+const root = repoRoot();
+const dockerfile = join(root, 'docker/cluster/tidepool/Dockerfile');
+const isRoot = process.getuid?.() === 0;
+const version = (JSON.parse(readFileSync(join(root, 'apps/api/package.json'), 'utf8')) as { version: string }).version;
+const work = mkdtempSync(join(tmpdir(), 'tp-release-images-'));
+
+afterAll(() => rmSync(work, { recursive: true, force: true }));
+
+/** The lines of a Dockerfile with continuations joined and comments dropped. */
+function instructions(text: string): string[] {
+  return text
+    .replace(/\\\n/g, ' ')
+    .split('\n')
+    .map((line) => line.trim())
+    .filter((line) => line !== '' && !line.startsWith('#'));
+}
+
+describe('docker/cluster/tidepool/Dockerfile, amd64 and arm64', () => {
+  it.each(['amd64', 'arm64'])('Docker parses it with TARGETARCH=%s and the Node it fetches is built for that architecture', async (arch) => {
+    // An empty context: only the Dockerfile is read.
+    const context = join(work, `context-${arch}`);
+    mkdirSync(context, { recursive: true });
+    const parsed = await run('docker', ['build', '-f', dockerfile, '--target', 'no-such-stage', '--build-arg', `TARGETARCH=${arch}`, context], {
+      env: { DOCKER_BUILDKIT: '0' },
+      timeoutMs: MINUTE,
+    });
+    expect(parsed.exitCode).not.toBe(0);
+    expect(parsed.stderr).toMatch(/failed to reach build target no-such-stage/);
+    const url = await run('sh', [join(root, 'docker/cluster/tidepool/fetch-node.sh'), '--print-url'], { env: { TARGETARCH: arch, NODE_VERSION: '20.20.2' } });
+    expect(url.exitCode, url.stderr).toBe(0);
+    const nodeArch = arch === 'amd64' ? 'x64' : 'arm64';
+    expect(url.stdout.trim()).toBe(`https://registry.npmjs.org/node-linux-${nodeArch}/-/node-linux-${nodeArch}-20.20.2.tgz`);
+  });
+
+  it('names no architecture itself, builds the stages the scripts use, and refuses an architecture it has no Node for', async () => {
+    const lines = instructions(readFileSync(dockerfile, 'utf8'));
+    expect(lines.filter((line) => /x86[_-]64|\bx64\b|\bamd64\b|aarch64|\barm64\b/.test(line))).toEqual([]);
+    const stages = lines.filter((line) => line.startsWith('FROM ')).map((line) => / AS (\S+)$/.exec(line)?.[1]);
+    expect(stages).toEqual(['toolchain', 'build', 'os', 'release', 'api', 'node-agent']);
+    expect(lines).toContain('ARG TARGETARCH=');
+    const refused = await run('sh', [join(root, 'docker/cluster/tidepool/fetch-node.sh'), '--print-url'], { env: { TARGETARCH: 's390x', NODE_VERSION: '20.20.2' } });
+    expect(refused.exitCode).toBe(2);
+    expect(refused.stderr).toMatch(/no Node build for architecture 's390x'/);
+    const badArch = await run('bash', [join(root, 'docker/cluster/build-images.sh')], { env: { TIDEPOOL_IMAGE_ARCH: 'riscv64', TIDEPOOL_IMAGE_PREFIX: 'tp-never-built' } });
+    expect(badArch.exitCode).toBe(2);
+    expect(badArch.stderr).toMatch(/TIDEPOOL_IMAGE_ARCH 'riscv64'/);
+  });
+});
+
+/** GET <url> over mutual TLS; resolves with the status and body, rejects when no TLS answer comes. */
+function tlsGet(url: string, tls: { ca: Buffer; cert: Buffer; key: Buffer }, timeoutMs: number): Promise<{ status: number; body: string }> {
+  return new Promise((resolve, reject) => {
+    const req = httpsRequest(url, { ...tls, method: 'GET', timeout: timeoutMs }, (res) => {
+      const chunks: Buffer[] = [];
+      res.on('data', (chunk: Buffer) => chunks.push(chunk));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks).toString('utf8') }));
+      res.on('error', reject);
+    });
+    req.on('timeout', () => req.destroy(new Error('timeout')));
+    req.on('error', reject);
+    req.end();
+  });
+}
+
+describe.skipIf(!isRoot)('the api and node-agent images', () => {
+  const prefix = `tp-release-${process.pid}`;
+  let images: string[] = [];
+  const sizes: Record<string, number> = {};
+  const name = `r${process.pid % 10_000_000}`;
+  const clusterDir = join(work, 'cluster');
+  let state: ClusterState | undefined;
+  const agentContainer = `tp-release-agent-${process.pid}`;
+
+  beforeAll(async () => {
+    const built = await run('bash', [join(root, 'docker/cluster/build-images.sh')], { env: { TIDEPOOL_IMAGE_PREFIX: prefix }, timeoutMs: 40 * MINUTE });
+    if (built.exitCode !== 0) throw new Error(`docker/cluster/build-images.sh failed:\n${built.stderr.slice(-4_000)}`);
+    images = built.stdout.trim().split('\n');
+    expect(images).toEqual(['api', 'node-agent', 'postgres', 'registry'].map((n) => `${prefix}/${n}:latest`));
+  }, 45 * MINUTE);
+
+  afterAll(async () => {
+    if (state) await downCluster({ name, dir: clusterDir }).catch((error: unknown) => process.stderr.write(`[release-images] cluster down failed: ${String(error)}\n`));
+    for (const image of images) await run('docker', ['rmi', image], { timeoutMs: MINUTE });
+    process.stderr.write(`[release-images] ${JSON.stringify({ sizesMB: Object.fromEntries(Object.entries(sizes).map(([k, v]) => [k, Math.round(v / 1e5) / 10])) })}\n`);
+  }, 10 * MINUTE);
+
+  it('each image is at most 250 MB and holds the compiled release only', async () => {
+    for (const image of images.slice(0, 2)) {
+      const res = await run('docker', ['image', 'inspect', '--format', '{{.Size}}', image]);
+      expect(res.exitCode, res.stderr).toBe(0);
+      sizes[image.slice(prefix.length + 1)] = Number(res.stdout.trim());
+      expect(Number(res.stdout.trim())).toBeLessThanOrEqual(MAX_IMAGE_BYTES);
+      // The release: the bundle, the one addon package and what it requires, the dashboard; no sources, no loader.
+      const listing = await run('docker', ['run', '--rm', '--network', 'none', '--entrypoint', 'sh', image, '-c', 'ls /app /app/node_modules; ls -l /usr/local/bin/tidepool; command -v tsx pnpm npm || true; find / -xdev -name "*.ts" -path "*/src/*" | head -3']);
+      expect(listing.exitCode, listing.stderr).toBe(0);
+      const lines = listing.stdout.trim().split('\n');
+      expect(lines.slice(0, lines.indexOf(''))).toEqual(['/app:', 'dashboard', 'node_modules', 'packages.txt', 'tidepool.mjs']);
+      expect(listing.stdout).toMatch(/\/app\/node_modules:\nbetter-sqlite3\nbindings\nfile-uri-to-path\n/);
+      expect(listing.stdout).toMatch(/\/usr\/local\/bin\/tidepool -> \/app\/tidepool\.mjs\n$/);
+    }
+  });
+
+  it('`tidepool --version` prints the platform version; `tidepool` alone prints the usage and exits 2', async () => {
+    for (const image of images.slice(0, 2)) {
+      const res = await run('docker', ['run', '--rm', '--network', 'none', image, 'tidepool', '--version'], { timeoutMs: MINUTE });
+      expect(res.exitCode, res.stderr).toBe(0);
+      expect(res.stdout).toMatch(new RegExp(`^tidepool ${version.replace(/\./g, '\\.')} \\(node agent protocol \\d+, Node v20\\.`));
+      const bare = await run('docker', ['run', '--rm', '--network', 'none', image, 'tidepool'], { timeoutMs: MINUTE });
+      expect(bare.exitCode).toBe(2);
+      expect(bare.stderr).toMatch(/^usage: tidepool \[api\|node\|migrate\|--version\]/);
+    }
+    const [api, agent] = images;
+    expect(JSON.parse((await run('docker', ['image', 'inspect', '--format', '{{json .Config.Cmd}}', api])).stdout)).toEqual(['tidepool', 'api']);
+    expect(JSON.parse((await run('docker', ['image', 'inspect', '--format', '{{json .Config.Cmd}}', agent])).stdout)).toEqual(['tidepool', 'node']);
+    expect((await run('docker', ['image', 'inspect', '--format', '{{.Config.User}}', api])).stdout.trim()).toBe('tidepool');
+  });
+
+  it('the API image migrates SQLite with the compiled better-sqlite3 addon, as user tidepool in /data', async () => {
+    const res = await run('docker', ['run', '--rm', '--network', 'none', images[0], 'tidepool', 'migrate'], { timeoutMs: MINUTE });
+    expect(res.exitCode, res.stderr).toBe(0);
+    expect(res.stdout).toMatch(/"database":"sqlite:\/data\/tidepool\.db".*database migrated to the current schema/);
+  });
+
+  it('the node agent answers mutual TLS within 1 s of its process starting (median of three starts)', async () => {
+    state = await upCluster({ name, slot: await freeClusterSlot(), dir: clusterDir, nodes: 1, tls: false, agents: false });
+    const node = state.nodes[0]!;
+    const loaded = await run('sh', ['-c', 'docker save "$1" | docker -H "unix://$2" load --quiet', 'sh', images[1]!, node.socket], { timeoutMs: 10 * MINUTE });
+    expect(loaded.exitCode, loaded.stderr).toBe(0);
+    const tlsDir = join(work, 'agent-tls');
+    const client = await ensureClusterTls(tlsDir);
+    const server = await ensureNodeServerTls(tlsDir, 'node1', node.address);
+    const dataDir = join(work, 'agent-data');
+    mkdirSync(dataDir, { recursive: true });
+    writeFileSync(join(tlsDir, 'node.pem'), readFileSync(server.cert));
+    writeFileSync(join(tlsDir, 'node-key.pem'), readFileSync(server.key), { mode: 0o600 });
+    const url = `https://${node.address}:7443/v1/health`;
+    const tls = { ca: readFileSync(client.ca), cert: readFileSync(client.cert), key: readFileSync(client.key) };
+    const started = await nodeDocker(node, [
+      'create', '--name', agentContainer, '--network', 'host',
+      '-v', `${node.socket}:/var/run/docker.sock`, '-v', `${tlsDir}:/tls:ro`, '-v', `${dataDir}:/var/lib/tidepool/node`,
+      '-e', 'TIDEPOOL_NODE_ID=node1', '-e', `TIDEPOOL_NODE_LISTEN=${node.address}:7443`,
+      '-e', 'TIDEPOOL_NODE_TLS_CERT=/tls/node.pem', '-e', 'TIDEPOOL_NODE_TLS_KEY=/tls/node-key.pem', '-e', 'TIDEPOOL_NODE_TLS_CA=/tls/ca.pem',
+      '-e', 'TIDEPOOL_DATA_DIR=/var/lib/tidepool/node', '-e', `TIDEPOOL_VOLUMES_HOST_DIR=${dataDir}/volumes`, '-e', 'TIDEPOOL_LXCFS=off',
+      '-e', 'TIDEPOOL_SANDBOX_ISOLATION=warn',
+      images[1]!,
+    ]);
+    expect(started.exitCode, started.stderr).toBe(0);
+    const startTimes: number[] = [];
+    for (let attempt = 0; attempt < 3; attempt++) {
+      const start = await nodeDocker(node, ['start', agentContainer]);
+      expect(start.exitCode, start.stderr).toBe(0);
+      let answer: { status: number; body: string } | undefined;
+      const deadline = Date.now() + MINUTE;
+      // Asked every 20 ms (the measurement's resolution) until it answers: refused connections cost the agent nothing.
+      while (!answer) {
+        answer = await tlsGet(url, tls, 2_000).catch(() => undefined);
+        if (answer) break;
+        if (Date.now() > deadline) {
+          const logs = await nodeDocker(node, ['logs', '--tail', '30', agentContainer]);
+          throw new Error(`the agent did not answer within a minute:\n${logs.stdout}${logs.stderr}`);
+        }
+        await new Promise((resolve) => setTimeout(resolve, 20));
+      }
+      const answeredAt = Date.now();
+      expect(answer.status).toBe(200);
+      expect(JSON.parse(answer.body)).toEqual({ nodeId: 'node1', version: expect.any(String) });
+      const startedAt = Date.parse((await nodeDocker(node, ['inspect', '--format', '{{.State.StartedAt}}', agentContainer])).stdout.trim());
+      startTimes.push(answeredAt - startedAt);
+      const stop = await nodeDocker(node, ['stop', '--time', '30', agentContainer]);
+      expect(stop.exitCode, stop.stderr).toBe(0);
+    }
+    const median = [...startTimes].sort((a, b) => a - b)[1]!;
+    process.stderr.write(`[release-images] node agent: first mutual-TLS answer ${startTimes.join(', ')} ms after its process started (median ${median} ms)\n`);
+    expect(median).toBeLessThanOrEqual(MAX_AGENT_START_MS);
+  }, 15 * MINUTE);
+});
