@@ -61,12 +61,16 @@ const BANNER = [
   'const __dirname = __tpDirname(__filename);',
 ].join('\n');
 
-async function bundle(outfile) {
+async function bundle(outdir) {
   const version = JSON.parse(readFileSync(join(apiRoot, 'package.json'), 'utf8')).version;
   if (typeof version !== 'string' || version === '') throw new Error('apps/api/package.json has no version');
   return build({
-    entryPoints: [join(apiRoot, 'src', 'main.ts')],
-    outfile,
+    entryPoints: [{ in: join(apiRoot, 'src', 'main.ts'), out: 'tidepool' }],
+    outdir,
+    outExtension: { '.js': '.mjs' },
+    // src/main.ts imports each command's part when it runs: one chunk per part, shared code in chunks of its own.
+    splitting: true,
+    chunkNames: 'chunks/[name]-[hash]',
     bundle: true,
     platform: 'node',
     format: 'esm',
@@ -74,11 +78,13 @@ async function bundle(outfile) {
     external: [...NATIVE_PACKAGES, ...OPTIONAL_EXTERNAL],
     // What src/observability/api-version.ts and src/dashboard/dashboard-assets.ts read instead of files around
     // the sources (the dashboard path is relative to the bundle); src/main.ts wants a command in the release.
-    define: { __TIDEPOOL_VERSION__: JSON.stringify(version), __TIDEPOOL_DASHBOARD_DIR__: JSON.stringify('./dashboard'), __TIDEPOOL_RELEASE__: 'true' },
+    define: { __TIDEPOOL_VERSION__: JSON.stringify(version), __TIDEPOOL_DASHBOARD_DIR__: JSON.stringify('../dashboard'), __TIDEPOOL_RELEASE__: 'true' },
     banner: { js: BANNER },
     legalComments: 'none',
     sourcemap: false,
-    minify: false,
+    // Whitespace and syntax only: less to parse at every start, names kept for stack traces in the logs.
+    minifyWhitespace: true,
+    minifySyntax: true,
     logLevel: 'warning',
     metafile: true,
   });
@@ -135,7 +141,7 @@ async function main() {
   rmSync(args.out, { recursive: true, force: true });
   mkdirSync(args.out, { recursive: true });
   const outfile = join(args.out, 'tidepool.mjs');
-  const result = await bundle(outfile);
+  const result = await bundle(args.out);
   chmodSync(outfile, 0o755); // the `tidepool` command itself (its first line names Node)
   const native = copyNative(join(args.out, 'node_modules'));
   if (args.dashboard) {

@@ -1,15 +1,15 @@
 import type { Logger } from 'pino';
 import { ConfigError } from './config.ts';
-import { startPlatform } from './server/platform.ts';
 import { installProcessGuard } from './process-guard.ts';
-import { runNodeAgent } from './node-agent/run-node-agent.ts';
-import { runMigrate } from './store/migrate-command.ts';
 import { shutdownPlan } from './shutdown-policy.ts';
 import { apiVersion } from './observability/api-version.ts';
-import { NODE_AGENT_VERSION } from './node-agent/node-agent.ts';
+
+// Each command loads only its own part (dynamic imports, separate chunks in the release bundle): the node agent
+// starts without compiling the API's server, and the other way round.
 
 /** `tidepool api` (and no subcommand): today's all-in-one platform, an API embedding one local node. */
 async function runApi(): Promise<void> {
+  const { startPlatform } = await import('./server/platform.ts');
   const platform = await startPlatform();
   // From here on, nothing a request triggers may take the platform down; startup errors above still exit.
   installProcessGuard(platform.app.log as unknown as Logger);
@@ -56,7 +56,8 @@ const USAGE =
   'usage: tidepool [api|node|migrate|--version]\n  api      the platform: API, sandbox proxy and the local engine (the default from source: pnpm start)\n  node     the node agent: this machine\'s engine behind a mutual-TLS listener (TIDEPOOL_NODE_*)\n  migrate  apply the database migrations (TIDEPOOL_DATABASE_URL, else SQLite in TIDEPOOL_DATA_DIR) and exit\n  --version  print the platform version (and the node protocol version) and exit\n';
 
 /** `tidepool --version`: one line, the platform version first. */
-function versionLine(): string {
+async function versionLine(): Promise<string> {
+  const { NODE_AGENT_VERSION } = await import('./node-agent/node-agent.ts');
   return `tidepool ${apiVersion()} (node agent protocol ${NODE_AGENT_VERSION}, Node ${process.version})\n`;
 }
 
@@ -74,10 +75,10 @@ async function main(argv: string[]): Promise<void> {
   const [command = 'api', ...rest] = argv;
   if (rest.length > 0) throw new Error(`unexpected arguments after '${command}': ${rest.join(' ')}\n${USAGE}`);
   if (command === 'api') return runApi();
-  if (command === 'node') return runNodeAgent();
-  if (command === 'migrate') return runMigrate();
+  if (command === 'node') return (await import('./node-agent/run-node-agent.ts')).runNodeAgent();
+  if (command === 'migrate') return (await import('./store/migrate-command.ts')).runMigrate();
   if (command === '--version' || command === 'version' || command === '-v') {
-    process.stdout.write(versionLine());
+    process.stdout.write(await versionLine());
     return;
   }
   if (command === 'help' || command === '--help' || command === '-h') {
