@@ -31,6 +31,46 @@ const INSTALL_ONLY = new Set(['prebuild-install']);
  */
 const OPTIONAL_EXTERNAL = ['pg-native', 'cpu-features', '*.node'];
 
+/**
+ * Modules a dependency requires when it loads but the platform calls only on paths it never takes: each becomes a
+ * stand-in that requires the real module (still in the bundle) on its first call, so every start skips evaluating
+ * them. dockerode's BuildKit session (gRPC and protobufjs; used only by `buildImage` with `version: '2'`, which the
+ * platform never calls) and docker-modem's SSH agent (ssh2; only for ssh:// engine addresses). Each module exports
+ * one function.
+ */
+const LAZY_MODULES = [
+  { importer: /\/dockerode\/lib\/docker\.js$/, request: './session' },
+  { importer: /\/docker-modem\/lib\/modem\.js$/, request: './ssh' },
+];
+
+/** esbuild plugin for LAZY_MODULES; fails the build when a listed require is no longer there (a dependency changed). */
+function lazyModules() {
+  return {
+    name: 'tidepool-lazy-modules',
+    setup(build) {
+      const used = new Set();
+      build.onResolve({ filter: /^\.\/(session|ssh)$/ }, (args) => {
+        const index = LAZY_MODULES.findIndex((lazy) => lazy.request === args.path && lazy.importer.test(args.importer));
+        if (index < 0 || args.pluginData?.real) return undefined;
+        used.add(index);
+        return { path: join(dirname(args.importer), `${args.path}.js`), namespace: 'tidepool-lazy', pluginData: { dir: dirname(args.importer), request: args.path } };
+      });
+      build.onLoad({ filter: /.*/, namespace: 'tidepool-lazy' }, (args) => ({
+        contents: `module.exports = function () { return require(${JSON.stringify(args.pluginData.request)}).apply(this, arguments); };`,
+        resolveDir: args.pluginData.dir,
+        loader: 'js',
+        pluginData: { real: true },
+      }));
+      build.onResolve({ filter: /^\.\/(session|ssh)$/, namespace: 'tidepool-lazy' }, (args) => ({ path: join(args.resolveDir, `${args.path}.js`) }));
+      build.onEnd((result) => {
+        if (result.errors.length > 0) return;
+        const missing = LAZY_MODULES.filter((_, index) => !used.has(index));
+        if (missing.length > 0) throw new Error(`lazy modules not found (a dependency changed?): ${missing.map((m) => `${m.request} from ${m.importer}`).join(', ')}`);
+      });
+    },
+  };
+}
+
 function parseArgs(argv) {
   const out = { out: undefined, dashboard: undefined, quiet: false };
   for (let i = 0; i < argv.length; i++) {
@@ -80,6 +120,7 @@ async function bundle(outdir) {
     // the sources (the dashboard path is relative to the bundle); src/main.ts wants a command in the release.
     define: { __TIDEPOOL_VERSION__: JSON.stringify(version), __TIDEPOOL_DASHBOARD_DIR__: JSON.stringify('../dashboard'), __TIDEPOOL_RELEASE__: 'true' },
     banner: { js: BANNER },
+    plugins: [lazyModules()],
     legalComments: 'none',
     sourcemap: false,
     // Whitespace and syntax only: less to parse at every start, names kept for stack traces in the logs.

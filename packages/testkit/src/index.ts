@@ -60,3 +60,4 @@ export {
   type DownReport,
   type UpOptions,
 } from './local-cluster.ts';
+export { buildReleaseImages, imageSize, measureAgentStarts, median, RELEASE_IMAGE_NAMES, type AgentStart } from './release-images.ts';
