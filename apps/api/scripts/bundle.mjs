@@ -4,15 +4,17 @@
 //
 //   node apps/api/scripts/bundle.mjs --out <dir> [--dashboard <built dashboard dir>] [--quiet]
 //
-//   <dir>/tidepool.mjs               one ESM file (esbuild): the platform and every pure-JS dependency, with a
-//                                    `#!/usr/bin/env node` line so it can be the `tidepool` command itself
+//   <dir>/tidepool.mjs               the entry (esbuild, ESM), with a `#!/usr/bin/env node` line so it can be the
+//                                    `tidepool` command itself
+//   <dir>/chunks/*.mjs               the platform and every pure-JS dependency, one chunk per command's part (the
+//                                    node agent loads no API server) and chunks of the code they share
 //   <dir>/node_modules/<package>     the packages that cannot be inlined (compiled addons) and what they
 //                                    require at run time: package.json, JavaScript, build/Release/*.node only
 //   <dir>/dashboard/                 the built dashboard (when --dashboard is given), served at /dashboard
 //   <dir>/packages.txt               the packages inlined into the bundle (for auditing an image)
 //
 // The addons are copied as the workspace's `pnpm install` compiled them, so run this where the release runs
-// (docker/cluster/Dockerfile does, per architecture).
+// (docker/cluster/tidepool/Dockerfile does, per architecture).
 import { build } from 'esbuild';
 import { chmodSync, cpSync, existsSync, mkdirSync, readFileSync, readdirSync, realpathSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
@@ -193,8 +195,8 @@ async function main() {
   const inlined = [...new Set(inputs.map((p) => p.replace(/^.*node_modules\/(@[^/]+\/[^/]+|[^/]+).*$/, '$1')))].sort();
   writeFileSync(join(args.out, 'packages.txt'), `${inlined.join('\n')}\n`);
   if (!args.quiet) {
-    const size = statSync(outfile).size;
-    process.stderr.write(`tidepool bundle: ${relative(process.cwd(), outfile)} (${(size / 1024).toFixed(0)} KiB, ${inlined.length} packages inlined; native: ${native.join(', ')})\n`);
+    const size = Object.values(result.metafile.outputs).reduce((total, output) => total + output.bytes, 0);
+    process.stderr.write(`tidepool bundle: ${relative(process.cwd(), args.out)} (${(size / 1024).toFixed(0)} KiB in ${Object.keys(result.metafile.outputs).length} files, ${inlined.length} packages inlined; native: ${native.join(', ')})\n`);
   }
 }
 
