@@ -147,6 +147,12 @@ export const ConfigSchema = Type.Object({
    */
   codeInterpreterImage: Type.String(),
   /**
+   * Executable run as `<builder> <target> <image>` to build a built-in template's image (e.g. the code interpreter's)
+   * after the API listens, instead of before it starts; '' (default) = never built by the API. `npm start` sets it
+   * to scripts/build-builtin-image.sh.
+   */
+  builtinImageBuilder: Type.String({ pattern: '^(/.*)?$' }),
+  /**
    * What stopping the API (SIGTERM/SIGINT) does to sandboxes: `keep` leaves them running for the next start on
    * the same data dir to adopt; `kill` kills every sandbox (running and paused) and removes the warm pool's
    * containers first, so no container of this platform remains (docker-compose.yml).
@@ -252,6 +258,7 @@ const ENV_NAMES: Record<keyof Config, string> = {
   metricsAddress: 'TIDEPOOL_METRICS_ADDRESS',
   runtimeImage: 'TIDEPOOL_RUNTIME_IMAGE',
   codeInterpreterImage: 'TIDEPOOL_CODE_INTERPRETER_IMAGE',
+  builtinImageBuilder: 'TIDEPOOL_BUILTIN_IMAGE_BUILDER',
   onShutdown: 'TIDEPOOL_ON_SHUTDOWN',
   secretsKey: 'TIDEPOOL_SECRETS_KEY',
   nodeId: 'TIDEPOOL_NODE_ID',
@@ -478,6 +485,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     metricsAddress: (env.TIDEPOOL_METRICS_ADDRESS ?? '').trim(),
     runtimeImage: (env.TIDEPOOL_RUNTIME_IMAGE ?? '').trim() || 'tidepool/envd-runtime:latest',
     codeInterpreterImage: env.TIDEPOOL_CODE_INTERPRETER_IMAGE === undefined ? 'tidepool/code-interpreter:latest' : env.TIDEPOOL_CODE_INTERPRETER_IMAGE.trim(),
+    builtinImageBuilder: (env.TIDEPOOL_BUILTIN_IMAGE_BUILDER ?? '').trim(),
     onShutdown: (env.TIDEPOOL_ON_SHUTDOWN ?? '').trim().toLowerCase() || 'keep',
     secretsKey: (env.TIDEPOOL_SECRETS_KEY ?? '').trim(),
     nodeId: (env.TIDEPOOL_NODE_ID ?? '').trim(),

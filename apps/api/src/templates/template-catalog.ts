@@ -85,6 +85,9 @@ export const namesOf = (template: TemplateRecord): string[] => (template.alias ?
  * snapshots. Images and running builds are someone else's (the build queue, the lifecycle).
  */
 export class TemplateCatalog {
+  /** Image builds of built-in templates running in this process (see awaitBuiltinBuild). */
+  private readonly builtinBuilds = new Map<string, Promise<void>>();
+
   constructor(private readonly store: TemplateStore) {}
 
   /** Finds a template by id or name that `teamId` may access so; throws not_found (another team's answers as a missing one). */
@@ -151,7 +154,13 @@ export class TemplateCatalog {
     const tag = parsed.tag ?? DEFAULT_TAG;
     const buildId = (await this.store.taggedBuild(template.templateId, tag)) ?? (parsed.tag === undefined ? (await this.latestReady(template.templateId))?.buildId : undefined);
     if (!buildId) throw notFound(`template '${parsed.name}' has no build tagged '${tag}'`);
-    const build = await this.store.build(buildId);
+    let build = await this.store.build(buildId);
+    const imageBuild = build?.status === 'building' ? this.builtinBuilds.get(template.templateId) : undefined;
+    if (imageBuild && BUILTIN_TEMPLATE_NAMES.includes(template.templateId)) {
+      // Its image is being built by this process: the create waits for it, then sees the result.
+      await imageBuild;
+      build = await this.store.build(buildId);
+    }
     if (build?.status === 'error' && build.reason && BUILTIN_TEMPLATE_NAMES.includes(template.templateId)) {
       throw notFound(`template '${parsed.name}' is not available: ${build.reason.message}`);
     }
@@ -186,7 +195,34 @@ export class TemplateCatalog {
   }
 
   /** Registers (or refreshes) a built-in template: its only build (id = template id) points at `image`. */
-  async registerBuiltin(input: BuiltinTemplateInput): Promise<void> {
+  registerBuiltin(input: BuiltinTemplateInput): Promise<void> {
+    return this.saveBuiltin(input, 'ready');
+  }
+
+  /**
+   * A built-in template whose image is being built (builtin-image-builds.ts): listed as `building`, `progress` the
+   * first line of its build log; creates wait for the build (see awaitBuiltinBuild).
+   */
+  async registerBuiltinBuilding(input: Omit<BuiltinTemplateInput, 'image' | 'envdVersion'>, progress: string): Promise<void> {
+    await this.saveBuiltin({ ...input, image: null, envdVersion: null }, 'building');
+    await this.store.clearLogs(input.templateId);
+    await this.store.appendLog(input.templateId, 'info', progress);
+  }
+
+  /** Where a built-in template's image build is running: creates of it wait for `done` (resolved either way). */
+  awaitBuiltinBuild(templateId: string, done: Promise<void>): void {
+    this.builtinBuilds.set(templateId, done);
+    void done.finally(() => {
+      if (this.builtinBuilds.get(templateId) === done) this.builtinBuilds.delete(templateId);
+    });
+  }
+
+  /** A line of a built-in template's image build (its build log: GET /templates/{id}/builds/{id}/status, the dashboard). */
+  appendBuiltinLog(templateId: string, level: 'info' | 'error', message: string): Promise<void> {
+    return this.store.appendLog(templateId, level, message);
+  }
+
+  private async saveBuiltin(input: Omit<BuiltinTemplateInput, 'image' | 'envdVersion'> & { image: string | null; envdVersion: string | null }, status: 'ready' | 'building'): Promise<void> {
     const now = nowIso();
     const { templateId } = input;
     await this.store.atomically(async (store) => {
@@ -212,7 +248,7 @@ export class TemplateCatalog {
       await store.saveBuild({
         buildId: templateId,
         templateId,
-        status: 'ready',
+        status,
         image: input.image,
         cpuCount,
         memoryMB,
@@ -224,7 +260,7 @@ export class TemplateCatalog {
         requestedTags: [DEFAULT_TAG],
         createdAt: build?.createdAt ?? now,
         updatedAt: now,
-        finishedAt: build?.finishedAt ?? now,
+        finishedAt: status === 'ready' ? (build?.finishedAt ?? now) : null,
       });
       await store.setTag(templateId, DEFAULT_TAG, templateId);
     });
