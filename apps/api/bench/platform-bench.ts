@@ -31,7 +31,8 @@
  * creates through the SDK on a three-node local cluster vs one node of it; root; BENCH_CLUSTER_CREATES,
  * BENCH_CLUSTER_CONCURRENCY), `node-hop` (node-hop-bench.ts: envd /health and commands.run through the proxy to a
  * sandbox on the API's embedded node vs one on a local cluster's agent, interleaved; root; BENCH_NODE_HOP_REQUESTS,
- * BENCH_NODE_HOP_COMMANDS) (default
+ * BENCH_NODE_HOP_COMMANDS), `images` (images-bench.ts: the production images' sizes and the node-agent image's start
+ * on a one-node local cluster; root; BENCH_IMAGES_STARTS) (default
  * `sandboxes,runtimes,templates,pool,pool-adaptive`).
  */
 import { Sandbox } from 'e2b';
@@ -53,6 +54,7 @@ import { benchCluster } from './cluster-bench.ts';
 import { benchNodeHop } from './node-hop-bench.ts';
 import { benchColdRuntimes } from './runtime-bench.ts';
 import { benchBurstAb } from './burst-ab-bench.ts';
+import { benchImages } from './images-bench.ts';
 import { loadConfig } from '../src/config.ts';
 
 const SERIAL = Number(process.env.BENCH_SERIAL ?? 30);
@@ -65,7 +67,7 @@ const log = (message: string): void => console.error(`[bench] ${message}`);
 async function main(): Promise<void> {
   let image = '';
   // Sections that need no container do not wait for an image build.
-  if (![...SECTIONS].every((name) => name === 'placement' || name === 'proxy-hop')) {
+  if (![...SECTIONS].every((name) => name === 'placement' || name === 'proxy-hop' || name === 'images')) {
     log('building images if needed');
     image = await ensureBaseImage();
   }
@@ -92,6 +94,7 @@ async function main(): Promise<void> {
     ['node-hop', () => benchNodeHop(log)],
     ['runtimes', () => benchColdRuntimes(image, loadConfig(process.env).sandboxNetwork, log)],
     ['burst', () => benchBurstAb(log)],
+    ['images', () => benchImages(log)],
   ];
   for (const [name, bench] of ownProcess) {
     if (!SECTIONS.has(name)) continue;

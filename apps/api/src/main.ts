@@ -1,13 +1,15 @@
 import type { Logger } from 'pino';
 import { ConfigError } from './config.ts';
-import { startPlatform } from './server/platform.ts';
 import { installProcessGuard } from './process-guard.ts';
-import { runNodeAgent } from './node-agent/run-node-agent.ts';
-import { runMigrate } from './store/migrate-command.ts';
 import { shutdownPlan } from './shutdown-policy.ts';
+import { apiVersion } from './observability/api-version.ts';
+
+// Each command loads only its own part (dynamic imports, separate chunks in the release bundle): the node agent
+// starts without compiling the API's server, and the other way round.
 
 /** `tidepool api` (and no subcommand): today's all-in-one platform, an API embedding one local node. */
 async function runApi(): Promise<void> {
+  const { startPlatform } = await import('./server/platform.ts');
   const platform = await startPlatform();
   // From here on, nothing a request triggers may take the platform down; startup errors above still exit.
   installProcessGuard(platform.app.log as unknown as Logger);
@@ -51,14 +53,34 @@ async function runApi(): Promise<void> {
 }
 
 const USAGE =
-  'usage: tidepool [api|node|migrate]\n  api      (default) the platform: API, sandbox proxy and the local engine\n  node     the node agent: this machine\'s engine behind a mutual-TLS listener (TIDEPOOL_NODE_*)\n  migrate  apply the database migrations (TIDEPOOL_DATABASE_URL, else SQLite in TIDEPOOL_DATA_DIR) and exit\n';
+  'usage: tidepool [api|node|migrate|--version]\n  api      the platform: API, sandbox proxy and the local engine (the default from source: pnpm start)\n  node     the node agent: this machine\'s engine behind a mutual-TLS listener (TIDEPOOL_NODE_*)\n  migrate  apply the database migrations (TIDEPOOL_DATABASE_URL, else SQLite in TIDEPOOL_DATA_DIR) and exit\n  --version  print the platform version (and the node protocol version) and exit\n';
+
+/** `tidepool --version`: one line, the platform version first. */
+async function versionLine(): Promise<string> {
+  const { NODE_AGENT_VERSION } = await import('./node-agent/node-agent.ts');
+  return `tidepool ${apiVersion()} (node agent protocol ${NODE_AGENT_VERSION}, Node ${process.version})\n`;
+}
+
+/**
+ * Set by apps/api/scripts/bundle.mjs in the compiled release (the images' `tidepool` command), where a command is
+ * required: without one it prints the usage and exits 2. From source, no command is `api` (`pnpm start`).
+ */
+declare const __TIDEPOOL_RELEASE__: boolean | undefined;
 
 async function main(argv: string[]): Promise<void> {
+  if (argv.length === 0 && typeof __TIDEPOOL_RELEASE__ === 'boolean' && __TIDEPOOL_RELEASE__) {
+    process.stderr.write(USAGE);
+    process.exit(2);
+  }
   const [command = 'api', ...rest] = argv;
   if (rest.length > 0) throw new Error(`unexpected arguments after '${command}': ${rest.join(' ')}\n${USAGE}`);
   if (command === 'api') return runApi();
-  if (command === 'node') return runNodeAgent();
-  if (command === 'migrate') return runMigrate();
+  if (command === 'node') return (await import('./node-agent/run-node-agent.ts')).runNodeAgent();
+  if (command === 'migrate') return (await import('./store/migrate-command.ts')).runMigrate();
+  if (command === '--version' || command === 'version' || command === '-v') {
+    process.stdout.write(await versionLine());
+    return;
+  }
   if (command === 'help' || command === '--help' || command === '-h') {
     process.stdout.write(USAGE);
     return;

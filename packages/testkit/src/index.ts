@@ -61,3 +61,4 @@ export {
   type UpOptions,
 } from './local-cluster.ts';
 export { machineOf, SWARM_STACK, type ClusterSwarmState, type SwarmMember, type SwarmOptions } from './cluster-swarm.ts';
+export { buildReleaseImages, imageSize, measureAgentStarts, median, RELEASE_IMAGE_NAMES, type AgentStart } from './release-images.ts';

@@ -8,8 +8,16 @@ import { OPEN_ROUTE } from '../http/route-auth.ts';
 /** Where the dashboard lives on the API's origin. */
 export const DASHBOARD_PREFIX = '/dashboard';
 
-/** `apps/dashboard/dist`, built by `pnpm --filter @tidepool/dashboard build`. */
-export const DEFAULT_DASHBOARD_DIR = fileURLToPath(new URL('../../../dashboard/dist', import.meta.url));
+/**
+ * Where the dashboard's files are, relative to this module: set by apps/api/scripts/bundle.mjs (esbuild `define`) in
+ * the compiled release, whose files sit beside the bundle; undeclared when run from source.
+ */
+declare const __TIDEPOOL_DASHBOARD_DIR__: string | undefined;
+
+/** `apps/dashboard/dist`, built by `pnpm --filter @tidepool/dashboard build` (in the release: `dashboard/` beside the bundle). */
+export const DEFAULT_DASHBOARD_DIR = fileURLToPath(
+  new URL(typeof __TIDEPOOL_DASHBOARD_DIR__ === 'string' ? __TIDEPOOL_DASHBOARD_DIR__ : '../../../dashboard/dist', import.meta.url),
+);
 
 const TYPES: Record<string, string> = {
   '.html': 'text/html; charset=utf-8',

@@ -7,12 +7,10 @@
  */
 import { existsSync, readdirSync } from 'node:fs';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
-import Fastify from 'fastify';
 import type { Logger } from 'pino';
 import { NodeChannelError } from '../nodes/node-channel-errors.ts';
 import { isVolumeMethod, schemaProblem, VOLUME_METHODS } from '../nodes/node-rpc-methods.ts';
 import { ContentError } from '../volumes/content/content-errors.ts';
-import { registerVolumeContentRoutes } from '../volumes/content/volume-content-routes.ts';
 import type { VolumeStorage } from '../volumes/volume-storage.ts';
 
 const VOLUME_ID = /^vol_[a-z0-9]{20}$/;
@@ -28,9 +26,12 @@ export interface AgentVolumes {
 
 const badCall = (message: string): NodeChannelError => new NodeChannelError('bad_call', message);
 
-export async function startAgentVolumes(storage: VolumeStorage, logger: Logger, maxUploadBytes: number): Promise<AgentVolumes> {
-  storage.prepareRoot();
-  let dispatch: ((request: IncomingMessage, response: ServerResponse) => void) | undefined;
+type Dispatch = (request: IncomingMessage, response: ServerResponse) => void;
+
+/** The content routes' Fastify instance, ready, and the handler that runs a request through it. */
+async function startContentApp(storage: VolumeStorage, logger: Logger, maxUploadBytes: number): Promise<{ dispatch: Dispatch; close: () => Promise<void> }> {
+  const [{ default: Fastify }, { registerVolumeContentRoutes }] = await Promise.all([import('fastify'), import('../volumes/content/volume-content-routes.ts')]);
+  let dispatch: Dispatch | undefined;
   const app = Fastify({
     logger: false,
     serverFactory: (handler) => {
@@ -49,6 +50,18 @@ export async function startAgentVolumes(storage: VolumeStorage, logger: Logger, 
     maxUploadBytes,
   });
   await app.ready();
+  return { dispatch: dispatch!, close: () => app.close() };
+}
+
+export async function startAgentVolumes(storage: VolumeStorage, logger: Logger, maxUploadBytes: number): Promise<AgentVolumes> {
+  storage.prepareRoot();
+  // Made on the first content request: compiling its route schemas is most of an agent's start otherwise, and
+  // the agent answers (health, sandboxes) without it.
+  let content: ReturnType<typeof startContentApp> | undefined;
+  const contentApp = (): ReturnType<typeof startContentApp> => {
+    content ??= startContentApp(storage, logger, maxUploadBytes);
+    return content;
+  };
   return {
     async call(method, body) {
       if (!isVolumeMethod(method)) throw badCall(`unknown volume call ${JSON.stringify(method.slice(0, 64))}`);
@@ -70,8 +83,17 @@ export async function startAgentVolumes(storage: VolumeStorage, logger: Logger, 
     serveContent(request, response) {
       // The routes are the API's own, under /volumecontent/.
       request.url = (request.url ?? '').slice('/v1'.length);
-      dispatch!(request, response);
+      contentApp().then(
+        (app) => app.dispatch(request, response),
+        (error: unknown) => {
+          logger.error({ err: error }, 'volume content routes could not start');
+          if (!response.headersSent) response.writeHead(500, { 'content-type': 'application/json' });
+          response.end(JSON.stringify({ code: 500, message: 'volume content routes could not start on this node' }));
+        },
+      );
     },
-    close: () => app.close(),
+    close: async () => {
+      if (content) await (await content).close();
+    },
   };
 }
