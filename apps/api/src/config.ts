@@ -147,6 +147,11 @@ export const ConfigSchema = Type.Object({
    */
   codeInterpreterImage: Type.String(),
   /**
+   * Image of the built-in `desktop` template (`@e2b/desktop`); '' = no such template. The API with an engine builds
+   * it from docker/desktop after it listens when it is missing or older than its sources; a desktop create waits.
+   */
+  desktopImage: Type.String(),
+  /**
    * What stopping the API (SIGTERM/SIGINT) does to sandboxes: `keep` leaves them running for the next start on
    * the same data dir to adopt; `kill` kills every sandbox (running and paused) and removes the warm pool's
    * containers first, so no container of this platform remains (docker-compose.yml).
@@ -252,6 +257,7 @@ const ENV_NAMES: Record<keyof Config, string> = {
   metricsAddress: 'TIDEPOOL_METRICS_ADDRESS',
   runtimeImage: 'TIDEPOOL_RUNTIME_IMAGE',
   codeInterpreterImage: 'TIDEPOOL_CODE_INTERPRETER_IMAGE',
+  desktopImage: 'TIDEPOOL_DESKTOP_IMAGE',
   onShutdown: 'TIDEPOOL_ON_SHUTDOWN',
   secretsKey: 'TIDEPOOL_SECRETS_KEY',
   nodeId: 'TIDEPOOL_NODE_ID',
@@ -478,6 +484,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     metricsAddress: (env.TIDEPOOL_METRICS_ADDRESS ?? '').trim(),
     runtimeImage: (env.TIDEPOOL_RUNTIME_IMAGE ?? '').trim() || 'tidepool/envd-runtime:latest',
     codeInterpreterImage: env.TIDEPOOL_CODE_INTERPRETER_IMAGE === undefined ? 'tidepool/code-interpreter:latest' : env.TIDEPOOL_CODE_INTERPRETER_IMAGE.trim(),
+    desktopImage: env.TIDEPOOL_DESKTOP_IMAGE === undefined ? 'tidepool/desktop:latest' : env.TIDEPOOL_DESKTOP_IMAGE.trim(),
     onShutdown: (env.TIDEPOOL_ON_SHUTDOWN ?? '').trim().toLowerCase() || 'keep',
     secretsKey: (env.TIDEPOOL_SECRETS_KEY ?? '').trim(),
     nodeId: (env.TIDEPOOL_NODE_ID ?? '').trim(),

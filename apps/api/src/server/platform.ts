@@ -12,6 +12,7 @@ import type { NodePools } from '../sandboxes/pool/node-pools.ts';
 import { storageVolumes } from '../volumes/node-volumes.ts';
 import { volumeNodes } from '../nodes/volume-nodes.ts';
 import { BuiltinTemplates } from '../templates/builtin-templates.ts';
+import { DesktopTemplate } from '../templates/desktop-template.ts';
 import { LxcfsSupervisor } from '../runtime/lxcfs/lxcfs-supervisor.ts';
 import { buildApiServer } from './api-server.ts';
 import { AuthFailureLimiter, DEFAULT_MAX_TRACKED_ADDRESSES } from '../http/auth-failure-limiter.ts';
@@ -144,6 +145,7 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
   const poolsShared = db.replicas !== undefined;
   let lxcfs: LxcfsSupervisor | undefined;
   let monitor: NodeMonitor | undefined;
+  let desktop: DesktopTemplate | undefined;
   const agents = new Map<string, LocalNodeAgent>();
   const extraWatches: EngineWatch[] = [];
   try {
@@ -303,6 +305,9 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
     const builds = templateBuilds({ config, db, docker, platformId, hardening, builderOverride, nodes, images, templates, templateStore, lifecycle, pools: nodePools, metrics, tokenSeed, logger });
     queue = builds.queue;
     await queue.recoverAfterRestart();
+    // After interrupted builds were failed: the desktop template's own image build is not one of them.
+    desktop = runtime ? new DesktopTemplate(templates, config, logger) : undefined;
+    if (runtime) await desktop?.register(runtime);
     const running = lifecycle;
     const buildQueue = queue;
     const watch = engineWatch;
@@ -335,6 +340,9 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
       },
     });
     const { url, clientDomain, httpsUrl, httpsListener, metricsListener } = await openListeners(app, config, metrics, platformId, logger);
+    // Images only some templates need are built once the API answers, so they never lengthen a start.
+    if (runtime) desktop?.buildInBackground(runtime);
+    const desktopTemplate = desktop;
     let closed = false;
     const nodeMonitor = monitor;
     return {
@@ -373,6 +381,7 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
         // Creations and per-sandbox operations in flight finish (bounded) before the store closes.
         await running.drain(SHUTDOWN_DRAIN_MS);
         await buildQueue.stop();
+        await desktopTemplate?.stop();
         if (!closeOptions.keepSandboxes) await running.killAll();
         app.server.closeAllConnections?.();
         await httpsListener?.close();
@@ -384,6 +393,7 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
       },
     };
   } catch (error) {
+    await desktop?.stop();
     await queue?.stop();
     await pools?.stop({ drain: true });
     await engineWatch?.stop();

@@ -14,8 +14,10 @@ export const BASE_TEMPLATE_ID = 'base';
 /** The code-interpreter template: id `code-interpreter`, name `code-interpreter-v1` (the SDK's default). */
 export const CODE_INTERPRETER_TEMPLATE_ID = 'code-interpreter';
 export const CODE_INTERPRETER_TEMPLATE_NAME = 'code-interpreter-v1';
+/** The desktop template of `@e2b/desktop` (its default): id and name `desktop`. */
+export const DESKTOP_TEMPLATE_ID = 'desktop';
 /** Names (ids and aliases) of the platform's own templates: not buildable, snapshottable or deletable by users. */
-export const BUILTIN_TEMPLATE_NAMES: readonly string[] = [BASE_TEMPLATE_ID, CODE_INTERPRETER_TEMPLATE_ID, CODE_INTERPRETER_TEMPLATE_NAME];
+export const BUILTIN_TEMPLATE_NAMES: readonly string[] = [BASE_TEMPLATE_ID, CODE_INTERPRETER_TEMPLATE_ID, CODE_INTERPRETER_TEMPLATE_NAME, DESKTOP_TEMPLATE_ID];
 
 /** A template the platform ships (base, code-interpreter): one build, always ready, refreshed at every start. */
 export interface BuiltinTemplateInput {
@@ -85,7 +87,24 @@ export const namesOf = (template: TemplateRecord): string[] => (template.alias ?
  * snapshots. Images and running builds are someone else's (the build queue, the lifecycle).
  */
 export class TemplateCatalog {
+  /** Built-in templates whose image this process is building: a create of one waits for it (see awaitBuiltin). */
+  private readonly builtinBuilds = new Map<string, Promise<void>>();
+
   constructor(private readonly store: TemplateStore) {}
+
+  /** A built-in template's image is being built by this process: resolving the template waits until `done` settles. */
+  awaitBuiltin(templateId: string, done: Promise<void>): void {
+    const settled = done.catch(() => undefined);
+    this.builtinBuilds.set(templateId, settled);
+    void settled.then(() => {
+      if (this.builtinBuilds.get(templateId) === settled) this.builtinBuilds.delete(templateId);
+    });
+  }
+
+  /** A line of a built-in template's image build, in its build log (GET /templates/{id}/builds/{id}/status). */
+  appendBuiltinLog(templateId: string, line: string): Promise<void> {
+    return this.store.appendLog(templateId, 'info', line);
+  }
 
   /** Finds a template by id or name that `teamId` may access so; throws not_found (another team's answers as a missing one). */
   async require(idOrName: string, teamId: string, access: TemplateAccess = 'read'): Promise<TemplateRecord> {
@@ -149,11 +168,17 @@ export class TemplateCatalog {
       throw notFound(`template '${reference}' not found: the templates available are the base template ('base') and the ones built or snapshotted on this platform`);
     }
     const tag = parsed.tag ?? DEFAULT_TAG;
+    // A built-in whose image this process is still building: the create waits for it rather than failing.
+    const pending = this.builtinBuilds.get(template.templateId);
+    if (pending && (await this.store.build(template.templateId))?.status === 'building') await pending;
     const buildId = (await this.store.taggedBuild(template.templateId, tag)) ?? (parsed.tag === undefined ? (await this.latestReady(template.templateId))?.buildId : undefined);
     if (!buildId) throw notFound(`template '${parsed.name}' has no build tagged '${tag}'`);
     const build = await this.store.build(buildId);
     if (build?.status === 'error' && build.reason && BUILTIN_TEMPLATE_NAMES.includes(template.templateId)) {
       throw notFound(`template '${parsed.name}' is not available: ${build.reason.message}`);
+    }
+    if (build?.status === 'building' && BUILTIN_TEMPLATE_NAMES.includes(template.templateId)) {
+      throw notFound(`template '${parsed.name}' is not available yet: its image is being built by another API process; try again in a few minutes`);
     }
     if (!build || build.status !== 'ready' || !build.image) throw notFound(`template '${parsed.name}:${tag}' has no finished build yet`);
     return { template, build, tag };
@@ -186,7 +211,16 @@ export class TemplateCatalog {
   }
 
   /** Registers (or refreshes) a built-in template: its only build (id = template id) points at `image`. */
-  async registerBuiltin(input: BuiltinTemplateInput): Promise<void> {
+  registerBuiltin(input: BuiltinTemplateInput): Promise<void> {
+    return this.saveBuiltin(input, 'ready');
+  }
+
+  /** Registers a built-in template whose image is being built (not startable until registerBuiltin marks it ready). */
+  registerBuiltinBuilding(input: BuiltinTemplateInput): Promise<void> {
+    return this.saveBuiltin(input, 'building');
+  }
+
+  private async saveBuiltin(input: BuiltinTemplateInput, status: 'ready' | 'building'): Promise<void> {
     const now = nowIso();
     const { templateId } = input;
     await this.store.atomically(async (store) => {
@@ -212,19 +246,19 @@ export class TemplateCatalog {
       await store.saveBuild({
         buildId: templateId,
         templateId,
-        status: 'ready',
-        image: input.image,
+        status,
+        image: status === 'ready' ? input.image : null,
         cpuCount,
         memoryMB,
         diskSizeMB: 0,
-        envdVersion: input.envdVersion,
+        envdVersion: status === 'ready' ? input.envdVersion : null,
         defaults: input.defaults,
         spec: null,
         reason: null,
         requestedTags: [DEFAULT_TAG],
         createdAt: build?.createdAt ?? now,
         updatedAt: now,
-        finishedAt: build?.finishedAt ?? now,
+        finishedAt: status === 'ready' ? (build?.status === 'ready' ? (build.finishedAt ?? now) : now) : null,
       });
       await store.setTag(templateId, DEFAULT_TAG, templateId);
     });
