@@ -77,16 +77,20 @@ export class DesktopTemplate {
     } catch (error) {
       this.logger.warn({ err: error, contextDir: this.contextDir }, 'the desktop image sources are not readable; the desktop template is offered only when its image exists');
     }
-    const current = build && runtime.platformImageCurrent ? await runtime.platformImageCurrent(build) : (await runtime.imageExists(image)) || undefined;
-    if (current !== undefined) await this.registerReady(runtime, image);
-    if (current === true) return;
-    if (!build || !runtime.buildPlatformImage) {
-      if (current === undefined) await this.withdrawOrMark(`its image '${image}' does not exist and this engine does not build it: build it on this machine (the API with an engine builds it by itself) or set TIDEPOOL_DESKTOP_IMAGE`);
+    const canBuild = build !== undefined && runtime.platformImageCurrent !== undefined && runtime.buildPlatformImage !== undefined;
+    const current = canBuild ? await runtime.platformImageCurrent!(build!) : (await runtime.imageExists(image)) || undefined;
+    if (current === true || (current === false && !canBuild)) {
+      await this.registerReady(runtime, image);
       return;
     }
-    if (current === undefined) await this.catalog.registerBuiltinBuilding(this.builtinInput(image, ''));
+    if (!canBuild) {
+      await this.withdrawOrMark(`its image '${image}' does not exist and this engine does not build it: build it on this machine (the API with an engine builds it by itself) or set TIDEPOOL_DESKTOP_IMAGE`);
+      return;
+    }
+    // Missing, or older than its sources or the base image (another envd): sandboxes wait for the new one.
+    await this.catalog.registerBuiltinBuilding(this.builtinInput(image, ''));
     this.pendingBuild = build;
-    this.logger.info({ image, stale: current === false }, current === false ? 'the desktop image is older than its sources; it is rebuilt after the API listens (the old one serves meanwhile)' : 'the desktop image does not exist yet; it is built after the API listens, and a desktop sandbox waits for it');
+    this.logger.info({ image, stale: current === false }, `the desktop image ${current === false ? 'is older than its sources or the base image' : 'does not exist yet'}; it is built after the API listens, and a desktop sandbox waits for it`);
   }
 
   /** After the API listens: builds the image `register` found missing or stale, once; creates of `desktop` wait for it. */
