@@ -165,6 +165,9 @@ export class TemplateCatalog {
       if (parsed.name === CODE_INTERPRETER_TEMPLATE_ID || parsed.name === CODE_INTERPRETER_TEMPLATE_NAME) {
         throw notFound(`template '${reference}' is not available on this platform: its image was not found at start; build it with 'bash scripts/build-images.sh' (or set TIDEPOOL_CODE_INTERPRETER_IMAGE) and restart the platform`);
       }
+      if (parsed.name === DESKTOP_TEMPLATE_ID) {
+        throw notFound(`template '${reference}' is not offered on this platform: TIDEPOOL_DESKTOP_IMAGE is empty, or no node with an engine has registered it yet`);
+      }
       throw notFound(`template '${reference}' not found: the templates available are the base template ('base') and the ones built or snapshotted on this platform`);
     }
     const tag = parsed.tag ?? DEFAULT_TAG;
