@@ -305,7 +305,7 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
     const builds = templateBuilds({ config, db, docker, platformId, hardening, builderOverride, nodes, images, templates, templateStore, lifecycle, pools: nodePools, metrics, tokenSeed, logger });
     queue = builds.queue;
     await queue.recoverAfterRestart();
-    // After interrupted builds were failed: the desktop template's own image build is not one of them.
+    // The desktop template's image is the platform's own build (not the queue's): checked, and built after listening.
     desktop = runtime ? new DesktopTemplate(templates, config, logger) : undefined;
     if (runtime) await desktop?.register(runtime);
     const running = lifecycle;

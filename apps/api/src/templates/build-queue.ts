@@ -3,7 +3,7 @@ import type { MetricsSink } from '../observability/metrics-sink.ts';
 import { conflict, invalid, PlatformError } from '../errors.ts';
 import { filesHashesOf } from './build-request.ts';
 import type { ContextFiles } from './context-files.ts';
-import type { TemplateCatalog } from './template-catalog.ts';
+import { BUILTIN_TEMPLATE_NAMES, type TemplateCatalog } from './template-catalog.ts';
 import type { BuildJob, BuildReporter, BuiltTemplate } from './builder/template-builder.ts';
 import type { BuildRecord, BuildSpec, LogLevel } from './template-model.ts';
 import type { TemplateStore } from './template-store.ts';
@@ -137,6 +137,8 @@ export class BuildQueue {
   private async failInterrupted(): Promise<void> {
     for (const build of await this.deps.store.buildsInStatus('building')) {
       if (this.running.has(build.buildId)) continue;
+      // A built-in template's image is built by the platform itself (desktop-template.ts), never by this queue.
+      if (BUILTIN_TEMPLATE_NAMES.includes(build.buildId)) continue;
       const leases = this.deps.leases;
       // Taking the lease both proves nobody runs the build and keeps two replicas from failing it together.
       if (leases && !(await leases.store.acquire(leaseName(build.buildId), leases.owner, this.ttlMs))) continue;
