@@ -23,6 +23,8 @@ import { mb, readContainerMemory } from './container-memory.ts';
 const exec = promisify(execFile);
 const CREATES = Math.max(1, Number(process.env.BENCH_DESKTOP_CREATES ?? 5));
 const POOL = Math.max(1, Number(process.env.BENCH_DESKTOP_POOL ?? 1));
+/** The template's image (the other sections' API processes run without the template). */
+const IMAGE = { TIDEPOOL_DESKTOP_IMAGE: process.env.TIDEPOOL_DESKTOP_IMAGE || 'tidepool/desktop:latest' };
 
 type Log = (message: string) => void;
 
@@ -80,7 +82,7 @@ async function idleMemory(sandboxId: string): Promise<ReturnType<typeof readCont
 export async function benchDesktop(log: Log): Promise<Row[]> {
   const rows: Row[] = [];
   log('desktop: API process without a pool (cold creates)');
-  const cold = await startApiProcess({});
+  const cold = await startApiProcess({ ...IMAGE });
   try {
     // The first create waits for the image when it has to be built; it is not measured.
     const first = await createToScreenshot(cold, 1, async () => undefined, log);
@@ -107,7 +109,7 @@ export async function benchDesktop(log: Log): Promise<Row[]> {
     await cold.stop();
   }
   log(`desktop: API process with a warm pool of ${POOL}`);
-  const pooled = await startApiProcess({ TIDEPOOL_WARM_POOL: `desktop=${POOL}` });
+  const pooled = await startApiProcess({ ...IMAGE, TIDEPOOL_WARM_POOL: `desktop=${POOL}` });
   try {
     const full = (): Promise<void> => until('the desktop pool to fill', async () => (await poolReady(pooled)) >= POOL, 600_000);
     const { times, kept } = await createToScreenshot(pooled, CREATES, full, log);

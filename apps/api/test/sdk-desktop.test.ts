@@ -96,7 +96,7 @@ async function canvasColours(page: Page): Promise<number> {
 beforeAll(async () => {
   await ensureLocalhostNames();
   chromium = await ensureChromium();
-  platform = await startTestPlatform({ sandboxNetwork: 'tidepool-sdk-desktop-test', tls: true, httpsPort: 0 });
+  platform = await startTestPlatform({ sandboxNetwork: 'tidepool-sdk-desktop-test', tls: true, httpsPort: 0, desktopImage: 'tidepool/desktop:latest' });
   const started = Date.now();
   desktop = await Sandbox.create({ ...platform.sdk, domain: platform.clientDomain, timeoutMs: 900_000, requestTimeoutMs: 900_000 });
   sandboxes.push(desktop);

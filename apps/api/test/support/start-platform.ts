@@ -22,7 +22,9 @@ export async function startTestPlatform(
   options: PlatformOptions = {},
 ): Promise<TestPlatform> {
   await ensureBaseImage();
-  const platform = await startPlatform({ host: '127.0.0.1', port: 0, dataDir, logLevel: 'silent', sandboxNetwork: 'tidepool-test', warmPool: {}, warmPoolAdaptive: false, ...overrides }, options);
+  // No desktop template unless a suite asks for it: a platform without the desktop image builds it in the background,
+  // and every suite of a run doing that at once on a shared machine costs minutes of CPU nobody needs.
+  const platform = await startPlatform({ host: '127.0.0.1', port: 0, dataDir, logLevel: 'silent', sandboxNetwork: 'tidepool-test', warmPool: {}, warmPoolAdaptive: false, desktopImage: '', ...overrides }, options);
   return Object.assign(platform, {
     dataDir,
     sdk: { apiKey: platform.apiKey, apiUrl: platform.url, sandboxUrl: platform.url },
