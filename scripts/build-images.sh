@@ -6,7 +6,9 @@
 #   tidepool/code-interpreter:<hash> + :latest
 #                                   the `code-interpreter-v1` template (docker/code-interpreter/Dockerfile:
 #                                   base + Debian's ipykernel/numpy/pandas/matplotlib + apps/code-interpreter);
-#                                   skipped with TIDEPOOL_SKIP_CODE_INTERPRETER=1
+#                                   skipped with TIDEPOOL_SKIP_CODE_INTERPRETER=1 (`npm start` skips it: the API
+#                                   builds it after it listens, through scripts/build-builtin-image.sh);
+#                                   tagged TIDEPOOL_CODE_INTERPRETER_TAG instead of :latest when that is set
 # Prints the base image reference (tidepool/base:latest) as the last line of stdout.
 set -euo pipefail
 
@@ -104,11 +106,14 @@ if [[ "${TIDEPOOL_SKIP_CODE_INTERPRETER:-0}" != 1 ]]; then
       die "the code-interpreter worker does not load inside $CI_IMAGE: $got"
     }
   fi
-  docker tag "$CI_IMAGE" tidepool/code-interpreter:latest
+  docker tag "$CI_IMAGE" "${TIDEPOOL_CODE_INTERPRETER_TAG:-tidepool/code-interpreter:latest}"
 fi
 
-# Old hash tags only hold disk space; untag them (images in use by containers stay).
-for repo in tidepool/envd-runtime tidepool/base tidepool/code-interpreter; do
+# Old hash tags only hold disk space; untag them (images in use by containers stay). The code-interpreter's only
+# when it was built here and tagged :latest (skipped, or tagged elsewhere, the other hash tags are not ours to judge).
+PRUNE=(tidepool/envd-runtime tidepool/base)
+[[ -n "$CI_HASH" && -z "${TIDEPOOL_CODE_INTERPRETER_TAG:-}" ]] && PRUNE+=(tidepool/code-interpreter)
+for repo in "${PRUNE[@]}"; do
   keep="$RUNTIME_HASH"; [[ "$repo" == tidepool/base ]] && keep="$IMAGE_HASH"; [[ "$repo" == tidepool/code-interpreter ]] && keep="$CI_HASH"
   for tag in $(docker image ls --format '{{.Tag}}' "$repo"); do
     [[ "$tag" == latest || "$tag" == "$keep" ]] || docker rmi "$repo:$tag" >/dev/null 2>&1 || true

@@ -5,7 +5,7 @@
  * Prints `listening <port>` on stdout.
  */
 import http from 'node:http';
-import { ENVD_PORT } from '../src/envd/envd-client.ts';
+import { ENVD_PORT } from '@tidepool/protocol/envd';
 
 const upstream = process.argv[2];
 if (!upstream) throw new Error('usage: bare-proxy-server.ts <upstream address>');

@@ -15,7 +15,7 @@ import { readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Sandbox } from 'e2b';
-import { ENVD_PORT } from '../src/envd/envd-client.ts';
+import { ENVD_PORT } from '@tidepool/protocol/envd';
 import { type BenchServer, cpuOf, startBenchServer } from './bench-processes.ts';
 import { ms, now, percentile, type Row } from './bench-stats.ts';
 

@@ -152,6 +152,12 @@ export const ConfigSchema = Type.Object({
    */
   desktopImage: Type.String(),
   /**
+   * Executable run as `<builder> <target> <image>` to build a built-in template's image (e.g. the code interpreter's)
+   * after the API listens, instead of before it starts; '' (default) = never built by the API. `npm start` sets it
+   * to scripts/build-builtin-image.sh.
+   */
+  builtinImageBuilder: Type.String({ pattern: '^(/.*)?$' }),
+  /**
    * What stopping the API (SIGTERM/SIGINT) does to sandboxes: `keep` leaves them running for the next start on
    * the same data dir to adopt; `kill` kills every sandbox (running and paused) and removes the warm pool's
    * containers first, so no container of this platform remains (docker-compose.yml).
@@ -258,6 +264,7 @@ const ENV_NAMES: Record<keyof Config, string> = {
   runtimeImage: 'TIDEPOOL_RUNTIME_IMAGE',
   codeInterpreterImage: 'TIDEPOOL_CODE_INTERPRETER_IMAGE',
   desktopImage: 'TIDEPOOL_DESKTOP_IMAGE',
+  builtinImageBuilder: 'TIDEPOOL_BUILTIN_IMAGE_BUILDER',
   onShutdown: 'TIDEPOOL_ON_SHUTDOWN',
   secretsKey: 'TIDEPOOL_SECRETS_KEY',
   nodeId: 'TIDEPOOL_NODE_ID',
@@ -485,6 +492,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     runtimeImage: (env.TIDEPOOL_RUNTIME_IMAGE ?? '').trim() || 'tidepool/envd-runtime:latest',
     codeInterpreterImage: env.TIDEPOOL_CODE_INTERPRETER_IMAGE === undefined ? 'tidepool/code-interpreter:latest' : env.TIDEPOOL_CODE_INTERPRETER_IMAGE.trim(),
     desktopImage: env.TIDEPOOL_DESKTOP_IMAGE === undefined ? 'tidepool/desktop:latest' : env.TIDEPOOL_DESKTOP_IMAGE.trim(),
+    builtinImageBuilder: (env.TIDEPOOL_BUILTIN_IMAGE_BUILDER ?? '').trim(),
     onShutdown: (env.TIDEPOOL_ON_SHUTDOWN ?? '').trim().toLowerCase() || 'keep',
     secretsKey: (env.TIDEPOOL_SECRETS_KEY ?? '').trim(),
     nodeId: (env.TIDEPOOL_NODE_ID ?? '').trim(),

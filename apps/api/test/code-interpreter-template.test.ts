@@ -3,10 +3,12 @@
  * says what to do when it does not (also when an earlier start had registered it), and its names protected like
  * `base`. No sandbox is started here (sdk-code-interpreter.test.ts runs them).
  */
-import { mkdtempSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { chmodSync, mkdtempSync, openSync, closeSync, rmSync, writeFileSync, writeSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { api, startTestPlatform, type TestPlatform } from './support/start-platform.ts';
 
 const started: TestPlatform[] = [];
@@ -58,5 +60,82 @@ describe('the code-interpreter-v1 template', () => {
     const create = await api(second, 'POST', '/sandboxes', { templateID: 'code-interpreter' }, first.apiKey);
     expect(create.status).toBe(404);
     expect(create.body.message).toMatch(/tidepool\/code-interpreter:gone' does not exist; build it with 'bash scripts\/build-images\.sh'/);
+  });
+});
+
+describe('built after the API listens (TIDEPOOL_BUILTIN_IMAGE_BUILDER)', () => {
+  const run = randomBytes(4).toString('hex');
+  const dir = mkdtempSync(join(tmpdir(), 'tidepool-builtin-builder-'));
+  // An image name of this test alone: the shared images are never touched (only this tag is made and removed).
+  const image = `tidepool/code-interpreter-builder-test:${run}`;
+  const gate = join(dir, 'gate');
+  afterAll(() => {
+    try {
+      execFileSync('docker', ['rmi', image], { stdio: 'ignore' });
+    } catch {
+      // never made
+    }
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  /** A real builder program: says what it does, waits for the test to open the gate (a FIFO), then makes the image or fails. */
+  function builder(name: string, body: string): string {
+    const path = join(dir, name);
+    writeFileSync(path, `#!/bin/bash\nset -euo pipefail\necho "[test-builder] building $1 as $2"\necho "a line of docker build output"\n${body}\n`);
+    chmodSync(path, 0o755);
+    return path;
+  }
+
+  const templateRow = async (platform: TestPlatform) => (await api(platform, 'GET', '/templates')).body.find((t: { templateID: string }) => t.templateID === 'code-interpreter');
+  const buildLog = async (platform: TestPlatform): Promise<string[]> =>
+    (await api(platform, 'GET', '/templates/code-interpreter/builds/code-interpreter/status?logsOffset=0')).body.logEntries.map((e: { message: string }) => e.message);
+  async function waitForLog(platform: TestPlatform, line: string): Promise<void> {
+    for (;;) {
+      if ((await buildLog(platform)).includes(line)) return;
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  }
+
+  it('lists the template as building with the builder\'s output as its log; a create waits for the image, then starts', { timeout: 240_000 }, async () => {
+    execFileSync('mkfifo', [gate]);
+    const path = builder('ok.sh', `read -r _ < ${gate}\ndocker tag tidepool/code-interpreter:latest "$2"`);
+    const platform = await start({ sandboxNetwork: 'tidepool-ci-template-test', codeInterpreterImage: image, builtinImageBuilder: path });
+    expect(await templateRow(platform)).toMatchObject({ buildStatus: 'building', aliases: ['code-interpreter-v1'] });
+    await waitForLog(platform, `[test-builder] building code-interpreter as ${image}`);
+    expect(await buildLog(platform)).toContain('a line of docker build output');
+    // The builder is held at the gate: the create is answered only after it made the image.
+    let answered = false;
+    const create = api(platform, 'POST', '/sandboxes', { templateID: 'code-interpreter-v1', timeout: 120 }).finally(() => {
+      answered = true;
+    });
+    // Other templates are not held up meanwhile.
+    const base = await api(platform, 'POST', '/sandboxes', { templateID: 'base', timeout: 60 });
+    expect(base.status, JSON.stringify(base.body)).toBe(201);
+    expect(answered).toBe(false);
+    const fd = openSync(gate, 'w');
+    writeSync(fd, 'go\n');
+    closeSync(fd);
+    const created = await create;
+    expect(created.status, JSON.stringify(created.body)).toBe(201);
+    expect(created.body.templateID).toBe('code-interpreter');
+    expect(await templateRow(platform)).toMatchObject({ buildStatus: 'ready' });
+    for (const id of [created.body.sandboxID, base.body.sandboxID]) expect((await api(platform, 'DELETE', `/sandboxes/${id}`)).status).toBe(204);
+  });
+
+  it('a failed build is the waiting create\'s error, with the builder\'s last lines', { timeout: 120_000 }, async () => {
+    const failing = join(dir, 'gate-fail');
+    execFileSync('mkfifo', [failing]);
+    const path = builder('fail.sh', `read -r _ < ${failing}\necho "E: Unable to fetch some archives" >&2\nexit 3`);
+    const platform = await start({ sandboxNetwork: 'tidepool-ci-template-test', codeInterpreterImage: `${image}-never`, builtinImageBuilder: path });
+    await waitForLog(platform, `[test-builder] building code-interpreter as ${image}-never`);
+    const create = api(platform, 'POST', '/sandboxes', { templateID: 'code-interpreter' });
+    const fd = openSync(failing, 'w');
+    writeSync(fd, 'go\n');
+    closeSync(fd);
+    const answer = await create;
+    expect(answer.status).toBe(404);
+    expect(answer.body.message).toMatch(/building its image 'tidepool\/code-interpreter-builder-test:\w+-never' failed: the builder exited with status 3: .*E: Unable to fetch some archives/);
+    // Later creates get the same answer at once.
+    expect((await api(platform, 'POST', '/sandboxes', { templateID: 'code-interpreter-v1' })).body.message).toMatch(/exited with status 3/);
   });
 });

@@ -216,6 +216,35 @@ describe('network.rules transforms', () => {
     await Sandbox.kill(sbx.sandboxId, sdk);
   });
 
+  it('applies a rule for a name also when its address, or a CIDR holding it, is in allowOut; other traffic to them passes unchanged', { timeout: 300_000 }, async () => {
+    const cidr = `${address.split('.').slice(0, 3).join('.')}.0/24`;
+    const cases: Array<[string, Record<string, unknown>]> = [
+      ['its address', { allowOut: [address], denyOut: ['0.0.0.0/0'] }],
+      ['a CIDR holding it', { allowOut: [cidr] }],
+      ['a CIDR and the name itself', { allowOut: [RULE_HOST, cidr], denyOut: ['0.0.0.0/0'] }],
+    ];
+    const sandboxes = await Promise.all(cases.map(([, network]) => create({ network: { ...network, rules: rules() } })));
+    try {
+      // The secret's value now (an earlier case updates it, and cases may run alone).
+      const injected = [sha(`Bearer ${firstValue}`), sha(`Bearer ${secondValue}`)];
+      for (const [index, [label]] of cases.entries()) {
+        const sbx = sandboxes[index]!;
+        // The ruled name: HTTP and HTTPS (terminated with the sandbox's CA, verified by curl without -k).
+        expect(injected, `${label}: http`).toContain((await seenHeaders(sbx, `http://${RULE_HOST}/headers`)).authorization);
+        expect(injected, `${label}: https`).toContain((await seenHeaders(sbx, `https://${RULE_HOST}/headers`)).authorization);
+        expect(await issuerSeen(sbx, RULE_HOST), label).toContain(`Tidepool egress CA for sandbox ${sbx.sandboxId}`);
+        // Other names, and requests to the bare address (no name at all), reach the same host unchanged.
+        expect(await issuerSeen(sbx, PLAIN_HOST), label).toContain('Tidepool egress CA for sandbox standin');
+        expect((await seenHeaders(sbx, `https://${PLAIN_HOST}/headers`, '-k')).authorization, label).toBeUndefined();
+        expect((await seenHeaders(sbx, `http://${address}/headers`, `-H 'Authorization: mine'`)).authorization, label).toBe(sha('mine'));
+        const bare = await sbx.commands.run(`curl -sS -k --max-time 10 https://${address}/headers`, { timeoutMs: 30_000 });
+        expect(JSON.parse(bare.stdout).authorization, label).toBeUndefined();
+      }
+    } finally {
+      await Promise.all(sandboxes.map((sbx) => sbx.kill()));
+    }
+  });
+
   it('refuses bad rules with a 400 naming the problem, leaving nothing behind', { timeout: 120_000 }, async () => {
     const before = (await api(platform, 'GET', '/v2/sandboxes')).body.length;
     const bad: Array<[unknown, RegExp]> = [

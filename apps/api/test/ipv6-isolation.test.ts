@@ -17,7 +17,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PLATFORM_LABEL } from '../src/runtime/docker/docker-labels.ts';
 import { DockerRuntime } from '../src/runtime/docker/docker-runtime.ts';
 import { sandboxChain } from '../src/runtime/docker/sandbox-firewall.ts';
-import { ICC_OPTION, MANAGED_LABEL } from '../src/runtime/docker/sandbox-network.ts';
+import { MANAGED_NETWORK_LABEL } from '@tidepool/protocol/docker-labels';
+import { ICC_OPTION } from '../src/runtime/docker/sandbox-network.ts';
 import { type Probe, REFUSED, tcpProbe } from './support/sandbox-probes.ts';
 import { type StandinHostsV6, startStandinHostsV6 } from './support/standin-hosts-v6.ts';
 import { removeLabelled, startTestPlatform, type TestPlatform } from './support/start-platform.ts';
@@ -102,7 +103,7 @@ beforeAll(async () => {
     Driver: 'bridge',
     EnableIPv6: true,
     IPAM: { Config: [{ Subnet: `${PREFIX}::/64` }] },
-    Labels: { [MANAGED_LABEL]: 'true' },
+    Labels: { [MANAGED_NETWORK_LABEL]: 'true' },
     Options: { [ICC_OPTION]: 'false' },
   });
   networkId = made.id;

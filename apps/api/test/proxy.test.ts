@@ -8,7 +8,8 @@ import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PlatformError } from '../src/errors.ts';
 import { installSandboxProxy } from '../src/proxy/sandbox-proxy.ts';
-import { ENVD_PORT, type RoutableSandbox, type SandboxDirectory } from '../src/proxy/sandbox-directory.ts';
+import { ENVD_PORT } from '@tidepool/protocol/envd';
+import type { RoutableSandbox, SandboxDirectory } from '../src/proxy/sandbox-directory.ts';
 import { fileUrlSignature } from '../src/proxy/signed-url-owner.ts';
 import { selfSignedCertificate } from './support/self-signed-certificate.ts';
 

@@ -1,4 +1,5 @@
 import { dirname, join } from 'node:path';
+import { CODE_INTERPRETER_PORT } from '@tidepool/protocol/code-interpreter';
 
 /** Settings of the code-interpreter server, read once at start from CODE_INTERPRETER_* variables. */
 export interface ServerConfig {
@@ -43,7 +44,7 @@ export function loadConfig(env: NodeJS.ProcessEnv, bundleFile: string): ServerCo
   }
   return {
     host: env.CODE_INTERPRETER_HOST ?? '0.0.0.0',
-    port: integer(env, 'CODE_INTERPRETER_PORT', 49999, 1, 65535),
+    port: integer(env, 'CODE_INTERPRETER_PORT', CODE_INTERPRETER_PORT, 1, 65535),
     envdUrl: env.CODE_INTERPRETER_ENVD_URL ?? 'http://127.0.0.1:49983',
     defaultCwd: env.CODE_INTERPRETER_CWD ?? '/home/user',
     python: env.CODE_INTERPRETER_PYTHON ?? 'python3',

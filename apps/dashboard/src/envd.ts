@@ -1,10 +1,9 @@
 import { type Client, createClient, type Interceptor } from '@connectrpc/connect';
 import { createConnectTransport } from '@connectrpc/connect-web';
+import { ENVD_PORT } from '@tidepool/protocol/envd';
 import { Filesystem } from '@tidepool/protocol/filesystem';
 import { Process } from '@tidepool/protocol/process';
 
-/** envd's port inside every sandbox; the platform proxy routes on it with the E2b-Sandbox-* headers. */
-export const ENVD_PORT = '49983';
 /** The sandbox user the terminal and the files browser act as. */
 export const SANDBOX_USER = 'user';
 
@@ -15,7 +14,7 @@ export interface EnvdTarget {
 
 /** What every envd request carries: routing to the sandbox through this origin, and envd's own token. */
 export function envdHeaders(target: EnvdTarget): Record<string, string> {
-  const headers: Record<string, string> = { 'E2b-Sandbox-Id': target.sandboxID, 'E2b-Sandbox-Port': ENVD_PORT };
+  const headers: Record<string, string> = { 'E2b-Sandbox-Id': target.sandboxID, 'E2b-Sandbox-Port': String(ENVD_PORT) };
   if (target.envdAccessToken) headers['X-Access-Token'] = target.envdAccessToken;
   return headers;
 }

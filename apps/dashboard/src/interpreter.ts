@@ -1,7 +1,6 @@
+import { CODE_INTERPRETER_PORT, type ExecutionFrame } from '@tidepool/protocol/code-interpreter';
 import type { EnvdTarget } from './envd.ts';
 
-/** The code-interpreter server's port inside a `code-interpreter-v1` sandbox. */
-export const INTERPRETER_PORT = '49999';
 /** The built-in template's ID and names: a sandbox of it has the server. */
 const INTERPRETER_TEMPLATES = new Set(['code-interpreter', 'code-interpreter-v1']);
 
@@ -57,10 +56,11 @@ export function parseRunLine(line: string): RunEvent | null {
   }
   if (typeof frame !== 'object' || frame === null || Array.isArray(frame)) throw new RunFailure('the interpreter sent a line that is not a JSON object');
   const f = frame as Record<string, unknown>;
-  switch (f.type) {
+  // Typed as the wire's frame types, so a case that names no frame of the contract does not compile.
+  switch (f.type as ExecutionFrame['type'] | undefined) {
     case 'stdout':
     case 'stderr':
-      return { type: f.type, text: str(f.text) };
+      return { type: f.type as 'stdout' | 'stderr', text: str(f.text) };
     case 'result': {
       const result: RunResult = { is_main_result: f.is_main_result === true };
       for (const key of ['text', 'html', 'markdown', 'svg', 'png', 'jpeg', 'latex'] as const) if (typeof f[key] === 'string') result[key] = f[key] as string;
@@ -81,7 +81,7 @@ export function parseRunLine(line: string): RunEvent | null {
 
 /** The routing and token headers of every request to the sandbox's port 49999 through this origin. */
 function interpreterHeaders(target: InterpreterTarget): Record<string, string> {
-  const headers: Record<string, string> = { 'E2b-Sandbox-Id': target.sandboxID, 'E2b-Sandbox-Port': INTERPRETER_PORT, 'Content-Type': 'application/json' };
+  const headers: Record<string, string> = { 'E2b-Sandbox-Id': target.sandboxID, 'E2b-Sandbox-Port': String(CODE_INTERPRETER_PORT), 'Content-Type': 'application/json' };
   if (target.trafficAccessToken) headers['E2B-Traffic-Access-Token'] = target.trafficAccessToken;
   if (target.envdAccessToken) headers['X-Access-Token'] = target.envdAccessToken;
   return headers;

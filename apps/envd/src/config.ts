@@ -1,4 +1,5 @@
 import { readFileSync } from 'node:fs';
+import { ENVD_PORT } from '@tidepool/protocol/envd';
 import { DEFAULT_ACCESS_TOKEN_FILE } from './birth-token.ts';
 
 /** Version reported to clients; ≥ 0.6.4 opens every gate of the e2b SDK. */
@@ -42,7 +43,7 @@ export function loadEnvdConfig(env: NodeJS.ProcessEnv = process.env, argv: strin
     else if (argv[i + 1] !== undefined && !argv[i + 1].startsWith('-')) flags.set(name, argv[++i]);
     else flags.set(name, 'true');
   }
-  const rawPort = flags.get('port') ?? env.ENVD_PORT ?? '49983';
+  const rawPort = flags.get('port') ?? env.ENVD_PORT ?? String(ENVD_PORT);
   const port = Number(rawPort);
   if (!Number.isInteger(port) || port < 0 || port > 65535) fail(`port '${rawPort}' is not a TCP port (0-65535); set ENVD_PORT or -port`);
   const logLevel = flags.get('log-level') ?? env.ENVD_LOG_LEVEL ?? 'info';

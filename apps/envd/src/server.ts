@@ -5,6 +5,7 @@ import Fastify, { type FastifyBaseLogger, type FastifyInstance, LogController } 
 import { reclassifyClientFaults } from './connect/client-fault-errors.ts';
 import type { EnvdContext } from './context.ts';
 import { registerFilesystemService } from './filesystem/filesystem-service.ts';
+import { WatchBarrier } from './filesystem/watch-barrier.ts';
 import { accessTokenAccepted, installAccessTokenGuard } from './http/access-token-guard.ts';
 import { registerControlRoutes } from './http/control-routes.ts';
 import { registerFileRoutes } from './http/files-routes.ts';
@@ -50,15 +51,17 @@ export async function buildEnvdServer(ctx: EnvdContext): Promise<FastifyInstance
   installHttpErrorHandler(app);
   installAccessTokenGuard(app, ctx.state);
   let processes: ProcessRegistry | undefined;
+  // Writes and polling reads wait for the events of completed changes to reach every directory watch.
+  const watches = new WatchBarrier((message, err) => ctx.logger.warn({ err }, message));
   await app.register(fastifyConnectPlugin, {
     routes(router) {
       processes = registerProcessService(router, ctx);
-      registerFilesystemService(router, ctx);
+      registerFilesystemService(router, ctx, watches);
       reclassifyClientFaults(router.handlers);
     },
   });
   await app.register(async (scope) => registerControlRoutes(scope, ctx));
-  await app.register(async (scope) => registerFileRoutes(scope, ctx));
+  await app.register(async (scope) => registerFileRoutes(scope, ctx, watches));
   if (ctx.config.startFastPath && processes) serveStartBeforeFastify(app, ctx, processes);
   return app;
 }

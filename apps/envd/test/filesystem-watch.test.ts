@@ -237,7 +237,6 @@ describe('uploads as watchers see them: the write of the target, never the stagi
         body: JSON.stringify({ source_paths: [join(root, 'part-a'), join(root, 'part-b')], destination: join(root, 'joined') }),
       });
       expect(composed.status).toBe(200);
-      await sleep(300);
 
       const { events } = await client.getWatcherEvents({ watcherId });
       expect(events.map((e) => `${EventType[e.type]} ${e.name}`)).toEqual([
@@ -391,5 +390,64 @@ describe('WatchDir and polling watchers over raw Connect', () => {
     expect(bytes[0]).toBe(0x02);
     const end = JSON.parse(bytes.subarray(5, 5 + bytes.readUInt32BE(1)).toString('utf8'));
     expect(end.error.code).toBe('not_found');
+  });
+});
+
+describe('a watcher has the events of every completed write (no wait between the write and the read)', () => {
+  const client = () => createClient(Filesystem, createConnectTransport({ baseUrl: envd.url, httpVersion: '1.1' }));
+  const lines = (events: Array<{ type: EventType; name: string }>) => events.map((e) => `${EventType[e.type]} ${e.name}`);
+
+  it('GetWatcherEvents right after each SDK write includes that write, 200 times in a row', async () => {
+    const root = join(dir, 'write-then-read');
+    mkdirSync(root);
+    const fs = client();
+    const { watcherId } = await fs.createWatcher({ path: root });
+    for (let i = 0; i < 200; i++) {
+      const name = `f${i % 20}.txt`;
+      const existed = i >= 20;
+      await sbx.files.write(join(root, name), `content ${i}`);
+      const { events } = await fs.getWatcherEvents({ watcherId });
+      expect(lines(events), `write #${i}`).toEqual(existed ? [`CHMOD ${name}`, `WRITE ${name}`] : [`CREATE ${name}`, `CHMOD ${name}`, `WRITE ${name}`]);
+    }
+    // Directory changes through the SDK too: made, moved and removed, each seen by the next read.
+    await sbx.files.makeDir(join(root, 'sub'));
+    // Made, then chowned to the request user (as the reference's MakeDir does).
+    expect(lines((await fs.getWatcherEvents({ watcherId })).events)).toEqual(['CREATE sub', 'CHMOD sub']);
+    await sbx.files.rename(join(root, 'f0.txt'), join(root, 'moved.txt'));
+    expect(lines((await fs.getWatcherEvents({ watcherId })).events)).toEqual(['RENAME f0.txt', 'CREATE moved.txt']);
+    await sbx.files.remove(join(root, 'moved.txt'));
+    expect(lines((await fs.getWatcherEvents({ watcherId })).events)).toEqual(['REMOVE moved.txt']);
+    await fs.removeWatcher({ watcherId });
+  });
+
+  it('holds under load: 8 writers at once, each reading its own watcher after each write, beside streaming watches', async () => {
+    const root = join(dir, 'write-then-read-load');
+    mkdirSync(root);
+    const fs = client();
+    // A recursive stream over everything, collecting all the while (it too must see every write).
+    const stream = await collect(root, { recursive: true });
+    const writer = async (w: number): Promise<number> => {
+      const sub = join(root, `w${w}`);
+      await sbx.files.makeDir(sub);
+      const { watcherId } = await fs.createWatcher({ path: sub });
+      let checked = 0;
+      for (let i = 0; i < 40; i++) {
+        // Large and small writes alternate, so the server is busy receiving bodies while others read.
+        const body = i % 2 === 0 ? 'x'.repeat(256 * 1024) : `small ${i}`;
+        await sbx.files.write(join(sub, `f${i}.txt`), body);
+        const { events } = await fs.getWatcherEvents({ watcherId });
+        expect(lines(events), `writer ${w} write #${i}`).toEqual([`CREATE f${i}.txt`, `CHMOD f${i}.txt`, `WRITE f${i}.txt`]);
+        checked++;
+      }
+      await fs.removeWatcher({ watcherId });
+      return checked;
+    };
+    const results = await Promise.all(Array.from({ length: 8 }, (_, w) => writer(w)));
+    expect(results).toEqual(Array(8).fill(40));
+    for (let w = 0; w < 8; w++) await stream.waitFor([`write w${w}/f39.txt`]);
+    for (let w = 0; w < 8; w++) {
+      expect(stream.lines().filter((l) => l.startsWith('create ') && l.includes(`w${w}/`))).toHaveLength(40);
+    }
+    await stream.stop();
   });
 });

@@ -4,7 +4,7 @@ import { type RequestOptions, request as httpRequest } from 'node:http';
 import { connect } from 'node:net';
 import type { Duplex } from 'node:stream';
 
-export const ENVD_PORT = 49983;
+import { ENVD_PORT, type EnvdInitBody } from '@tidepool/protocol/envd';
 
 /**
  * Opens a TCP stream to a container port through the sandbox's node (a node on another machine); the platform's
@@ -65,14 +65,8 @@ async function boundedText(response: Response, path: string): Promise<string> {
   return Buffer.concat(parts).toString('utf8');
 }
 
-/** What envd receives on `POST /init` when a sandbox starts or resumes. */
-export interface EnvdInit {
-  envVars: Record<string, string>;
-  accessToken: string;
-  defaultUser: string;
-  /** Empty string = the user's home. */
-  defaultWorkdir: string;
-}
+/** What the platform always sends on `POST /init` when a sandbox starts or resumes (the timestamp is added when sent). */
+export type EnvdInit = Required<Omit<EnvdInitBody, 'timestamp'>>;
 
 /** An envd already told `init` (a warm-pool container), and the version it answered with. */
 export interface InitialisedEnvd {

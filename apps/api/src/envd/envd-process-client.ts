@@ -6,7 +6,8 @@
 import { Code, ConnectError, createClient, type Client } from '@connectrpc/connect';
 import { createConnectTransport } from '@connectrpc/connect-node';
 import { Process, Signal, type StartResponse } from '@tidepool/protocol/process';
-import { dialledRequestOptions, ENVD_PORT, type EnvdDial, envdUrl } from './envd-client.ts';
+import { ENVD_PORT } from '@tidepool/protocol/envd';
+import { dialledRequestOptions, type EnvdDial, envdUrl } from './envd-client.ts';
 
 export interface EnvdCommand {
   /** Executable, e.g. `/bin/bash`. */

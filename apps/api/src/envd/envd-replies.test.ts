@@ -5,7 +5,8 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
-import { ENVD_PORT, initEnvd, readEnvdMetrics, waitForEnvd } from './envd-client.ts';
+import { ENVD_PORT } from '@tidepool/protocol/envd';
+import { initEnvd, readEnvdMetrics, waitForEnvd } from './envd-client.ts';
 import { EnvdProcessClient } from './envd-process-client.ts';
 
 const servers: http.Server[] = [];

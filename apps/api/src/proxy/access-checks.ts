@@ -2,7 +2,8 @@ import { createHash, timingSafeEqual } from 'node:crypto';
 import type { IncomingHttpHeaders } from 'node:http';
 import { cleanRequestPath } from './control-routes.ts';
 import { proxyErrors, TRAFFIC_TOKEN_HEADER, type ProxyErrorReply } from './proxy-errors.ts';
-import { ENVD_PORT, type RoutableSandbox } from './sandbox-directory.ts';
+import { ENVD_PORT } from '@tidepool/protocol/envd';
+import type { RoutableSandbox } from './sandbox-directory.ts';
 
 /** Constant-time string equality that does not leak the length through an early exit. */
 export function tokensEqual(provided: string, expected: string): boolean {

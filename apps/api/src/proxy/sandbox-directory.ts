@@ -1,7 +1,4 @@
 import type { Duplex } from 'node:stream';
-import { ENVD_PORT } from '../envd/envd-client.ts';
-
-export { ENVD_PORT };
 
 /** What the proxy needs to know about one sandbox to route traffic to it. */
 export interface RoutableSandbox {

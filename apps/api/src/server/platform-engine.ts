@@ -1,3 +1,4 @@
+import { resolve } from 'node:path';
 import type Docker from 'dockerode';
 import type { Logger } from 'pino';
 import type { Config } from '../config.ts';
@@ -43,6 +44,7 @@ export interface EmbeddedEngineDeps {
 export function embeddedDockerEngine({ docker, config, platformId, logger, hardening, lxcfs, secrets, egressCas, registrySettings, metrics, lifecycle }: EmbeddedEngineDeps): DockerRuntime {
   return withEngineDeadlines(
     new DockerRuntime({ docker, network: config.sandboxNetwork, platformId, logger, isolation: config.sandboxIsolation, helperImage: config.baseImage, hardening, procFiles: lxcfs, cpuset: config.sandboxCpuset,
+      bootIdDir: resolve(config.dataDir, 'boot-ids'),
       egressTransforms: {
         // Only the secrets of the sandbox's own team: another team's secret of the same name is never sent.
         resolveSecret: async (sandboxId, name) => {

@@ -185,7 +185,8 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
     const templateStore = new TemplateStore(db);
     const templates = new TemplateCatalog(templateStore);
     const builtins = new BuiltinTemplates(templates, config, logger);
-    if (runtime) await builtins.register(runtime);
+    // The embedded engine's missing built-in images are built after the API listens (TIDEPOOL_BUILTIN_IMAGE_BUILDER).
+    if (runtime) await builtins.register(runtime, true);
     // The embedded node: this process's engine. Sandboxes stored before nodes existed are its own.
     const nodeId = config.nodeId || platformId;
     const embeddedId = runtime ? nodeId : undefined;
@@ -340,6 +341,8 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
       },
     });
     const { url, clientDomain, httpsUrl, httpsListener, metricsListener } = await openListeners(app, config, metrics, platformId, logger);
+    builtins.startBuilds();
+    const builtinBuilds = builtins;
     // Images only some templates need are built once the API answers, so they never lengthen a start.
     if (runtime) desktop?.buildInBackground(runtime);
     const desktopTemplate = desktop;
@@ -371,6 +374,7 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
       async close(closeOptions = {}) {
         if (closed) return;
         closed = true;
+        await builtinBuilds.stop();
         await running.stop();
         await nodeMonitor.stop();
         for (const agent of agents.values()) agent.stop();

@@ -1,7 +1,7 @@
 import type { Logger } from 'pino';
 import { PlatformError } from '../errors.ts';
 import type { SandboxRuntime } from '../runtime/sandbox-runtime.ts';
-import { CODE_INTERPRETER_TEMPLATE_ID, CODE_INTERPRETER_TEMPLATE_NAME, type TemplateCatalog } from './template-catalog.ts';
+import type { BuiltinTemplateInput, TemplateCatalog } from './template-catalog.ts';
 import type { SandboxDefaults } from './template-model.ts';
 
 /** Registers (or refreshes) the `base` template so it is ready as soon as the API answers. */
@@ -28,28 +28,34 @@ export const CODE_INTERPRETER_DEFAULTS: SandboxDefaults = {
   readyCmd: 'curl -sf --max-time 2 -o /dev/null http://127.0.0.1:49999/health',
 };
 
+/** What registerBuiltinFromImage needs to know of an on-demand built-in template (see builtin-templates.ts). */
+export interface BuiltinImageTemplate extends Omit<BuiltinTemplateInput, 'image' | 'envdVersion'> {
+  /** The setting that names its image (in messages). */
+  imageSetting: string;
+}
+
 /**
- * Registers (or refreshes) the built-in code-interpreter template when its image exists; returns whether it
- * did. A missing image is not fatal: the platform runs without the template and says how to build it.
+ * Registers (or refreshes) a built-in template when its image exists; returns whether it did. A missing image is
+ * not fatal: the platform runs without the template (creating it answers 404 with `how`, or the default advice).
  */
-export async function registerCodeInterpreterTemplate(catalog: TemplateCatalog, runtime: SandboxRuntime, image: string, logger: Logger): Promise<boolean> {
-  const missing = image === '' ? 'TIDEPOOL_CODE_INTERPRETER_IMAGE is empty' : (await runtime.imageExists(image)) ? undefined : `its image '${image}' does not exist`;
+export async function registerBuiltinFromImage(catalog: TemplateCatalog, runtime: SandboxRuntime, template: BuiltinImageTemplate, image: string, logger: Logger, how?: string): Promise<boolean> {
+  const missing = image === '' ? `${template.imageSetting} is empty` : (await runtime.imageExists(image)) ? undefined : `its image '${image}' does not exist`;
   if (missing) {
-    const why = `${missing}; build it with 'bash scripts/build-images.sh' (or set TIDEPOOL_CODE_INTERPRETER_IMAGE) and restart the platform`;
-    await catalog.withdrawBuiltin(CODE_INTERPRETER_TEMPLATE_ID, why);
-    if (image !== '') logger.warn({ image }, `the '${CODE_INTERPRETER_TEMPLATE_NAME}' template is not offered: ${why}`);
+    const why = `${missing}; ${how ?? `build it with 'bash scripts/build-images.sh' (or set ${template.imageSetting}) and restart the platform`}`;
+    await catalog.withdrawBuiltin(template.templateId, why);
+    if (image !== '') logger.warn({ image }, `the '${template.alias}' template is not offered: ${why}`);
     return false;
   }
   const envdVersion = (await runtime.imageEnvdVersion(image)) ?? '0.6.13';
   await catalog.registerBuiltin({
-    templateId: CODE_INTERPRETER_TEMPLATE_ID,
-    alias: CODE_INTERPRETER_TEMPLATE_NAME,
+    templateId: template.templateId,
+    alias: template.alias,
     image,
     envdVersion,
-    defaults: CODE_INTERPRETER_DEFAULTS,
-    cpuCount: 2,
-    memoryMB: 2048,
+    defaults: template.defaults,
+    cpuCount: template.cpuCount,
+    memoryMB: template.memoryMB,
   });
-  logger.info({ image, envdVersion }, 'code-interpreter template ready');
+  logger.info({ image, envdVersion, templateId: template.templateId }, `${template.alias} template ready`);
   return true;
 }

@@ -136,9 +136,8 @@ export class BuildQueue {
 
   private async failInterrupted(): Promise<void> {
     for (const build of await this.deps.store.buildsInStatus('building')) {
-      if (this.running.has(build.buildId)) continue;
-      // A built-in template's image is built by the platform itself (desktop-template.ts), never by this queue.
-      if (BUILTIN_TEMPLATE_NAMES.includes(build.buildId)) continue;
+      // A built-in template's image build is run by builtin-image-builds.ts, never by this queue.
+      if (this.running.has(build.buildId) || BUILTIN_TEMPLATE_NAMES.includes(build.templateId)) continue;
       const leases = this.deps.leases;
       // Taking the lease both proves nobody runs the build and keeps two replicas from failing it together.
       if (leases && !(await leases.store.acquire(leaseName(build.buildId), leases.owner, this.ttlMs))) continue;

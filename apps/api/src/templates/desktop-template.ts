@@ -88,7 +88,7 @@ export class DesktopTemplate {
       return;
     }
     // Missing, or older than its sources or the base image (another envd): sandboxes wait for the new one.
-    await this.catalog.registerBuiltinBuilding(this.builtinInput(image, ''));
+    await this.catalog.registerBuiltinBuilding(this.builtinSpec(), `waiting for the API to listen; then its image '${image}' is built`);
     this.pendingBuild = build;
     this.logger.info({ image, stale: current === false }, `the desktop image ${current === false ? 'is older than its sources or the base image' : 'does not exist yet'}; it is built after the API listens, and a desktop sandbox waits for it`);
   }
@@ -105,7 +105,7 @@ export class DesktopTemplate {
       lines += 1;
       // Steps always; the packages' lines every so often, so the log shows it moving without flooding it.
       if (/^Step \d+\/\d+/.test(line) || lines % 50 === 0) log.info({ line: line.slice(0, 300) }, 'desktop image build');
-      void this.catalog.appendBuiltinLog(DESKTOP_TEMPLATE_ID, line.slice(0, 2000)).catch(() => undefined);
+      void this.catalog.appendBuiltinLog(DESKTOP_TEMPLATE_ID, 'info', line.slice(0, 2000)).catch(() => undefined);
     };
     const running = runtime
       .buildPlatformImage(build, progress, this.abort.signal)
@@ -120,7 +120,7 @@ export class DesktopTemplate {
         if (!(await runtime.imageExists(build.image).catch(() => false))) await this.catalog.withdrawBuiltin(DESKTOP_TEMPLATE_ID, why).catch(() => undefined);
       });
     this.building = running;
-    this.catalog.awaitBuiltin(DESKTOP_TEMPLATE_ID, running);
+    this.catalog.awaitBuiltinBuild(DESKTOP_TEMPLATE_ID, running);
   }
 
   /** Stops a build in progress (the platform is closing). */
@@ -135,12 +135,16 @@ export class DesktopTemplate {
   }
 
   private async withdrawOrMark(why: string): Promise<void> {
-    await this.catalog.registerBuiltinBuilding(this.builtinInput(this.settings.desktopImage, ''));
+    await this.catalog.registerBuiltinBuilding(this.builtinSpec(), why);
     await this.catalog.withdrawBuiltin(DESKTOP_TEMPLATE_ID, why);
     this.logger.warn(`the '${DESKTOP_TEMPLATE_ID}' template is not offered: ${why}`);
   }
 
+  private builtinSpec() {
+    return { templateId: DESKTOP_TEMPLATE_ID, alias: DESKTOP_TEMPLATE_ID, defaults: DESKTOP_DEFAULTS, cpuCount: 2, memoryMB: 2048 };
+  }
+
   private builtinInput(image: string, envdVersion: string) {
-    return { templateId: DESKTOP_TEMPLATE_ID, alias: DESKTOP_TEMPLATE_ID, image, envdVersion, defaults: DESKTOP_DEFAULTS, cpuCount: 2, memoryMB: 2048 };
+    return { ...this.builtinSpec(), image, envdVersion };
   }
 }

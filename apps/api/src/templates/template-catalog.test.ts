@@ -64,10 +64,10 @@ describe('a built-in template whose image is being built (desktop)', () => {
   const input = { templateId: 'desktop', alias: 'desktop', image: 'tidepool/desktop:latest', envdVersion: '1', defaults: BASE_DEFAULTS, cpuCount: 2, memoryMB: 2048 };
 
   it('a create waits for the build this process runs, then starts from its image', async () => {
-    await catalog.registerBuiltinBuilding(input);
+    await catalog.registerBuiltinBuilding(input, 'building');
     let finish!: () => void;
     const build = new Promise<void>((resolve) => (finish = resolve)).then(() => catalog.registerBuiltin(input));
-    catalog.awaitBuiltin('desktop', build);
+    catalog.awaitBuiltinBuild('desktop', build);
     let resolved: string | undefined;
     const waiting = catalog.resolve('desktop', other).then((r) => (resolved = r.build.image ?? 'none'));
     await new Promise((r) => setTimeout(r, 50));
@@ -79,13 +79,13 @@ describe('a built-in template whose image is being built (desktop)', () => {
   });
 
   it('a failed build: the create answers 404 with the reason; without a build in this process, 404 saying so', async () => {
-    await catalog.registerBuiltinBuilding(input);
+    await catalog.registerBuiltinBuilding(input, 'building');
     const build = Promise.reject(new Error('apt-get failed')).catch(async () => {
       await catalog.withdrawBuiltin('desktop', 'building its image failed: apt-get failed');
     });
-    catalog.awaitBuiltin('desktop', build);
+    catalog.awaitBuiltinBuild('desktop', build);
     await expect(catalog.resolve('desktop', other)).rejects.toMatchObject({ kind: 'not_found', message: expect.stringMatching(/building its image failed: apt-get failed/) });
-    await catalog.registerBuiltinBuilding(input);
+    await catalog.registerBuiltinBuilding(input, 'building');
     await expect(catalog.resolve('desktop', other)).rejects.toMatchObject({ kind: 'not_found', message: expect.stringMatching(/being built by another API process/) });
   });
 

@@ -87,24 +87,10 @@ export const namesOf = (template: TemplateRecord): string[] => (template.alias ?
  * snapshots. Images and running builds are someone else's (the build queue, the lifecycle).
  */
 export class TemplateCatalog {
-  /** Built-in templates whose image this process is building: a create of one waits for it (see awaitBuiltin). */
+  /** Image builds of built-in templates running in this process (see awaitBuiltinBuild). */
   private readonly builtinBuilds = new Map<string, Promise<void>>();
 
   constructor(private readonly store: TemplateStore) {}
-
-  /** A built-in template's image is being built by this process: resolving the template waits until `done` settles. */
-  awaitBuiltin(templateId: string, done: Promise<void>): void {
-    const settled = done.catch(() => undefined);
-    this.builtinBuilds.set(templateId, settled);
-    void settled.then(() => {
-      if (this.builtinBuilds.get(templateId) === settled) this.builtinBuilds.delete(templateId);
-    });
-  }
-
-  /** A line of a built-in template's image build, in its build log (GET /templates/{id}/builds/{id}/status). */
-  appendBuiltinLog(templateId: string, line: string): Promise<void> {
-    return this.store.appendLog(templateId, 'info', line);
-  }
 
   /** Finds a template by id or name that `teamId` may access so; throws not_found (another team's answers as a missing one). */
   async require(idOrName: string, teamId: string, access: TemplateAccess = 'read'): Promise<TemplateRecord> {
@@ -171,12 +157,15 @@ export class TemplateCatalog {
       throw notFound(`template '${reference}' not found: the templates available are the base template ('base') and the ones built or snapshotted on this platform`);
     }
     const tag = parsed.tag ?? DEFAULT_TAG;
-    // A built-in whose image this process is still building: the create waits for it rather than failing.
-    const pending = this.builtinBuilds.get(template.templateId);
-    if (pending && (await this.store.build(template.templateId))?.status === 'building') await pending;
     const buildId = (await this.store.taggedBuild(template.templateId, tag)) ?? (parsed.tag === undefined ? (await this.latestReady(template.templateId))?.buildId : undefined);
     if (!buildId) throw notFound(`template '${parsed.name}' has no build tagged '${tag}'`);
-    const build = await this.store.build(buildId);
+    let build = await this.store.build(buildId);
+    const imageBuild = build?.status === 'building' ? this.builtinBuilds.get(template.templateId) : undefined;
+    if (imageBuild && BUILTIN_TEMPLATE_NAMES.includes(template.templateId)) {
+      // Its image is being built by this process: the create waits for it, then sees the result.
+      await imageBuild;
+      build = await this.store.build(buildId);
+    }
     if (build?.status === 'error' && build.reason && BUILTIN_TEMPLATE_NAMES.includes(template.templateId)) {
       throw notFound(`template '${parsed.name}' is not available: ${build.reason.message}`);
     }
@@ -218,12 +207,30 @@ export class TemplateCatalog {
     return this.saveBuiltin(input, 'ready');
   }
 
-  /** Registers a built-in template whose image is being built (not startable until registerBuiltin marks it ready). */
-  registerBuiltinBuilding(input: BuiltinTemplateInput): Promise<void> {
-    return this.saveBuiltin(input, 'building');
+  /**
+   * A built-in template whose image is being built (builtin-image-builds.ts): listed as `building`, `progress` the
+   * first line of its build log; creates wait for the build (see awaitBuiltinBuild).
+   */
+  async registerBuiltinBuilding(input: Omit<BuiltinTemplateInput, 'image' | 'envdVersion'>, progress: string): Promise<void> {
+    await this.saveBuiltin({ ...input, image: null, envdVersion: null }, 'building');
+    await this.store.clearLogs(input.templateId);
+    await this.store.appendLog(input.templateId, 'info', progress);
   }
 
-  private async saveBuiltin(input: BuiltinTemplateInput, status: 'ready' | 'building'): Promise<void> {
+  /** Where a built-in template's image build is running: creates of it wait for `done` (resolved either way). */
+  awaitBuiltinBuild(templateId: string, done: Promise<void>): void {
+    this.builtinBuilds.set(templateId, done);
+    void done.finally(() => {
+      if (this.builtinBuilds.get(templateId) === done) this.builtinBuilds.delete(templateId);
+    });
+  }
+
+  /** A line of a built-in template's image build (its build log: GET /templates/{id}/builds/{id}/status, the dashboard). */
+  appendBuiltinLog(templateId: string, level: 'info' | 'error', message: string): Promise<void> {
+    return this.store.appendLog(templateId, level, message);
+  }
+
+  private async saveBuiltin(input: Omit<BuiltinTemplateInput, 'image' | 'envdVersion'> & { image: string | null; envdVersion: string | null }, status: 'ready' | 'building'): Promise<void> {
     const now = nowIso();
     const { templateId } = input;
     await this.store.atomically(async (store) => {
@@ -250,7 +257,7 @@ export class TemplateCatalog {
         buildId: templateId,
         templateId,
         status,
-        image: status === 'ready' ? input.image : null,
+        image: input.image,
         cpuCount,
         memoryMB,
         diskSizeMB: 0,
@@ -261,7 +268,7 @@ export class TemplateCatalog {
         requestedTags: [DEFAULT_TAG],
         createdAt: build?.createdAt ?? now,
         updatedAt: now,
-        finishedAt: status === 'ready' ? (build?.status === 'ready' ? (build.finishedAt ?? now) : now) : null,
+        finishedAt: status === 'ready' ? (build?.finishedAt ?? now) : null,
       });
       await store.setTag(templateId, DEFAULT_TAG, templateId);
     });

@@ -290,6 +290,12 @@ export class TemplateStore {
     return next;
   }
 
+  /** Drops a build's log (a built-in template's build log starts again with each image build). */
+  async clearLogs(buildId: string): Promise<void> {
+    await (this.appending.get(buildId) ?? Promise.resolve()).catch(() => undefined);
+    await this.sql.run('DELETE FROM build_logs WHERE build_id = ?', [buildId]);
+  }
+
   /** Entries from index `offset` on (at most `limit`), optionally only at `minLevel` or above. */
   async logs(buildId: string, offset: number, limit: number): Promise<BuildLogEntry[]> {
     const rows = await this.sql.all<{ timestamp: string; level: LogLevel; message: string; step: string | null }>(

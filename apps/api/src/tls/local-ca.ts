@@ -11,6 +11,7 @@
 import { X509Certificate, createPrivateKey, randomBytes } from 'node:crypto';
 import { chmodSync, existsSync, mkdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
+import { ENVD_PORT } from '@tidepool/protocol/envd';
 import type { Logger } from 'pino';
 import { openssl, opensslConfig, serial, TlsSetupError } from './openssl-cli.ts';
 
@@ -75,7 +76,7 @@ export function renewalReason(certPem: string, keyPem: string, caPem: string, do
   const names = serverNames(domain);
   // `checkHost` applies the same wildcard rules as clients: one label, not directly under a single-label name.
   // (A wildcard directly under a single-label name such as `localhost` is refused by clients: not checked there.)
-  const hosts = domain.includes('.') ? [domain, `49983-probe.${domain}`] : [domain];
+  const hosts = domain.includes('.') ? [domain, `${ENVD_PORT}-probe.${domain}`] : [domain];
   for (const host of hosts) if (cert.checkHost(host) === undefined) return `does not cover ${host}`;
   for (const ip of names.ips) if (cert.checkIP(ip) === undefined) return `does not cover ${ip}`;
   const sans = (cert.subjectAltName ?? '').toLowerCase();
@@ -236,7 +237,7 @@ export function certificateFromFiles(options: { certFile: string; keyFile: strin
     if (error instanceof TlsSetupError) throw error;
     throw new TlsSetupError(`TIDEPOOL_TLS_CERT / TIDEPOOL_TLS_KEY: ${(error as Error).message}`);
   }
-  const probe = `49983-probe.${domain}`;
+  const probe = `${ENVD_PORT}-probe.${domain}`;
   if (leaf.checkHost(probe) === undefined) logger.warn({ certFile, domain }, `the TLS certificate does not cover *.${domain}: sandbox URLs will fail verification`);
   const left = new Date(leaf.validTo).getTime() - (options.now ?? new Date()).getTime();
   if (left <= 0) logger.error({ certFile, validTo: leaf.validTo }, 'the TLS certificate has expired');

@@ -1,29 +1,7 @@
 /** The `/execute` stream's frames (one JSON object per line), as code-interpreter-wire.md defines them. */
+import type { ExecutionFrame, ResultBundle } from '@tidepool/protocol/code-interpreter';
 
-/** A result's formats, named as the wire names them (absent formats are omitted). */
-export interface ResultBundle {
-  text?: string;
-  html?: string;
-  markdown?: string;
-  svg?: string;
-  png?: string;
-  jpeg?: string;
-  pdf?: string;
-  latex?: string;
-  json?: string;
-  javascript?: string;
-  data?: unknown;
-  chart?: unknown;
-  extra?: Record<string, unknown>;
-}
-
-export type Frame =
-  | { type: 'stdout' | 'stderr'; text: string; timestamp: string }
-  | ({ type: 'result'; is_main_result: boolean } & ResultBundle)
-  | { type: 'error'; name: string; value: string; traceback: string }
-  | { type: 'number_of_executions'; execution_count: number }
-  | { type: 'keepalive' }
-  | { type: 'end_of_execution' };
+export type { ExecutionFrame as Frame, ResultBundle };
 
 /** MIME types of a Jupyter display bundle and the wire field each one fills. */
 const MIME_FIELDS = new Map<string, keyof ResultBundle>(Object.entries({

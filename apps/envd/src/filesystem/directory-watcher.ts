@@ -4,6 +4,7 @@ import { EventType } from '@tidepool/protocol/filesystem';
 import { stagedWriteEvents } from './staged-write-events.ts';
 import { StagedWriteTracker } from './staged-write-tracker.ts';
 import { isStagingPath, type StagingPurpose } from './staging-names.ts';
+import type { SettlingWatch, WatchBarrier } from './watch-barrier.ts';
 
 export interface WatchEvent {
   /** Path relative to the watched directory. */
@@ -54,7 +55,7 @@ const WALK_GRACE_MS = 50;
  *   reported, under the target's name, as the reference's direct write of it (staged-write-events.ts):
  *   an upload of a new file as CREATE, CHMOD (its chown), WRITE.
  */
-export class DirectoryWatcher {
+export class DirectoryWatcher implements SettlingWatch {
   private readonly watchers = new Map<string, FSWatcher>();
   /** Names believed to exist under the watched directories, with their inode when it is known. */
   private readonly known = new Map<string, bigint | undefined>();
@@ -75,13 +76,27 @@ export class DirectoryWatcher {
     private readonly recursive: boolean,
     private readonly onEvent: (event: WatchEvent) => void,
     private readonly onError: (error: Error) => void,
+    private readonly barrier: WatchBarrier,
   ) {}
 
   async start(): Promise<void> {
-    await this.watchTree(this.root, false);
+    this.barrier.add(this);
+    try {
+      await this.watchTree(this.root, false);
+    } catch (error) {
+      this.close();
+      throw error;
+    }
+  }
+
+  /** Resolves once every raw event received so far is classified and handed to `onEvent`. */
+  settled(): Promise<void> {
+    if (this.batch.length > 0) this.flush();
+    return this.pending;
   }
 
   close(): void {
+    this.barrier.delete(this);
     this.closed = true;
     for (const watcher of this.watchers.values()) watcher.close();
     this.watchers.clear();
@@ -133,6 +148,7 @@ export class DirectoryWatcher {
 
   private flush(): void {
     this.flushScheduled = false;
+    if (this.batch.length === 0) return;
     const batch = this.batch;
     this.batch = [];
     this.pending = this.pending.then(() => this.handleBatch(batch)).catch((error: Error) => {

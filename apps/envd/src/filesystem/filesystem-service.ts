@@ -13,6 +13,7 @@ import { listDirectory } from './list-directory.ts';
 import { networkFilesystemOf } from './network-mounts.ts';
 import { makeDirsOwnedBy } from './ownership.ts';
 import { PollingWatchers } from './polling-watchers.ts';
+import type { WatchBarrier } from './watch-barrier.ts';
 import { watchStream, type WatchOptions } from './watch-stream.ts';
 
 interface WatchRequestFields {
@@ -23,8 +24,8 @@ interface WatchRequestFields {
 }
 
 /** Implements `filesystem.Filesystem`: stat, list, create, move, remove and watch paths. */
-export function registerFilesystemService(router: ConnectRouter, envd: EnvdContext): void {
-  const pollingWatchers = new PollingWatchers();
+export function registerFilesystemService(router: ConnectRouter, envd: EnvdContext, watches: WatchBarrier): void {
+  const pollingWatchers = new PollingWatchers(watches);
 
   const userOf = (ctx: HandlerContext): SystemUser => resolveRpcUser(envd.users, envd.state, ctx.requestHeader.get('authorization'));
 
@@ -47,7 +48,7 @@ export function registerFilesystemService(router: ConnectRouter, envd: EnvdConte
       if (!request.allowNetworkMounts && (await networkFilesystemOf(root))) {
         throw new ConnectError(`cannot watch path on network filesystem: ${root}`, Code.InvalidArgument);
       }
-      return { root, recursive: request.recursive, includeEntry: request.includeEntry, users: envd.users };
+      return { root, recursive: request.recursive, includeEntry: request.includeEntry, users: envd.users, barrier: watches };
     });
   }
 
@@ -62,6 +63,7 @@ export function registerFilesystemService(router: ConnectRouter, envd: EnvdConte
         if (existing?.isDirectory()) throw new ConnectError(`directory already exists: ${absolute}`, Code.AlreadyExists);
         if (existing) throw new ConnectError(`path already exists and is not a directory: ${absolute}`, Code.InvalidArgument);
         await makeDirsOwnedBy(absolute, user);
+        await watches.settle();
         return { entry: await buildEntryInfo(absolute, envd.users) };
       });
     },
@@ -76,6 +78,7 @@ export function registerFilesystemService(router: ConnectRouter, envd: EnvdConte
         } catch (error) {
           throw new ConnectError(`error renaming '${source}' to '${destination}': ${(error as Error).message}`, Code.Internal);
         }
+        await watches.settle();
         return { entry: await buildEntryInfo(destination, envd.users) };
       });
     },
@@ -88,6 +91,7 @@ export function registerFilesystemService(router: ConnectRouter, envd: EnvdConte
     async remove(request, ctx) {
       return withPath(request.path, ctx, async (absolute) => {
         await fs.rm(absolute, { recursive: true, force: true });
+        await watches.settle();
         return {};
       });
     },

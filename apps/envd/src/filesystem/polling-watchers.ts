@@ -1,6 +1,7 @@
 import { Code, ConnectError } from '@connectrpc/connect';
 import { randomBytes } from 'node:crypto';
 import { DirectoryWatcher } from './directory-watcher.ts';
+import type { WatchBarrier } from './watch-barrier.ts';
 import { type FilesystemEventInit, toFilesystemEvent, type WatchOptions } from './watch-stream.ts';
 
 const ALPHABET = 'abcdefghijklmnopqrstuvwxyz0123456789';
@@ -20,6 +21,8 @@ interface PollingWatcher {
 export class PollingWatchers {
   private readonly watchers = new Map<string, PollingWatcher>();
 
+  constructor(private readonly barrier: WatchBarrier) {}
+
   async create(options: WatchOptions): Promise<string> {
     const id = newWatcherId();
     const entry: PollingWatcher = { watcher: undefined as unknown as DirectoryWatcher, events: [], error: undefined };
@@ -27,13 +30,16 @@ export class PollingWatchers {
       if (entry.events.length < MAX_BUFFERED_EVENTS) entry.events.push(toFilesystemEvent(event, options));
     }, (error) => {
       entry.error = error;
-    });
+    }, this.barrier);
     await entry.watcher.start();
     this.watchers.set(id, entry);
     return id;
   }
 
+  /** The events so far, including those of every change completed before the call (see watch-barrier.ts). */
   async drain(id: string): Promise<FilesystemEventInit[]> {
+    this.require(id);
+    await this.barrier.settle();
     const entry = this.require(id);
     if (entry.error) {
       this.remove(id);

@@ -4,6 +4,7 @@ import type { WatchDirResponseSchema } from '@tidepool/protocol/filesystem';
 import type { SystemUsers } from '../identity/system-users.ts';
 import { buildEntryInfo } from './entry-info.ts';
 import { DirectoryWatcher, type WatchEvent } from './directory-watcher.ts';
+import type { WatchBarrier } from './watch-barrier.ts';
 
 type WatchResponseInit = MessageInitShape<typeof WatchDirResponseSchema>;
 export type FilesystemEventInit = Pick<FilesystemEvent, 'name' | 'type'> & { entry?: EntryInfo };
@@ -13,6 +14,8 @@ export interface WatchOptions {
   recursive: boolean;
   includeEntry: boolean;
   users: SystemUsers;
+  /** Lets writes wait until this watch has their events. */
+  barrier: WatchBarrier;
 }
 
 /** Events whose entry still exists under the reported name. */
@@ -39,7 +42,7 @@ export async function* watchStream(options: WatchOptions, signal: AbortSignal, k
   }, (error) => {
     queue.push(error);
     notify();
-  });
+  }, options.barrier);
   await watcher.start();
   signal.addEventListener('abort', notify, { once: true });
   try {

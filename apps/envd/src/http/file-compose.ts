@@ -5,6 +5,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { EnvdContext } from '../context.ts';
 import { chownToUser, makeDirsOwnedBy } from '../filesystem/ownership.ts';
 import { stagingPathFor } from '../filesystem/staging-names.ts';
+import type { WatchBarrier } from '../filesystem/watch-barrier.ts';
 import { resolvePath } from '../identity/resolve-path.ts';
 import { fileHttpError, resolveFileUser } from './file-access.ts';
 import { EnvdHttpError } from './http-error.ts';
@@ -31,7 +32,7 @@ function parseComposeBody(raw: unknown): { sources: string[]; destination: strin
  * cloned (reflink / copy_file_range where the filesystem allows it), the rest appended; the result
  * replaces the destination atomically and the sources are deleted only after that succeeded.
  */
-export async function composeFiles(ctx: EnvdContext, request: FastifyRequest, reply: FastifyReply): Promise<FastifyReply> {
+export async function composeFiles(ctx: EnvdContext, request: FastifyRequest, reply: FastifyReply, watches: WatchBarrier): Promise<FastifyReply> {
   const { sources: rawSources, destination: rawDestination, username } = parseComposeBody(request.body);
   const user = resolveFileUser(ctx, username);
   const resolve = (path: string): string => {
@@ -64,6 +65,7 @@ export async function composeFiles(ctx: EnvdContext, request: FastifyRequest, re
     throw fileHttpError(error, destination);
   }
   for (const source of new Set(sources)) await fs.rm(source, { force: true });
+  await watches.settle();
   // The interface's "Composed file result" ({path, name, type}), shaped like the entries of POST /files;
   // built from what was just renamed into place, not from a second look a sandbox process could race.
   return reply.send(restFileEntry(destination));

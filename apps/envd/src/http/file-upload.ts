@@ -7,6 +7,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { EnvdContext } from '../context.ts';
 import { chownToUser, makeDirsOwnedBy } from '../filesystem/ownership.ts';
 import { stagingPathFor } from '../filesystem/staging-names.ts';
+import type { WatchBarrier } from '../filesystem/watch-barrier.ts';
 import { replaceMetadata } from '../filesystem/xattr-metadata.ts';
 import { PathResolutionError, resolvePath } from '../identity/resolve-path.ts';
 import type { SystemUser } from '../identity/system-users.ts';
@@ -149,7 +150,7 @@ async function receiveMultipart(request: FastifyRequest, body: Readable, targetO
 }
 
 /** `POST /files`: multipart (one or many files) or a raw octet-stream body; gzip bodies accepted. */
-export async function uploadFiles(ctx: EnvdContext, request: FastifyRequest, reply: FastifyReply): Promise<FastifyReply> {
+export async function uploadFiles(ctx: EnvdContext, request: FastifyRequest, reply: FastifyReply, watches: WatchBarrier): Promise<FastifyReply> {
   authorizeFileRequest(ctx, request, 'write');
   const query = request.query as FileQuery;
   const user = resolveFileUser(ctx, query.username);
@@ -175,6 +176,7 @@ export async function uploadFiles(ctx: EnvdContext, request: FastifyRequest, rep
     }
     const written: RestEntry[] = [];
     for (const file of staged) written.push(await file.commit(metadata));
+    await watches.settle();
     return reply.send(written);
   } catch (error) {
     await Promise.all(staged.map((file) => file.discard()));

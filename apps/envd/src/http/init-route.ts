@@ -1,3 +1,4 @@
+import type { EnvdInitBody } from '@tidepool/protocol/envd';
 import type { FastifyInstance } from 'fastify';
 import { ENVD_VERSION } from '../config.ts';
 import type { EnvdContext } from '../context.ts';
@@ -5,13 +6,7 @@ import { warmProcessPath } from '../process/process-warmup.ts';
 import { tokensEqual } from './access-token-guard.ts';
 import { EnvdHttpError } from './http-error.ts';
 
-interface InitBody {
-  envVars?: Record<string, string>;
-  accessToken?: string;
-  timestamp?: string;
-  defaultUser?: string;
-  defaultWorkdir?: string;
-}
+type InitBody = EnvdInitBody;
 
 function parseInitBody(raw: unknown): InitBody {
   if (raw === undefined || raw === null || raw === '') return {};

@@ -1,6 +1,7 @@
 import type Docker from 'dockerode';
 import type { Logger } from 'pino';
 import { chooseRuntime, isHostKernelRuntime } from './oci-runtime.ts';
+import { PROBE_LABEL } from './docker-labels.ts';
 
 /** Limits and privileges every sandbox and template build container runs with. */
 export interface HardeningSettings {
@@ -99,7 +100,7 @@ export class ContainerHardening {
   private async quotaWorks(docker: Docker, logger: Logger, probeImage: string | undefined): Promise<boolean> {
     if (!probeImage) return false;
     try {
-      const probe = await docker.createContainer({ Image: probeImage, Entrypoint: ['/bin/true'], Cmd: [], Labels: { 'dev.tidepool.probe': 'disk-quota' }, HostConfig: { NetworkMode: 'none', StorageOpt: { size: '64M' } } });
+      const probe = await docker.createContainer({ Image: probeImage, Entrypoint: ['/bin/true'], Cmd: [], Labels: { [PROBE_LABEL]: 'disk-quota' }, HostConfig: { NetworkMode: 'none', StorageOpt: { size: '64M' } } });
       await probe.remove({ force: true }).catch(() => undefined);
       logger.info({ diskMB: this.settings.diskMB }, 'sandbox disk quota enforced (overlay2 on xfs with pquota)');
       return true;

@@ -11,12 +11,13 @@ import { followSandboxEvents } from './docker-events.ts';
 import { PhaseClock } from '../../observability/phase-clock.ts';
 import { pausedImageRef, sandboxOfImage } from './paused-image.ts';
 import { PAUSED_IMAGE_REPOSITORY } from '../platform-repositories.ts';
+import { BOOT_ID_PATH, BootIds, runtimeBindsBootId } from './boot-ids.ts';
 import { EgressProxy } from './egress-proxy.ts';
 import type { FIREWALL_PROGRAMS } from './firewall-commands.ts';
 import type { NetworkFirewall } from './network-firewall.ts';
 import { type EgressTransformDeps, EgressTransforms } from './egress-transforms.ts';
 import { EgressTunnel } from './egress-tunnel.ts';
-import { conntrackProblem } from './original-destination.ts';
+import { ConntrackReader, conntrackProblem } from './original-destination.ts';
 import { DEFAULT_EGRESS_PROXY_PORTS } from './upstream-address.ts';
 import { ClusterAddresses } from './cluster-addresses.ts';
 import { UpstreamAddressPolicy, type UpstreamPolicySettings } from './upstream-address.ts';
@@ -47,6 +48,8 @@ export interface DockerRuntimeOptions {
    * runtime; `refuse` is told when the engine (the docker gate) will not take the binds.
    */
   procFiles?: { procMounts(): ProcFileMount[]; refuse(reason: string): void };
+  /** Host directory of the sandboxes' own boot ids (boot-ids.ts), bound over theirs where the runtime allows it; none = the host's. */
+  bootIdDir?: string;
   /** Pins each sandbox to as many host cpus as it has (round-robin), so `nproc` and affinity match its limit. */
   cpuset?: boolean;
   /** Other iptables/ip6tables programs (tests: a missing ip6tables); the standard ones by default. */
@@ -88,6 +91,8 @@ export class DockerRuntime implements SandboxRuntime {
   private firewall: NetworkFirewall | undefined;
   /** Decides TCP 80/443 of sandboxes that allow domains (host installs only). */
   private egressProxy: EgressProxy | undefined;
+  /** The sandboxes' own boot ids, where the runtime allows them (see prepareBootIds). */
+  private bootIds: BootIds | undefined;
   /** Carries all TCP of sandboxes with their own egress proxy (host installs with a readable conntrack table). */
   private egressTunnel: EgressTunnel | undefined;
   private egressTunnelProblem = 'sandbox egress through a proxy needs the platform on the Docker host with its firewall installed';
@@ -113,6 +118,7 @@ export class DockerRuntime implements SandboxRuntime {
       );
     }
     await this.hardening.prepare(this.docker, this.logger, this.options.helperImage);
+    await this.prepareBootIds();
     const registryProblem = await this.options.registry?.engineProblem();
     if (registryProblem) throw new Error(registryProblem);
     if (this.options.cpuset) {
@@ -145,6 +151,22 @@ export class DockerRuntime implements SandboxRuntime {
     await this.startEgressProxy();
   }
 
+  /** Sandboxes get their own boot id where the runtime lets a file be bound over it; files of containers gone are removed. */
+  private async prepareBootIds(): Promise<void> {
+    const dir = this.options.bootIdDir;
+    if (!dir) return;
+    const runtime = this.hardening.runtime || 'the engine\'s default runtime';
+    if (!runtimeBindsBootId(this.hardening.runtime)) {
+      this.logger.warn({ runtime }, `sandboxes read the host's boot id: ${runtime} refuses binds inside /proc (crun allows it)`);
+      return;
+    }
+    this.bootIds = new BootIds(dir, this.logger);
+    const containers = await this.docker.listContainers({ all: true });
+    const inUse = new Set(containers.flatMap((c) => (c.Mounts ?? []).map((m) => m.Source)));
+    const removed = await this.bootIds.prune(inUse);
+    if (removed > 0) this.logger.info({ removed }, 'removed the boot ids of containers that are gone');
+  }
+
   /** Where the firewall runs on this machine, the egress proxy listens on the bridge gateway (where REDIRECT delivers). */
   private async startEgressProxy(): Promise<void> {
     if (!this.firewall || this.firewall.where !== 'host' || this.egressProxy) return;
@@ -155,10 +177,13 @@ export class DockerRuntime implements SandboxRuntime {
       return;
     }
     const proxy = new EgressProxy(this.logger, this.options.egressTransforms && new EgressTransforms(this.options.egressTransforms, this.logger));
-    const ports = await proxy.listen(gateway);
-    this.egressProxy = proxy;
     const conntrack = await conntrackProblem();
+    // Without the conntrack table, connections to allowed CIDRs cannot be relayed to where they were going: they go direct (untransformed).
+    const originals = new ConntrackReader();
+    const ports = await proxy.listen(gateway, conntrack ? undefined : (peer, port, local) => originals.lookup(peer, port, local));
+    this.egressProxy = proxy;
     if (conntrack) {
+      this.logger.warn({ reason: conntrack }, 'network.rules transforms do not apply to HTTP/TLS sent to an allowed CIDR on this host');
       this.egressTunnelProblem = `sandbox egress through a proxy is unavailable: ${conntrack}`;
       this.logger.warn({ reason: conntrack }, 'network.egressProxy is unavailable on this host');
       this.firewall.setRedirect(ports);
@@ -257,15 +282,25 @@ export class DockerRuntime implements SandboxRuntime {
    */
   async startContainer(spec: ContainerSpec): Promise<StartedContainer> {
     if (this.firewall?.refusal) throw new Error(this.firewall.refusal);
-    const procMounts = this.hardening.hostKernel ? (this.options.procFiles?.procMounts() ?? []) : [];
+    const lxcfsMounts = this.hardening.hostKernel ? (this.options.procFiles?.procMounts() ?? []) : [];
+    const bootId = await this.bootIds?.mint();
+    const procMounts = [...lxcfsMounts, ...(bootId ? [bootId] : [])];
     const cpuset = this.cpuSets?.take(spec.cpuCount);
     if (procMounts.length === 0) return this.startWith(spec, [], cpuset);
     try {
       return await this.startWith(spec, procMounts, cpuset);
     } catch (error) {
+      await this.bootIds?.release(bootId?.source);
       const message = error instanceof Error ? error.message : String(error);
-      if (statusCode(error) === 403) this.options.procFiles?.refuse(`the engine refused the lxcfs binds (${message.slice(0, 300)})`);
-      else this.logger.warn({ sandboxId: spec.sandboxId, err: error }, 'sandbox container did not start with the lxcfs binds; starting it without them');
+      if (statusCode(error) === 403) {
+        this.options.procFiles?.refuse(`the engine refused the lxcfs binds (${message.slice(0, 300)})`);
+        this.bootIds?.refuse(`the engine refused the bind (${message.slice(0, 300)})`);
+      } else if (bootId && (message.includes(BOOT_ID_PATH) || message.includes(bootId.source))) {
+        // Refused by the runtime, or the file is not on the engine's host (the platform in a container): not again.
+        this.bootIds?.refuse(message.slice(0, 300));
+      } else {
+        this.logger.warn({ sandboxId: spec.sandboxId, err: error }, 'sandbox container did not start with the lxcfs binds; starting it without them');
+      }
       return this.startWith(spec, [], cpuset);
     }
   }
@@ -384,6 +419,20 @@ export class DockerRuntime implements SandboxRuntime {
   }
 
   private async removeContainer(containerId: string): Promise<void> {
+    const bootIdFile = this.bootIds ? await this.bootIdFileOf(containerId) : undefined;
+    await this.removeContainerOnly(containerId);
+    await this.bootIds?.release(bootIdFile);
+  }
+
+  private async bootIdFileOf(containerId: string): Promise<string | undefined> {
+    try {
+      return this.bootIds?.fileAmong(((await this.docker.getContainer(containerId).inspect()).Mounts ?? []).map((m) => m.Source));
+    } catch {
+      return undefined;
+    }
+  }
+
+  private async removeContainerOnly(containerId: string): Promise<void> {
     const container = this.docker.getContainer(containerId);
     try {
       await container.remove({ force: true, v: true });

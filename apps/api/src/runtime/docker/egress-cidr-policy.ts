@@ -19,6 +19,11 @@ export class CidrPolicy {
     }
   }
 
+  /** In an allowed CIDR (where the firewall lets a connection pass whatever else the sandbox allows). */
+  allowsExplicitly(address: string): boolean {
+    return net.isIPv4(address) && this.allow.check(address, 'ipv4');
+  }
+
   allows(address: string): boolean {
     if (!net.isIPv4(address)) return false;
     return this.allow.check(address, 'ipv4') || !this.deny.check(address, 'ipv4');

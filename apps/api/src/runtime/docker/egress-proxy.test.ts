@@ -58,6 +58,45 @@ describe('egress proxy destinations', () => {
     egressNameResolver.resolve = realResolve;
   });
 
+  it('opens the allowed-CIDR ports only with an original-destination lookup, and closes what it cannot relay there', async () => {
+    const without = new EgressProxy(pino({ level: 'silent' }));
+    try {
+      expect(Object.keys(await without.listen('127.0.0.1')).sort()).toEqual(['http', 'tls']);
+    } finally {
+      without.close();
+    }
+    const lines: { msg: string }[] = [];
+    const answers: Array<() => Promise<{ address: string; port: number } | undefined>> = [
+      async () => ({ address: '127.0.0.1', port: 80 }), // a denied range: never dialled
+      async () => undefined, // no conntrack entry
+      async () => ({ address: '198.18.0.9', port: 443 }), // not the port this listener serves
+      async () => {
+        throw new Error('EACCES');
+      },
+    ];
+    const proxy = new EgressProxy(pino({ level: 'debug' }, { write: (line: string) => void lines.push(JSON.parse(line)) }));
+    try {
+      const lookups: Array<[string, number]> = [];
+      const ports = await proxy.listen('127.0.0.1', async (peer, _peerPort, local) => {
+        lookups.push([peer, local]);
+        return answers[lookups.length - 1]!();
+      });
+      expect(ports.allowedHttp).toBeGreaterThan(0);
+      for (let i = 0; i < answers.length; i++) {
+        const client = net.connect(ports.allowedHttp!, '127.0.0.1');
+        client.on('error', () => undefined);
+        await new Promise<void>((resolve) => client.on('close', () => resolve()));
+      }
+      expect(lookups).toEqual(Array(4).fill(['127.0.0.1', ports.allowedHttp]));
+      expect(lines.filter((l) => l.msg.startsWith('egress connection refused')).map((l) => l.msg)).toEqual([
+        ...Array(3).fill('egress connection refused: its original destination is unknown or denied'),
+        'egress connection refused: the conntrack table cannot be read',
+      ]);
+    } finally {
+      proxy.close();
+    }
+  });
+
   it('refuses a name that resolves to 0.0.0.0 (it would reach the host itself)', async () => {
     const lines: { msg: string; addresses?: string[] }[] = [];
     const proxy = new EgressProxy(pino({ level: 'debug' }, { write: (line: string) => void lines.push(JSON.parse(line)) }));

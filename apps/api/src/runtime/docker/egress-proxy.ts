@@ -3,6 +3,7 @@ import net from 'node:net';
 import type { Logger } from 'pino';
 import type { EgressPolicy } from '../sandbox-runtime.ts';
 import { CidrPolicy } from './egress-cidr-policy.ts';
+import type { TrackedDestination } from './original-destination.ts';
 import type { EgressTransforms } from './egress-transforms.ts';
 import { ALWAYS_DENIED } from './sandbox-firewall.ts';
 
@@ -103,7 +104,17 @@ export function tlsServerName(data: Buffer): string | undefined | null {
 export interface EgressProxyPorts {
   http: number;
   tls: number;
+  /**
+   * Where TCP 80/443 to a sandbox's allowed CIDRs goes when the sandbox has network.rules transforms (a rule for a
+   * name applies whatever else is allowed): requests to a ruled name are transformed, every other connection is
+   * relayed unchanged to where it was going. Absent when original destinations cannot be known (no conntrack).
+   */
+  allowedHttp?: number;
+  allowedTls?: number;
 }
+
+/** Where a redirected connection (peer address and port, our local port) was going; undefined: unknown. */
+export type OriginalDestinationLookup = (peerAddress: string, peerPort: number, localPort: number) => Promise<TrackedDestination | undefined>;
 
 /**
  * Transparent proxy for sandbox TCP traffic to ports 80 and 443 when the sandbox allows domains: the
@@ -117,14 +128,21 @@ export class EgressProxy {
   private readonly domains = new Map<string, string[]>();
   /** Sandboxes whose 80/443 pass here only for network.rules transforms (no domain allowlist): their CIDR rules. */
   private readonly transformOnly = new Map<string, CidrPolicy>();
+  /** The CIDR rules of every sandbox with transforms (for its connections to allowed CIDRs). */
+  private readonly cidrs = new Map<string, CidrPolicy>();
 
   constructor(private readonly logger: Logger, private readonly transforms?: EgressTransforms) {}
 
   /** The sandbox's network.rules transforms (see egress-transforms.ts); its CIDR rules apply when it allows no domains. */
   setTransforms(address: string, sandboxId: string, policy: EgressPolicy): void {
     this.transforms?.set(address, sandboxId, policy.transforms);
-    if (this.transforms?.has(address)) this.transformOnly.set(address, new CidrPolicy(policy));
-    else this.transformOnly.delete(address);
+    if (this.transforms?.has(address)) {
+      this.transformOnly.set(address, new CidrPolicy(policy));
+      this.cidrs.set(address, new CidrPolicy(policy));
+    } else {
+      this.transformOnly.delete(address);
+      this.cidrs.delete(address);
+    }
   }
 
   setDomains(address: string, patterns: string[] | undefined): void {
@@ -132,19 +150,29 @@ export class EgressProxy {
     else this.domains.delete(address);
   }
 
-  /** Listens on `address` (the bridge gateway, where REDIRECT delivers) on two free ports. */
-  async listen(address: string): Promise<EgressProxyPorts> {
+  /**
+   * Listens on `address` (the bridge gateway, where REDIRECT delivers) on two free ports; with `original`, on two more
+   * for connections to allowed CIDRs (see EgressProxyPorts).
+   */
+  async listen(address: string, original?: OriginalDestinationLookup): Promise<EgressProxyPorts> {
     const http = await this.server(address, 80, httpHost);
     const tls = await this.server(address, 443, tlsServerName);
-    return { http, tls };
+    if (!original) return { http, tls };
+    const allowedHttp = await this.listener(address, (socket) => this.handleAllowed(socket, 80, httpHost, original));
+    const allowedTls = await this.listener(address, (socket) => this.handleAllowed(socket, 443, tlsServerName, original));
+    return { http, tls, allowedHttp, allowedTls };
   }
 
   close(): void {
     for (const server of this.servers) server.close();
   }
 
-  private async server(address: string, upstreamPort: number, nameOf: (data: Buffer) => string | undefined | null): Promise<number> {
-    const server = net.createServer((socket) => this.handle(socket, upstreamPort, nameOf));
+  private server(address: string, upstreamPort: number, nameOf: (data: Buffer) => string | undefined | null): Promise<number> {
+    return this.listener(address, (socket) => this.handle(socket, upstreamPort, nameOf));
+  }
+
+  private async listener(address: string, onConnection: (socket: net.Socket) => void): Promise<number> {
+    const server = net.createServer(onConnection);
     server.on('error', (error) => this.logger.warn({ err: error }, 'egress proxy listener error'));
     await new Promise<void>((resolve, reject) => server.once('error', reject).listen(0, address, () => resolve()));
     server.unref();
@@ -164,6 +192,68 @@ export class EgressProxy {
     peekName(socket, nameOf, (head, name) => {
       void this.forward(socket, head, name, upstreamPort, patterns, this.domains.has(address) ? undefined : this.transformOnly.get(address));
     });
+  }
+
+  /**
+   * A connection of a sandbox with transforms to one of its allowed CIDRs (which the firewall would have let through
+   * directly): a request to a ruled name is transformed like any other (the name resolved here, never the address the
+   * sandbox picked, so that a secret goes only where the name points); anything else goes on, unchanged, to where it
+   * was going.
+   */
+  private handleAllowed(socket: net.Socket, port: number, nameOf: (data: Buffer) => string | undefined | null, original: OriginalDestinationLookup): void {
+    const sandboxAddress = socket.remoteAddress?.replace(/^::ffff:/, '') ?? '';
+    socket.setTimeout(PEEK_TIMEOUT_MS, () => socket.destroy());
+    socket.on('error', () => socket.destroy());
+    socket.pause();
+    const log = this.logger.child({ sandboxAddress, port });
+    original(sandboxAddress, socket.remotePort ?? 0, socket.localPort ?? 0).then(
+      (destination) => {
+        if (!destination || destination.port !== port || deniedDestination(destination.address)) {
+          log.debug({ destination }, 'egress connection refused: its original destination is unknown or denied');
+          socket.destroy();
+          return;
+        }
+        peekName(socket, nameOf, (head, name) => {
+          if (name && this.transforms?.covers(sandboxAddress, name)) {
+            void this.forwardTransformed(socket, head, name, port, sandboxAddress);
+            return;
+          }
+          pipeTo(socket, head, destination.address, port);
+        });
+        socket.resume();
+      },
+      (error: unknown) => {
+        log.warn({ err: error }, 'egress connection refused: the conntrack table cannot be read');
+        socket.destroy();
+      },
+    );
+  }
+
+  /** A ruled name reached through an allowed CIDR: dialled by name when the sandbox may reach what the name resolves to. */
+  private async forwardTransformed(socket: net.Socket, head: Buffer, name: string, port: number, sandboxAddress: string): Promise<void> {
+    const log = this.logger.child({ sandboxAddress, name, port });
+    const domains = this.domains.get(sandboxAddress);
+    const cidrs = this.cidrs.get(sandboxAddress);
+    let addresses: string[];
+    try {
+      addresses = await egressNameResolver.resolve(name);
+    } catch {
+      socket.destroy();
+      return;
+    }
+    // What a direct connection to those addresses would be allowed: by the name (domains), else by the CIDR rules.
+    const permitted = addresses.length > 0 && !addresses.some(deniedDestination) && cidrs !== undefined
+      && (domains ? domainAllowed(name, domains) || addresses.every((a) => cidrs.allowsExplicitly(a)) : addresses.every((a) => cidrs.allows(a)));
+    if (!permitted) {
+      log.debug({ addresses }, 'egress connection refused: the ruled name resolves to addresses the sandbox may not reach');
+      socket.destroy();
+      return;
+    }
+    if (this.transforms?.intercept({ socket, head, sandboxAddress, name, address: addresses[0]!, port, protocol: port === 443 ? 'tls' : 'http' })) {
+      socket.setTimeout(0);
+      return;
+    }
+    pipeTo(socket, head, addresses[0]!, port);
   }
 
   private async forward(socket: net.Socket, head: Buffer, name: string | undefined, port: number, patterns: string[], cidrs?: CidrPolicy): Promise<void> {
@@ -190,17 +280,22 @@ export class EgressProxy {
       socket.setTimeout(0);
       return;
     }
-    const upstream = net.connect(port, addresses[0]);
-    upstream.on('error', () => socket.destroy());
-    socket.on('error', () => upstream.destroy());
-    upstream.once('connect', () => {
-      socket.setTimeout(0);
-      upstream.write(head);
-      socket.pipe(upstream);
-      upstream.pipe(socket);
-      socket.resume();
-    });
-    socket.on('close', () => upstream.destroy());
-    upstream.on('close', () => socket.destroy());
+    pipeTo(socket, head, addresses[0]!, port);
   }
+}
+
+/** Dials `address:port`, sends what was already read, then pipes both ways; either side closing closes both. */
+function pipeTo(socket: net.Socket, head: Buffer, address: string, port: number): void {
+  const upstream = net.connect(port, address);
+  upstream.on('error', () => socket.destroy());
+  socket.on('error', () => upstream.destroy());
+  upstream.once('connect', () => {
+    socket.setTimeout(0);
+    upstream.write(head);
+    socket.pipe(upstream);
+    upstream.pipe(socket);
+    socket.resume();
+  });
+  socket.on('close', () => upstream.destroy());
+  upstream.on('close', () => socket.destroy());
 }

@@ -66,11 +66,17 @@ export class EgressTransforms {
     return this.bySandbox.has(address);
   }
 
+  /** Whether requests of the sandbox at `sandboxAddress` to `name` are transformed (a rule set with headers). */
+  covers(sandboxAddress: string, name: string): boolean {
+    const sandbox = this.bySandbox.get(sandboxAddress);
+    const rules = sandbox ? rulesFor(sandbox.rules, name) : undefined;
+    return rules !== undefined && headerTemplates(rules).length > 0;
+  }
+
   /** True when the connection was taken over (transforms apply); false to relay it as it is. */
   intercept(connection: InterceptedConnection): boolean {
     const sandbox = this.bySandbox.get(connection.sandboxAddress);
-    const rules = sandbox ? rulesFor(sandbox.rules, connection.name) : undefined;
-    if (!sandbox || !rules || headerTemplates(rules).length === 0) return false;
+    if (!sandbox || !this.covers(connection.sandboxAddress, connection.name)) return false;
     const name = connection.name.toLowerCase().replace(/\.$/, '');
     const log = this.logger.child({ sandboxId: sandbox.sandboxId, name, port: connection.port });
     const headers = () => this.headersFor(connection.sandboxAddress, name);

@@ -2,6 +2,7 @@ import { execFile, spawn } from 'node:child_process';
 import { readFile } from 'node:fs/promises';
 import type Docker from 'dockerode';
 import type { IpFamily } from './firewall-family.ts';
+import { FIREWALL_HELPER_LABEL } from './docker-labels.ts';
 
 /** The programs of each family: `iptables`/`iptables-restore` and `ip6tables`/`ip6tables-restore`. */
 export const FIREWALL_PROGRAMS: Record<IpFamily, { iptables: string; restore: string }> = {
@@ -74,7 +75,7 @@ export class EngineFirewallCommands implements FirewallCommands {
       Cmd: [],
       Env: env,
       User: '0',
-      Labels: { 'dev.tidepool.firewall-helper': 'true' },
+      Labels: { [FIREWALL_HELPER_LABEL]: 'true' },
       HostConfig: { NetworkMode: 'host', CapAdd: ['NET_ADMIN', 'NET_RAW'], Binds: ['/:/host'], AutoRemove: false },
     });
     try {

@@ -1,5 +1,6 @@
 import type Docker from 'dockerode';
 import type { Logger } from 'pino';
+import { PROBE_LABEL } from './docker-labels.ts';
 
 /** The runtime `auto` prefers: it starts a container sooner than runc with the same isolation (docs/benchmarks.md). */
 export const PREFERRED_RUNTIME = 'crun';
@@ -30,7 +31,7 @@ export async function runtimeStartProblem(docker: Docker, runtime: string, image
       Image: image,
       Entrypoint: ['/opt/tidepool/bin/tini', '--version'],
       Cmd: [],
-      Labels: { 'dev.tidepool.probe': 'runtime' },
+      Labels: { [PROBE_LABEL]: 'runtime' },
       HostConfig: { ...hostConfig, Runtime: runtime, NetworkMode: 'none', AutoRemove: false },
     });
     await probe.start();

@@ -96,6 +96,27 @@ describe('SandboxFirewall rules', () => {
     expect(commands.restores[1]).not.toContain('REDIRECT');
   });
 
+  it('sends HTTP/TLS to allowed CIDRs of a sandbox with transforms to the proxy\'s allowed ports (other ports still direct)', async () => {
+    const commands = new RecordingCommands();
+    const fw = firewall(commands);
+    const transforms = { 'api.example.com': [{ transform: { headers: { A: 'b' } } }] };
+    fw.setRedirect({ http: 41000, tls: 41001, allowedHttp: 41003, allowedTls: 41004 });
+    await fw.applySandbox('isbx5', '172.30.0.12', { allow: ['198.18.1.0/24'], deny: ['0.0.0.0/0'], transforms });
+    const nat = sandboxChain('isbx5', 'TP-R-');
+    expect(commands.restores[0]).toContain([
+      `*nat\n:${nat} - [0:0]`,
+      `-A ${nat} -d 198.18.1.0/24 -p tcp --dport 80 -j REDIRECT --to-ports 41003`,
+      `-A ${nat} -d 198.18.1.0/24 -p tcp --dport 443 -j REDIRECT --to-ports 41004`,
+      `-A ${nat} -d 198.18.1.0/24 -j RETURN`,
+      `-A ${nat} -p tcp --dport 80 -j REDIRECT --to-ports 41000`,
+      `-A ${nat} -p tcp --dport 443 -j REDIRECT --to-ports 41001`,
+    ].join('\n'));
+    // Without transforms (domains only), allowed CIDRs go direct as before.
+    await fw.applySandbox('isbx6', '172.30.0.13', { allow: ['198.18.1.0/24'], deny: ['0.0.0.0/0'], domains: ['example.com'] });
+    expect(commands.restores[1]).not.toContain('--to-ports 4100' + '3');
+    expect(commands.restores[1]).toContain(`-A ${sandboxChain('isbx6', 'TP-R-')} -d 198.18.1.0/24 -j RETURN`);
+  });
+
   it('sends all TCP of a sandbox with its own egress proxy to the tunnel (DNS to the resolvers excepted), and refuses without a tunnel', async () => {
     const commands = new RecordingCommands();
     const fw = firewall(commands);

@@ -10,6 +10,12 @@ export interface RedirectPorts {
   tls: number;
   /** Where all TCP of sandboxes with their own egress proxy goes (see EgressTunnel); absent: not available. */
   tunnel?: number;
+  /**
+   * Where TCP 80/443 to allowed CIDRs of sandboxes with network.rules transforms goes (see EgressProxyPorts), so that
+   * a rule for a name applies also when the name's address is allowed; absent: such connections go direct.
+   */
+  allowedHttp?: number;
+  allowedTls?: number;
 }
 
 /** Never reachable from a sandbox over IPv4 (IPv6: ALWAYS_DENIED_V6 in firewall-family.ts). */
@@ -205,6 +211,7 @@ export class SandboxFirewall {
         const stale = await this.dispatchRules(mine);
         const staleNat = redirects ? await this.dispatchRules(mine, 'nat') : [];
         const own = familyPolicy(this.rules.family, policy);
+        const transformed = policy.transforms !== undefined && Object.keys(policy.transforms).length > 0;
         const redirect = redirects && this.redirect && ((policy.domains ?? []).length > 0 || policy.transforms !== undefined) ? this.redirect : undefined;
         const tunnel = redirects && policy.upstream ? this.redirect?.tunnel : undefined;
         if (redirects && policy.upstream && tunnel === undefined) throw new Error('the egress tunnel is not running: a sandbox with its own egress proxy cannot be given rules');
@@ -216,7 +223,13 @@ export class SandboxFirewall {
             ]
           : redirect
           ? [
-              ...own.allow.map((cidr) => `-d ${cidr} -j RETURN`),
+              ...own.allow.flatMap((cidr) => [
+                // With transforms, HTTP/TLS to an allowed CIDR passes the proxy too: a rule for a name applies whatever else is allowed.
+                ...(transformed && redirect.allowedHttp !== undefined && redirect.allowedTls !== undefined
+                  ? [`-d ${cidr} -p tcp --dport 80 -j REDIRECT --to-ports ${redirect.allowedHttp}`, `-d ${cidr} -p tcp --dport 443 -j REDIRECT --to-ports ${redirect.allowedTls}`]
+                  : []),
+                `-d ${cidr} -j RETURN`,
+              ]),
               `-p tcp --dport 80 -j REDIRECT --to-ports ${redirect.http}`,
               `-p tcp --dport 443 -j REDIRECT --to-ports ${redirect.tls}`,
             ]

@@ -6,10 +6,10 @@ import { EngineFirewallCommands, FIREWALL_PROGRAMS, type FirewallCommands, HostF
 import type { IpFamily } from './firewall-family.ts';
 import { NetworkFirewall } from './network-firewall.ts';
 import { type PlatformPeer, SandboxFirewall } from './sandbox-firewall.ts';
+import { MANAGED_NETWORK_LABEL } from './docker-labels.ts';
 
 /** Docker's own switch for traffic between containers of one bridge; off on sandbox networks. */
 export const ICC_OPTION = 'com.docker.network.bridge.enable_icc';
-export const MANAGED_LABEL = 'dev.tidepool.managed';
 
 /** `warn`: run without isolation (loudly) where rules cannot be installed; `require`: refuse to start. */
 export type IsolationMode = 'warn' | 'require';
@@ -36,7 +36,7 @@ export async function recreateIfOpen(docker: Docker, name: string, logger: Logge
   const info = (await docker.getNetwork(name).inspect()) as NetworkInfo;
   if (info.Options?.[ICC_OPTION] === 'false' || info.Driver !== 'bridge') return;
   const attached = Object.keys(info.Containers ?? {}).length;
-  if (attached > 0 || info.Labels?.[MANAGED_LABEL] !== 'true') {
+  if (attached > 0 || info.Labels?.[MANAGED_NETWORK_LABEL] !== 'true') {
     logger.warn({ network: name, attached }, 'sandbox network allows inter-container traffic (made before isolation); the firewall rules keep sandboxes apart. Recreate it when no container uses it');
     return;
   }
@@ -51,7 +51,7 @@ export async function recreateIfOpen(docker: Docker, name: string, logger: Logge
 }
 
 export function networkSpec(name: string): Docker.NetworkCreateOptions {
-  return { Name: name, Driver: 'bridge', CheckDuplicate: true, Labels: { [MANAGED_LABEL]: 'true' }, Options: { [ICC_OPTION]: 'false' } };
+  return { Name: name, Driver: 'bridge', CheckDuplicate: true, Labels: { [MANAGED_NETWORK_LABEL]: 'true' }, Options: { [ICC_OPTION]: 'false' } };
 }
 
 /** The platform's own container when it runs on the sandbox network (docker-compose.yml). */

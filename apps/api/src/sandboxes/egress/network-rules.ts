@@ -1,4 +1,5 @@
 import { isIP } from 'node:net';
+import { ENVD_PORT } from '@tidepool/protocol/envd';
 import { PlatformError } from '../../errors.ts';
 import type { EgressPolicy } from '../../runtime/sandbox-runtime.ts';
 import { normaliseRules } from '../../runtime/network-transforms.ts';
@@ -19,8 +20,6 @@ export function isCidrOrIp(value: string): boolean {
   const bits = Number(prefix);
   return bits <= (family === 4 ? 32 : 128) && (address !== '0.0.0.0' || bits === 0);
 }
-
-const ENVD_PORT = 49983;
 
 /** Validates egress and routing settings the way the reference platform does, with its messages. */
 export function validateNetwork(network: Omit<SandboxNetwork, 'rules' | 'egressProxy'> & { rules?: unknown; egressProxy?: unknown }): void {

@@ -3,7 +3,7 @@ import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { invalid, notFound, PlatformError } from '../../errors.ts';
 import { parseLimit } from '../../http/keyset-page.ts';
 import { callerTeam } from '../../http/request-team.ts';
-import type { TemplateAccess } from '../template-catalog.ts';
+import { BUILTIN_TEMPLATE_NAMES, type TemplateAccess } from '../template-catalog.ts';
 import { parseBuildRequest } from '../build-request.ts';
 import { checkFilesHash } from '../context-files.ts';
 import type { BuildLogEntry, LogLevel, TemplateRecord } from '../template-model.ts';
@@ -37,7 +37,9 @@ export function registerTemplateBuildRoutes(app: FastifyInstance, deps: Template
   /** The build of a template the caller's team may access so; unknown (or another team's) template or build → not found. */
   const buildOf = async (request: FastifyRequest, access: TemplateAccess) => {
     const params = request.params as Static<typeof BuildParams>;
-    return catalog.requireBuild((await catalog.require(params.templateID, callerTeam(request), access)).templateId, checkBuildId(params.buildID));
+    // A built-in template's one build has the template's id (its image build's log is read here too).
+    const buildId = BUILTIN_TEMPLATE_NAMES.includes(params.buildID) ? params.buildID : checkBuildId(params.buildID);
+    return catalog.requireBuild((await catalog.require(params.templateID, callerTeam(request), access)).templateId, buildId);
   };
 
   /** The status poll answers an unknown build with 400, as the reference does (its other routes say 404). */
