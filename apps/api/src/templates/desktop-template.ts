@@ -116,8 +116,14 @@ export class DesktopTemplate {
       .catch(async (error: unknown) => {
         if (this.abort.signal.aborted) return;
         const why = `building its image failed: ${error instanceof Error ? error.message : String(error)}`;
+        if (await runtime.imageExists(build.image).catch(() => false)) {
+          // An older image (or one built elsewhere, e.g. where the engine refuses builds) still serves.
+          log.error({ err: error }, `the desktop image could not be brought up to date; its existing image serves: ${why}`);
+          await this.registerReady(runtime, build.image).catch(() => undefined);
+          return;
+        }
         log.error({ err: error }, `the desktop template is not offered: ${why}`);
-        if (!(await runtime.imageExists(build.image).catch(() => false))) await this.catalog.withdrawBuiltin(DESKTOP_TEMPLATE_ID, why).catch(() => undefined);
+        await this.catalog.withdrawBuiltin(DESKTOP_TEMPLATE_ID, why).catch(() => undefined);
       });
     this.building = running;
     this.catalog.awaitBuiltinBuild(DESKTOP_TEMPLATE_ID, running);
