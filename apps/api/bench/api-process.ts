@@ -91,6 +91,8 @@ export async function startApiProcess(
       TIDEPOOL_WARM_POOL: 'off',
       TIDEPOOL_ON_SHUTDOWN: 'kill',
       TIDEPOOL_LOG_LEVEL: 'warn',
+      // The desktop image is built by an API that lacks it: only the desktop section asks for that template.
+      TIDEPOOL_DESKTOP_IMAGE: process.env.TIDEPOOL_DESKTOP_IMAGE ?? '',
       ...settings,
     },
     stdio: ['ignore', out, out],

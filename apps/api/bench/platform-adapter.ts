@@ -21,7 +21,7 @@ export interface BenchPlatform {
 
 export async function startPlatformForBench(overrides: Record<string, unknown> = {}): Promise<BenchPlatform> {
   const dataDir = mkdtempSync(join(tmpdir(), 'tidepool-bench-'));
-  const platform = await startPlatform({ host: '127.0.0.1', port: 0, dataDir, logLevel: 'warn', warmPool: {}, warmPoolAdaptive: false, ...overrides });
+  const platform = await startPlatform({ host: '127.0.0.1', port: 0, dataDir, logLevel: 'warn', warmPool: {}, warmPoolAdaptive: false, desktopImage: '', ...overrides });
   return {
     url: platform.url,
     apiKey: platform.apiKey,

@@ -23,10 +23,12 @@
  *               optional A/B against another checkout and CPU profiles of the bursts (burst-ab-bench.ts; BENCH_BURST_*)
  *   code-interpreter  runCode('1+1') warm beside commands.run('python3 -c …'), create→first runCode from a warm
  *               pool of code-interpreter-v1 (code-interpreter-bench.ts; BENCH_CI_RUNS, BENCH_CI_CREATES, BENCH_CI_POOL)
+ *   desktop     `@e2b/desktop` create→first screenshot cold and from a warm pool, idle desktop sandbox memory
+ *               (desktop-bench.ts; BENCH_DESKTOP_CREATES, BENCH_DESKTOP_POOL)
  *
  * Sizes: BENCH_SERIAL (30), BENCH_CONCURRENT (50), BENCH_CONCURRENCY (20,50), BENCH_EXEC (200), BENCH_PAUSE (10),
  * BENCH_PROXY (1000), BENCH_POOL_CONCURRENCY (20,50), BENCH_DENSITY (500).
- * BENCH_SECTIONS: comma list of `sandboxes`, `exec`, `proxy-hop`, `runtimes`, `templates`, `pool`, `pool-adaptive`, `density`, `neighbours`, `code-interpreter`, `burst`, `placement`
+ * BENCH_SECTIONS: comma list of `sandboxes`, `exec`, `proxy-hop`, `runtimes`, `templates`, `pool`, `pool-adaptive`, `density`, `neighbours`, `code-interpreter`, `desktop`, `burst`, `placement`
  * (placement-bench.ts: a placement decision over 1,000 sandboxes; pure, no engine), `cluster` (cluster-bench.ts: c=50
  * creates through the SDK on a three-node local cluster vs one node of it; root; BENCH_CLUSTER_CREATES,
  * BENCH_CLUSTER_CONCURRENCY), `node-hop` (node-hop-bench.ts: envd /health and commands.run through the proxy to a
@@ -48,6 +50,7 @@ import { benchExec } from './exec-bench.ts';
 import { benchProxyHop } from './proxy-hop-bench.ts';
 import { benchDensity } from './density-bench.ts';
 import { benchCodeInterpreter } from './code-interpreter-bench.ts';
+import { benchDesktop } from './desktop-bench.ts';
 import { benchPlacement } from './placement-bench.ts';
 import { benchNeighbours } from './neighbour-bench.ts';
 import { benchCluster } from './cluster-bench.ts';
@@ -88,6 +91,7 @@ async function main(): Promise<void> {
     ['exec', () => benchExec(log)],
     ['proxy-hop', () => benchProxyHop(log)],
     ['code-interpreter', () => benchCodeInterpreter(log)],
+    ['desktop', () => benchDesktop(log)],
     ['placement', async () => benchPlacement(log)],
     ['neighbours', () => benchNeighbours(log)],
     ['cluster', () => benchCluster(log)],

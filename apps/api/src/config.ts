@@ -148,6 +148,11 @@ export const ConfigSchema = Type.Object({
    */
   codeInterpreterImage: Type.String(),
   /**
+   * Image of the built-in `desktop` template (`@e2b/desktop`); '' = no such template. The API with an engine builds
+   * it from docker/desktop after it listens when it is missing or older than its sources; a desktop create waits.
+   */
+  desktopImage: Type.String(),
+  /**
    * Executable run as `<builder> <target> <image>` to build a built-in template's image (e.g. the code interpreter's)
    * after the API listens, instead of before it starts; '' (default) = never built by the API. `npm start` sets it
    * to scripts/build-builtin-image.sh.
@@ -268,6 +273,7 @@ const ENV_NAMES: Record<keyof Config, string> = {
   metricsAddress: 'TIDEPOOL_METRICS_ADDRESS',
   runtimeImage: 'TIDEPOOL_RUNTIME_IMAGE',
   codeInterpreterImage: 'TIDEPOOL_CODE_INTERPRETER_IMAGE',
+  desktopImage: 'TIDEPOOL_DESKTOP_IMAGE',
   builtinImageBuilder: 'TIDEPOOL_BUILTIN_IMAGE_BUILDER',
   onShutdown: 'TIDEPOOL_ON_SHUTDOWN',
   secretsKey: 'TIDEPOOL_SECRETS_KEY',
@@ -527,6 +533,7 @@ export function loadConfig(rawEnv: NodeJS.ProcessEnv = process.env, overrides: P
     metricsAddress: (env.TIDEPOOL_METRICS_ADDRESS ?? '').trim(),
     runtimeImage: (env.TIDEPOOL_RUNTIME_IMAGE ?? '').trim() || 'tidepool/envd-runtime:latest',
     codeInterpreterImage: env.TIDEPOOL_CODE_INTERPRETER_IMAGE === undefined ? 'tidepool/code-interpreter:latest' : env.TIDEPOOL_CODE_INTERPRETER_IMAGE.trim(),
+    desktopImage: env.TIDEPOOL_DESKTOP_IMAGE === undefined ? 'tidepool/desktop:latest' : env.TIDEPOOL_DESKTOP_IMAGE.trim(),
     builtinImageBuilder: (env.TIDEPOOL_BUILTIN_IMAGE_BUILDER ?? '').trim(),
     onShutdown: (env.TIDEPOOL_ON_SHUTDOWN ?? '').trim().toLowerCase() || 'keep',
     secretsKey: (env.TIDEPOOL_SECRETS_KEY ?? '').trim(),

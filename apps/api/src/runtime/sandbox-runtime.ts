@@ -76,6 +76,20 @@ export interface SandboxImage {
   sandboxId: string;
 }
 
+/** An image the platform builds itself from a directory it ships (the `desktop` template's). */
+export interface PlatformImageBuild {
+  /** The name the image gets (`repository:tag`). */
+  image: string;
+  /** Directory holding `Dockerfile` and the files it copies. */
+  contextDir: string;
+  /** The files of `contextDir` to send (relative paths, `Dockerfile` among them). */
+  files: string[];
+  /** Passed as the build argument BASE_IMAGE; its id is part of the image's identity. */
+  baseImage: string;
+  /** Digest of the files: with the base image's id it says whether `image` is current (label dev.tidepool.image-hash). */
+  contextHash: string;
+}
+
 export interface SandboxRuntime {
   /**
    * Follows the engine's events about this platform's sandbox containers from `since` (engine time,
@@ -88,6 +102,13 @@ export interface SandboxRuntime {
   imageExists(image: string): Promise<boolean>;
   /** Version label of the envd runtime baked into an image, if any. */
   imageEnvdVersion(image: string): Promise<string | undefined>;
+  /**
+   * Whether `build.image` is current for its files and base image (undefined: it does not exist), without building.
+   * Absent: this engine builds no platform images (a node agent's); such templates are offered when their image exists.
+   */
+  platformImageCurrent?(build: PlatformImageBuild): Promise<boolean | undefined>;
+  /** Builds `build.image` (each output line to `progress`); the signal cancels the build. */
+  buildPlatformImage?(build: PlatformImageBuild, progress: (line: string) => void, signal?: AbortSignal): Promise<void>;
   /** Creates and starts a container that runs envd. On failure nothing is left behind. */
   startContainer(spec: ContainerSpec): Promise<StartedContainer>;
   /** Freezes every process of the sandbox (memory stays allocated). */

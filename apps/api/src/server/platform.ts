@@ -12,6 +12,7 @@ import type { NodePools } from '../sandboxes/pool/node-pools.ts';
 import { storageVolumes } from '../volumes/node-volumes.ts';
 import { volumeNodes } from '../nodes/volume-nodes.ts';
 import { BuiltinTemplates } from '../templates/builtin-templates.ts';
+import { DesktopTemplate } from '../templates/desktop-template.ts';
 import { LxcfsSupervisor } from '../runtime/lxcfs/lxcfs-supervisor.ts';
 import { buildApiServer } from './api-server.ts';
 import { AuthFailureLimiter, DEFAULT_MAX_TRACKED_ADDRESSES } from '../http/auth-failure-limiter.ts';
@@ -151,6 +152,7 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
   let lxcfs: LxcfsSupervisor | undefined;
   let monitor: NodeMonitor | undefined;
   let discovery: NodeDiscovery | undefined;
+  let desktop: DesktopTemplate | undefined;
   const agents = new Map<string, LocalNodeAgent>();
   const extraWatches: EngineWatch[] = [];
   try {
@@ -334,6 +336,9 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
     const builds = templateBuilds({ config, db, docker, platformId, hardening, builderOverride, nodes, images, templates, templateStore, lifecycle, pools: nodePools, metrics, tokenSeed, logger });
     queue = builds.queue;
     await queue.recoverAfterRestart();
+    // The desktop template's image is the platform's own build (not the queue's): checked, and built after listening.
+    desktop = runtime ? new DesktopTemplate(templates, config, logger) : undefined;
+    if (runtime) await desktop?.register(runtime);
     const running = lifecycle;
     const buildQueue = queue;
     const watch = engineWatch;
@@ -368,6 +373,9 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
     const { url, clientDomain, httpsUrl, httpsListener, metricsListener } = await openListeners(app, config, metrics, platformId, logger);
     builtins.startBuilds();
     const builtinBuilds = builtins;
+    // Images only some templates need are built once the API answers, so they never lengthen a start.
+    if (runtime) desktop?.buildInBackground(runtime);
+    const desktopTemplate = desktop;
     let closed = false;
     const nodeMonitor = monitor;
     const nodeDiscovery = discovery;
@@ -409,6 +417,7 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
         // Creations and per-sandbox operations in flight finish (bounded) before the store closes.
         await running.drain(SHUTDOWN_DRAIN_MS);
         await buildQueue.stop();
+        await desktopTemplate?.stop();
         if (!closeOptions.keepSandboxes) await running.killAll();
         app.server.closeAllConnections?.();
         await httpsListener?.close();
@@ -420,6 +429,7 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
       },
     };
   } catch (error) {
+    await desktop?.stop();
     await queue?.stop();
     await pools?.stop({ drain: true });
     await engineWatch?.stop();

@@ -14,8 +14,10 @@ export const BASE_TEMPLATE_ID = 'base';
 /** The code-interpreter template: id `code-interpreter`, name `code-interpreter-v1` (the SDK's default). */
 export const CODE_INTERPRETER_TEMPLATE_ID = 'code-interpreter';
 export const CODE_INTERPRETER_TEMPLATE_NAME = 'code-interpreter-v1';
+/** The desktop template of `@e2b/desktop` (its default): id and name `desktop`. */
+export const DESKTOP_TEMPLATE_ID = 'desktop';
 /** Names (ids and aliases) of the platform's own templates: not buildable, snapshottable or deletable by users. */
-export const BUILTIN_TEMPLATE_NAMES: readonly string[] = [BASE_TEMPLATE_ID, CODE_INTERPRETER_TEMPLATE_ID, CODE_INTERPRETER_TEMPLATE_NAME];
+export const BUILTIN_TEMPLATE_NAMES: readonly string[] = [BASE_TEMPLATE_ID, CODE_INTERPRETER_TEMPLATE_ID, CODE_INTERPRETER_TEMPLATE_NAME, DESKTOP_TEMPLATE_ID];
 
 /** A template the platform ships (base, code-interpreter): one build, always ready, refreshed at every start. */
 export interface BuiltinTemplateInput {
@@ -149,6 +151,9 @@ export class TemplateCatalog {
       if (parsed.name === CODE_INTERPRETER_TEMPLATE_ID || parsed.name === CODE_INTERPRETER_TEMPLATE_NAME) {
         throw notFound(`template '${reference}' is not available on this platform: its image was not found at start; build it with 'bash scripts/build-images.sh' (or set TIDEPOOL_CODE_INTERPRETER_IMAGE) and restart the platform`);
       }
+      if (parsed.name === DESKTOP_TEMPLATE_ID) {
+        throw notFound(`template '${reference}' is not offered on this platform: TIDEPOOL_DESKTOP_IMAGE is empty, or no node with an engine has registered it yet`);
+      }
       throw notFound(`template '${reference}' not found: the templates available are the base template ('base') and the ones built or snapshotted on this platform`);
     }
     const tag = parsed.tag ?? DEFAULT_TAG;
@@ -163,6 +168,9 @@ export class TemplateCatalog {
     }
     if (build?.status === 'error' && build.reason && BUILTIN_TEMPLATE_NAMES.includes(template.templateId)) {
       throw notFound(`template '${parsed.name}' is not available: ${build.reason.message}`);
+    }
+    if (build?.status === 'building' && BUILTIN_TEMPLATE_NAMES.includes(template.templateId)) {
+      throw notFound(`template '${parsed.name}' is not available yet: its image is being built by another API process; try again in a few minutes`);
     }
     if (!build || build.status !== 'ready' || !build.image) throw notFound(`template '${parsed.name}:${tag}' has no finished build yet`);
     return { template, build, tag };
@@ -253,7 +261,7 @@ export class TemplateCatalog {
         cpuCount,
         memoryMB,
         diskSizeMB: 0,
-        envdVersion: input.envdVersion,
+        envdVersion: status === 'ready' ? input.envdVersion : null,
         defaults: input.defaults,
         spec: null,
         reason: null,

@@ -26,5 +26,6 @@ describe('template references', () => {
     expect(newTemplateId()).toMatch(/^[a-z0-9]{20}$/);
     expect(checkBuildId('0F8FAD5B-D9CB-469F-A165-70867728950E')).toBe('0f8fad5b-d9cb-469f-a165-70867728950e');
     expect(() => checkBuildId('nope')).toThrow(PlatformError);
+    expect(checkBuildId('desktop')).toBe('desktop'); // a built-in template's one build
   });
 });

@@ -50,7 +50,11 @@ export function newTemplateId(): string {
 
 export const newBuildId = (): string => randomUUID();
 
+/** The one build of each built-in template is named after it (its image build's log is read by that id). */
+const BUILTIN_BUILD_IDS: readonly string[] = ['base', 'code-interpreter', 'desktop'];
+
 export function checkBuildId(buildId: string): string {
+  if (BUILTIN_BUILD_IDS.includes(buildId)) return buildId;
   if (!UUID.test(buildId)) throw invalid(`invalid build ID '${buildId}': expected a UUID`);
   return buildId.toLowerCase();
 }

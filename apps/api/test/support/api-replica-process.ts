@@ -51,6 +51,8 @@ export async function startApiReplica(options: { databaseUrl: string; apiKey: st
       TIDEPOOL_ON_SHUTDOWN: 'keep',
       // Warm pools are per replica (not shared yet): off, so every container on the engine is a sandbox's.
       TIDEPOOL_WARM_POOL: 'off',
+      // No desktop template (a missing image would be built by every replica of every run).
+      TIDEPOOL_DESKTOP_IMAGE: '',
       ...options.env,
     },
     stdio: ['ignore', 'pipe', 'pipe'],

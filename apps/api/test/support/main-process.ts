@@ -10,7 +10,7 @@ export async function startMain(dataDir: string, env: Record<string, string> = {
   // Node itself with the tsx loader (not the tsx CLI, which would run the API in a grandchild SIGKILL misses).
   const proc = spawn(process.execPath, ['--import', 'tsx', join(repoRoot, 'apps/api/src/main.ts')], {
     cwd: repoRoot,
-    env: { ...process.env, TIDEPOOL_HOST: '127.0.0.1', TIDEPOOL_PORT: '0', TIDEPOOL_DATA_DIR: dataDir, TIDEPOOL_SANDBOX_NETWORK: 'tidepool-test', TIDEPOOL_LOG_LEVEL: 'warn', ...env },
+    env: { ...process.env, TIDEPOOL_HOST: '127.0.0.1', TIDEPOOL_PORT: '0', TIDEPOOL_DATA_DIR: dataDir, TIDEPOOL_SANDBOX_NETWORK: 'tidepool-test', TIDEPOOL_LOG_LEVEL: 'warn', TIDEPOOL_DESKTOP_IMAGE: '', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let output = '';

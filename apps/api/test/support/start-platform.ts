@@ -25,7 +25,9 @@ export async function startTestPlatform(
   await ensureBaseImage();
   // Replicas of one database share the secrets key (the token seed is derived from it), as a deployment's must.
   const shared = overrides.databaseUrl && overrides.secretsKey === undefined ? { secretsKey: replicaSecretsKey(overrides.databaseUrl) } : {};
-  const platform = await startPlatform({ host: '127.0.0.1', port: 0, dataDir, logLevel: 'silent', sandboxNetwork: 'tidepool-test', warmPool: {}, warmPoolAdaptive: false, ...shared, ...overrides }, options);
+  // No desktop template unless a suite asks for it: a platform without the desktop image builds it in the background,
+  // and every suite of a run doing that at once on a shared machine costs minutes of CPU nobody needs.
+  const platform = await startPlatform({ host: '127.0.0.1', port: 0, dataDir, logLevel: 'silent', sandboxNetwork: 'tidepool-test', warmPool: {}, warmPoolAdaptive: false, desktopImage: '', ...shared, ...overrides }, options);
   return Object.assign(platform, {
     dataDir,
     sdk: { apiKey: platform.apiKey, apiUrl: platform.url, sandboxUrl: platform.url },

@@ -4,7 +4,8 @@ import type { Logger } from 'pino';
 import { envdTokenArchive, envdWaitsForToken, unguessableTokenFile } from '../../envd/envd-birth-token.ts';
 import { ContainerHardening } from './container-hardening.ts';
 import type { EngineEvent, EngineEventStream } from '../engine-events.ts';
-import type { ContainerSpec, ContainerStatus, EgressPolicy, ManagedContainer, SandboxImage, SandboxRuntime, StartedContainer } from '../sandbox-runtime.ts';
+import type { ContainerSpec, ContainerStatus, EgressPolicy, ManagedContainer, PlatformImageBuild, SandboxImage, SandboxRuntime, StartedContainer } from '../sandbox-runtime.ts';
+import { buildPlatformImage, platformImageCurrent } from './platform-image-build.ts';
 import { BUILD_ROLE_LABEL, ENVD_VERSION_LABEL, PLATFORM_LABEL, POOL_LABEL, SANDBOX_LABEL, TEMPLATE_LABEL } from './docker-labels.ts';
 import { followSandboxEvents } from './docker-events.ts';
 import { PhaseClock } from '../../observability/phase-clock.ts';
@@ -262,6 +263,14 @@ export class DockerRuntime implements SandboxRuntime {
       if (statusCode(error) === 404) return false;
       throw error;
     }
+  }
+
+  platformImageCurrent(build: PlatformImageBuild): Promise<boolean | undefined> {
+    return platformImageCurrent(this.docker, build);
+  }
+
+  buildPlatformImage(build: PlatformImageBuild, progress: (line: string) => void, signal?: AbortSignal): Promise<void> {
+    return buildPlatformImage(this.docker, build, progress, signal);
   }
 
   async imageEnvdVersion(image: string): Promise<string | undefined> {
