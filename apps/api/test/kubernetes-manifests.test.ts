@@ -8,12 +8,13 @@
  * What this cannot prove: that a cluster schedules the pods, that an agent reaches its engine, that images start.
  */
 import { cpSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { randomBytes } from 'node:crypto';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parse, parseAllDocuments } from 'yaml';
 import { repoRoot, run } from '@tidepool/testkit';
-import { settingEnvNames } from '../src/config.ts';
+import { loadConfig, settingEnvNames } from '../src/config.ts';
 import { type KubeObject, checkManifests, environmentOf, objectId, schemaProblems, unknownFieldProblems, workloadsOf } from './support/kube-manifest-check.ts';
 
 /* eslint-disable @typescript-eslint/no-explicit-any -- rendered manifests are plain JSON */
@@ -81,6 +82,38 @@ function container(objects: KubeObject[], kind: string, name: string): Any {
 function setting(objects: KubeObject[], kind: string, name: string, setting: string): string | undefined {
   const workload = find(objects, kind, name);
   return environmentOf(objects, workload.metadata.namespace, workload.spec.template.spec.containers[0]).get(setting)?.value;
+}
+
+/** Sample content for a file a setting names, of the shape the platform expects. */
+function sampleFile(name: string): string {
+  if (name === 'TIDEPOOL_API_KEYS_FILE') return `e2b_${randomBytes(20).toString('hex')}\n`;
+  if (name === 'TIDEPOOL_ADMIN_KEY_FILE') return `${randomBytes(24).toString('hex')}\n`;
+  if (name === 'TIDEPOOL_SECRETS_KEY_FILE') return `${randomBytes(32).toString('base64')}\n`;
+  if (name.endsWith('PASSWORD_FILE')) return 'sample-password\n';
+  return 'placeholder\n';
+}
+
+/**
+ * The environment a workload's first container starts with, as the platform's own loadConfig reads it: ConfigMap
+ * and env values, field references as a scheduled pod would have them, `$(VAR)` expanded, and every file a setting
+ * names replaced by a sample file of the right shape (the real ones are the operator's).
+ */
+function startEnvironment(objects: KubeObject[], kind: string, name: string, files: string): NodeJS.ProcessEnv {
+  const workload = find(objects, kind, name);
+  const env: NodeJS.ProcessEnv = {};
+  for (const [key, entry] of environmentOf(objects, workload.metadata.namespace, workload.spec.template.spec.containers[0])) {
+    const field = entry.valueFrom?.fieldRef?.fieldPath;
+    const value = field === 'spec.nodeName' ? 'sandbox-machine-1' : field === 'status.hostIP' ? '192.0.2.10' : entry.value;
+    if (value === undefined) throw new Error(`${kind}/${name}: ${key} has no value the offline check can stand in for`);
+    env[key] = value.replace(/\$\(([A-Za-z_][A-Za-z0-9_]*)\)/g, (_, ref: string) => env[ref] ?? '');
+  }
+  for (const key of Object.keys(env)) {
+    if (!key.endsWith('_FILE') && !/^TIDEPOOL_(CLUSTER_CLIENT_(CERT|KEY)|CLUSTER_CA|NODE_TLS_(CERT|KEY|CA))$/.test(key)) continue;
+    const path = join(files, `${name}-${key}`);
+    writeFileSync(path, sampleFile(key));
+    env[key] = path;
+  }
+  return env;
 }
 
 /** What Tidepool's cluster mode needs of a deployment, beyond what Kubernetes itself checks. */
@@ -186,6 +219,23 @@ describe('deploy/kubernetes (offline: rendered by kubectl kustomize and schema-c
     const kinds = new Set(objects.map((o) => o.kind));
     for (const kind of ['Namespace', 'ServiceAccount', 'ConfigMap', 'Secret', 'Service', 'Deployment', 'DaemonSet', 'PodDisruptionBudget', 'Ingress']) expect(kinds, kind).toContain(kind);
     expect(await allProblems(objects)).toEqual([]);
+  });
+
+  it.each(overlays)('overlays/%s: the API\'s and the agent\'s settings pass the platform\'s own validation (loadConfig)', (overlay) => {
+    const objects = rendered.get(overlay)!;
+    const files = mkdtempSync(join(work, `config-${overlay}-`));
+    const api = loadConfig(startEnvironment(objects, 'Deployment', 'tidepool-api', files));
+    expect(api.embeddedNode).toBe(false);
+    expect(api.databaseUrl).toMatch(/sslmode=require/);
+    const agent = loadConfig(startEnvironment(objects, 'DaemonSet', 'tidepool-node-agent', files));
+    expect(agent.nodeId).toBe('sandbox-machine-1');
+    expect(agent.nodeUrl).toBe('https://192.0.2.10:7443');
+    expect(agent.sandboxIsolation).toBe('require');
+    expect(agent.registry).toBe(api.registry);
+    // The same path refuses a bad value, naming the setting.
+    const broken = structuredClone(objects) as Any[];
+    find(broken, 'ConfigMap', 'tidepool-api-settings').data.TIDEPOOL_DATABASE_URL = 'mysql://tidepool@db.example.com/tidepool';
+    expect(() => loadConfig(startEnvironment(broken, 'Deployment', 'tidepool-api', files))).toThrow(/TIDEPOOL_DATABASE_URL/);
   });
 
   it('no object of any overlay has a field its kind does not define (the generated types, strict like an API server)', () => {
