@@ -1,235 +1,376 @@
 /**
- * The offline check of rendered Kubernetes manifests: each object against its kind's structural schema
- * (kube-schema.ts), then what a schema cannot see: names unique, selectors matching their pod templates,
- * Services' target ports being container ports of the pods they select, probes naming real ports, every
- * TIDEPOOL_* variable a setting the platform knows, every referenced Secret (and key), ConfigMap,
- * ServiceAccount, Role and volume defined, every image renamed to the registry, and RBAC granting no wildcard
- * or secret access. Returns the problems found, one line each (`Kind/name: what`); none = the check passed.
+ * The offline checks of rendered Kubernetes manifests (what `kubectl kustomize` printed), in three layers:
+ *  1. schemaProblems: every object against the official OpenAPI schema of its apiVersion and kind, through the
+ *     `kubernetes-models` family (its validators are generated from those schemas; cert-manager's from its CRDs).
+ *  2. unknownFieldProblems: the schemas allow fields they do not name, which an API server with strict field
+ *     validation (kubectl's default) refuses; the TypeScript types generated from the same schemas do not, so each
+ *     object is type-checked as an object literal of its kind's type (excess properties are errors).
+ *  3. checkManifests: what no schema can see. References (Secrets, ConfigMaps, keys, ServiceAccounts, volumes,
+ *     Service ports) resolve; selectors match; no secret in an environment value; every `*_FILE` (and certificate)
+ *     path is a file of a mounted volume that the container's user can read; pods of a namespace that enforces the
+ *     `restricted` Pod Security level meet it; every TIDEPOOL_* name is a setting; images come from the registry.
+ * Each returns the problems found, one line each (`Kind/namespace/name: what`); none = the check passed.
  */
-import { Value } from '@sinclair/typebox/value';
-import { KIND_SCHEMAS } from './kube-schema.ts';
-import type { KubeObject } from './kustomize-render.ts';
+import { dirname, join, posix } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import ts from 'typescript';
+
+/* eslint-disable @typescript-eslint/no-explicit-any -- rendered manifests are plain JSON, validated by layer 1 */
+type Any = any;
+
+export interface KubeObject {
+  apiVersion: string;
+  kind: string;
+  metadata: { name: string; namespace?: string; labels?: Record<string, string>; annotations?: Record<string, string> };
+  [field: string]: unknown;
+}
+
+export function objectId(object: KubeObject): string {
+  return `${object.kind}/${object.metadata?.namespace ? `${object.metadata.namespace}/` : ''}${object.metadata?.name ?? '?'}`;
+}
+
+/** The npm package holding the models of an API group: Kubernetes' own groups, or a CRD family's. */
+function modelModule(apiVersion: string): string | undefined {
+  const slash = apiVersion.indexOf('/');
+  const group = slash < 0 ? '' : apiVersion.slice(0, slash);
+  if (group === 'cert-manager.io') return `@kubernetes-models/cert-manager/${apiVersion}`;
+  if (group === '' || group.endsWith('.k8s.io') || ['apps', 'batch', 'policy', 'autoscaling'].includes(group)) return `kubernetes-models/${apiVersion}`;
+  return undefined;
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// 1. The official schemas.
+
+export async function schemaProblems(objects: KubeObject[]): Promise<string[]> {
+  const problems: string[] = [];
+  for (const object of objects) {
+    const module = typeof object.apiVersion === 'string' ? modelModule(object.apiVersion) : undefined;
+    const Model = module ? ((await import(module).catch(() => ({}))) as Record<string, Any>)[object.kind] : undefined;
+    if (typeof Model !== 'function' || typeof Model.prototype?.validate !== 'function') {
+      problems.push(`${objectId(object)}: /apiVersion: no schema for ${String(object.apiVersion)} ${String(object.kind)}`);
+      continue;
+    }
+    try {
+      new Model(object).validate();
+    } catch (error) {
+      const errors = ((error as { errors?: { instancePath?: string; message?: string }[] }).errors ?? []).slice(0, 5);
+      if (errors.length === 0) problems.push(`${objectId(object)}: ${(error as Error).message}`);
+      for (const e of errors) problems.push(`${objectId(object)}: ${e.instancePath || '/'} ${e.message ?? 'invalid'}`);
+    }
+  }
+  return problems;
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// 2. Unknown fields, through the generated TypeScript types.
+
+const here = dirname(fileURLToPath(import.meta.url));
+
+/** Type-checks every object as a literal of `I<Kind>`; one TypeScript program for all of them (a few seconds). */
+export function unknownFieldProblems(objects: KubeObject[]): string[] {
+  const problems: string[] = [];
+  // A file that is never written: the compiler host below serves it, beside this one so that imports resolve.
+  const file = join(here, '__rendered_manifests__.ts');
+  const chunks: string[] = [];
+  const owners: { from: number; to: number; id: string }[] = [];
+  let line = 0;
+  objects.forEach((object, index) => {
+    const module = modelModule(object.apiVersion);
+    if (!module) return; // layer 1 names it
+    const chunk = `import type { I${object.kind} as T${index} } from '${module}';\nexport const o${index}: T${index} = ${JSON.stringify(object, null, 1)};`;
+    chunks.push(chunk);
+    const from = line;
+    line += chunk.split('\n').length;
+    owners.push({ from, to: line, id: objectId(object) });
+  });
+  const text = chunks.join('\n') + '\n';
+  const options: ts.CompilerOptions = {
+    strict: true,
+    noEmit: true,
+    skipLibCheck: true,
+    types: [],
+    target: ts.ScriptTarget.ES2022,
+    module: ts.ModuleKind.NodeNext,
+    moduleResolution: ts.ModuleResolutionKind.NodeNext,
+  };
+  const host = ts.createCompilerHost(options);
+  const { getSourceFile, fileExists, readFile } = host;
+  host.fileExists = (name) => name === file || fileExists.call(host, name);
+  host.readFile = (name) => (name === file ? text : readFile.call(host, name));
+  host.getSourceFile = (name, language, ...rest) => (name === file ? ts.createSourceFile(name, text, language) : getSourceFile.call(host, name, language, ...rest));
+  const program = ts.createProgram([file], options, host);
+  for (const diagnostic of ts.getPreEmitDiagnostics(program)) {
+    const message = ts.flattenDiagnosticMessageText(diagnostic.messageText, ' ');
+    if (diagnostic.file?.fileName !== file || diagnostic.start === undefined) {
+      problems.push(`(type check) ${message}`);
+      continue;
+    }
+    const at = diagnostic.file.getLineAndCharacterOfPosition(diagnostic.start).line;
+    const owner = owners.find((o) => at >= o.from && at < o.to);
+    const field = /'"?([^"']+)"?' does not exist in type/.exec(message)?.[1];
+    problems.push(`${owner?.id ?? '?'}: ${field ? `unknown field '${field}': ` : ''}${message}`);
+  }
+  return problems;
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// 3. What no schema sees.
 
 export interface CheckOptions {
   /** Environment variables that feed a setting (config.ts settingEnvNames()). */
   knownSettings: Iterable<string>;
-  /** Every container image must start with one of these (the kustomization's `images` renamed them). */
-  imagePrefixes?: string[];
+  /** Every container image must start with one of these (the overlay's `images` renamed them). */
+  imagePrefixes: string[];
+  /** Secrets made outside the manifests, on purpose (e.g. an ingress certificate from cert-manager), by `namespace/name`. */
+  externalSecrets?: string[];
 }
 
-/* eslint-disable @typescript-eslint/no-explicit-any -- rendered manifests are plain JSON, checked structurally first */
-type Any = any;
-
-function id(object: KubeObject): string {
-  return `${object.kind}/${object.metadata?.name ?? '?'}`;
+interface Workload {
+  object: KubeObject;
+  namespace: string;
+  pod: Any;
+  labels: Record<string, string>;
 }
 
-function workloads(objects: KubeObject[]): KubeObject[] {
-  return objects.filter((o) => o.kind === 'Deployment' || o.kind === 'DaemonSet');
+export function workloadsOf(objects: KubeObject[]): Workload[] {
+  return objects
+    .filter((o) => ['Deployment', 'DaemonSet', 'StatefulSet', 'Job'].includes(o.kind))
+    .map((object) => {
+      const template = (object as Any).spec?.template ?? {};
+      return { object, namespace: object.metadata.namespace ?? 'default', pod: template.spec ?? {}, labels: template.metadata?.labels ?? {} };
+    });
 }
 
-function containersOf(object: KubeObject): Any[] {
-  return ((object as Any).spec?.template?.spec?.containers ?? []) as Any[];
+function matches(selector: Record<string, string> | undefined, labels: Record<string, string> | undefined): boolean {
+  return selector !== undefined && Object.keys(selector).length > 0 && Object.entries(selector).every(([k, v]) => labels?.[k] === v);
 }
 
-function matches(selector: Record<string, string>, labels: Record<string, string> | undefined): boolean {
-  return Object.entries(selector).every(([k, v]) => labels?.[k] === v);
+/** A setting whose value is a secret: it may only come as `<name>_FILE` (or a path setting), never as a value. */
+const SECRET_NAME = /(^|_)(KEY|KEYS|PASSWORD|PASSWD|SECRET|TOKEN|SEED|CREDENTIALS?)$/;
+/** Settings whose value is the path of a file the process reads (besides every `*_FILE`). */
+const PATH_SETTINGS = new Set([
+  'TIDEPOOL_CLUSTER_CLIENT_CERT',
+  'TIDEPOOL_CLUSTER_CLIENT_KEY',
+  'TIDEPOOL_CLUSTER_CA',
+  'TIDEPOOL_NODE_TLS_CERT',
+  'TIDEPOOL_NODE_TLS_KEY',
+  'TIDEPOOL_NODE_TLS_CA',
+  'TIDEPOOL_TLS_CERT',
+  'TIDEPOOL_TLS_KEY',
+  'NODE_EXTRA_CA_CERTS',
+  // The distribution registry's own (the in-cluster registry).
+  'REGISTRY_HTTP_TLS_CERTIFICATE',
+  'REGISTRY_HTTP_TLS_KEY',
+  'REGISTRY_AUTH_HTPASSWD_PATH',
+]);
+/** Volume types the `restricted` Pod Security level allows. */
+const RESTRICTED_VOLUMES = ['configMap', 'csi', 'downwardAPI', 'emptyDir', 'ephemeral', 'persistentVolumeClaim', 'projected', 'secret'];
+
+/** A container's environment as the process sees it: env values plus the keys of envFrom ConfigMaps. */
+export function environmentOf(objects: KubeObject[], namespace: string, container: Any): Map<string, { value?: string; from: string; valueFrom?: Any }> {
+  const env = new Map<string, { value?: string; from: string; valueFrom?: Any }>();
+  for (const source of container.envFrom ?? []) {
+    const configMap = objects.find((o) => o.kind === 'ConfigMap' && o.metadata.namespace === namespace && o.metadata.name === source.configMapRef?.name) as Any;
+    for (const [name, value] of Object.entries((configMap?.data ?? {}) as Record<string, string>)) env.set((source.prefix ?? '') + name, { value, from: `ConfigMap ${source.configMapRef.name}` });
+  }
+  for (const entry of container.env ?? []) env.set(entry.name, { value: entry.value, valueFrom: entry.valueFrom, from: 'env' });
+  return env;
 }
 
-/** `$(NAME)` references in an env value (Kubernetes expands only variables defined earlier in the list). */
-function references(value: string): string[] {
-  return [...value.matchAll(/\$\(([A-Za-z_][A-Za-z0-9_]*)\)/g)].map((m) => m[1]);
+function modeOf(mode: unknown, fallback: number): number {
+  return typeof mode === 'number' ? mode : fallback;
 }
 
 export function checkManifests(objects: KubeObject[], options: CheckOptions): string[] {
   const problems: string[] = [];
   const known = new Set(options.knownSettings);
+  const external = new Set(options.externalSecrets ?? []);
+  const find = (kind: string, namespace: string | undefined, name: string): Any =>
+    objects.find((o) => o.kind === kind && o.metadata.name === name && (namespace === undefined || o.metadata.namespace === namespace));
 
-  // 1. Structure, per kind.
-  const valid: KubeObject[] = [];
-  for (const object of objects) {
-    const schema = KIND_SCHEMAS[object.kind];
-    if (!schema) {
-      problems.push(`${id(object)}: kind '${object.kind}' has no schema in the offline check (kube-schema.ts)`);
-      continue;
-    }
-    const errors = [...Value.Errors(schema, object)];
-    for (const error of errors.slice(0, 5)) problems.push(`${id(object)}: ${error.path || '/'}: ${error.message}`);
-    if (errors.length === 0) valid.push(object);
-  }
-
-  // 2. Names unique per kind and namespace; namespaced objects in a namespace that is defined.
+  // Names are unique per kind and namespace.
   const seen = new Set<string>();
-  const namespaces = new Set(valid.filter((o) => o.kind === 'Namespace').map((o) => o.metadata.name));
-  for (const object of valid) {
-    const key = `${object.kind}/${object.metadata.namespace ?? ''}/${object.metadata.name}`;
-    if (seen.has(key)) problems.push(`${id(object)}: defined twice`);
-    seen.add(key);
-    if (object.kind !== 'Namespace' && !namespaces.has(object.metadata.namespace ?? '')) {
-      problems.push(`${id(object)}: namespace '${object.metadata.namespace ?? '(none)'}' is not defined by the manifests`);
+  for (const object of objects) {
+    if (seen.has(objectId(object))) problems.push(`${objectId(object)}: defined twice`);
+    seen.add(objectId(object));
+  }
+
+  // Namespaced objects name a namespace the manifests make.
+  for (const object of objects) {
+    if (['Namespace', 'ClusterIssuer', 'ClusterRole', 'ClusterRoleBinding'].includes(object.kind)) continue;
+    const ns = object.metadata.namespace;
+    if (!ns) problems.push(`${objectId(object)}: no namespace`);
+    else if (!find('Namespace', undefined, ns)) problems.push(`${objectId(object)}: namespace ${ns} is not defined`);
+  }
+
+  // ConfigMaps hold no secrets (they are readable by whoever may read the namespace's configuration).
+  for (const configMap of objects.filter((o) => o.kind === 'ConfigMap')) {
+    for (const [name, value] of Object.entries(((configMap as Any).data ?? {}) as Record<string, string>)) {
+      if (SECRET_NAME.test(name) && !PATH_SETTINGS.has(name)) problems.push(`${objectId(configMap)}: ${name} is a secret: give it as ${name}_FILE from a Secret`);
+      if (/^[a-z][a-z0-9+.-]*:\/\/[^/@\s]*:[^/@\s]*@/i.test(value)) problems.push(`${objectId(configMap)}: ${name} holds a URL with a password: give the password as a file (e.g. TIDEPOOL_DATABASE_PASSWORD_FILE)`);
     }
   }
-  const byKind = (kind: string): Map<string, Any> => new Map(valid.filter((o) => o.kind === kind).map((o) => [o.metadata.name, o]));
-  const secrets = byKind('Secret');
-  const configMaps = byKind('ConfigMap');
-  const serviceAccounts = byKind('ServiceAccount');
-  const roles = byKind('Role');
-  const secretKeys = (secret: Any): string[] => [...Object.keys(secret.data ?? {}), ...Object.keys(secret.stringData ?? {})];
 
-  // 3. Workloads: selector vs template labels, references, volumes, env, probes, images.
-  for (const workload of workloads(valid) as Any[]) {
-    const name = id(workload);
-    const template = workload.spec.template;
-    if (!matches(workload.spec.selector.matchLabels, template.metadata.labels)) problems.push(`${name}: selector.matchLabels does not match the pod template's labels`);
-    if (Object.keys(workload.spec.selector.matchLabels).length === 0) problems.push(`${name}: selector.matchLabels is empty`);
-    const pod = template.spec;
-    if (pod.serviceAccountName && !serviceAccounts.has(pod.serviceAccountName)) problems.push(`${name}: ServiceAccount '${pod.serviceAccountName}' is not defined`);
-    if (!pod.serviceAccountName) problems.push(`${name}: runs as the namespace's default ServiceAccount (name its own)`);
+  for (const workload of workloadsOf(objects)) {
+    const id = objectId(workload.object);
+    const { pod, namespace } = workload;
+    const selector = (workload.object as Any).spec?.selector?.matchLabels;
+    if (!matches(selector, workload.labels)) problems.push(`${id}: spec.selector.matchLabels does not match the pod template's labels`);
+
+    // References.
+    const sa = pod.serviceAccountName;
+    if (sa && !find('ServiceAccount', namespace, sa)) problems.push(`${id}: ServiceAccount ${sa} is not defined in ${namespace}`);
     for (const pull of pod.imagePullSecrets ?? []) {
-      const secret = secrets.get(pull.name);
-      if (!secret) problems.push(`${name}: image pull Secret '${pull.name}' is not defined`);
-      else if (secret.type !== 'kubernetes.io/dockerconfigjson') problems.push(`${name}: image pull Secret '${pull.name}' is of type ${secret.type ?? 'Opaque'}, not kubernetes.io/dockerconfigjson`);
+      const secret = find('Secret', namespace, pull.name);
+      if (!secret) problems.push(`${id}: imagePullSecret ${pull.name} is not defined in ${namespace}`);
+      else if (secret.type !== 'kubernetes.io/dockerconfigjson') problems.push(`${id}: imagePullSecret ${pull.name} is not of type kubernetes.io/dockerconfigjson`);
     }
-    const volumes = new Map<string, Any>(((pod.volumes ?? []) as Any[]).map((v) => [v.name, v]));
-    const mounted = new Set<string>();
+    const volumes = new Map<string, Any>((pod.volumes ?? []).map((v: Any) => [v.name, v]));
     for (const volume of volumes.values()) {
-      const sources = ['secret', 'configMap', 'emptyDir', 'hostPath', 'persistentVolumeClaim'].filter((s) => volume[s] !== undefined);
-      if (sources.length !== 1) problems.push(`${name}: volume '${volume.name}' must have exactly one source, has ${sources.length}`);
       if (volume.secret) {
-        const secret = secrets.get(volume.secret.secretName);
-        if (!secret) problems.push(`${name}: volume '${volume.name}': Secret '${volume.secret.secretName}' is not defined`);
-        for (const item of volume.secret.items ?? []) {
-          if (secret && !secretKeys(secret).includes(item.key)) problems.push(`${name}: volume '${volume.name}': Secret '${secret.metadata.name}' has no key '${item.key}'`);
+        const secret = find('Secret', namespace, volume.secret.secretName);
+        if (!secret) {
+          if (!external.has(`${namespace}/${volume.secret.secretName}`)) problems.push(`${id}: volume ${volume.name}: Secret ${volume.secret.secretName} is not defined in ${namespace}`);
+        } else {
+          for (const item of volume.secret.items ?? []) if (!(item.key in (secret.data ?? {}))) problems.push(`${id}: volume ${volume.name}: Secret ${volume.secret.secretName} has no key ${item.key}`);
         }
       }
       if (volume.configMap) {
-        const map = configMaps.get(volume.configMap.name);
-        if (!map) problems.push(`${name}: volume '${volume.name}': ConfigMap '${volume.configMap.name}' is not defined`);
-        for (const item of volume.configMap.items ?? []) {
-          if (map && !(item.key in (map.data ?? {}))) problems.push(`${name}: volume '${volume.name}': ConfigMap '${map.metadata.name}' has no key '${item.key}'`);
-        }
+        const configMap = find('ConfigMap', namespace, volume.configMap.name);
+        if (!configMap) problems.push(`${id}: volume ${volume.name}: ConfigMap ${volume.configMap.name} is not defined in ${namespace}`);
+        else for (const item of volume.configMap.items ?? []) if (!(item.key in (configMap.data ?? {}))) problems.push(`${id}: volume ${volume.name}: ConfigMap ${volume.configMap.name} has no key ${item.key}`);
+      }
+      if (volume.persistentVolumeClaim && !find('PersistentVolumeClaim', namespace, volume.persistentVolumeClaim.claimName)) problems.push(`${id}: volume ${volume.name}: PersistentVolumeClaim ${volume.persistentVolumeClaim.claimName} is not defined in ${namespace}`);
+    }
+
+    // Pod Security `restricted`, where the namespace enforces it.
+    const nsObject = find('Namespace', undefined, namespace);
+    const restricted = nsObject?.metadata?.labels?.['pod-security.kubernetes.io/enforce'] === 'restricted';
+    if (restricted) {
+      for (const flag of ['hostNetwork', 'hostPID', 'hostIPC']) if (pod[flag]) problems.push(`${id}: ${flag} is not allowed in ${namespace} (restricted)`);
+      for (const volume of volumes.values()) {
+        const type = Object.keys(volume).find((k) => k !== 'name');
+        if (!type || !RESTRICTED_VOLUMES.includes(type)) problems.push(`${id}: volume ${volume.name} of type ${type} is not allowed in ${namespace} (restricted)`);
+      }
+      const seccomp = pod.securityContext?.seccompProfile?.type;
+      for (const container of [...(pod.initContainers ?? []), ...(pod.containers ?? [])]) {
+        const sc = container.securityContext ?? {};
+        const where = `${id}: container ${container.name}`;
+        if (sc.privileged) problems.push(`${where}: privileged is not allowed in ${namespace} (restricted)`);
+        if (sc.allowPrivilegeEscalation !== false) problems.push(`${where}: allowPrivilegeEscalation must be false in ${namespace} (restricted)`);
+        if (!(sc.capabilities?.drop ?? []).includes('ALL')) problems.push(`${where}: capabilities must drop ALL in ${namespace} (restricted)`);
+        for (const cap of sc.capabilities?.add ?? []) if (cap !== 'NET_BIND_SERVICE') problems.push(`${where}: capability ${cap} is not allowed in ${namespace} (restricted)`);
+        if ((sc.runAsNonRoot ?? pod.securityContext?.runAsNonRoot) !== true) problems.push(`${where}: runAsNonRoot must be true in ${namespace} (restricted)`);
+        if ((sc.runAsUser ?? pod.securityContext?.runAsUser) === 0) problems.push(`${where}: runAsUser 0 is not allowed in ${namespace} (restricted)`);
+        const profile = sc.seccompProfile?.type ?? seccomp;
+        if (profile !== 'RuntimeDefault' && profile !== 'Localhost') problems.push(`${where}: seccompProfile must be RuntimeDefault or Localhost in ${namespace} (restricted)`);
+        for (const port of container.ports ?? []) if (port.hostPort) problems.push(`${where}: hostPort ${port.hostPort} is not allowed in ${namespace} (restricted)`);
       }
     }
-    for (const container of containersOf(workload)) {
-      const where = `${name} container ${container.name}`;
-      if (options.imagePrefixes && !options.imagePrefixes.some((p) => container.image.startsWith(p))) {
-        problems.push(`${where}: image '${container.image}' is not from the registry (${options.imagePrefixes.join(', ')}): add it to the kustomization's images`);
+
+    const user = pod.securityContext?.runAsUser;
+    const fsGroup = pod.securityContext?.fsGroup;
+    for (const container of pod.containers ?? []) {
+      const where = `${id}: container ${container.name}`;
+      const uid = container.securityContext?.runAsUser ?? user;
+      if (!options.imagePrefixes.some((prefix) => String(container.image).startsWith(prefix))) problems.push(`${where}: image ${container.image} is not from ${options.imagePrefixes.join(' or ')}`);
+      for (const source of container.envFrom ?? []) {
+        if (source.secretRef) problems.push(`${where}: envFrom Secret ${source.secretRef.name}: secrets reach the process as files, never as environment values`);
+        if (source.configMapRef && !find('ConfigMap', namespace, source.configMapRef.name)) problems.push(`${where}: envFrom ConfigMap ${source.configMapRef.name} is not defined in ${namespace}`);
       }
-      if (!/:[^/:@]+$|@sha256:[0-9a-f]{64}$/.test(container.image)) problems.push(`${where}: image '${container.image}' names no tag or digest`);
-      for (const mount of container.volumeMounts ?? []) {
-        if (!volumes.has(mount.name)) problems.push(`${where}: mounts volume '${mount.name}', which the pod does not define`);
-        mounted.add(mount.name);
-      }
-      const portNames = new Set(((container.ports ?? []) as Any[]).map((p) => p.name).filter(Boolean));
-      const portNumbers = new Set(((container.ports ?? []) as Any[]).map((p) => p.containerPort));
-      for (const probeName of ['readinessProbe', 'livenessProbe', 'startupProbe']) {
-        const probe = container[probeName];
-        if (!probe) continue;
-        const handlers = ['httpGet', 'tcpSocket', 'exec'].filter((h) => probe[h] !== undefined);
-        if (handlers.length !== 1) problems.push(`${where}: ${probeName} must have exactly one handler, has ${handlers.length}`);
-        const port = probe.httpGet?.port ?? probe.tcpSocket?.port;
-        if (typeof port === 'string' && !portNames.has(port)) problems.push(`${where}: ${probeName} names port '${port}', which the container does not declare`);
-        if (typeof port === 'number' && !portNumbers.has(port)) problems.push(`${where}: ${probeName} uses port ${port}, which the container does not declare`);
-      }
-      for (const from of container.envFrom ?? []) {
-        if (from.configMapRef) {
-          const map = configMaps.get(from.configMapRef.name);
-          if (!map) problems.push(`${where}: envFrom ConfigMap '${from.configMapRef.name}' is not defined`);
-          for (const key of Object.keys(map?.data ?? {})) {
-            if (!known.has(key)) problems.push(`${where}: ConfigMap '${from.configMapRef.name}' sets '${key}', which is not a Tidepool setting`);
-          }
-        }
-        if (from.secretRef) {
-          const secret = secrets.get(from.secretRef.name);
-          if (!secret) problems.push(`${where}: envFrom Secret '${from.secretRef.name}' is not defined`);
-          for (const key of secret ? secretKeys(secret) : []) {
-            if (!known.has(key)) problems.push(`${where}: Secret '${from.secretRef.name}' sets '${key}', which is not a Tidepool setting`);
-          }
-        }
-      }
-      const env = (container.env ?? []) as Any[];
-      const defined: string[] = [];
-      const referenced = new Set<string>();
-      for (const variable of env) {
-        if (defined.includes(variable.name)) problems.push(`${where}: env '${variable.name}' is set twice`);
-        const sources = (variable.value !== undefined ? 1 : 0) + (variable.valueFrom !== undefined ? 1 : 0);
-        if (sources !== 1) problems.push(`${where}: env '${variable.name}' needs exactly one of value and valueFrom`);
-        if (variable.valueFrom) {
-          const ref = variable.valueFrom;
-          const kinds = ['secretKeyRef', 'configMapKeyRef', 'fieldRef'].filter((k) => ref[k] !== undefined);
-          if (kinds.length !== 1) problems.push(`${where}: env '${variable.name}': valueFrom needs exactly one source`);
-          if (ref.secretKeyRef) {
-            const secret = secrets.get(ref.secretKeyRef.name);
-            if (!secret) problems.push(`${where}: env '${variable.name}': Secret '${ref.secretKeyRef.name}' is not defined`);
-            else if (!secretKeys(secret).includes(ref.secretKeyRef.key)) problems.push(`${where}: env '${variable.name}': Secret '${ref.secretKeyRef.name}' has no key '${ref.secretKeyRef.key}'`);
-          }
-          if (ref.configMapKeyRef) {
-            const map = configMaps.get(ref.configMapKeyRef.name);
-            if (!map) problems.push(`${where}: env '${variable.name}': ConfigMap '${ref.configMapKeyRef.name}' is not defined`);
-            else if (!(ref.configMapKeyRef.key in (map.data ?? {}))) problems.push(`${where}: env '${variable.name}': ConfigMap '${ref.configMapKeyRef.name}' has no key '${ref.configMapKeyRef.key}'`);
-          }
-        }
-        for (const ref of references(variable.value ?? '')) {
-          if (!defined.includes(ref)) problems.push(`${where}: env '${variable.name}' uses $(${ref}), which is not defined before it (it would stay literal)`);
-          referenced.add(ref);
-        }
-        defined.push(variable.name);
-      }
-      for (const variable of env) {
-        if (variable.name.startsWith('TIDEPOOL_')) {
-          if (!known.has(variable.name)) problems.push(`${where}: env '${variable.name}' is not a Tidepool setting (apps/api/src/config.ts)`);
-        } else if (!referenced.has(variable.name)) {
-          problems.push(`${where}: env '${variable.name}' is neither a Tidepool setting nor used in another variable's value`);
-        }
+      const env = environmentOf(objects, namespace, container);
+      const mounts: Any[] = container.volumeMounts ?? [];
+      for (const mount of mounts) if (!volumes.has(mount.name)) problems.push(`${where}: volumeMount ${mount.name} has no volume`);
+
+      for (const [name, entry] of env) {
+        if (name.startsWith('TIDEPOOL_') && !known.has(name)) problems.push(`${where}: ${name} (${entry.from}) is not a setting of apps/api/src/config.ts`);
+        if (entry.valueFrom?.secretKeyRef) problems.push(`${where}: ${name} comes from Secret ${entry.valueFrom.secretKeyRef.name} as an environment value: give it as ${name}_FILE`);
+        if (entry.value !== undefined && SECRET_NAME.test(name) && !PATH_SETTINGS.has(name)) problems.push(`${where}: ${name} is a secret given as a value (${entry.from}): give it as ${name}_FILE from a Secret`);
+        const paths: string[] = [];
+        if (entry.value && (name.endsWith('_FILE') || PATH_SETTINGS.has(name))) paths.push(entry.value);
+        const rootCert = entry.value && name === 'TIDEPOOL_DATABASE_URL' ? /[?&]sslrootcert=([^&]+)/.exec(entry.value)?.[1] : undefined;
+        if (rootCert) paths.push(decodeURIComponent(rootCert));
+        for (const path of paths) problems.push(...fileProblems(`${where}: ${name}=${path}`, path, mounts, volumes, find, namespace, uid, fsGroup));
       }
     }
-    for (const volume of volumes.keys()) if (!mounted.has(volume)) problems.push(`${name}: volume '${volume}' is mounted by no container`);
   }
 
-  // 4. Services: a selector that selects a workload, and target ports that its containers declare.
-  for (const service of valid.filter((o) => o.kind === 'Service') as Any[]) {
-    const name = id(service);
-    const spec = service.spec;
-    if (spec.type === 'ExternalName') {
-      if (!spec.externalName) problems.push(`${name}: type ExternalName needs externalName`);
-      if (spec.selector) problems.push(`${name}: an ExternalName Service selects no pods`);
+  // Services select pods, and their target ports are ports those pods declare.
+  for (const service of objects.filter((o) => o.kind === 'Service')) {
+    const spec = (service as Any).spec ?? {};
+    if (spec.type === 'ExternalName') continue;
+    const selected = workloadsOf(objects).filter((w) => w.namespace === service.metadata.namespace && matches(spec.selector, w.labels));
+    if (selected.length === 0) {
+      problems.push(`${objectId(service)}: selects no pods of the manifests`);
       continue;
     }
-    if (!spec.selector || Object.keys(spec.selector).length === 0) {
-      problems.push(`${name}: has no selector`);
-      continue;
-    }
-    const selected = workloads(valid).filter((w) => matches(spec.selector, (w as Any).spec.template.metadata.labels));
-    if (selected.length === 0) problems.push(`${name}: selector matches no Deployment or DaemonSet`);
-    if (!spec.ports || spec.ports.length === 0) problems.push(`${name}: has no ports`);
     for (const port of spec.ports ?? []) {
       const target = port.targetPort ?? port.port;
-      for (const workload of selected) {
-        const declared = containersOf(workload).flatMap((c) => (c.ports ?? []) as Any[]);
-        const found = declared.some((p) => (typeof target === 'number' ? p.containerPort === target : p.name === target));
-        if (!found) problems.push(`${name}: targetPort ${JSON.stringify(target)} is not a port of ${id(workload)}'s containers`);
-      }
+      const declared = selected.some((w) => (w.pod.containers ?? []).some((c: Any) => (c.ports ?? []).some((p: Any) => p.name === target || p.containerPort === target)));
+      if (!declared) problems.push(`${objectId(service)}: targetPort ${target} is not a port of ${selected.map((w) => objectId(w.object)).join(', ')}`);
     }
   }
 
-  // 5. RBAC: bindings to defined roles and accounts; no wildcard, no secrets, no privilege escalation verbs.
-  for (const binding of valid.filter((o) => o.kind === 'RoleBinding') as Any[]) {
-    const name = id(binding);
-    if (binding.roleRef.kind !== 'Role') problems.push(`${name}: binds a ClusterRole (bind a namespaced Role)`);
-    else if (!roles.has(binding.roleRef.name)) problems.push(`${name}: Role '${binding.roleRef.name}' is not defined`);
-    for (const subject of binding.subjects) {
-      if (subject.kind !== 'ServiceAccount') problems.push(`${name}: binds ${subject.kind} '${subject.name}' (only the platform's ServiceAccounts)`);
-      else if (!serviceAccounts.has(subject.name)) problems.push(`${name}: ServiceAccount '${subject.name}' is not defined`);
-      else if (subject.namespace !== undefined && subject.namespace !== binding.metadata.namespace) problems.push(`${name}: ServiceAccount '${subject.name}' is in another namespace`);
-    }
+  // PodDisruptionBudgets select pods.
+  for (const pdb of objects.filter((o) => o.kind === 'PodDisruptionBudget')) {
+    const selector = (pdb as Any).spec?.selector?.matchLabels;
+    if (!workloadsOf(objects).some((w) => w.namespace === pdb.metadata.namespace && matches(selector, w.labels))) problems.push(`${objectId(pdb)}: selects no pods of the manifests`);
   }
-  for (const role of roles.values()) {
-    for (const rule of role.rules as Any[]) {
-      const all = [...rule.apiGroups, ...rule.resources, ...rule.verbs];
-      if (all.includes('*')) problems.push(`${id(role)}: a rule uses '*' (name groups, resources and verbs)`);
-      if (rule.resources.some((r: string) => r === 'secrets' || r.startsWith('pods/exec'))) problems.push(`${id(role)}: grants access to ${rule.resources.join(', ')}`);
-      if (rule.verbs.some((v: string) => ['escalate', 'bind', 'impersonate'].includes(v))) problems.push(`${id(role)}: grants ${rule.verbs.join(', ')}`);
+
+  // Ingresses reach defined Services on their ports; their TLS secrets are defined or declared external.
+  for (const ingress of objects.filter((o) => o.kind === 'Ingress')) {
+    const ns = ingress.metadata.namespace!;
+    for (const rule of (ingress as Any).spec?.rules ?? []) {
+      for (const path of rule.http?.paths ?? []) {
+        const backend = path.backend?.service;
+        const service = backend && find('Service', ns, backend.name);
+        if (!service) problems.push(`${objectId(ingress)}: host ${rule.host}: Service ${backend?.name} is not defined in ${ns}`);
+        else if (!(service.spec.ports ?? []).some((p: Any) => p.name === backend.port?.name || p.port === backend.port?.number)) problems.push(`${objectId(ingress)}: host ${rule.host}: Service ${backend.name} has no port ${backend.port?.name ?? backend.port?.number}`);
+      }
+    }
+    for (const tls of (ingress as Any).spec?.tls ?? []) {
+      if (!find('Secret', ns, tls.secretName) && !external.has(`${ns}/${tls.secretName}`)) problems.push(`${objectId(ingress)}: TLS Secret ${tls.secretName} is not defined in ${ns}`);
     }
   }
   return problems;
+}
+
+/**
+ * Problems with one file a container reads: it must be under a mount of a volume that has it (a Secret's or
+ * ConfigMap's key, a CSI certificate file, a host directory), and the container's user must be able to read it.
+ */
+function fileProblems(where: string, path: string, mounts: Any[], volumes: Map<string, Any>, find: (kind: string, ns: string, name: string) => Any, namespace: string, uid: number | undefined, fsGroup: number | undefined): string[] {
+  if (!path.startsWith('/')) return [`${where}: not an absolute path`];
+  const mount = mounts
+    .filter((m) => path === m.mountPath || path.startsWith(m.mountPath.replace(/\/$/, '') + '/'))
+    .sort((a, b) => b.mountPath.length - a.mountPath.length)[0];
+  if (!mount) return [`${where}: no volume is mounted there`];
+  const volume = volumes.get(mount.name);
+  if (!volume) return [];
+  const relative = posix.relative(mount.mountPath, path);
+  const root = uid === 0;
+  const readable = (mode: number): boolean => root || (mode & 0o004) !== 0 || (fsGroup !== undefined && (mode & 0o040) !== 0);
+  if (volume.secret || volume.configMap) {
+    const source = volume.secret ?? volume.configMap;
+    const object = volume.secret ? find('Secret', namespace, source.secretName) : find('ConfigMap', namespace, source.name);
+    const items: Any[] | undefined = source.items;
+    const item = items ? items.find((i) => i.path === relative) : undefined;
+    if (items && !item) return [`${where}: the volume ${volume.name} has no file ${relative} (items: ${items.map((i) => i.path).join(', ')})`];
+    if (!items && object && !(relative in (object.data ?? {}))) return [`${where}: ${volume.secret ? 'Secret' : 'ConfigMap'} ${object.metadata.name} has no key ${relative}`];
+    const mode = modeOf(item?.mode, modeOf(source.defaultMode, 0o644));
+    if (!readable(mode)) return [`${where}: mode ${mode.toString(8)} without a pod fsGroup: user ${uid ?? '(image default)'} cannot read it`];
+    return [];
+  }
+  if (volume.csi) {
+    const attributes = (volume.csi.volumeAttributes ?? {}) as Record<string, string>;
+    if (volume.csi.driver === 'csi.cert-manager.io') {
+      const files = [attributes['csi.cert-manager.io/certificate-file'] ?? 'tls.crt', attributes['csi.cert-manager.io/privatekey-file'] ?? 'tls.key', attributes['csi.cert-manager.io/ca-file'] ?? 'ca.crt'];
+      if (!files.includes(relative)) return [`${where}: cert-manager's CSI volume ${volume.name} writes ${files.join(', ')}, not ${relative}`];
+      const group = attributes['csi.cert-manager.io/fs-group'];
+      if (!root && (fsGroup === undefined || group !== String(fsGroup))) return [`${where}: the CSI volume's fs-group (${group ?? 'unset'}) is not the pod's fsGroup (${fsGroup ?? 'unset'}): user ${uid} cannot read its key`];
+    }
+    return [];
+  }
+  if (volume.hostPath) return root ? [] : [`${where}: a host file, readable only by root, for user ${uid ?? '(image default)'}`];
+  return [`${where}: volume ${volume.name} is not one that holds a provided file`];
 }
