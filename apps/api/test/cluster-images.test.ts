@@ -252,8 +252,8 @@ describe.skipIf(!isRoot)('cluster images: templates, snapshots and paused sandbo
   it('a node refuses to push or pull a name outside its registry prefix', async () => {
     // A node still up (the test before stopped the one its sandbox was placed on).
     const probe = probes.get(state!.nodes.find((n) => platform!.nodes.set.status(n.id) === 'ready')!.id)!;
-    await expect(probe.runtime.pullImage('docker.io/library/busybox:latest')).rejects.toThrow(/not an image of this platform's registry/);
-    await expect(probe.runtime.pullImage(`${state!.registry.host}/other-repository:x`)).rejects.toThrow(/not an image of this platform's registry/);
+    await expect(probe.runtime.pullImage('docker.io/library/busybox:latest')).rejects.toThrow(/is neither an image of this platform's registry .* nor one of its node images/);
+    await expect(probe.runtime.pullImage(`${state!.registry.host}/other-repository:x`)).rejects.toThrow(/is neither an image of this platform's registry .* nor one of its node images/);
     await expect(probe.runtime.pushImage(BASE_IMAGE, 'base:latest')).rejects.toThrow(/bad_call|pushImage/);
     await expect(probe.runtime.pushImage(BASE_IMAGE, '../template:x')).rejects.toThrow(/bad_call|pushImage/);
   });

@@ -15,7 +15,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { AuthenticationError, Sandbox, Secret, Volume } from 'e2b';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { agentFiles, BASE_IMAGE, clusterLayout, downCluster, nodeLayout, freeClusterSlot, upCluster, type ClusterState } from '@tidepool/testkit';
+import { agentFiles, BASE_IMAGE, clusterLayout, downCluster, nodeLayout, freeClusterSlot, removeTree, upCluster, type ClusterState } from '@tidepool/testkit';
 import { connectRemoteNode, type RemoteNode } from '../src/nodes/remote-node.ts';
 import { startPlatform } from '../src/server/platform.ts';
 import { api, type TestPlatform } from './support/start-platform.ts';
@@ -74,7 +74,7 @@ describe.skipIf(!isRoot)('an engine-free API drives two node agents', () => {
       sdk: { apiKey: started.apiKey, apiUrl: started.url, sandboxUrl: started.url },
       async dispose() {
         await started.close().catch(() => undefined);
-        rmSync(dataDir, { recursive: true, force: true });
+        removeTree(dataDir);
       },
     });
     const store = platform.nodes.store;

@@ -27,6 +27,7 @@ export {
   type StartEnvdContainerOptions,
 } from './envd-container.ts';
 export { getFreePort } from './ports.ts';
+export { removeTree } from './remove-tree.ts';
 export { BUSYBOX_IMAGE, ensureBusyboxImage } from './busybox-image.ts';
 export { fetchDebianPackage, extractDebianPackage } from './debian-packages.ts';
 export { imageLabel } from './image-labels.ts';

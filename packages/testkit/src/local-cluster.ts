@@ -13,6 +13,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { existsSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { removeTree } from './remove-tree.ts';
 import { join } from 'node:path';
 import { ClusterError } from './cluster-error.ts';
 import { enginePid, loadImageIntoNode, pingEngine, startNodeEngine, stopNodeEngine, type StorageDriver } from './cluster-engines.ts';
@@ -563,7 +564,7 @@ export async function downCluster(opts: { name?: string; slot?: number; dir: str
   if (present.length > 0) await run('docker', ['rmi', '--no-prune', ...present], { timeoutMs: 120_000 });
   await removeClusterNetwork(cluster);
   await unmountUnder(cluster.dir);
-  rmSync(cluster.dir, { recursive: true, force: true });
+  removeTree(cluster.dir);
   return { nodesStopped, leftovers: await clusterLeftovers(cluster) };
 }
 

@@ -5,10 +5,11 @@
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { removeTree } from '@tidepool/testkit';
 import { replicaSecretsKey } from './start-platform.ts';
 
 const here = dirname(fileURLToPath(import.meta.url));
@@ -97,7 +98,7 @@ export async function startApiReplica(options: { databaseUrl: string; apiKey: st
     },
     async dispose() {
       await replica.stop();
-      rmSync(dataDir, { recursive: true, force: true });
+      removeTree(dataDir);
     },
   };
   return replica;

@@ -1,8 +1,8 @@
 import { createHash } from 'node:crypto';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { ensureBaseImage } from '@tidepool/testkit';
+import { ensureBaseImage, removeTree } from '@tidepool/testkit';
 import Docker from 'dockerode';
 import type { Config } from '../../src/config.ts';
 import { PLATFORM_LABEL } from '../../src/runtime/docker/docker-labels.ts';
@@ -34,7 +34,7 @@ export async function startTestPlatform(
     async dispose() {
       await platform.close().catch(() => undefined);
       await removeLabelled(platform.platformId);
-      rmSync(dataDir, { recursive: true, force: true });
+      removeTree(dataDir);
     },
   });
 }
