@@ -616,7 +616,7 @@ export function loadConfig(rawEnv: NodeJS.ProcessEnv = process.env, overrides: P
 
 /** What is wrong with one TIDEPOOL_NODES entry (`https://host:port`, nothing else), or undefined. */
 export function nodeEntryProblem(entry: string): string | undefined {
-  const example = 'https://host:port, e.g. https://tasks.node-agent:7443';
+  const example = 'https://host:port, e.g. https://10.0.0.5:7443 or a name resolving to every agent';
   let url: URL;
   try {
     url = new URL(entry);

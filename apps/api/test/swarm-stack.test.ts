@@ -30,7 +30,7 @@ const work = mkdtempSync(join(tmpdir(), 'tp-swarm-stack-'));
 const hasStackConfig = (await run('docker', ['stack', 'config', '--help'])).exitCode === 0;
 const isRoot = process.getuid?.() === 0;
 /** What `docker stack deploy` interpolates (the env file's settings). */
-const required = { TIDEPOOL_IMAGE_PREFIX: 'registry.example.com:5000/tidepool', TIDEPOOL_POSTGRES_ADDRESS: '10.0.0.5', TIDEPOOL_REGISTRY_ADDRESS: '10.0.0.6' };
+const required = { TIDEPOOL_IMAGE_PREFIX: 'registry.example.com:5000/tidepool', TIDEPOOL_NODES: 'https://10.0.0.5:7443,https://10.0.0.7:7443', TIDEPOOL_REGISTRY_ADDRESS: '10.0.0.6' };
 
 interface Service {
   image: string;
@@ -42,7 +42,7 @@ interface Service {
   environment?: Record<string, string>;
   ports?: { mode: string; target: number; published: number | string }[];
   healthcheck?: { test: string[] };
-  volumes?: { source: string; target: string }[];
+  volumes?: { type?: string; source: string; target: string; read_only?: boolean }[];
 }
 
 async function stackConfig(file: string, env: Record<string, string> = {}): Promise<{ exitCode: number; stdout: string; stderr: string }> {
@@ -70,17 +70,23 @@ describe.skipIf(!hasStackConfig)('deploy/swarm/stack.yml (docker stack config)',
       TIDEPOOL_ADMIN_KEY_FILE: '/run/secrets/tidepool_admin_key',
       TIDEPOOL_SECRETS_KEY_FILE: '/run/secrets/tidepool_secrets_key',
       TIDEPOOL_REGISTRY_USERNAME: 'api',
+      TIDEPOOL_NODES: 'https://10.0.0.5:7443,https://10.0.0.7:7443',
     });
     // Secrets only as files: no key, password or certificate as an environment value of any service.
     for (const service of Object.values(stack.services)) {
       for (const [key, value] of Object.entries(service.environment ?? {})) {
-        if (/KEY|PASSWORD|SECRET|CERT/.test(key) && !key.startsWith('REGISTRY_HTTP_TLS') ) expect(value, key).toMatch(/^\/run\/secrets\//);
+        if (/KEY|PASSWORD|SECRET|CERT/.test(key) && !key.startsWith('REGISTRY_HTTP_TLS') && !key.startsWith('TIDEPOOL_NODE_TLS_')) expect(value, key).toMatch(/^\/run\/secrets\//);
       }
     }
     expect(api.ports?.[0]).toMatchObject({ mode: 'host', target: 3000 });
     expect(agent.command).toEqual(['tidepool', 'node']);
     expect(agent.deploy?.mode).toBe('global');
-    expect(agent.environment).toMatchObject({ TIDEPOOL_NODE_ID: '{{.Node.ID}}', TIDEPOOL_DOCKER_HOST: 'unix:///var/run/docker.sock', TIDEPOOL_DATABASE_URL: 'postgres://tidepool@10.0.0.5:5432/tidepool', TIDEPOOL_SANDBOX_ISOLATION: 'require', TIDEPOOL_REGISTRY_USERNAME: 'node' });
+    expect(agent.environment).toMatchObject({ TIDEPOOL_NODE_ID: '{{.Node.ID}}', TIDEPOOL_DOCKER_HOST: 'unix:///var/run/docker.sock', TIDEPOOL_SANDBOX_ISOLATION: 'require', TIDEPOOL_REGISTRY_USERNAME: 'node' });
+    // The agent holds no database setting and no API secret (`tidepool node` refuses to start with one); its server
+    // certificate is the machine's own, bind-mounted read-only, and the cluster CA checks the API's client certificate.
+    expect(Object.keys(agent.environment ?? {}).filter((key) => /DATABASE|POSTGRES|SECRETS_KEY|ADMIN_KEY|API_KEYS|TOKEN_SEED/.test(key))).toEqual([]);
+    expect(agent.environment).toMatchObject({ TIDEPOOL_NODE_TLS_CERT: '/etc/tidepool/node-tls/tls.crt', TIDEPOOL_NODE_TLS_KEY: '/etc/tidepool/node-tls/tls.key', TIDEPOOL_NODE_TLS_CA: '/run/secrets/tidepool_cluster_ca' });
+    expect(agent.volumes).toContainEqual(expect.objectContaining({ type: 'bind', source: '/etc/tidepool/node-tls', target: '/etc/tidepool/node-tls', read_only: true }));
     expect(agent.cap_add).toEqual(['NET_ADMIN', 'NET_RAW']);
     // Both sides name the stack's registry alike (images pushed on one machine are pulled on another by that name), over TLS.
     for (const service of [api, agent]) {
@@ -94,7 +100,7 @@ describe.skipIf(!hasStackConfig)('deploy/swarm/stack.yml (docker stack config)',
     expect(registry.deploy?.placement?.constraints).toEqual(['node.labels.tidepool.registry == true']);
     for (const service of Object.values(stack.services)) expect(service.healthcheck?.test.length).toBeGreaterThan(1);
     expect(api.secrets?.map((s) => s.source).sort()).toEqual(['tidepool_admin_key', 'tidepool_api_client_cert', 'tidepool_api_client_key', 'tidepool_api_keys', 'tidepool_cluster_ca', 'tidepool_postgres_password', 'tidepool_registry_api_password', 'tidepool_registry_ca', 'tidepool_secrets_key']);
-    expect(agent.secrets?.map((s) => s.source).sort()).toEqual(['tidepool_cluster_ca', 'tidepool_node_cert', 'tidepool_node_key', 'tidepool_postgres_password', 'tidepool_registry_ca', 'tidepool_registry_node_password']);
+    expect(agent.secrets?.map((s) => s.source).sort()).toEqual(['tidepool_cluster_ca', 'tidepool_registry_ca', 'tidepool_registry_node_password']);
     expect(registry.secrets?.map((s) => s.source).sort()).toEqual(['tidepool_registry_cert', 'tidepool_registry_htpasswd', 'tidepool_registry_key']);
     expect(postgres.secrets?.map((s) => s.source)).toEqual(['tidepool_postgres_password']);
     expect(Object.values(stack.secrets).every((s) => s.external === true)).toBe(true);

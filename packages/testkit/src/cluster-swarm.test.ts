@@ -20,10 +20,11 @@ describe('swarm mode of the local cluster', () => {
     expect(machineOf(undefined, 'node3')).toBe('node3');
   });
 
-  it("gives each machine its own agent data and /etc/docker under the node's directory", () => {
+  it("gives each machine its own agent data, /etc/docker and node certificate under the node's directory", () => {
     expect(machineBinds({ dir: '/c/node2' })).toEqual([
       ['/c/node2/machine/tidepool-node', '/var/lib/tidepool/node'],
       ['/c/node2/machine/etc-docker', '/etc/docker'],
+      ['/c/node2/machine/node-tls', '/etc/tidepool/node-tls'],
     ]);
   });
 

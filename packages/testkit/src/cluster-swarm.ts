@@ -8,30 +8,36 @@
  *      2377, 7946, 4789 over the cluster's bridge); node1 is labelled for PostgreSQL and the registry;
  *   3. the secrets the README lists are made (TLS material from the cluster's CA, keys, passwords, htpasswd) and
  *      created with `docker secret create`; every machine trusts the stack registry's CA in its
- *      /etc/docker/certs.d (each node engine has its own /etc/docker, see `machine` in cluster-engines.ts);
- *   4. the README's env file is written and `docker stack deploy --with-registry-auth -c deploy/swarm/stack.yml`
+ *      /etc/docker/certs.d (each node engine has its own /etc/docker, see `machine` in cluster-engines.ts) and
+ *      holds its agent's own server certificate, naming its Swarm node id, in /etc/tidepool/node-tls;
+ *   4. the README's env file is written (TIDEPOOL_NODES: every machine's agent) and `docker stack deploy --with-registry-auth -c deploy/swarm/stack.yml`
  *      runs with it exported, from a Docker config logged in to the bootstrap registry;
  *   5. once the stack's registry answers, the node images (base, envd runtime, optionally the code interpreter)
  *      are pushed there with the operator's credential and removed from node1: every node pulls them on first use;
  *   6. `up` returns when the API replicas answer and see every machine's agent ready.
  *
  * The node engines look like machines of their own: a host name (their address, so `{{.Node.Hostname}}` in the
- * stack resolves without DNS), /var/run/docker.sock, /var/lib/tidepool/node and /etc/docker of their own.
+ * stack resolves without DNS), /var/run/docker.sock, /var/lib/tidepool/node, /etc/docker and /etc/tidepool/node-tls of
+ * their own.
  */
 import { randomBytes } from 'node:crypto';
-import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { copyFileSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { ClusterError } from './cluster-error.ts';
 import type { ClusterLayout, NodeLayout } from './cluster-layout.ts';
 import { nodeDocker } from './cluster-engines.ts';
-import { ensureClusterTls, ensureSharedServerTls } from './cluster-tls.ts';
+import { ensureClusterTls, ensureNodeServerTls, ensureSharedServerTls } from './cluster-tls.ts';
 import { repoRoot, run } from './docker.ts';
+
+/** Where stack.yml's node agent finds its machine's own server certificate (tls.crt, tls.key), bind-mounted read-only. */
+export const NODE_TLS_DIR = '/etc/tidepool/node-tls';
 
 /** What a machine's engine gets of its own in swarm mode: [source under the node's directory, target]. */
 export function machineBinds(node: Pick<NodeLayout, 'dir'>): [string, string][] {
   return [
     [join(node.dir, 'machine', 'tidepool-node'), '/var/lib/tidepool/node'],
     [join(node.dir, 'machine', 'etc-docker'), '/etc/docker'],
+    [join(node.dir, 'machine', 'node-tls'), NODE_TLS_DIR],
   ];
 }
 
@@ -192,7 +198,6 @@ export async function deploySwarmStack(ctx: SwarmContext, opts: SwarmOptions): P
   // 3. Secrets (README step 5), from the cluster's CA.
   const registry = `${manager.address}:${STACK_REGISTRY_PORT}`;
   const client = await ensureClusterTls(ctx.clusterTlsDir);
-  const agents = await ensureSharedServerTls(ctx.clusterTlsDir, 'swarm-node-agents', nodes.map((n) => n.address));
   const registryTls = await ensureSharedServerTls(ctx.clusterTlsDir, 'swarm-registry', [manager.address]);
   const passwords = { api: randomBytes(18).toString('hex'), node: randomBytes(18).toString('hex'), operator: randomBytes(18).toString('hex') };
   const htpasswd = [await htpasswdLine('api', passwords.api), await htpasswdLine('node', passwords.node), await htpasswdLine('operator', passwords.operator)].join('\n');
@@ -204,8 +209,6 @@ export async function deploySwarmStack(ctx: SwarmContext, opts: SwarmOptions): P
     tidepool_cluster_ca: readFileSync(client.ca, 'utf8'),
     tidepool_api_client_cert: readFileSync(client.cert, 'utf8'),
     tidepool_api_client_key: readFileSync(client.key, 'utf8'),
-    tidepool_node_cert: readFileSync(agents.cert, 'utf8'),
-    tidepool_node_key: readFileSync(agents.key, 'utf8'),
     tidepool_registry_ca: readFileSync(client.ca, 'utf8'),
     tidepool_registry_cert: readFileSync(registryTls.cert, 'utf8'),
     tidepool_registry_key: readFileSync(registryTls.key, 'utf8'),
@@ -214,11 +217,18 @@ export async function deploySwarmStack(ctx: SwarmContext, opts: SwarmOptions): P
     tidepool_registry_node_password: `${passwords.node}\n`,
   };
   for (const [name, content] of Object.entries(secrets)) await inNode(manager.layout, ['secret', 'create', name, secretFile(dir, name, content)]);
-  // Every machine's engine trusts the stack registry's CA (README step 3).
-  for (const node of nodes) {
-    const certs = join(machineBinds(node.layout)[1][0], 'certs.d', registry);
+  // Every machine's engine trusts the stack registry's CA (README step 3), and every machine holds its agent's own
+  // server certificate, naming its Swarm node id (README step 4), in /etc/tidepool/node-tls.
+  for (const [i, node] of nodes.entries()) {
+    const binds = machineBinds(node.layout);
+    const certs = join(binds[1][0], 'certs.d', registry);
     mkdirSync(certs, { recursive: true });
     writeFileSync(join(certs, 'ca.crt'), secrets.tidepool_registry_ca);
+    const own = await ensureNodeServerTls(ctx.clusterTlsDir, members[i].swarmId, node.address, `swarm-${members[i].swarmId}`);
+    const tlsDir = binds[2][0];
+    mkdirSync(tlsDir, { recursive: true, mode: 0o755 });
+    copyFileSync(own.cert, join(tlsDir, 'tls.crt'));
+    copyFileSync(own.key, join(tlsDir, 'tls.key'));
   }
 
   // 4. The env file (README step 6) and the deployment, from a Docker config logged in to the bootstrap registry.
@@ -228,7 +238,8 @@ export async function deploySwarmStack(ctx: SwarmContext, opts: SwarmOptions): P
     [
       `TIDEPOOL_IMAGE_PREFIX=${imagePrefix}`,
       'TIDEPOOL_IMAGE_TAG=latest',
-      `TIDEPOOL_POSTGRES_ADDRESS=${manager.address}`,
+      // The machines' agents: a host-network global service has no Swarm DNS name, so the operator lists them.
+      `TIDEPOOL_NODES=${members.map((m) => `https://${m.address}:7443`).join(',')}`,
       `TIDEPOOL_REGISTRY_ADDRESS=${manager.address}`,
       'TIDEPOOL_DOMAIN=tidepool.localhost',
       `TIDEPOOL_API_REPLICAS=${replicas}`,
