@@ -1,4 +1,4 @@
-import { CODE_INTERPRETER_PORT, type ExecutionFrame } from '@tidepool/protocol/code-interpreter';
+import { CODE_INTERPRETER_PORT, type ExecutionFrame, type ResultBundle } from '@tidepool/protocol/code-interpreter';
 import type { EnvdTarget } from './envd.ts';
 
 /** The built-in template's ID and names: a sandbox of it has the server. */
@@ -8,18 +8,11 @@ export const LANGUAGES = ['python', 'javascript', 'typescript', 'bash'] as const
 export type Language = (typeof LANGUAGES)[number];
 
 /** One output of a run: every format the value has (absent ones are left out), as the server sends them. */
-export interface RunResult {
-  text?: string;
-  html?: string;
-  markdown?: string;
-  svg?: string;
-  png?: string;
-  jpeg?: string;
-  latex?: string;
+export type RunResult = Pick<ResultBundle, 'text' | 'html' | 'markdown' | 'svg' | 'png' | 'jpeg' | 'latex'> & {
   json?: unknown;
   data?: unknown;
   is_main_result?: boolean;
-}
+};
 
 export type RunEvent =
   | { type: 'stdout' | 'stderr'; text: string }
