@@ -103,6 +103,11 @@ export const ConfigSchema = Type.Object({
   /** Pin each sandbox with fewer cpus than the host to that many host cpus (round-robin), so `nproc` shows its limit. */
   sandboxCpuset: Type.Boolean(),
   /**
+   * Give every sandbox its own boot id (a file under `<dataDir>/boot-ids` bound over the kernel's): needs the engine
+   * to see this process's data directory at the same path, so off where the API reaches the engine through the docker gate.
+   */
+  sandboxBootIds: Type.Boolean(),
+  /**
    * Private, loopback or link-local ranges (IPv4 CIDRs or addresses) a sandbox's own egress proxy (`network.egressProxy`)
    * may nevertheless be at; by default such proxy addresses are refused (the platform dials them from the host).
    */
@@ -258,6 +263,7 @@ const ENV_NAMES: Record<keyof Config, string> = {
   lxcfs: 'TIDEPOOL_LXCFS',
   lxcfsDir: 'TIDEPOOL_LXCFS_DIR',
   sandboxCpuset: 'TIDEPOOL_SANDBOX_CPUSET',
+  sandboxBootIds: 'TIDEPOOL_SANDBOX_BOOT_IDS',
   egressProxyAllowedCidrs: 'TIDEPOOL_EGRESS_PROXY_ALLOWED_CIDRS',
   clusterCidrs: 'TIDEPOOL_CLUSTER_CIDRS',
   egressProxyPorts: 'TIDEPOOL_EGRESS_PROXY_PORTS',
@@ -518,6 +524,7 @@ export function loadConfig(rawEnv: NodeJS.ProcessEnv = process.env, overrides: P
     lxcfs: (env.TIDEPOOL_LXCFS ?? '').trim().toLowerCase() || 'auto',
     lxcfsDir: (env.TIDEPOOL_LXCFS_DIR ?? '').trim() || '/var/lib/tidepool-lxcfs',
     sandboxCpuset: flag(env.TIDEPOOL_SANDBOX_CPUSET, true),
+    sandboxBootIds: flag(env.TIDEPOOL_SANDBOX_BOOT_IDS, true),
     egressProxyAllowedCidrs: (env.TIDEPOOL_EGRESS_PROXY_ALLOWED_CIDRS ?? '').split(',').map((c) => c.trim()).filter(Boolean),
     clusterCidrs: (env.TIDEPOOL_CLUSTER_CIDRS ?? '').split(',').map((c) => c.trim()).filter(Boolean),
     egressProxyPorts: integerList(env.TIDEPOOL_EGRESS_PROXY_PORTS, DEFAULT_EGRESS_PROXY_PORTS),

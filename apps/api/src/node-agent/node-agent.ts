@@ -90,7 +90,7 @@ export async function startNodeAgent(options: NodeAgentOptions): Promise<Running
         helperImage: config.baseImage,
         hardening,
         cpuset: config.sandboxCpuset,
-        bootIdDir: resolve(config.dataDir, 'boot-ids'),
+        bootIdDir: config.sandboxBootIds ? resolve(config.dataDir, 'boot-ids') : undefined,
         registry,
         egressTransforms: {
           // Only what the API pushed for this very sandbox: another sandbox's secrets are never looked at.

@@ -45,7 +45,7 @@ export interface EmbeddedEngineDeps {
 export function embeddedDockerEngine({ docker, config, platformId, logger, hardening, lxcfs, secrets, egressCas, registrySettings, metrics, lifecycle }: EmbeddedEngineDeps): DockerRuntime {
   return withEngineDeadlines(
     new DockerRuntime({ docker, network: config.sandboxNetwork, platformId, logger, isolation: config.sandboxIsolation, deniedCidrs: clusterDeniedCidrs(config), helperImage: config.baseImage, hardening, procFiles: lxcfs, cpuset: config.sandboxCpuset,
-      bootIdDir: resolve(config.dataDir, 'boot-ids'),
+      bootIdDir: config.sandboxBootIds ? resolve(config.dataDir, 'boot-ids') : undefined,
       egressTransforms: {
         // Only the secrets of the sandbox's own team: another team's secret of the same name is never sent.
         resolveSecret: async (sandboxId, name) => {
