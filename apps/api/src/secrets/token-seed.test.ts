@@ -45,6 +45,16 @@ describe('the token seed (never in the database)', () => {
     await expect(other).rejects.toThrow(/TIDEPOOL_SECRETS_KEY.*not the one this database's sandboxes were given/s);
   });
 
+  it('keeps a derived seed in the data directory (0600): a later change of the secrets key leaves the tokens as they are', async () => {
+    const dir = tempDir();
+    const db = await openDb(dir);
+    const seed = await loadTokenSeed({ sql: db, dataDir: dir, seedFile: '', secretsKey: () => randomBytes(32), logger });
+    const file = join(dir, 'token-seed');
+    expect(readFileSync(file, 'utf8').trim()).toBe(seed);
+    expect(statSync(file).mode & 0o777).toBe(0o600);
+    expect(await loadTokenSeed({ sql: db, dataDir: dir, seedFile: '', secretsKey: () => randomBytes(32), logger })).toBe(seed);
+  });
+
   it('moves an older database\'s seed out once (into <data dir>/token-seed, 0600) and deletes it there', async () => {
     const dir = tempDir();
     const db = await openDb(dir);

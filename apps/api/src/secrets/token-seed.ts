@@ -4,7 +4,8 @@
  * may reach):
  *   - TIDEPOOL_TOKEN_SEED_FILE, when set and not empty;
  *   - else `<data dir>/token-seed` when present (a seed moved out of an older database);
- *   - else derived from the secrets key (HKDF-SHA256), so replicas sharing TIDEPOOL_SECRETS_KEY share it.
+ *   - else derived from the secrets key (HKDF-SHA256), so replicas sharing TIDEPOOL_SECRETS_KEY share it, and kept
+ *     in `<data dir>/token-seed` from then on (a later change of the secrets key keeps the tokens).
  * An older database holding the seed (`settings.token_seed`) has it moved out once — written (0600, synced) into
  * TIDEPOOL_TOKEN_SEED_FILE or `<data dir>/token-seed`, then deleted from the database — so running sandboxes keep
  * their tokens. The database keeps only a check value (an HMAC under the seed, which tells nothing of it): a replica
@@ -93,6 +94,7 @@ export async function loadTokenSeed(options: TokenSeedOptions): Promise<string> 
     await sql.run('DELETE FROM settings WHERE key = ?', [LEGACY_KEY]);
     return seed;
   }
+  const derived = seed === undefined;
   seed ??= deriveTokenSeed(options.secretsKey());
   const check = tokenSeedCheck(seed);
   await sql.run('INSERT INTO settings (key, value) VALUES (?, ?) ON CONFLICT (key) DO NOTHING', [CHECK_KEY, check]);
@@ -102,5 +104,8 @@ export async function loadTokenSeed(options: TokenSeedOptions): Promise<string> 
       `TIDEPOOL_TOKEN_SEED_FILE / TIDEPOOL_SECRETS_KEY: this replica's token seed (${options.seedFile ? `from ${path}` : existsSync(path) ? `from ${path}` : 'derived from its secrets key'}) is not the one this database's sandboxes were given. Every API replica needs the same seed: the same TIDEPOOL_SECRETS_KEY, or the token seed file another replica moved out of the database (its log says where) as TIDEPOOL_TOKEN_SEED_FILE`,
     );
   }
+  // A seed derived from the secrets key is kept in the data directory once the database has recognised it: a later
+  // change of the secrets key (another key, a rotation) then leaves the sandboxes' tokens as they are.
+  if (derived && !options.seedFile) writeSeed(path, seed);
   return seed;
 }
