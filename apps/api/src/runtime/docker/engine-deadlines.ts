@@ -20,6 +20,8 @@ export const ENGINE_DEADLINES_MS: Partial<Record<RuntimeMethod, number>> & { def
   // Image layers to or from the registry.
   pushImage: 900_000,
   pullImage: 900_000,
+  // A built-in template's image from Debian packages (the desktop: several minutes on a first build).
+  buildPlatformImage: 3_600_000,
 };
 
 /** Short description of a call's arguments for the error message (ids, image names). */
