@@ -16,7 +16,7 @@
  */
 import { loadavg, totalmem } from 'node:os';
 import { Sandbox } from 'e2b';
-import { defaultMaxSandboxes } from '../src/config.ts';
+import { defaultMaxSandboxes } from '../src/sandboxes/sandbox-settings.ts';
 import { type ApiProcess, startApiProcess } from './api-process.ts';
 import { atConcurrency, ms, now, percentile, type Row } from './bench-stats.ts';
 import { idleCpuPercent } from './container-cpu.ts';

@@ -3,7 +3,10 @@ import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir, totalmem } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { ConfigError, defaultIsolationMode, defaultMaxSandboxes, loadConfig, nodeAgentProblems, nodeSecretProblems, settingEnvNames } from './config.ts';
+import { ConfigError, loadConfig, settingEnvNames } from './config.ts';
+import { nodeAgentProblems, nodeSecretProblems } from './node-agent/node-agent-settings.ts';
+import { defaultIsolationMode } from './runtime/docker/docker-settings.ts';
+import { defaultMaxSandboxes } from './sandboxes/sandbox-settings.ts';
 
 describe('loadConfig', () => {
   it('applies defaults and reads TIDEPOOL_* variables', () => {

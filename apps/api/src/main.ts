@@ -1,5 +1,5 @@
 import type { Logger } from 'pino';
-import { ConfigError } from './config.ts';
+import { ConfigError, loadConfig } from './config.ts';
 import { installProcessGuard } from './process-guard.ts';
 import { shutdownPlan } from './shutdown-policy.ts';
 import { apiVersion } from './observability/api-version.ts';
@@ -75,8 +75,8 @@ async function main(argv: string[]): Promise<void> {
   const [command = 'api', ...rest] = argv;
   if (rest.length > 0) throw new Error(`unexpected arguments after '${command}': ${rest.join(' ')}\n${USAGE}`);
   if (command === 'api') return runApi();
-  if (command === 'node') return (await import('./node-agent/run-node-agent.ts')).runNodeAgent();
-  if (command === 'migrate') return (await import('./store/migrate-command.ts')).runMigrate();
+  if (command === 'node') return (await import('./node-command.ts')).runNodeAgent();
+  if (command === 'migrate') return (await import('./store/migrate-command.ts')).runMigrate(loadConfig());
   if (command === '--version' || command === 'version' || command === '-v') {
     process.stdout.write(await versionLine());
     return;

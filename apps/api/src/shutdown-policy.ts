@@ -4,7 +4,7 @@
  * they are removed either way. With `kill` nothing of this
  * platform keeps running (docker-compose.yml, where `docker compose down` must leave no container behind).
  */
-import type { Config } from './config.ts';
+import type { SandboxSettings } from './sandboxes/sandbox-settings.ts';
 
 export interface ShutdownPlan {
   /** Passed to `RunningPlatform.close`. */
@@ -13,7 +13,7 @@ export interface ShutdownPlan {
   message: string;
 }
 
-export function shutdownPlan(config: Pick<Config, 'onShutdown'>): ShutdownPlan {
+export function shutdownPlan(config: Pick<SandboxSettings, 'onShutdown'>): ShutdownPlan {
   return config.onShutdown === 'kill'
     ? { keepSandboxes: false, message: 'stopping: killing every sandbox and the warm pool (TIDEPOOL_ON_SHUTDOWN=kill)' }
     : { keepSandboxes: true, message: 'stopping: sandboxes keep running and the next start adopts them; the warm pool is emptied (TIDEPOOL_ON_SHUTDOWN=keep)' };

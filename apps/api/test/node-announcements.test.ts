@@ -14,7 +14,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ensureClusterTls, ensureNodeServerTls, getFreePort, type PostgresServer, startPostgres } from '@tidepool/testkit';
 import { createAgentServer, type AgentServer } from '../src/node-agent/agent-server.ts';
 import { nodeServiceHandler } from '../src/node-agent/node-service.ts';
-import { runNodeAgent } from '../src/node-agent/run-node-agent.ts';
+import { runNodeAgent } from '../src/node-command.ts';
 import { NodeChannelError } from '../src/nodes/node-channel-errors.ts';
 import type { NodeTls } from '../src/nodes/node-channel-client.ts';
 import { type DiscoveryOutcome, NodeDiscovery } from '../src/nodes/node-discovery.ts';

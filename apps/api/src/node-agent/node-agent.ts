@@ -9,7 +9,6 @@ import { hostname } from 'node:os';
 import { resolve } from 'node:path';
 import type { Http2SecureServer } from 'node:http2';
 import type { Logger } from 'pino';
-import type { Config } from '../config.ts';
 import { containerHardening } from '../runtime/docker/container-hardening.ts';
 import { DockerRuntime } from '../runtime/docker/docker-runtime.ts';
 import { dockerClient } from '../runtime/docker/docker-host.ts';
@@ -31,12 +30,35 @@ import { clusterDeniedCidrs } from '../runtime/docker/cluster-addresses.ts';
 import { startMetricsListener, type MetricsListener } from '../observability/metrics-route.ts';
 import { AgentPolicy } from './agent-policy.ts';
 import { AgentMetrics } from './agent-metrics.ts';
+import type { NodeAgentSettings } from './node-agent-settings.ts';
+import type { ClusterSettings } from '../nodes/cluster-settings.ts';
+import type { DockerSettings } from '../runtime/docker/docker-settings.ts';
+import type { EgressSettings } from '../runtime/docker/egress-settings.ts';
+import type { VolumeSettings } from '../volumes/volume-settings.ts';
+import type { RegistryEnvSettings } from '../runtime/registry/registry-settings.ts';
+import type { StoreSettings } from '../store/store-settings.ts';
+import type { TemplateSettings } from '../templates/template-settings.ts';
+import type { ProxySettings } from '../proxy/proxy-settings.ts';
 
 /** 2: the node applies network.rules transforms and egressProxy (egress calls, `/v1/egress/…`). */
 export const NODE_AGENT_VERSION = '2';
 
+/**
+ * The settings the agent runs on: its own, and those of the engine, the sandboxes' containers, their egress and
+ * volumes and the registry, as the all-in-one platform's embedded node reads them.
+ */
+export type NodeAgentConfig = NodeAgentSettings &
+  Pick<ClusterSettings, 'nodeId'> &
+  DockerSettings &
+  EgressSettings &
+  VolumeSettings &
+  RegistryEnvSettings &
+  Pick<StoreSettings, 'dataDir' | 'databaseUrl'> &
+  Pick<TemplateSettings, 'baseImage' | 'runtimeImage' | 'codeInterpreterImage'> &
+  Pick<ProxySettings, 'domain' | 'publicDomain'>;
+
 export interface NodeAgentOptions {
-  config: Config;
+  config: NodeAgentConfig;
   logger: Logger;
   /** PEM contents of the node's server certificate, its key and the cluster CA. */
   tls: { cert: Buffer | string; key: Buffer | string; ca: Buffer | string };

@@ -1,23 +1,19 @@
 /**
- * `tidepool node`: reads and checks the settings once, starts the agent, stops it on SIGTERM/SIGINT. A node holds no
- * cluster secrets: it refuses to start when handed the database or an API-only secret.
+ * `tidepool node` once its settings are read and checked (node-command.ts): checks its certificate names its id,
+ * starts the agent, serves renewed certificates, stops it on SIGTERM/SIGINT.
  */
 import { X509Certificate } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { hostname } from 'node:os';
-import { ConfigError, loadConfig, nodeAgentProblems, nodeSecretProblems } from '../config.ts';
+import { ConfigError } from '../settings/config-error.ts';
+import type { ObservabilitySettings } from '../observability/observability-settings.ts';
 import { createPlatformLogger } from '../observability/platform-logger.ts';
 import { installProcessGuard } from '../process-guard.ts';
-import { startNodeAgent } from './node-agent.ts';
+import { type NodeAgentConfig, startNodeAgent } from './node-agent.ts';
 import { certificateNamesNode } from '../nodes/node-protocol.ts';
 import { reloadTlsOnChange } from './tls-reload.ts';
 
-export async function runNodeAgent(env: NodeJS.ProcessEnv = process.env): Promise<void> {
-  const secrets = nodeSecretProblems(env);
-  if (secrets.length > 0) throw new ConfigError(`invalid configuration for \`tidepool node\`:\n  ${secrets.join('\n  ')}`);
-  const config = loadConfig(env);
-  const problems = nodeAgentProblems(config, hostname());
-  if (problems.length > 0) throw new ConfigError(`invalid configuration for \`tidepool node\`:\n  ${problems.join('\n  ')}`);
+export async function serveNodeAgent(config: NodeAgentConfig & Pick<ObservabilitySettings, 'logLevel'>): Promise<void> {
   const logger = createPlatformLogger(config.logLevel);
   const tls = { cert: readFileSync(config.nodeTlsCert), key: readFileSync(config.nodeTlsKey), ca: readFileSync(config.nodeTlsCa) };
   // The API accepts this node only under an id its certificate names: say so now rather than be refused at every Hello.

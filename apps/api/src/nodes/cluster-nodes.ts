@@ -6,13 +6,14 @@
  */
 import { readFileSync } from 'node:fs';
 import type { Logger } from 'pino';
-import { type Config, ConfigError } from '../config.ts';
+import { ConfigError } from '../settings/config-error.ts';
+import type { ClusterSettings } from './cluster-settings.ts';
 import type { NodeTls } from './node-channel-client.ts';
 import type { NodeFactory } from './node-set.ts';
 import { connectRemoteNode } from './remote-node.ts';
 
 /** The API's client certificate, key and the cluster CA, read once at start; undefined when cluster mode is off. */
-export function clusterClientTls(config: Pick<Config, 'clusterClientCert' | 'clusterClientKey' | 'clusterCa'>): NodeTls | undefined {
+export function clusterClientTls(config: Pick<ClusterSettings, 'clusterClientCert' | 'clusterClientKey' | 'clusterCa'>): NodeTls | undefined {
   if (!config.clusterClientCert) return undefined;
   const read = (file: string, setting: string): Buffer => {
     try {

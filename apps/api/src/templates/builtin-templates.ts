@@ -1,11 +1,11 @@
 import type { Logger } from 'pino';
-import type { Config } from '../config.ts';
+import type { TemplateSettings } from './template-settings.ts';
 import type { SandboxRuntime } from '../runtime/sandbox-runtime.ts';
 import { type BuiltinImageTemplate, CODE_INTERPRETER_DEFAULTS, registerBaseTemplate, registerBuiltinFromImage } from './base-template.ts';
 import { BuiltinImageBuilds } from './builtin-image-builds.ts';
 import { CODE_INTERPRETER_TEMPLATE_ID, CODE_INTERPRETER_TEMPLATE_NAME, type TemplateCatalog } from './template-catalog.ts';
 
-export type BuiltinTemplatesConfig = Pick<Config, 'baseImage' | 'codeInterpreterImage' | 'builtinImageBuilder'>;
+export type BuiltinTemplatesConfig = Pick<TemplateSettings, 'baseImage' | 'codeInterpreterImage' | 'builtinImageBuilder'>;
 
 /**
  * A built-in template besides `base`, whose image only its own sandboxes need. When the platform may build images

@@ -8,7 +8,7 @@ import type { AddressInfo } from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
-import type { Config } from '../config.ts';
+import type { TlsSettings } from './tls-settings.ts';
 import { listenOn } from '../http/listen.ts';
 import { certificateFromFiles, localCertificate, type TlsMaterial } from './local-ca.ts';
 
@@ -24,7 +24,7 @@ export interface HttpsListener {
 }
 
 /** The certificate to serve: the operator's files when set, else the local CA's (made or renewed as needed). */
-export function loadTlsMaterial(config: Pick<Config, 'dataDir' | 'domain' | 'tlsCertFile' | 'tlsKeyFile'>, logger: Logger): Promise<TlsMaterial> {
+export function loadTlsMaterial(config: Pick<TlsSettings, 'tlsCertFile' | 'tlsKeyFile'> & { dataDir: string; domain: string }, logger: Logger): Promise<TlsMaterial> {
   if (config.tlsCertFile) {
     return Promise.resolve(certificateFromFiles({ certFile: config.tlsCertFile, keyFile: config.tlsKeyFile, domain: config.domain, logger }));
   }

@@ -6,6 +6,9 @@
  * password file), never from a call, and are never logged.
  */
 import { readFileSync } from 'node:fs';
+import { Type } from '@sinclair/typebox';
+import { flag, text } from '../../settings/env-values.ts';
+import { type SettingsOf, setting, settingsGroup } from '../../settings/setting.ts';
 
 /** The repositories under the prefix: template builds, snapshots, disk-paused sandboxes, fork checkpoints. */
 export const REGISTRY_KINDS = ['template', 'snapshot', 'sandbox', 'fork'] as const;
@@ -34,6 +37,38 @@ export interface RegistrySettings {
    */
   nodeImages: string[];
 }
+
+export const registryEnvSettings = settingsGroup('Cluster: the image registry', {
+  registry: setting(Type.String(), {
+    env: 'TIDEPOOL_REGISTRY',
+    read: (env) => text(env.TIDEPOOL_REGISTRY),
+    default: 'unset (images stay on the node that made them)',
+    description:
+      'cluster images: `host[:port][/path]` of an OCI registry (no scheme; a host with a dot, a port or `localhost`). Set on the API and on every node agent (same value): template builds, snapshots and disk-paused sandboxes are pushed as `<registry>/template:<templateID>-<buildID>`, `<registry>/snapshot:<id>`, `<registry>/sandbox:<sandboxID>` and nodes pull what they lack ([Images across machines](cluster.md#images-across-machines-the-registry))',
+  }),
+  registryUsername: setting(Type.String({ maxLength: 255, pattern: '^[^\\x00-\\x20:]*$' }), {
+    env: 'TIDEPOOL_REGISTRY_USERNAME',
+    read: (env) => text(env.TIDEPOOL_REGISTRY_USERNAME),
+    default: 'unset (anonymous)',
+    description: 'the registry\'s user, with `TIDEPOOL_REGISTRY_PASSWORD_FILE` (both or neither)',
+    forms: 'up to 255 characters without spaces, control characters or `:`',
+  }),
+  registryPasswordFile: setting(Type.String(), {
+    env: 'TIDEPOOL_REGISTRY_PASSWORD_FILE',
+    read: (env) => text(env.TIDEPOOL_REGISTRY_PASSWORD_FILE),
+    default: 'unset (anonymous)',
+    description: 'a file whose first line is the registry\'s password (with `TIDEPOOL_REGISTRY_USERNAME`); read once at start, never logged, never taken from a request',
+  }),
+  registryInsecure: setting(Type.Boolean(), {
+    env: 'TIDEPOOL_REGISTRY_INSECURE',
+    read: (env) => flag(env.TIDEPOOL_REGISTRY_INSECURE, false),
+    default: '`off`',
+    description:
+      '`on` allows plain HTTP to the registry: a node whose engine lists the registry as insecure (it would speak HTTP) refuses to start without it; the API deletes tags over `http://` with it, `https://` without',
+  }),
+});
+
+export type RegistryEnvSettings = SettingsOf<typeof registryEnvSettings>;
 
 interface RegistryConfig {
   registry: string;
