@@ -8,14 +8,7 @@ import type { SandboxRuntime } from '../runtime/sandbox-runtime.ts';
 import { SandboxLifecycle } from '../sandboxes/lifecycle/sandbox-lifecycle.ts';
 import { EngineWatch } from '../sandboxes/lifecycle/engine-watch.ts';
 import { sandboxBoot } from '../sandboxes/lifecycle/boot-calls.ts';
-import { SandboxCreations } from '../sandboxes/lifecycle/sandbox-creations.ts';
-import { sandboxUnavailability } from '../sandboxes/lifecycle/sandbox-routing.ts';
-import { runStartCommand } from '../sandboxes/lifecycle/start-command.ts';
-import type { EnvdCalls } from '../sandboxes/envd-calls.ts';
-import { primeEnvd } from '../sandboxes/pool/pool-prime.ts';
-import { SandboxRegistry } from '../sandboxes/registry/sandbox-registry.ts';
-import { SandboxSlots } from '../sandboxes/registry/sandbox-slots.ts';
-import { initEnvd, readEnvdMetrics, waitForEnvd } from '../envd/envd-client.ts';
+import type { SandboxRegistry } from '../sandboxes/registry/sandbox-registry.ts';
 import type { WarmPool } from '../sandboxes/pool/warm-pool.ts';
 import type { NodePools } from '../sandboxes/pool/node-pools.ts';
 import { storageVolumes } from '../volumes/node-volumes.ts';
@@ -40,7 +33,6 @@ import { AdminKey } from '../teams/admin-key.ts';
 import { TeamDirectory } from '../teams/team-directory.ts';
 import { KeyStore } from '../store/key-store.ts';
 import { LeaseStore } from '../store/lease-store.ts';
-import { SandboxStore } from '../sandboxes/registry/sandbox-store.ts';
 import { type BuildRunner, BuildQueue } from '../templates/build-queue.ts';
 import { TemplateCatalog } from '../templates/template-catalog.ts';
 import { TemplateStore } from '../templates/template-store.ts';
@@ -58,6 +50,7 @@ import { embeddedDockerEngine, lxcfsWanted } from './platform-engine.ts';
 import { nodeWarmPools } from './platform-warm-pools.ts';
 import { templateBuilds } from './platform-builds.ts';
 import { openListeners } from './platform-listeners.ts';
+import { sandboxResources } from './platform-sandboxes.ts';
 import type Docker from 'dockerode';
 import { ClusterImages } from '../nodes/cluster-images.ts';
 import { loadRegistrySettings } from '../runtime/registry/registry-settings.ts';
@@ -208,14 +201,8 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
     const clusterTls = clusterClientTls(config);
     const nodeFactory = nodeFor ?? (clusterTls ? remoteNodeFactory(clusterTls, logger) : undefined);
     const nodes = new NodeSet(embeddedId, { lostAfterSeconds: config.nodeLostAfterSeconds, nodeFor: nodeFactory });
-    // What every part that deals with sandboxes shares: the records (with API replicas on one PostgreSQL a cache of
-    // the store, SQLite keeps today's path), the slots under the limits, and the creations in flight.
-    const sandboxes = new SandboxStore(db);
-    const shared = db.replicas ? { sql: db, channel: db.replicas } : undefined;
-    const registry = new SandboxRegistry(sandboxes, { unavailable: sandboxUnavailability(nodes, images, shared !== undefined), shared });
-    const slots = new SandboxSlots(registry, { maxSandboxes: config.maxSandboxes, teamMaxSandboxes: config.teamMaxSandboxes });
-    const creations = new SandboxCreations();
-    const envd: EnvdCalls = { waitForEnvd, initEnvd, runStartCommand, primeEnvd, readEnvdMetrics };
+    // What every part that deals with sandboxes shares: the records, the slots under the limits, the creations in flight.
+    const { store: sandboxes, registry, slots, creations, shared, envd } = sandboxResources(db, nodes, images, { maxSandboxes: config.maxSandboxes, teamMaxSandboxes: config.teamMaxSandboxes });
     const runtime = !docker ? undefined : runtimeOverride ?? embeddedDockerEngine({ docker, config, platformId, logger, hardening, lxcfs, secrets, egressCas, registrySettings, metrics, registry });
     await runtime?.prepare();
     const templateStore = new TemplateStore(db);
