@@ -258,17 +258,17 @@ describe('two API replicas in one process on one PostgreSQL', () => {
     const lags: number[] = [];
     for (let i = 0; i < 3; i += 1) {
       const sandbox = await Sandbox.create('base', { ...sdkOf(one), timeoutMs: 300_000 });
-      await pollUntil('replica two caches the sandbox', () => two.lifecycle.registry.peek(sandbox.sandboxId) !== undefined, 5_000, 5);
+      await pollUntil('replica two caches the sandbox', () => two.registry.peek(sandbox.sandboxId) !== undefined, 5_000, 5);
       const paused = performance.now();
       expect((await api(two, 'POST', `/sandboxes/${sandbox.sandboxId}/pause`, undefined, one.apiKey)).status).toBe(204);
       const answered = performance.now();
-      await pollUntil('replica one sees the pause', () => one.lifecycle.registry.peek(sandbox.sandboxId)?.state === 'paused', 2_000, 2);
+      await pollUntil('replica one sees the pause', () => one.registry.peek(sandbox.sandboxId)?.state === 'paused', 2_000, 2);
       lags.push(performance.now() - answered);
       expect((await api(one, 'GET', `/sandboxes/${sandbox.sandboxId}`, undefined, one.apiKey)).body.state).toBe('paused');
       expect((await api(two, 'DELETE', `/sandboxes/${sandbox.sandboxId}`, undefined, one.apiKey)).status).toBe(204);
       const killed = performance.now();
       // The bound: 2 s (what the test allows); measured lags are printed below.
-      await pollUntil('replica one forgets the killed sandbox', () => one.lifecycle.registry.peek(sandbox.sandboxId) === undefined, 2_000, 2);
+      await pollUntil('replica one forgets the killed sandbox', () => one.registry.peek(sandbox.sandboxId) === undefined, 2_000, 2);
       lags.push(performance.now() - killed);
       expect((await api(one, 'GET', `/sandboxes/${sandbox.sandboxId}`, undefined, one.apiKey)).status).toBe(404);
       // The proxy of replica one answers for it as for a sandbox that never existed.

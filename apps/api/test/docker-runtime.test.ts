@@ -8,9 +8,12 @@ import { initEnvd, waitForEnvd } from '../src/envd/envd-client.ts';
 import { DockerRuntime } from '../src/runtime/docker/docker-runtime.ts';
 import type { StartedContainer } from '../src/runtime/sandbox-runtime.ts';
 import { bootSandbox, initFor } from '../src/sandboxes/lifecycle/sandbox-boot.ts';
+import { runStartCommand } from '../src/sandboxes/lifecycle/start-command.ts';
 import type { SandboxRecord } from '../src/sandboxes/registry/sandbox-record.ts';
 import { BASE_DEFAULTS } from '../src/templates/template-model.ts';
 
+/** The real envd calls, as the platform wires them. */
+const envd = { waitForEnvd, initEnvd, runStartCommand };
 const logger = pino({ level: 'silent' });
 const runtime = new DockerRuntime({ network: 'tidepool-test-runtime', logger, platformId: `runtime-test-${randomBytes(4).toString('hex')}` });
 const sandboxId = `iruntimetest${randomBytes(4).toString('hex')}`;
@@ -71,7 +74,7 @@ describe('DockerRuntime and the sandbox boot sequence against a real engine', ()
   });
 
   it('boots a sandbox whose envd is initialised (template envs below the sandbox envs) before it resolves', async () => {
-    const booted = await bootSandbox(runtime, record, image, logger);
+    const booted = await bootSandbox(envd, runtime, record, image, logger);
     started = booted;
     expect(booted.envdVersion).toMatch(/^\d+\.\d+\.\d+/);
     expect(await envs(booted.address)).toMatchObject({ GREETING: 'hello', KEEP: 'template' });
@@ -124,7 +127,7 @@ describe('DockerRuntime and the sandbox boot sequence against a real engine', ()
     const version = await runtime.imageEnvdVersion(image);
     expect(envdWaitsForToken(version)).toBe(true); // the path under test: token written after the start
     const victim = { ...recordOf(id), envdVersion: version! };
-    const booted = await bootSandbox(runtime, victim, planted, logger);
+    const booted = await bootSandbox(envd, runtime, victim, planted, logger);
     try {
       const envsWith = (token: string) => fetch(`http://${booted.address}:49983/envs`, { headers: { 'x-access-token': token } });
       // The race is usually won by the platform either way; what closes it is a file name the image cannot know.
@@ -140,7 +143,7 @@ describe('DockerRuntime and the sandbox boot sequence against a real engine', ()
   it('leaves no container behind when envd never comes up', async () => {
     const id = `iruntimefail${randomBytes(4).toString('hex')}`;
     // The Debian base OS image has no envd runtime: the container cannot start its entrypoint.
-    await expect(bootSandbox(runtime, recordOf(id), 'tidepool/debian:bookworm', logger)).rejects.toThrow();
+    await expect(bootSandbox(envd, runtime, recordOf(id), 'tidepool/debian:bookworm', logger)).rejects.toThrow();
     expect((await runtime.listManaged()).some((c) => c.sandboxId === id)).toBe(false);
   });
 

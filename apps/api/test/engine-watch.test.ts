@@ -86,7 +86,7 @@ describe('engine watch', () => {
     const sbx = await Sandbox.create('base', { ...platform.sdk, timeoutMs: 120_000 });
     const containerId = await containerOf(sbx.sandboxId);
     // As after an engine restart: the record is still there, the container stopped without a die event we saw.
-    platform.lifecycle.registry.forget(sbx.sandboxId);
+    platform.registry.forget(sbx.sandboxId);
     platform.engineWatch!.interrupt();
     await until(async () => (await docker.listContainers({ all: true, filters: { id: [containerId] } })).length === 0, 8_000);
     expect(lines.find((l) => l.sandboxId === sbx.sandboxId && l.msg === 'removing container without a sandbox record')).toBeDefined();

@@ -3,13 +3,12 @@ import { afterEach, describe, expect, it, vi } from 'vitest';
 import { MetricsRecorder, sampleRoundMs } from './metrics-recorder.ts';
 import type { SandboxRecord } from './registry/sandbox-record.ts';
 
+// An envd that answers every sample at once, and when each was asked for.
 const reads: Array<{ address: string; at: number }> = [];
-vi.mock('../envd/envd-client.ts', () => ({
-  readEnvdMetrics: async (address: string) => {
-    reads.push({ address, at: Date.now() });
-    return { timestamp: new Date(), cpuCount: 1, cpuUsedPct: 0, memTotal: 1, memUsed: 1, diskTotal: 1, diskUsed: 1 };
-  },
-}));
+const readEnvdMetrics = async (address: string) => {
+  reads.push({ address, at: Date.now() });
+  return { timestamp: new Date(), cpuCount: 1, cpuUsedPct: 0, memTotal: 1, memUsed: 1, memCache: 0, diskTotal: 1, diskUsed: 1 };
+};
 
 const record = (n: number): SandboxRecord => ({ sandboxId: `s${n}`, address: `10.0.0.${n}`, envdAccessToken: 't', state: 'running' }) as unknown as SandboxRecord;
 
@@ -22,7 +21,7 @@ describe('MetricsRecorder', () => {
   it('samples every running sandbox once per 5 s, spread over the interval instead of all at once', async () => {
     vi.useFakeTimers();
     let running = [1, 2, 3, 4, 5].map(record);
-    const recorder = new MetricsRecorder(() => running, pino({ level: 'silent' }));
+    const recorder = new MetricsRecorder(() => running, readEnvdMetrics, pino({ level: 'silent' }));
     recorder.start();
     const begin = Date.now();
     await vi.advanceTimersByTimeAsync(5_000);
@@ -50,7 +49,7 @@ describe('MetricsRecorder', () => {
     expect(sampleRoundMs(500)).toBe(25_000);
     vi.useFakeTimers();
     const running = Array.from({ length: 200 }, (_, i) => record(i + 1));
-    const recorder = new MetricsRecorder(() => running, pino({ level: 'silent' }));
+    const recorder = new MetricsRecorder(() => running, readEnvdMetrics, pino({ level: 'silent' }));
     recorder.start();
     await vi.advanceTimersByTimeAsync(5_000 + 10_000 - 1);
     // A 10 s round for 200 sandboxes: each once, 50 ms apart.

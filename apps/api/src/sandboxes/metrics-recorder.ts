@@ -1,5 +1,6 @@
 import type { Logger } from 'pino';
-import { type EnvdDial, type EnvdMetricSample, readEnvdMetrics } from '../envd/envd-client.ts';
+import type { EnvdDial, EnvdMetricSample } from '../envd/envd-client.ts';
+import type { EnvdCalls } from './envd-calls.ts';
 import type { SandboxRecord } from './registry/sandbox-record.ts';
 
 const SAMPLE_INTERVAL_MS = 5_000;
@@ -22,9 +23,13 @@ export class MetricsRecorder {
   private timer: NodeJS.Timeout | undefined;
   private stopped = false;
 
-  /** `dialOf`: how to reach a sandbox's envd when its node is on another machine (none: directly). */
+  /**
+   * `read`: one sample from a sandbox's envd (envd-client.ts in the platform); `dialOf`: how to reach a sandbox's envd
+   * when its node is on another machine (none: directly).
+   */
   constructor(
     private readonly running: () => SandboxRecord[],
+    private readonly read: EnvdCalls['readEnvdMetrics'],
     private readonly logger: Logger,
     private readonly dialOf: (record: SandboxRecord) => EnvdDial | undefined = () => undefined,
   ) {}
@@ -85,7 +90,7 @@ export class MetricsRecorder {
   private async sample(record: SandboxRecord): Promise<void> {
     if (!record.address) return;
     try {
-      const sample = await readEnvdMetrics(record.address, record.envdAccessToken, this.dialOf(record));
+      const sample = await this.read(record.address, record.envdAccessToken, this.dialOf(record));
       const ring = this.samples.get(record.sandboxId) ?? [];
       ring.push(sample);
       if (ring.length > SAMPLES_KEPT) ring.shift();

@@ -13,6 +13,9 @@ import { registerSandboxSnapshotRoutes } from '../sandboxes/routes/sandbox-snaps
 import type { TimeoutRules } from '../sandboxes/routes/timeout-rules.ts';
 import type { SandboxLifecycle } from '../sandboxes/lifecycle/sandbox-lifecycle.ts';
 import type { SandboxStore } from '../sandboxes/registry/sandbox-store.ts';
+import type { SandboxRegistry } from '../sandboxes/registry/sandbox-registry.ts';
+import type { SandboxSlots } from '../sandboxes/registry/sandbox-slots.ts';
+import type { ClusterImages } from '../nodes/cluster-images.ts';
 import type { KeyStore } from '../store/key-store.ts';
 import { registerSecretRoutes } from '../secrets/secret-routes.ts';
 import type { SecretStore } from '../secrets/secret-store.ts';
@@ -41,6 +44,12 @@ import { installOpenApi } from '../http/openapi.ts';
 
 export interface ApiServerDeps {
   lifecycle: SandboxLifecycle;
+  /** The sandboxes held (read through to the store with API replicas; counted per node; their event logs). */
+  registry: SandboxRegistry;
+  /** The slots under the sandbox limits (a fork call takes its forks' at once). */
+  slots: SandboxSlots;
+  /** The cluster registry's images (snapshots are pushed there, forks pull their checkpoint). */
+  images: ClusterImages;
   /** What `GET /ready` checks: the database and the nodes. */
   readiness: ReadinessDeps;
   keys: KeyStore;
@@ -97,20 +106,20 @@ export function buildApiServer(deps: ApiServerDeps): FastifyInstance {
   app.get('/health', { config: OPEN_ROUTE }, async (_request, reply) => reply.code(200).type('text/plain').send('Health check successful'));
   registerReadyRoute(app, deps.readiness);
   installApiKeyAuth(app, deps.keys, deps.admin, deps.authFailures);
-  installSandboxReadThrough(app, deps.lifecycle);
+  installSandboxReadThrough(app, deps.registry);
   registerDashboardRoutes(app, deps.logger, deps.dashboardDir);
   if (deps.metrics) registerMetricsRoute(app, deps.metrics);
   const sandboxDomain = deps.sandboxDomain ?? (() => null);
   registerSandboxRoutes(app, deps.lifecycle, deps.timeouts, sandboxDomain, (teamId) => deps.secrets.names(teamId));
   registerSandboxLifecycleRoutes(app, deps.lifecycle, deps.timeouts, sandboxDomain);
   registerSandboxObservabilityRoutes(app, deps.lifecycle, (id) => deps.sandboxes.events(id));
-  registerSandboxSnapshotRoutes(app, { lifecycle: deps.lifecycle, catalog: deps.templates.catalog, logger: deps.logger, platformMetrics: deps.metrics }, deps.timeouts, sandboxDomain);
+  registerSandboxSnapshotRoutes(app, { lifecycle: deps.lifecycle, slots: deps.slots, images: deps.images, events: deps.registry, catalog: deps.templates.catalog, logger: deps.logger, platformMetrics: deps.metrics }, deps.timeouts, sandboxDomain);
   registerTemplateRoutes(app, deps.templates);
   registerTemplateBuildRoutes(app, deps.templates);
   registerTemplateTagRoutes(app, deps.templates);
   registerTeamRoutes(app, deps.teams);
   registerAdminRoutes(app, deps.teams, deps.keys);
-  if (deps.nodes) registerNodeRoutes(app, deps.nodes, deps.lifecycle);
+  if (deps.nodes) registerNodeRoutes(app, deps.nodes, deps.registry);
   registerVolumeRoutes(app, deps.volumes);
   registerSecretRoutes(app, deps.secrets, deps.logger);
   registerVolumeContentRoutes(app, { access: (volumeID, authorization) => deps.volumes.contentAccess(volumeID, authorization), directories: () => deps.volumes.localDirectories(), logger: deps.logger, maxUploadBytes: deps.volumeUploadMaxBytes });

@@ -9,7 +9,7 @@ import type { ContainerHardening } from '../runtime/docker/container-hardening.t
 import { DockerImageEngine } from '../runtime/docker/docker-image-engine.ts';
 import type { ImageEngine } from '../runtime/image-engine.ts';
 import type { NodePools } from '../sandboxes/pool/node-pools.ts';
-import type { SandboxLifecycle } from '../sandboxes/lifecycle/sandbox-lifecycle.ts';
+import type { SandboxRegistry } from '../sandboxes/registry/sandbox-registry.ts';
 import type { Database } from '../store/database.ts';
 import { LeaseStore } from '../store/lease-store.ts';
 import { TemplateBuilder } from '../templates/builder/template-builder.ts';
@@ -35,7 +35,8 @@ export interface TemplateBuildsDeps {
   images: ClusterImages;
   templates: TemplateCatalog;
   templateStore: TemplateStore;
-  lifecycle: SandboxLifecycle;
+  /** The sandboxes held (placement counts them; a template in use is not removed); the build lease owner. */
+  registry: Pick<SandboxRegistry, 'all' | 'replicaId'>;
   pools: NodePools | undefined;
   metrics: PlatformMetrics;
   tokenSeed: string;
@@ -47,7 +48,7 @@ export interface TemplateBuildsDeps {
  * routes work with; the queue is not started (its caller recovers interrupted builds).
  */
 export function templateBuilds(deps: TemplateBuildsDeps): { queue: BuildQueue; templateDeps: TemplateRouteDeps } {
-  const { config, db, docker, platformId, hardening, builderOverride, nodes, images, templates, templateStore, lifecycle, pools, metrics, tokenSeed, logger } = deps;
+  const { config, db, docker, platformId, hardening, builderOverride, nodes, images, templates, templateStore, registry, pools, metrics, tokenSeed, logger } = deps;
   const contextFiles = new ContextFiles(config.dataDir, config.maxUploadMB * 1024 * 1024);
   // The embedded node's builder (none on an engine-free API); with a registry builds run on any placed node.
   const embeddedBuilder = builderOverride ?? (docker ? dockerBuilder(new DockerImageEngine({ docker, network: config.sandboxNetwork, platformId, hardening })) : undefined);
@@ -55,7 +56,7 @@ export function templateBuilds(deps: TemplateBuildsDeps): { queue: BuildQueue; t
     embedded: embeddedBuilder,
     builderOn: dockerBuilder,
     nodes,
-    sandboxes: () => lifecycle.registry.all(),
+    sandboxes: () => registry.all(),
     images,
     logger,
   });
@@ -75,7 +76,7 @@ export function templateBuilds(deps: TemplateBuildsDeps): { queue: BuildQueue; t
     });
   }
   // On PostgreSQL other replicas may be running builds: leases tell their builds from interrupted ones.
-  const leases = db.dialect === 'postgres' ? { store: new LeaseStore(db), owner: lifecycle.registry.replicaId } : undefined;
+  const leases = db.dialect === 'postgres' ? { store: new LeaseStore(db), owner: registry.replicaId } : undefined;
   const queue = new BuildQueue({
     catalog: templates,
     store: templateStore,
@@ -103,7 +104,7 @@ export function templateBuilds(deps: TemplateBuildsDeps): { queue: BuildQueue; t
           store: templateStore,
           queue,
           contextFiles,
-          sandboxesUsing: (buildIds) => lifecycle.usingBuilds(buildIds).map((r) => r.sandboxId),
+          sandboxesUsing: (buildIds) => registry.all().filter((r) => buildIds.has(r.buildId)).map((r) => r.sandboxId),
           builder,
           logger,
         });

@@ -9,7 +9,7 @@ import { withEngineDeadlines } from '../runtime/docker/engine-deadlines.ts';
 import type { LxcfsSupervisor } from '../runtime/lxcfs/lxcfs-supervisor.ts';
 import { RegistryImages } from '../runtime/registry/registry-images.ts';
 import type { RegistrySettings } from '../runtime/registry/registry-settings.ts';
-import type { SandboxLifecycle } from '../sandboxes/lifecycle/sandbox-lifecycle.ts';
+import type { SandboxRegistry } from '../sandboxes/registry/sandbox-registry.ts';
 import type { SecretStore } from '../secrets/secret-store.ts';
 import type { SandboxCertificateAuthorities } from '../tls/sandbox-ca.ts';
 import { upstreamPolicySettingsOf } from '../runtime/docker/upstream-address.ts';
@@ -37,26 +37,26 @@ export interface EmbeddedEngineDeps {
   egressCas: SandboxCertificateAuthorities;
   registrySettings: RegistrySettings | undefined;
   metrics: PlatformMetrics;
-  /** The lifecycle once it exists (made after the engine): sandboxes' teams and event logs. */
-  lifecycle: () => SandboxLifecycle | undefined;
+  /** The sandboxes held: their teams (whose secrets egress transforms may send) and event logs. */
+  registry: Pick<SandboxRegistry, 'get' | 'recordEvent'>;
 }
 
 /** The embedded node's engine: Docker with a deadline on every call, egress transforms and proxies, the cluster registry. */
-export function embeddedDockerEngine({ docker, config, platformId, logger, hardening, lxcfs, secrets, egressCas, registrySettings, metrics, lifecycle }: EmbeddedEngineDeps): DockerRuntime {
+export function embeddedDockerEngine({ docker, config, platformId, logger, hardening, lxcfs, secrets, egressCas, registrySettings, metrics, registry }: EmbeddedEngineDeps): DockerRuntime {
   return withEngineDeadlines(
     new DockerRuntime({ docker, network: config.sandboxNetwork, platformId, logger, isolation: config.sandboxIsolation, deniedCidrs: clusterDeniedCidrs(config), helperImage: config.baseImage, hardening, procFiles: lxcfs, cpuset: config.sandboxCpuset,
       bootIdDir: config.sandboxBootIds ? resolve(config.dataDir, 'boot-ids') : undefined,
       egressTransforms: {
         // Only the secrets of the sandbox's own team: another team's secret of the same name is never sent.
         resolveSecret: async (sandboxId, name) => {
-          const teamId = lifecycle()?.get(sandboxId)?.teamId;
+          const teamId = registry.get(sandboxId)?.teamId;
           return teamId ? secrets.resolveSecret(teamId, name) : undefined;
         },
         leafCertificate: (sandboxId, name) => egressCas.leaf(sandboxId, name),
       },
       egressProxyPolicy: upstreamPolicySettingsOf(config),
       // A sandbox's connection that could not go through its own proxy is an event in the sandbox's logs.
-      onEgressProxyFailure: (sandboxId, message) => void lifecycle()?.registry.recordEvent(sandboxId, message, 'warn').catch((error: unknown) => logger.warn({ err: error, sandboxId }, 'could not store the sandbox event')),
+      onEgressProxyFailure: (sandboxId, message) => void registry.recordEvent(sandboxId, message, 'warn').catch((error: unknown) => logger.warn({ err: error, sandboxId }, 'could not store the sandbox event')),
       registry: registrySettings ? new RegistryImages(docker, registrySettings, logger) : undefined,
     }),
     {},

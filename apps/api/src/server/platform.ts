@@ -7,6 +7,8 @@ import { dockerClient } from '../runtime/docker/docker-host.ts';
 import type { SandboxRuntime } from '../runtime/sandbox-runtime.ts';
 import { SandboxLifecycle } from '../sandboxes/lifecycle/sandbox-lifecycle.ts';
 import { EngineWatch } from '../sandboxes/lifecycle/engine-watch.ts';
+import { sandboxBoot } from '../sandboxes/lifecycle/boot-calls.ts';
+import type { SandboxRegistry } from '../sandboxes/registry/sandbox-registry.ts';
 import type { WarmPool } from '../sandboxes/pool/warm-pool.ts';
 import type { NodePools } from '../sandboxes/pool/node-pools.ts';
 import { storageVolumes } from '../volumes/node-volumes.ts';
@@ -31,7 +33,6 @@ import { AdminKey } from '../teams/admin-key.ts';
 import { TeamDirectory } from '../teams/team-directory.ts';
 import { KeyStore } from '../store/key-store.ts';
 import { LeaseStore } from '../store/lease-store.ts';
-import { SandboxStore } from '../sandboxes/registry/sandbox-store.ts';
 import { type BuildRunner, BuildQueue } from '../templates/build-queue.ts';
 import { TemplateCatalog } from '../templates/template-catalog.ts';
 import { TemplateStore } from '../templates/template-store.ts';
@@ -49,6 +50,7 @@ import { embeddedDockerEngine, lxcfsWanted } from './platform-engine.ts';
 import { nodeWarmPools } from './platform-warm-pools.ts';
 import { templateBuilds } from './platform-builds.ts';
 import { openListeners } from './platform-listeners.ts';
+import { sandboxResources } from './platform-sandboxes.ts';
 import type Docker from 'dockerode';
 import { ClusterImages } from '../nodes/cluster-images.ts';
 import { loadRegistrySettings } from '../runtime/registry/registry-settings.ts';
@@ -91,6 +93,8 @@ export interface RunningPlatform {
   platformId: string;
   config: Config;
   lifecycle: SandboxLifecycle;
+  /** The sandboxes this API holds (the lifecycle's, the pools', the engine watch's and the routes'). */
+  registry: SandboxRegistry;
   /** Follows the embedded node's engine events (containers dying under sandboxes, engine restarts). */
   engineWatch: EngineWatch | undefined;
   /** The nodes sandboxes run on: the set the lifecycle drives, their table, the sweep, and the agents of in-process nodes. */
@@ -190,26 +194,28 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
     // Sandboxes' own /proc files: one lxcfs on the host, outliving this process (sandboxes bind its files).
     lxcfs = embedded && !runtimeOverride && lxcfsWanted(config, env) ? new LxcfsSupervisor({ dir: config.lxcfsDir, logger }) : undefined;
     await lxcfs?.start();
-    const runtime = !docker ? undefined : runtimeOverride ?? embeddedDockerEngine({ docker, config, platformId, logger, hardening, lxcfs, secrets, egressCas, registrySettings, metrics, lifecycle: () => lifecycle });
+    // The embedded node: this process's engine (there is one exactly when there is an engine client).
+    const nodeId = config.nodeId || platformId;
+    const embeddedId = docker ? nodeId : undefined;
+    // Cluster mode (TIDEPOOL_CLUSTER_CLIENT_*): node agents in the table are driven over mutual TLS.
+    const clusterTls = clusterClientTls(config);
+    const nodeFactory = nodeFor ?? (clusterTls ? remoteNodeFactory(clusterTls, logger) : undefined);
+    const nodes = new NodeSet(embeddedId, { lostAfterSeconds: config.nodeLostAfterSeconds, nodeFor: nodeFactory });
+    // What every part that deals with sandboxes shares: the records, the slots under the limits, the creations in flight.
+    const { store: sandboxes, registry, slots, creations, shared, envd } = sandboxResources(db, nodes, images, { maxSandboxes: config.maxSandboxes, teamMaxSandboxes: config.teamMaxSandboxes });
+    const runtime = !docker ? undefined : runtimeOverride ?? embeddedDockerEngine({ docker, config, platformId, logger, hardening, lxcfs, secrets, egressCas, registrySettings, metrics, registry });
     await runtime?.prepare();
     const templateStore = new TemplateStore(db);
     const templates = new TemplateCatalog(templateStore);
     const builtins = new BuiltinTemplates(templates, config, logger);
     // The embedded engine's missing built-in images are built after the API listens (TIDEPOOL_BUILTIN_IMAGE_BUILDER).
     if (runtime) await builtins.register(runtime, { buildImages: true });
-    // The embedded node: this process's engine. Sandboxes stored before nodes existed are its own.
-    const nodeId = config.nodeId || platformId;
-    const embeddedId = runtime ? nodeId : undefined;
-    const sandboxes = new SandboxStore(db);
+    // Sandboxes stored before nodes existed are the embedded node's.
     if (embeddedId) {
       const assigned = await sandboxes.assignUnplaced(embeddedId);
       if (assigned > 0) logger.info({ nodeId, sandboxes: assigned }, 'sandboxes from before nodes existed belong to the embedded node');
     }
     const nodeStore = new NodeStore(db);
-    // Cluster mode (TIDEPOOL_CLUSTER_CLIENT_*): node agents in the table are driven over mutual TLS.
-    const clusterTls = clusterClientTls(config);
-    const nodeFactory = nodeFor ?? (clusterTls ? remoteNodeFactory(clusterTls, logger) : undefined);
-    const nodes = new NodeSet(embeddedId, { lostAfterSeconds: config.nodeLostAfterSeconds, nodeFor: nodeFactory });
     const volumesRoot = resolve(config.dataDir, 'volumes');
     const localVolumes = runtime ? new VolumeStorage(volumesRoot, config.volumesHostDir || volumesRoot, logger) : undefined;
     if (runtime) nodes.add(localNode(nodeId, runtime, localVolumes && storageVolumes(localVolumes)));
@@ -226,7 +232,7 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
       nodes.add(node);
     }
     const heartbeatMs = Math.min(5_000, (config.nodeLostAfterSeconds * 1000) / 3);
-    pools = nodeWarmPools({ config, db, nodes, embeddedId, images, templates, tokenSeed, sandboxes, logger, lifecycle: () => lifecycle });
+    pools = nodeWarmPools({ config, db, nodes, embeddedId, images, templates, tokenSeed, sandboxes, registry, slots, creations, envd, logger });
     for (const node of nodes.all()) {
       const isEmbedded = node.nodeId === embeddedId;
       const agent = new LocalNodeAgent(nodeStore, { nodeId: node.nodeId, url: `embedded://${node.nodeId}`, version: 'embedded' }, () => localCapacity(isEmbedded ? () => pools?.readyByKey(node.nodeId) ?? {} : undefined), logger);
@@ -238,26 +244,28 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
       node: (id) => (nodes.has(id) ? nodes.node(id) : undefined),
       local: { caCertificate: (id) => egressCas.caCertificate(id), forget: async (id) => egressCas.forget(id) },
       secretValue: (teamId, name) => secrets.resolveSecret(teamId, name),
-      records: () => lifecycle?.list() ?? [],
+      records: () => registry.list(),
       live: (id) => nodes.has(id) && ['ready', 'draining'].includes(nodes.status(id) ?? ''),
       logger,
     });
     secrets.onChange = (teamId, name) => sandboxEgress.secretChanged(teamId, name);
     lifecycle = new SandboxLifecycle({
       store: sandboxes,
+      registry,
+      slots,
+      creations,
+      boot: sandboxBoot(envd),
+      envd,
       templates,
       nodes,
       tokenSeed,
-      maxSandboxes: config.maxSandboxes,
-      teamMaxSandboxes: config.teamMaxSandboxes,
       defaultTimeoutSeconds: config.defaultTimeoutSeconds,
       logger,
       volumes,
       platformMetrics: metrics,
       pools,
       egressTrust: sandboxEgress,
-      // API replicas on one PostgreSQL share every sandbox through it (the registry is a cache; SQLite keeps today's path).
-      shared: db.replicas ? { sql: db, channel: db.replicas } : undefined,
+      shared,
       images,
       egressProxies: new EgressProxyGate({ cipher: secretCipher, addresses: new UpstreamAddressPolicy(upstreamPolicySettingsOf(config)), problem: async () => (nodeFactory ? undefined : runtime?.egressUpstreamProblem ? runtime.egressUpstreamProblem() : 'the container runtime cannot tunnel sandbox egress') }),
     });
@@ -267,7 +275,7 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
       sandboxes: () => {
         const records = sandboxLifecycle.list();
         const running = records.filter((r) => r.state === 'running').length;
-        return { creating: sandboxLifecycle.creatingCount(), running, paused: records.length - running };
+        return { creating: creations.count(), running, paused: records.length - running };
       },
     });
     // Per-node gauges: every replica reads the same rows, so one replica (the holder of a lease it renews at each
@@ -275,7 +283,7 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
     const nodeGaugeLeases = db.replicas ? new LeaseStore(db) : undefined;
     metrics.observeNodes(async () => {
       try {
-        if (nodeGaugeLeases && !(await nodeGaugeLeases.acquire(NODE_GAUGE_LEASE, sandboxLifecycle.registry.replicaId, NODE_GAUGE_LEASE_MS))) return undefined;
+        if (nodeGaugeLeases && !(await nodeGaugeLeases.acquire(NODE_GAUGE_LEASE, registry.replicaId, NODE_GAUGE_LEASE_MS))) return undefined;
         const [rows, counts] = await Promise.all([nodeStore.list(), sandboxes.countByNode()]);
         const now = Date.now();
         return rows.map((row) => ({ nodeId: row.nodeId, status: row.status, heartbeatAgeSeconds: Math.max(0, (now - row.lastHeartbeat) / 1000), sandboxes: counts.get(row.nodeId) ?? 0 }));
@@ -287,8 +295,9 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
     volumes.setUsers((volumeID) => sandboxLifecycle.usingVolume(volumeID));
     // Events from just before the restart reconcile on, so a container dying meanwhile is not missed.
     const since = Date.now() / 1000 - 1;
-    engineWatch = runtime ? new EngineWatch({ runtime, nodeId, lifecycle, logger, since, metrics }) : undefined;
-    for (const node of others) extraWatches.push(new EngineWatch({ runtime: node.runtime, nodeId: node.nodeId, lifecycle, logger: logger.child({ nodeId: node.nodeId }), since, metrics }));
+    const watched = { lifecycle, registry, creations, pools, since, metrics };
+    engineWatch = runtime ? new EngineWatch({ ...watched, runtime, nodeId, logger }) : undefined;
+    for (const node of others) extraWatches.push(new EngineWatch({ ...watched, runtime: node.runtime, nodeId: node.nodeId, logger: logger.child({ nodeId: node.nodeId }) }));
     await lifecycle.start();
     egressCas.prune(new Set(lifecycle.list().map((record) => record.sandboxId)));
     // Every held node was reconciled just now: one that was lost before this start is ready again.
@@ -298,7 +307,7 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
       store: nodeStore,
       nodes,
       leases: new LeaseStore(db),
-      owner: lifecycle.registry.replicaId,
+      owner: registry.replicaId,
       lostAfterMs: config.nodeLostAfterSeconds * 1000,
       reconcile: (id) => reconciling.reconcileNode(id),
       restarted: (id) => reconciling.reapplyEgress(id),
@@ -333,7 +342,7 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
     for (const watch of extraWatches) watch.start();
     const warmPool = pool;
     const nodePools = pools;
-    const builds = templateBuilds({ config, db, docker, platformId, hardening, builderOverride, nodes, images, templates, templateStore, lifecycle, pools: nodePools, metrics, tokenSeed, logger });
+    const builds = templateBuilds({ config, db, docker, platformId, hardening, builderOverride, nodes, images, templates, templateStore, registry, pools: nodePools, metrics, tokenSeed, logger });
     queue = builds.queue;
     await queue.recoverAfterRestart();
     // The desktop template's image is the platform's own build (not the queue's): checked, and built after listening.
@@ -347,6 +356,9 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
       sandboxDomain: () => sandboxDomain,
       volumeUploadMaxBytes: config.volumeUploadMaxBytes,
       lifecycle,
+      registry,
+      slots,
+      images,
       readiness: { database: db, nodeStatuses: () => nodes.all().map((node) => nodes.status(node.nodeId)) },
       templates: builds.templateDeps,
       nodes: { store: nodeStore, set: nodes, lostAfterSeconds: config.nodeLostAfterSeconds },
@@ -395,6 +407,7 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
       platformId,
       config,
       lifecycle: running,
+      registry,
       engineWatch: watch,
       nodes: { set: nodes, store: nodeStore, monitor: nodeMonitor, agents, discovery: nodeDiscovery },
       warmPool,

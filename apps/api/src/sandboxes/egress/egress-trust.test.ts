@@ -9,6 +9,10 @@ import { SqliteDatabase } from '../../store/sqlite-database.ts';
 import { EGRESS_CA_FILE, egressTrustEnv, type EgressTrustSource, SYSTEM_CA_BUNDLE } from './egress-trust.ts';
 import { SandboxLifecycle } from '../lifecycle/sandbox-lifecycle.ts';
 import { SandboxStore } from '../registry/sandbox-store.ts';
+import { SandboxRegistry } from '../registry/sandbox-registry.ts';
+import { SandboxSlots } from '../registry/sandbox-slots.ts';
+import { SandboxCreations } from '../lifecycle/sandbox-creations.ts';
+import type { NodeSet as Nodes } from '../../nodes/node-set.ts';
 
 const rules = { 'api.example.com': [{ transform: { headers: { Authorization: 'Bearer ${e2b.secrets.tok}' } } }] };
 
@@ -33,10 +37,19 @@ describe('network.rules where they cannot be applied', () => {
   });
 
   const trust: EgressTrustSource = { caCertificate: async () => 'pem', pushSecrets: async () => undefined, forget: () => undefined };
-  const lifecycle = (runtime: Partial<SandboxRuntime>, egressTrust?: EgressTrustSource): SandboxLifecycle => {
+  // Nothing here gets as far as a container or an envd.
+  const unreached = () => Promise.reject(new Error('a boot or envd call was reached'));
+  const lifecycleOn = (nodes: Nodes, egressTrust?: EgressTrustSource): SandboxLifecycle => {
     const templates = { resolve: () => Promise.reject(new Error('template resolution reached')), recordSpawn: async () => undefined };
-    return new SandboxLifecycle({ store: new SandboxStore(db), templates, nodes: NodeSet.single('local', runtime as SandboxRuntime), tokenSeed: 'seed', maxSandboxes: 10, defaultTimeoutSeconds: 15, logger: pino({ level: 'silent' }), egressTrust });
+    const store = new SandboxStore(db);
+    const registry = new SandboxRegistry(store);
+    return new SandboxLifecycle({
+      store, registry, slots: new SandboxSlots(registry, { maxSandboxes: 10 }), creations: new SandboxCreations(),
+      boot: { cold: unreached, claim: unreached }, envd: { initEnvd: unreached, readEnvdMetrics: unreached },
+      templates, nodes, tokenSeed: 'seed', defaultTimeoutSeconds: 15, logger: pino({ level: 'silent' }), egressTrust,
+    });
   };
+  const lifecycle = (runtime: Partial<SandboxRuntime>, egressTrust?: EgressTrustSource): SandboxLifecycle => lifecycleOn(NodeSet.single('local', runtime as SandboxRuntime), egressTrust);
   const input = (network: Record<string, unknown>) =>
     ({ templateRef: 'base', timeoutSeconds: 60, autoPause: false, autoPauseMemory: true, autoResume: false, metadata: {}, envVars: {}, network, allowInternetAccess: null, volumeMounts: [] }) as never;
 
@@ -53,8 +66,7 @@ describe('network.rules where they cannot be applied', () => {
     const withNodes = (...available: boolean[]): SandboxLifecycle => {
       const nodes = new NodeSet('n0');
       available.forEach((yes, i) => nodes.add({ nodeId: `n${i}`, runtime: { egressTransformsAvailable: async () => yes } as unknown as SandboxRuntime, dial: () => Promise.reject(new Error('no dial')) }));
-      const templates = { resolve: () => Promise.reject(new Error('template resolution reached')), recordSpawn: async () => undefined };
-      return new SandboxLifecycle({ store: new SandboxStore(db), templates, nodes, tokenSeed: 'seed', maxSandboxes: 10, defaultTimeoutSeconds: 15, logger: pino({ level: 'silent' }), egressTrust: trust });
+      return lifecycleOn(nodes, trust);
     };
     await expect(withNodes(false, false).create(input({ rules }))).rejects.toMatchObject({ kind: 'invalid', message: expect.stringMatching(/network.rules cannot be applied here/) });
     await expect(withNodes(false, true).create(input({ rules }))).rejects.toThrow('template resolution reached');

@@ -1,4 +1,3 @@
-import { initEnvd } from '../../envd/envd-client.ts';
 import { PlatformError } from '../../errors.ts';
 import { egressProblemOn, nodesWithoutEgress, transformsUnavailable } from './egress-nodes.ts';
 import type { EgressProxyGate } from './egress-proxy-gate.ts';
@@ -22,7 +21,7 @@ export async function updateNetwork(ctx: LifecycleContext, id: string, update: N
     if (newlyTransformed && record.state === 'running' && record.address) {
       // The sandbox trusts its CA (and new processes are pointed at it) before any connection is terminated.
       await trustEgressCa(ctx, { ...record, network });
-      await initEnvd(record.address, initFor({ ...record, network }), ctx.deps.nodes.dialOf(record.nodeId));
+      await ctx.deps.envd.initEnvd(record.address, initFor({ ...record, network }), ctx.deps.nodes.dialOf(record.nodeId));
     } else if (record.containerId && (hasTransforms(network) || hasTransforms(record.network))) {
       await ctx.deps.egressTrust?.pushSecrets({ ...record, network });
     }

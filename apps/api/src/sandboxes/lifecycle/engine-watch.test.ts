@@ -3,19 +3,24 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import pino from 'pino';
-import { afterAll, describe, expect, it, vi } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import type { EngineEvent, EngineEventStream } from '../../runtime/engine-events.ts';
 import type { ContainerStatus, SandboxRuntime } from '../../runtime/sandbox-runtime.ts';
 import { SqliteDatabase } from '../../store/sqlite-database.ts';
 import { EngineWatch } from './engine-watch.ts';
 import { type LaunchPlan, SandboxLifecycle } from './sandbox-lifecycle.ts';
 import { SandboxStore } from '../registry/sandbox-store.ts';
+import { SandboxRegistry } from '../registry/sandbox-registry.ts';
+import { SandboxSlots } from '../registry/sandbox-slots.ts';
+import { SandboxCreations } from './sandbox-creations.ts';
 import { NodeSet } from '../../nodes/node-set.ts';
 
-vi.mock('./sandbox-boot.ts', async (original) => ({
-  ...(await original<typeof import('./sandbox-boot.ts')>()),
-  bootSandbox: async () => ({ containerId: `c-${Math.random().toString(16).slice(2)}`, address: '10.9.0.2', envdVersion: '0.6.13' }),
-}));
+// Sandboxes boot without a container or an envd: each gets a container id of its own.
+const boot = {
+  cold: async () => ({ containerId: `c-${Math.random().toString(16).slice(2)}`, address: '10.9.0.2', envdVersion: '0.6.13' }),
+  claim: () => Promise.reject(new Error('no warm pool here')),
+};
+const envd = { initEnvd: async () => '0.6.13', readEnvdMetrics: () => Promise.reject(new Error('no envd to sample')) };
 
 const defaults = { user: 'user', workdir: '/home/user', envs: {}, startCmd: null, readyCmd: null };
 const plan: LaunchPlan = {
@@ -70,9 +75,14 @@ function setup(failures = 0) {
   const logger = pino({ level: 'debug' }, new Writable({ write(chunk, _e, done) { for (const l of String(chunk).split('\n')) if (l.trim()) lines.push(JSON.parse(l)); done(); } }));
   const engine = fakeEngine(failures);
   const templates = { resolve: () => { throw new Error('unused'); }, recordSpawn: async () => undefined };
-  const lifecycle = new SandboxLifecycle({ store: new SandboxStore(db), templates, nodes: NodeSet.single('local', engine.runtime), tokenSeed: 's', maxSandboxes: 10, defaultTimeoutSeconds: 15, logger });
-  const watch = new EngineWatch({ runtime: engine.runtime, lifecycle, logger, since: 1000, firstBackoffMs: 10, maxBackoffMs: 40 });
-  return { lines, logger, engine, lifecycle, watch };
+  const store = new SandboxStore(db);
+  const registry = new SandboxRegistry(store);
+  const creations = new SandboxCreations();
+  const slots = new SandboxSlots(registry, { maxSandboxes: 10 });
+  const lifecycle = new SandboxLifecycle({ store, registry, slots, creations, boot, envd, templates, nodes: NodeSet.single('local', engine.runtime), tokenSeed: 's', defaultTimeoutSeconds: 15, logger });
+  const watched = { lifecycle, registry, creations };
+  const watch = new EngineWatch({ ...watched, runtime: engine.runtime, logger, since: 1000, firstBackoffMs: 10, maxBackoffMs: 40 });
+  return { lines, logger, engine, lifecycle, watched, watch };
 }
 
 async function until(check: () => boolean, timeoutMs = 3_000): Promise<void> {
@@ -123,10 +133,10 @@ describe('EngineWatch', () => {
   });
 
   it("takes a node's events for its own sandboxes only: another node's die or OOM of them changes nothing", async () => {
-    const { lines, logger, engine, lifecycle } = setup();
+    const { lines, logger, engine, lifecycle, watched } = setup();
     // The watch of node "rogue" (its own engine), while the sandbox lives on node "local".
     const rogue = fakeEngine(0);
-    const watch = new EngineWatch({ runtime: rogue.runtime, nodeId: 'rogue', lifecycle, logger, since: 1000 });
+    const watch = new EngineWatch({ ...watched, runtime: rogue.runtime, nodeId: 'rogue', logger, since: 1000 });
     watch.start();
     await until(() => watch.connections === 1);
     const victim = await lifecycle.launch(plan);

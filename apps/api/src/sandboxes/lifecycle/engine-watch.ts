@@ -3,6 +3,9 @@ import type { MetricsSink } from '../../observability/metrics-sink.ts';
 import type { EngineEvent, EngineEventStream } from '../../runtime/engine-events.ts';
 import type { SandboxRuntime } from '../../runtime/sandbox-runtime.ts';
 import type { SandboxLifecycle } from './sandbox-lifecycle.ts';
+import type { SandboxRegistry } from '../registry/sandbox-registry.ts';
+import type { NodePools } from '../pool/node-pools.ts';
+import type { SandboxCreations } from './sandbox-creations.ts';
 
 /** An `oom` this close before a `die` means the kernel's OOM killer ended the sandbox. */
 const OOM_BEFORE_DEATH_S = 2;
@@ -13,7 +16,14 @@ export interface EngineWatchOptions {
   /** The engine of one node, and that node's id (its sandboxes are the ones checked); none: every sandbox. */
   runtime: SandboxRuntime;
   nodeId?: string;
-  lifecycle: SandboxLifecycle;
+  /** Ends a sandbox whose container died (as a kill, the reason in its log). */
+  lifecycle: Pick<SandboxLifecycle, 'containerLost'>;
+  /** The sandboxes held: whose container an event names, their event logs, and whether an id is anyone's. */
+  registry: Pick<SandboxRegistry, 'get' | 'list' | 'recordEvent' | 'known'>;
+  /** Creations in flight: their containers exist before their records. */
+  creations: Pick<SandboxCreations, 'isCreating'>;
+  /** The warm pools: a ready container that died leaves its pool; pooled containers are no orphans. */
+  pools?: Pick<NodePools, 'lost' | 'owns'>;
   logger: Logger;
   /** Engine time (seconds) to follow events from; the platform passes the moment before its restart reconcile. */
   since: number;
@@ -120,9 +130,9 @@ export class EngineWatch {
   }
 
   private async handle(event: EngineEvent): Promise<void> {
-    const { lifecycle, logger, nodeId } = this.options;
+    const { lifecycle, registry, pools, logger, nodeId } = this.options;
     const log = logger.child({ sandboxId: event.sandboxId });
-    const found = lifecycle.get(event.sandboxId);
+    const found = registry.get(event.sandboxId);
     // A node's events speak for its own containers only: one naming a sandbox on another node (a compromised or
     // confused node) changes nothing.
     const elsewhere = found !== undefined && nodeId !== undefined && found.nodeId !== nodeId;
@@ -132,14 +142,14 @@ export class EngineWatch {
       this.oomAt.set(event.containerId, event.time);
       if (!record || record.containerId !== event.containerId) return;
       const message = `out of memory: the kernel killed a process in the sandbox (memory limit ${record.memoryMB} MiB)`;
-      await lifecycle.registry.recordEvent(event.sandboxId, message, 'warn').catch((error: unknown) => log.warn({ err: error }, 'could not store the sandbox event'));
+      await registry.recordEvent(event.sandboxId, message, 'warn').catch((error: unknown) => log.warn({ err: error }, 'could not store the sandbox event'));
       log.warn({ containerId: event.containerId, memoryMB: record.memoryMB }, 'sandbox ran out of memory; a process was OOM-killed');
       return;
     }
     const oom = this.oomAt.get(event.containerId);
     this.oomAt.delete(event.containerId);
     if (!record || record.containerId !== event.containerId) {
-      if (!elsewhere && lifecycle.pools?.lost(event.containerId, nodeId)) log.warn({ containerId: event.containerId, exitCode: event.exitCode }, 'a ready warm-pool container exited; removed from the pool');
+      if (!elsewhere && pools?.lost(event.containerId, nodeId)) log.warn({ containerId: event.containerId, exitCode: event.exitCode }, 'a ready warm-pool container exited; removed from the pool');
       else log.debug({ containerId: event.containerId }, 'container of no live sandbox exited (removed by the platform)');
       return;
     }
@@ -155,15 +165,15 @@ export class EngineWatch {
    * removed, and containers of this platform that belong to no sandbox (nor a creation in flight) go.
    */
   async resync(): Promise<void> {
-    const { runtime, lifecycle, logger } = this.options;
-    for (const record of lifecycle.list()) {
+    const { runtime, lifecycle, registry, creations, pools, logger } = this.options;
+    for (const record of registry.list()) {
       if (!record.containerId || (this.options.nodeId !== undefined && record.nodeId !== this.options.nodeId)) continue;
       await lifecycle
         .containerLost(record.sandboxId, record.containerId, 'sandbox container stopped or vanished while the engine was unreachable (engine restart?)')
         .catch((error: unknown) => logger.child({ sandboxId: record.sandboxId }).error({ err: error }, 'checking the sandbox container failed'));
     }
     for (const container of await runtime.listManaged()) {
-      if (container.unclaimed || lifecycle.isCreating(container.sandboxId) || lifecycle.pools?.owns(container.sandboxId) || (await lifecycle.registry.known(container.sandboxId))) continue;
+      if (container.unclaimed || creations.isCreating(container.sandboxId) || pools?.owns(container.sandboxId) || (await registry.known(container.sandboxId))) continue;
       logger.child({ sandboxId: container.sandboxId }).warn({ containerId: container.containerId }, 'removing container without a sandbox record');
       await runtime.remove(container.containerId);
       this.options.metrics?.orphansRemoved('container');

@@ -1,4 +1,3 @@
-import type { FirstUseTracker } from '../pool/first-use-tracker.ts';
 import type { Logger } from 'pino';
 import type { NodeSet } from '../../nodes/node-set.ts';
 import type { ClusterImages } from '../../nodes/cluster-images.ts';
@@ -11,6 +10,10 @@ import type { NodePools } from '../pool/node-pools.ts';
 import type { PauseResumeContext } from './sandbox-pause-resume.ts';
 import type { SandboxRecord } from '../registry/sandbox-record.ts';
 import type { SandboxRegistry, SharedDatabase } from '../registry/sandbox-registry.ts';
+import type { SandboxSlots } from '../registry/sandbox-slots.ts';
+import type { EnvdCalls } from '../envd-calls.ts';
+import type { SandboxBoot } from './boot-calls.ts';
+import type { SandboxCreations } from './sandbox-creations.ts';
 import type { SandboxStore } from '../registry/sandbox-store.ts';
 import type { SandboxTimers } from './sandbox-timers.ts';
 
@@ -33,13 +36,20 @@ export interface TemplateSource {
 
 export interface LifecycleDeps {
   store: SandboxStore;
+  /** The sandboxes held (made in the composition root and shared with the pools, the engine watch and the routes). */
+  registry: SandboxRegistry;
+  /** The slots under the sandbox limits (shared with the warm pools, whose containers hold slots too). */
+  slots: SandboxSlots;
+  /** Creations in flight and new sandboxes awaiting their first use (the pools and the engine watch read them). */
+  creations: SandboxCreations;
+  /** How containers become sandboxes (cold boot, warm-pool claim): sandboxBoot(real envd calls) in the platform. */
+  boot: SandboxBoot;
+  /** The envd calls the lifecycle makes itself: `/init` again (a thaw, a network update) and resource samples. */
+  envd: Pick<EnvdCalls, 'initEnvd' | 'readEnvdMetrics'>;
   templates: TemplateSource;
   /** The nodes sandboxes run on; every engine call for a sandbox goes to its node's runtime. */
   nodes: NodeSet;
   tokenSeed: string;
-  maxSandboxes: number;
-  /** Sandboxes one team may hold at once (TIDEPOOL_TEAM_MAX_SANDBOXES); the platform's limit when absent. */
-  teamMaxSandboxes?: number;
   /** Timeout of a sandbox resumed without one and without a usable timeout of its own. */
   defaultTimeoutSeconds: number;
   logger: Logger;
@@ -63,14 +73,13 @@ export interface LifecycleDeps {
 export interface LifecycleContext {
   deps: LifecycleDeps;
   registry: SandboxRegistry;
+  slots: SandboxSlots;
   timers: SandboxTimers;
   metrics: MetricsRecorder;
   /** The cluster registry's images (a no-op without one). */
   images: ClusterImages;
-  /** Creations in flight by sandbox id: their containers exist before their records do. */
-  creating: Map<string, Promise<SandboxRecord>>;
-  /** New sandboxes whose first proxied exchange has not ended (the warm pool's refill waits for them). */
-  firstUse: FirstUseTracker;
+  /** Creations in flight (their containers exist before their records do) and new sandboxes awaiting their first use. */
+  creations: SandboxCreations;
   /** What the pause and resume transitions (sandbox-pause-resume.ts) work with. */
   transitions: PauseResumeContext;
   /** The sandbox's egress proxy password, opened for the dialer (never logged, never returned). */

@@ -9,13 +9,18 @@ import { SqliteDatabase } from '../../store/sqlite-database.ts';
 import { type LaunchPlan, SandboxLifecycle } from './sandbox-lifecycle.ts';
 import type { SandboxRecord } from '../registry/sandbox-record.ts';
 import { SandboxStore } from '../registry/sandbox-store.ts';
+import { SandboxRegistry } from '../registry/sandbox-registry.ts';
+import { SandboxSlots } from '../registry/sandbox-slots.ts';
+import { SandboxCreations } from './sandbox-creations.ts';
 import { NodeSet } from '../../nodes/node-set.ts';
 
-const boot = vi.hoisted(() => ({ next: undefined as Promise<{ containerId: string; address: string; envdVersion: string }> | undefined }));
-vi.mock('./sandbox-boot.ts', async (original) => ({
-  ...(await original<typeof import('./sandbox-boot.ts')>()),
-  bootSandbox: () => boot.next ?? Promise.resolve({ containerId: 'c-new', address: '10.9.0.2', envdVersion: '0.6.13' }),
-}));
+// Sandboxes boot without a container or an envd; a case may hold the next boot back (`boot.next`).
+const boot = { next: undefined as Promise<{ containerId: string; address: string; envdVersion: string }> | undefined };
+const fakeBoot = {
+  cold: () => boot.next ?? Promise.resolve({ containerId: 'c-new', address: '10.9.0.2', envdVersion: '0.6.13' }),
+  claim: () => Promise.reject(new Error('no warm pool here')),
+};
+const envd = { initEnvd: async () => '0.6.13', readEnvdMetrics: () => Promise.reject(new Error('no envd to sample')) };
 
 const defaults = { user: 'user', workdir: '/home/user', envs: {}, startCmd: null, readyCmd: null };
 const settings = { teamId: 'team-a', timeoutSeconds: 60, autoPause: false, autoPauseMemory: false, autoResume: false, metadata: {}, envVars: {}, network: {}, allowInternetAccess: null, volumeMounts: [] };
@@ -80,7 +85,8 @@ afterEach(async () => {
 
 function lifecycleWith(runtime: SandboxRuntime, maxSandboxes = 10): SandboxLifecycle {
   const templates = { resolve: () => { throw new Error('unused'); }, recordSpawn: async () => undefined };
-  return new SandboxLifecycle({ store, templates, nodes: NodeSet.single('local', runtime), tokenSeed: 'seed', maxSandboxes, defaultTimeoutSeconds: 15, logger });
+  const registry = new SandboxRegistry(store);
+  return new SandboxLifecycle({ store, registry, slots: new SandboxSlots(registry, { maxSandboxes }), creations: new SandboxCreations(), boot: fakeBoot, envd, templates, nodes: NodeSet.single('local', runtime), tokenSeed: 'seed', defaultTimeoutSeconds: 15, logger });
 }
 
 describe('create rollback', () => {

@@ -1,7 +1,7 @@
 import type { Logger } from 'pino';
-import { type EnvdDial, type EnvdInit, type InitialisedEnvd, initEnvd, sameInit, waitForEnvd } from '../../envd/envd-client.ts';
-import { EnvdProcessClient, shellCommand } from '../../envd/envd-process-client.ts';
+import { type EnvdDial, type EnvdInit, type InitialisedEnvd, sameInit } from '../../envd/envd-client.ts';
 import { PlatformError } from '../../errors.ts';
+import type { EnvdCalls } from '../envd-calls.ts';
 import { PhaseClock } from '../../observability/phase-clock.ts';
 import type { DirectoryMount, SandboxRuntime, StartedContainer } from '../../runtime/sandbox-runtime.ts';
 import type { SandboxDefaults } from '../../templates/template-model.ts';
@@ -11,9 +11,9 @@ import type { SandboxRecord } from '../registry/sandbox-record.ts';
 
 /** How long a new container may take before envd answers. */
 export const ENVD_READY_TIMEOUT_MS = 30_000;
-/** How long a template's start command may take to become ready (its readyCmd to exit 0). */
-const START_READY_TIMEOUT_MS = 120_000;
-const READY_POLL_MS = 100;
+
+/** The envd calls a boot makes: the real ones in the platform, fakes in unit tests. */
+export type BootEnvd = Pick<EnvdCalls, 'waitForEnvd' | 'initEnvd' | 'runStartCommand'>;
 
 export interface BootedSandbox extends StartedContainer {
   envdVersion: string;
@@ -33,7 +33,7 @@ export function initFor(record: SandboxRecord): EnvdInit {
  * Starts a container for the record from `image`, waits for envd and initialises it. Returns when
  * the sandbox is usable; on any failure the container is removed before the error propagates.
  */
-export async function bootSandbox(runtime: SandboxRuntime, record: SandboxRecord, image: string, logger: Logger, directories: DirectoryMount[] = [], dial?: EnvdDial, openPassword?: (sealed: string) => string): Promise<BootedSandbox> {
+export async function bootSandbox(envd: BootEnvd, runtime: SandboxRuntime, record: SandboxRecord, image: string, logger: Logger, directories: DirectoryMount[] = [], dial?: EnvdDial, openPassword?: (sealed: string) => string): Promise<BootedSandbox> {
   const phases = new PhaseClock();
   const started = await runtime.startContainer({
     sandboxId: record.sandboxId,
@@ -49,11 +49,11 @@ export async function bootSandbox(runtime: SandboxRuntime, record: SandboxRecord
   phases.mark('container');
   try {
     await Promise.all([
-      waitForEnvd(started.address, ENVD_READY_TIMEOUT_MS, async () => (await runtime.inspect(started.containerId)).status === 'running', dial),
+      envd.waitForEnvd(started.address, ENVD_READY_TIMEOUT_MS, async () => (await runtime.inspect(started.containerId)).status === 'running', dial),
       started.egressApplied,
     ]);
     phases.mark('envd');
-    const envdVersion = await readySandbox(started.address, record, logger, undefined, false, dial);
+    const envdVersion = await readySandbox(envd, started.address, record, logger, undefined, false, dial);
     phases.mark('init');
     logger.debug({ containerId: started.containerId, address: started.address, phasesMs: phases.done() }, 'sandbox container ready');
     return { ...started, envdVersion };
@@ -71,39 +71,13 @@ export async function bootSandbox(runtime: SandboxRuntime, record: SandboxRecord
  * exactly this `/init` while it warmed (a create without env vars of its own) is not told again.
  * Returns envd's version.
  */
-export async function readySandbox(address: string, record: SandboxRecord, logger: Logger, initialised?: InitialisedEnvd, startCommandRunning = false, dial?: EnvdDial): Promise<string> {
+export async function readySandbox(envd: Pick<BootEnvd, 'initEnvd' | 'runStartCommand'>, address: string, record: SandboxRecord, logger: Logger, initialised?: InitialisedEnvd, startCommandRunning = false, dial?: EnvdDial): Promise<string> {
   const init = initFor(record);
   const unchanged = initialised !== undefined && sameInit(initialised.init, init);
   // A start command begun while the container warmed saw the warm-up's environment: only a claim with the
   // same /init may keep it (the lifecycle does not offer such containers to other creates; this is the guard).
   if (startCommandRunning && !unchanged) throw new PlatformError('internal', 'a warm-pool container whose start command already runs was offered to a create with another environment');
-  const envdVersion = unchanged ? initialised.envdVersion : await initEnvd(address, init, dial);
-  if (!startCommandRunning) await runStartCommand(address, record.envdAccessToken, record.defaults, logger, dial);
+  const envdVersion = unchanged ? initialised.envdVersion : await envd.initEnvd(address, init, dial);
+  if (!startCommandRunning) await envd.runStartCommand(address, record.envdAccessToken, record.defaults, logger, dial);
   return envdVersion;
-}
-
-/**
- * The template's start command runs in the background in every sandbox (tag `startCmd`, no lifetime
- * limit); when the template has a readyCmd, the sandbox is usable only once it exits 0.
- */
-export async function runStartCommand(address: string, accessToken: string, defaults: SandboxDefaults, logger: Logger, dial?: EnvdDial): Promise<void> {
-  const { startCmd, readyCmd, user, workdir } = defaults;
-  if (!startCmd && !readyCmd) return;
-  const envd = new EnvdProcessClient(address, { accessToken, dial });
-  const where = { user, ...(workdir ? { cwd: workdir } : {}) };
-  if (startCmd) {
-    const process = await envd.start(shellCommand(startCmd, { ...where, tag: 'startCmd' }));
-    process.detach();
-    logger.info({ pid: process.pid }, 'template start command started');
-  }
-  if (!readyCmd) return;
-  const deadline = Date.now() + START_READY_TIMEOUT_MS;
-  let last = '';
-  while (Date.now() < deadline) {
-    const result = await envd.run(shellCommand(readyCmd, { ...where, timeoutMs: 30_000 }));
-    if (result.exitCode === 0) return;
-    last = result.status;
-    await new Promise((resolve) => setTimeout(resolve, READY_POLL_MS));
-  }
-  throw new PlatformError('internal', `the template's ready command did not succeed within ${START_READY_TIMEOUT_MS / 1000} s (last: ${last})`);
 }

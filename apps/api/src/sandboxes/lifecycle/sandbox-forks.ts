@@ -5,11 +5,17 @@ import { ForkCheckpoint } from './fork-checkpoint.ts';
 import { newSandboxId } from '../sandbox-identity.ts';
 import type { SandboxLifecycle } from './sandbox-lifecycle.ts';
 import type { SandboxRecord } from '../registry/sandbox-record.ts';
+import type { SandboxSlots } from '../registry/sandbox-slots.ts';
+import type { ClusterImages } from '../../nodes/cluster-images.ts';
 
 export const MAX_FORKS = 100;
 
 export interface ForkDeps {
   lifecycle: SandboxLifecycle;
+  /** A fork call takes its forks' slots at once. */
+  slots: Pick<SandboxSlots, 'reserveSlots'>;
+  /** The cluster registry (forks placed off the source's node pull the checkpoint from it). */
+  images: ClusterImages;
   logger: Logger;
 }
 
@@ -26,11 +32,11 @@ export type ForkResult = { ok: true; record: SandboxRecord } | { ok: false; erro
  */
 export async function forkSandbox(deps: ForkDeps, sourceId: string, count: number, timeoutSeconds: number): Promise<ForkResult[]> {
   if (!Number.isInteger(count) || count < 1 || count > MAX_FORKS) throw invalid(`count must be between 1 and ${MAX_FORKS}`);
-  const { lifecycle } = deps;
+  const { lifecycle, images } = deps;
   // The checkpoint is named like a sandbox image, so a crash before it is dropped leaves nothing: restart reconcile removes it.
   const checkpointOwner = `fork${randomBytes(8).toString('hex')}`;
   const { source, image, placed, excluded } = await lifecycle.withSandbox(sourceId, async (record) => {
-    const placed = lifecycle.images.enabled && record.volumeMounts.length === 0;
+    const placed = images.enabled && record.volumeMounts.length === 0;
     // Refused (nothing made) when no node could apply the source's network rules.
     const excluded = placed ? await lifecycle.egressExcluded(record.network) : undefined;
     const runtime = lifecycle.nodes.runtime(record.nodeId);
@@ -39,8 +45,8 @@ export async function forkSandbox(deps: ForkDeps, sourceId: string, count: numbe
       : await runtime.claimSandboxImage(record.pausedImage!, checkpointOwner);
     return { source: { ...record }, image, placed, excluded };
   });
-  const checkpoint = new ForkCheckpoint({ nodes: lifecycle.nodes, images: lifecycle.images, logger: deps.logger }, source.sandboxId, source.nodeId, image, checkpointOwner);
-  const release = lifecycle.registry.reserveSlots(count);
+  const checkpoint = new ForkCheckpoint({ nodes: lifecycle.nodes, images, logger: deps.logger }, source.sandboxId, source.nodeId, image, checkpointOwner);
+  const release = deps.slots.reserveSlots(count);
   try {
     return await Promise.all(
       Array.from({ length: count }, async (): Promise<ForkResult> => {

@@ -5,13 +5,11 @@ import { startOnPlacedNode } from '../../nodes/placed-start.ts';
 import type { SandboxNode } from '../../nodes/sandbox-node.ts';
 import { type LifecycleContext, sandboxLog } from './lifecycle-context.ts';
 import { inSeconds, nowIso } from './wall-clock.ts';
-import { claimPooled } from '../pool/pool-claim.ts';
 import { poolKey } from '../pool/pool-settings.ts';
-import { bootSandbox } from './sandbox-boot.ts';
 import { envdAccessToken, newSandboxId, trafficAccessToken } from '../sandbox-identity.ts';
 import { requireEgressOn, trustEgressCa } from '../egress/sandbox-network-update.ts';
 import type { SandboxNetwork, SandboxRecord } from '../registry/sandbox-record.ts';
-import type { SlotRelease } from '../registry/sandbox-registry.ts';
+import type { SlotRelease } from '../registry/sandbox-slots.ts';
 import { directoriesOf, requireVolumes } from '../sandbox-volume-binds.ts';
 import type { SandboxVolumeMount } from '../volume-mounts.ts';
 import type { PooledContainer } from '../pool/warm-pool.ts';
@@ -96,10 +94,10 @@ export function newSandboxRecord(plan: LaunchPlan, sandboxId: string, tokenSeed:
  */
 export async function reserveSlot(ctx: LifecycleContext, sandboxId: string, teamId: string, kind: 'create' | 'resume'): Promise<SlotRelease> {
   try {
-    return await ctx.registry.reserveFor(sandboxId, teamId, kind);
+    return await ctx.slots.reserveFor(sandboxId, teamId, kind);
   } catch (error) {
     if (!(error instanceof PlatformError) || error.kind !== 'limit' || error instanceof TeamQuotaError || !ctx.deps.pools?.evictOne()) throw error;
-    return ctx.registry.reserveFor(sandboxId, teamId, kind);
+    return ctx.slots.reserveFor(sandboxId, teamId, kind);
   }
 }
 
@@ -110,14 +108,7 @@ export async function reserveSlot(ctx: LifecycleContext, sandboxId: string, team
 export function launchSandbox(ctx: LifecycleContext, plan: LaunchPlan, poolSlot?: SlotRelease): Promise<SandboxRecord> {
   const sandboxId = plan.sandboxId ?? newSandboxId();
   // In flight from the call on (its slot may be taken in the store first): drain and reconcile wait for it.
-  const launching = launchWithSlot(ctx, { ...plan, sandboxId }, poolSlot);
-  ctx.creating.set(sandboxId, launching);
-  return launching
-    .then((record) => {
-      ctx.firstUse.created(sandboxId);
-      return record;
-    })
-    .finally(() => ctx.creating.delete(sandboxId));
+  return ctx.creations.track(sandboxId, launchWithSlot(ctx, { ...plan, sandboxId }, poolSlot));
 }
 
 async function launchWithSlot(ctx: LifecycleContext, plan: LaunchPlan & { sandboxId: string }, poolSlot: SlotRelease | undefined): Promise<SandboxRecord> {
@@ -125,7 +116,7 @@ async function launchWithSlot(ctx: LifecycleContext, plan: LaunchPlan & { sandbo
   let release: SlotRelease;
   if (poolSlot) {
     try {
-      const recorded = await ctx.registry.reserveFor(sandboxId, plan.settings.teamId, 'create', false);
+      const recorded = await ctx.slots.reserveFor(sandboxId, plan.settings.teamId, 'create', false);
       release = (howMany) => {
         poolSlot(howMany);
         recorded();
@@ -180,7 +171,7 @@ async function launchNow(ctx: LifecycleContext, plan: LaunchPlan, release: (howM
             // A node that lacks the image pulls it from the registry (a fork's checkpoint: imageOn brings it); a failed pull fails this node only.
             const image = plan.imageOn ? await plan.imageOn(node) : plan.image;
             if (!plan.imageOn) await ctx.images.ensure(node.runtime, plan.image, log.child({ nodeId: node.nodeId }));
-            return bootSandbox(node.runtime, { ...record, nodeId: node.nodeId }, image, log.child({ nodeId: node.nodeId }), await directoriesOf(ctx, record, node.nodeId), ctx.deps.nodes.dialOf(node.nodeId), ctx.openProxyPassword);
+            return ctx.deps.boot.cold(node.runtime, { ...record, nodeId: node.nodeId }, image, log.child({ nodeId: node.nodeId }), await directoriesOf(ctx, record, node.nodeId), ctx.deps.nodes.dialOf(node.nodeId), ctx.openProxyPassword);
           },
           log,
         );
@@ -216,5 +207,5 @@ async function launchNow(ctx: LifecycleContext, plan: LaunchPlan, release: (howM
 async function claimOn(ctx: LifecycleContext, nodeId: string, record: SandboxRecord, pooled: PooledContainer, log: Logger) {
   const runtime = ctx.deps.nodes.runtime(nodeId);
   await requireEgressOn(ctx, nodeId, record.network);
-  return claimPooled(runtime, record, pooled, log, ctx.openProxyPassword, ctx.deps.nodes.dialOf(nodeId));
+  return ctx.deps.boot.claim(runtime, record, pooled, log, ctx.openProxyPassword, ctx.deps.nodes.dialOf(nodeId));
 }

@@ -1,11 +1,11 @@
 import { conflict } from '../../errors.ts';
 import type { RoutableSandbox, SandboxDirectory } from '../../proxy/sandbox-directory.ts';
 import type { NodeSet } from '../../nodes/node-set.ts';
-import { FirstUseTracker } from '../pool/first-use-tracker.ts';
 import { MetricsRecorder } from '../metrics-recorder.ts';
 import type { NetworkUpdate } from '../egress/network-rules.ts';
 import type { SandboxNetwork, SandboxRecord } from '../registry/sandbox-record.ts';
-import { type SlotRelease, SandboxRegistry } from '../registry/sandbox-registry.ts';
+import type { SandboxRegistry } from '../registry/sandbox-registry.ts';
+import type { SlotRelease } from '../registry/sandbox-slots.ts';
 import { SandboxCacheSync } from '../registry/sandbox-cache-sync.ts';
 import { ReplicaJanitor } from '../registry/replica-janitor.ts';
 import { SandboxTimers } from './sandbox-timers.ts';
@@ -17,9 +17,8 @@ import { egressExcluded, proxyPasswordOpener, trustEgressCa, updateNetwork } fro
 import { pauseSandbox, resumeSandbox } from './sandbox-pause-resume.ts';
 import { cleanAbandoned, reapplyEgress, reconcileNode } from './sandbox-reconcile.ts';
 import { containerLost, destroySandbox } from './sandbox-removal.ts';
-import { routable, undrivable } from './sandbox-routing.ts';
+import { routable } from './sandbox-routing.ts';
 import { directoriesOf } from '../sandbox-volume-binds.ts';
-import type { NodePools } from '../pool/node-pools.ts';
 import { ClusterImages } from '../../nodes/cluster-images.ts';
 
 export type { CreateSandboxInput, LaunchPlan, LifecycleDeps, SandboxSettings, TemplateSource, VolumeSource };
@@ -31,12 +30,9 @@ export type { CreateSandboxInput, LaunchPlan, LifecycleDeps, SandboxSettings, Te
  * they share the context this holds.
  */
 export class SandboxLifecycle implements SandboxDirectory {
-  readonly registry: SandboxRegistry;
+  private readonly registry: SandboxRegistry;
   private readonly timers: SandboxTimers;
   readonly metrics: MetricsRecorder;
-  /** Creations in flight by sandbox id: their containers exist before their records do. */
-  private readonly creating = new Map<string, Promise<SandboxRecord>>();
-  private readonly firstUse = new FirstUseTracker();
 
   /** What the transitions work with. */
   private readonly ctx: LifecycleContext;
@@ -45,17 +41,11 @@ export class SandboxLifecycle implements SandboxDirectory {
   private janitor: ReplicaJanitor | undefined;
 
   /** The cluster registry's images (a no-op without one). */
-  readonly images: ClusterImages;
+  private readonly images: ClusterImages;
 
   constructor(private readonly deps: LifecycleDeps) {
     this.images = deps.images ?? new ClusterImages(undefined, deps.logger);
-    this.registry = new SandboxRegistry(
-      deps.store,
-      deps.maxSandboxes,
-      (record) => deps.nodes.lostReason(record, record.sandboxId) ?? undrivable(deps, this.images, record),
-      deps.shared,
-      deps.teamMaxSandboxes,
-    );
+    this.registry = deps.registry;
     if (deps.shared) {
       this.lookup = async (sandboxId) => {
         await this.registry.ensure(sandboxId);
@@ -72,15 +62,15 @@ export class SandboxLifecycle implements SandboxDirectory {
       }
     });
     const openProxyPassword = proxyPasswordOpener(deps.egressProxies);
-    this.metrics = new MetricsRecorder(() => this.registry.running(), deps.logger, (record) => deps.nodes.dialOf(record.nodeId));
+    this.metrics = new MetricsRecorder(() => this.registry.running(), deps.envd.readEnvdMetrics, deps.logger, (record) => deps.nodes.dialOf(record.nodeId));
     this.ctx = {
       deps,
       registry: this.registry,
+      slots: deps.slots,
       timers: this.timers,
       metrics: this.metrics,
       images: this.images,
-      creating: this.creating,
-      firstUse: this.firstUse,
+      creations: deps.creations,
       openProxyPassword,
       transitions: {
         registry: this.registry,
@@ -93,18 +83,15 @@ export class SandboxLifecycle implements SandboxDirectory {
         openProxyPassword,
         trustEgressCa: (record) => trustEgressCa(this.ctx, record),
         images: this.images,
+        boot: deps.boot,
+        envd: deps.envd,
       },
     };
   }
 
-  /** Creations in flight (for the sandboxes-by-state gauge). */
-  creatingCount(): number {
-    return this.creating.size;
-  }
-
   /** Whether a sandbox created in the last few seconds has not been served its first exchange yet (first-use-tracker.ts). */
   awaitingFirstUse(): boolean {
-    return this.firstUse.awaiting();
+    return this.deps.creations.awaitingFirstUse();
   }
 
   /** The nodes sandboxes run on. */
@@ -194,18 +181,8 @@ export class SandboxLifecycle implements SandboxDirectory {
       .map((r) => r.sandboxId);
   }
 
-  /** Sandboxes (running or paused, on a lost node too) started from any of these builds. */
-  usingBuilds(buildIds: Set<string>): SandboxRecord[] {
-    return this.registry.all().filter((r) => buildIds.has(r.buildId));
-  }
-
   create(input: CreateSandboxInput): Promise<SandboxRecord> {
     return timedOperation(this.ctx, 'create', () => createSandbox(this.ctx, input));
-  }
-
-  /** The warm pools creates are served from, if any (their stats feed the metrics). */
-  get pools(): NodePools | undefined {
-    return this.deps.pools;
   }
 
   /** Starts a new sandbox from an image (a template build, a fork checkpoint): sandbox-launch.ts. */
@@ -215,12 +192,12 @@ export class SandboxLifecycle implements SandboxDirectory {
 
   /** True while the sandbox is being created (its container may exist without a record). */
   isCreating(sandboxId: string): boolean {
-    return this.creating.has(sandboxId);
+    return this.deps.creations.isCreating(sandboxId);
   }
 
   /** Waits for creations and per-sandbox operations in flight, at most `timeoutMs`; false when some were still running. */
   async drain(timeoutMs: number): Promise<boolean> {
-    const pending = [...this.creating.values(), ...this.registry.inFlight()].map((p) => p.then(() => undefined, () => undefined));
+    const pending = [...this.deps.creations.inFlight(), ...this.registry.inFlight()].map((p) => p.then(() => undefined, () => undefined));
     if (pending.length === 0) return true;
     let timer: NodeJS.Timeout | undefined;
     const expired = new Promise<false>((resolve) => {
@@ -315,7 +292,7 @@ export class SandboxLifecycle implements SandboxDirectory {
   readonly lookup: ((sandboxId: string) => Promise<RoutableSandbox | undefined>) | undefined;
 
   served(sandboxId: string): void {
-    this.firstUse.served(sandboxId);
+    this.deps.creations.served(sandboxId);
   }
 
   unavailableReason(sandboxId: string): string | undefined {

@@ -1,10 +1,11 @@
 import type { Logger } from 'pino';
-import { initEnvd } from '../../envd/envd-client.ts';
 import { PlatformError } from '../../errors.ts';
 import type { NodeSet } from '../../nodes/node-set.ts';
 import type { DirectoryMount, SandboxRuntime } from '../../runtime/sandbox-runtime.ts';
 import type { EnvdDial } from '../../envd/envd-client.ts';
-import { bootSandbox, initFor } from './sandbox-boot.ts';
+import { initFor } from './sandbox-boot.ts';
+import type { SandboxBoot } from './boot-calls.ts';
+import type { EnvdCalls } from '../envd-calls.ts';
 import type { SandboxRecord } from '../registry/sandbox-record.ts';
 import type { SandboxRegistry } from '../registry/sandbox-registry.ts';
 import type { SandboxTimers } from './sandbox-timers.ts';
@@ -31,6 +32,10 @@ export interface PauseResumeContext {
   trustEgressCa(record: SandboxRecord): Promise<void>;
   /** The cluster registry: a filesystem pause is pushed there, so the sandbox can resume on any node with room. */
   images: ClusterImages;
+  /** A filesystem resume boots a container cold. */
+  boot: SandboxBoot;
+  /** A thaw tells envd the sandbox's settings again. */
+  envd: Pick<EnvdCalls, 'initEnvd'>;
 }
 
 /** Freezes the sandbox on its node (`keepMemory`), or commits its filesystem there and removes the container. */
@@ -82,7 +87,7 @@ export async function resumeSandbox(ctx: PauseResumeContext, record: SandboxReco
       // Its committed filesystem is on its node (it resumes there), or in the registry (any node with room).
       const booted = ctx.images.movable(record.pausedImage)
         ? await resumeAnywhere(ctx, record, record.pausedImage, log)
-        : await bootSandbox(ctx.nodes.runtime(record.nodeId), record, record.pausedImage, log, await ctx.directoriesOf(record), ctx.nodes.dialOf(record.nodeId), ctx.openProxyPassword);
+        : await ctx.boot.cold(ctx.nodes.runtime(record.nodeId), record, record.pausedImage, log, await ctx.directoriesOf(record), ctx.nodes.dialOf(record.nodeId), ctx.openProxyPassword);
       record.containerId = booted.containerId;
       record.address = booted.address;
       record.envdVersion = booted.envdVersion;
@@ -90,7 +95,7 @@ export async function resumeSandbox(ctx: PauseResumeContext, record: SandboxReco
       if (ctx.images.movable(record.pausedImage)) pulled = record.pausedImage;
       record.pausedImage = null;
     } else {
-      await thaw(record, ctx.nodes.runtime(record.nodeId), ctx.nodes.dialOf(record.nodeId));
+      await thaw(ctx.envd, record, ctx.nodes.runtime(record.nodeId), ctx.nodes.dialOf(record.nodeId));
     }
     await ctx.trustEgressCa(record);
     // Paused time does not count: a fresh window starts now.
@@ -111,12 +116,12 @@ export async function resumeSandbox(ctx: PauseResumeContext, record: SandboxReco
 }
 
 /** Thaws a frozen sandbox on its node and gives envd its settings again. */
-async function thaw(record: SandboxRecord, runtime: SandboxRuntime, dial: EnvdDial | undefined): Promise<void> {
+async function thaw(envd: Pick<EnvdCalls, 'initEnvd'>, record: SandboxRecord, runtime: SandboxRuntime, dial: EnvdDial | undefined): Promise<void> {
   // A resume that failed half-way (thawed, /init failed) may be retried: only thaw what is frozen.
   const { status } = await runtime.inspect(record.containerId!);
   if (status === 'paused') await runtime.unpause(record.containerId!);
   else if (status !== 'running') throw new PlatformError('internal', `Sandbox "${record.sandboxId}" cannot be resumed: its container is ${status}`);
-  await initEnvd(record.address!, initFor(record), dial);
+  await envd.initEnvd(record.address!, initFor(record), dial);
 }
 
 /**
@@ -133,7 +138,7 @@ async function resumeAnywhere(ctx: PauseResumeContext, record: SandboxRecord, im
     async (node) => {
       const nodeLog = log.child({ nodeId: node.nodeId });
       await ctx.images.ensure(node.runtime, image, nodeLog);
-      const booted = await bootSandbox(node.runtime, { ...record, nodeId: node.nodeId }, image, nodeLog, await ctx.directoriesOf(record), ctx.nodes.dialOf(node.nodeId), ctx.openProxyPassword);
+      const booted = await ctx.boot.cold(node.runtime, { ...record, nodeId: node.nodeId }, image, nodeLog, await ctx.directoriesOf(record), ctx.nodes.dialOf(node.nodeId), ctx.openProxyPassword);
       // Best effort: the container already runs (a retry elsewhere would leave it behind).
       await node.runtime.claimSandboxImage(image, record.sandboxId).catch((error: unknown) => nodeLog.warn({ err: error }, 'could not name the pulled image as the sandbox\'s own'));
       return booted;

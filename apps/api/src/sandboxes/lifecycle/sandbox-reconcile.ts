@@ -9,9 +9,9 @@ import { reconcileAfterRestart } from './restart-reconcile.ts';
  * adopts what it still runs that records name, removes what the platform forgot, and puts egress rules in force again.
  */
 export async function reconcileNode(ctx: LifecycleContext, nodeId: string, stored?: SandboxRecord[]): Promise<void> {
-  const records = (stored ?? (await ctx.registry.stored())).filter((r) => r.nodeId === nodeId && !ctx.creating.has(r.sandboxId));
+  const records = (stored ?? (await ctx.registry.stored())).filter((r) => r.nodeId === nodeId && !ctx.creations.isCreating(r.sandboxId));
   const runtime = ctx.deps.nodes.runtime(nodeId);
-  await reconcileAfterRestart({ registry: ctx.registry, runtime, records, logger: ctx.deps.logger.child({ nodeId }), adopted: (r) => ctx.timers.arm(r), metrics: ctx.deps.platformMetrics, keep: (id) => ctx.creating.has(id) || Boolean(ctx.deps.pools?.owns(id)),
+  await reconcileAfterRestart({ registry: ctx.registry, runtime, records, logger: ctx.deps.logger.child({ nodeId }), adopted: (r) => ctx.timers.arm(r), metrics: ctx.deps.platformMetrics, keep: (id) => ctx.creations.isCreating(id) || Boolean(ctx.deps.pools?.owns(id)),
     // A node's pool containers are its pool holder's (maybe another replica: any remote node, and on a shared
     // database the embedded one too): the holder removes leftovers itself when it takes the pool.
     keepPooled: nodeId !== ctx.deps.nodes.embeddedId || ctx.deps.shared !== undefined });
@@ -42,7 +42,7 @@ export async function reapplyEgress(ctx: LifecycleContext, nodeId: string): Prom
 export async function cleanAbandoned(ctx: LifecycleContext, sandboxIds: string[]): Promise<void> {
   const wanted = new Set(sandboxIds);
   for (const node of ctx.deps.nodes.all()) {
-    const leftovers = (await node.runtime.listManaged()).filter((c) => wanted.has(c.sandboxId) && !ctx.creating.has(c.sandboxId));
+    const leftovers = (await node.runtime.listManaged()).filter((c) => wanted.has(c.sandboxId) && !ctx.creations.isCreating(c.sandboxId));
     for (const container of leftovers) {
       await ctx.registry.serial(container.sandboxId, async () => {
         const record = ctx.registry.peek(container.sandboxId);

@@ -6,10 +6,16 @@ import type { SandboxRuntime } from '../../runtime/sandbox-runtime.ts';
 import type { SnapshotInfo, TemplateCatalog } from '../../templates/template-catalog.ts';
 import type { SandboxLifecycle } from './sandbox-lifecycle.ts';
 import type { SandboxRecord } from '../registry/sandbox-record.ts';
+import type { SandboxRegistry } from '../registry/sandbox-registry.ts';
+import type { ClusterImages } from '../../nodes/cluster-images.ts';
 import { SNAPSHOT_REPOSITORY } from '../../runtime/platform-repositories.ts';
 
 export interface SnapshotDeps {
   lifecycle: SandboxLifecycle;
+  /** The cluster registry (a snapshot is pushed there). */
+  images: ClusterImages;
+  /** The sandbox's event log. */
+  events: Pick<SandboxRegistry, 'recordEvent'>;
   catalog: TemplateCatalog;
   logger: Logger;
   /** Prometheus: snapshot durations (none: not reported). */
@@ -45,7 +51,7 @@ function snapshotNow(deps: SnapshotDeps, sandboxId: string, name: string | undef
     await captureFilesystem(runtime, record, local);
     let image = local;
     try {
-      image = await deps.lifecycle.images.publish(runtime, local, 'snapshot', tag, true);
+      image = await deps.images.publish(runtime, local, 'snapshot', tag, true);
     } catch (error) {
       // Nothing half-made: no snapshot row, no image on the node.
       await runtime.removeImage(local).catch((cleanup: unknown) => deps.logger.warn({ err: cleanup, sandboxId: record.sandboxId, image: local }, 'could not remove the image of a snapshot whose push failed'));
@@ -63,12 +69,12 @@ function snapshotNow(deps: SnapshotDeps, sandboxId: string, name: string | undef
         memoryMB: record.memoryMB,
         diskSizeMB: record.diskSizeMB,
       });
-      await deps.lifecycle.registry.recordEvent(record.sandboxId, `snapshot ${info.snapshotID} taken`);
+      await deps.events.recordEvent(record.sandboxId, `snapshot ${info.snapshotID} taken`);
       deps.logger.info({ sandboxId: record.sandboxId, snapshotId: info.snapshotID, image, ms: Date.now() - started }, 'snapshot taken');
       return info;
     } catch (error) {
       await runtime.removeImage(image);
-      await deps.lifecycle.images.forget(image);
+      await deps.images.forget(image);
       throw error;
     }
   });

@@ -1,7 +1,7 @@
 import type { Logger } from 'pino';
 import type { EnvdDial } from '../../envd/envd-client.ts';
 import type { EgressPolicy, SandboxRuntime } from '../../runtime/sandbox-runtime.ts';
-import { type BootedSandbox, readySandbox } from '../lifecycle/sandbox-boot.ts';
+import { type BootEnvd, type BootedSandbox, readySandbox } from '../lifecycle/sandbox-boot.ts';
 import { egressPolicy } from '../egress/network-rules.ts';
 import type { SandboxRecord } from '../registry/sandbox-record.ts';
 import type { PooledContainer } from './warm-pool.ts';
@@ -18,11 +18,11 @@ export function isOpenPolicy(policy: EgressPolicy): boolean {
  * `/init` already said the same, and the template's start command unless it already runs (started while warming). On any failure the container is removed
  * before the error propagates: a half-claimed container never goes back to the pool.
  */
-export async function claimPooled(runtime: SandboxRuntime, record: SandboxRecord, pooled: PooledContainer, logger: Logger, openPassword?: (sealed: string) => string, dial?: EnvdDial): Promise<BootedSandbox> {
+export async function claimPooled(envd: Pick<BootEnvd, 'initEnvd' | 'runStartCommand'>, runtime: SandboxRuntime, record: SandboxRecord, pooled: PooledContainer, logger: Logger, openPassword?: (sealed: string) => string, dial?: EnvdDial): Promise<BootedSandbox> {
   try {
     const policy = egressPolicy(record.network, openPassword);
     if (!isOpenPolicy(policy)) await runtime.applyEgress?.(record.sandboxId, pooled.address, policy);
-    const envdVersion = await readySandbox(pooled.address, record, logger, pooled.initialised, pooled.startCommandRunning, dial);
+    const envdVersion = await readySandbox(envd, pooled.address, record, logger, pooled.initialised, pooled.startCommandRunning, dial);
     return { containerId: pooled.containerId, address: pooled.address, envdVersion };
   } catch (error) {
     logger.warn({ err: error, containerId: pooled.containerId }, 'warm-pool container could not be claimed; removing it');

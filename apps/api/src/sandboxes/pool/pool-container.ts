@@ -1,9 +1,9 @@
 import type { Logger } from 'pino';
-import { type EnvdDial, type InitialisedEnvd, initEnvd, waitForEnvd } from '../../envd/envd-client.ts';
+import type { EnvdDial, InitialisedEnvd } from '../../envd/envd-client.ts';
 import type { SandboxRuntime } from '../../runtime/sandbox-runtime.ts';
 import type { SandboxDefaults } from '../../templates/template-model.ts';
-import { primeEnvd } from './pool-prime.ts';
-import { ENVD_READY_TIMEOUT_MS, envdInitOf, runStartCommand } from '../lifecycle/sandbox-boot.ts';
+import type { EnvdCalls } from '../envd-calls.ts';
+import { ENVD_READY_TIMEOUT_MS, envdInitOf } from '../lifecycle/sandbox-boot.ts';
 import { envdAccessToken } from '../sandbox-identity.ts';
 
 /**
@@ -45,6 +45,8 @@ export interface PoolTemplate {
 
 export interface WarmStartDeps {
   runtime: SandboxRuntime;
+  /** What warming a container says to its envd: the real calls in the platform, fakes in unit tests. */
+  envd: Pick<EnvdCalls, 'waitForEnvd' | 'primeEnvd' | 'initEnvd' | 'runStartCommand'>;
   tokenSeed: string;
   /** How the node's containers are reached (a node agent's tunnel); undefined: directly from this process. */
   dial?: EnvdDial;
@@ -58,7 +60,7 @@ export interface WarmStartDeps {
  * template's start command. On any failure the container is removed before the error propagates.
  */
 export async function startPooledContainer(deps: WarmStartDeps, template: PoolTemplate, sandboxId: string, release: () => void, log: Logger): Promise<PooledContainer> {
-  const { runtime, dial } = deps;
+  const { runtime, dial, envd } = deps;
   const token = envdAccessToken(deps.tokenSeed, sandboxId);
   await deps.ensureImage?.(runtime, template.image, log);
   const started = await runtime.startContainer({
@@ -73,16 +75,16 @@ export async function startPooledContainer(deps: WarmStartDeps, template: PoolTe
   });
   try {
     await Promise.all([
-      waitForEnvd(started.address, ENVD_READY_TIMEOUT_MS, async () => (await runtime.inspect(started.containerId)).status === 'running', dial),
+      envd.waitForEnvd(started.address, ENVD_READY_TIMEOUT_MS, async () => (await runtime.inspect(started.containerId)).status === 'running', dial),
       started.egressApplied,
     ]);
-    await primeEnvd(started.address, token, template.defaults.user, log, dial);
+    await envd.primeEnvd(started.address, token, template.defaults.user, log, dial);
     // What a create without env vars of its own would send: such a claim skips its /init.
     const init = envdInitOf(template.defaults, {}, token);
-    const initialised: InitialisedEnvd = { init, envdVersion: await initEnvd(started.address, init, dial) };
+    const initialised: InitialisedEnvd = { init, envdVersion: await envd.initEnvd(started.address, init, dial) };
     // The start command too (a server that takes seconds to come up, like the code interpreter's), so a claim
     // that keeps this /init finds the sandbox ready at once.
-    await runStartCommand(started.address, token, template.defaults, log, dial);
+    await envd.runStartCommand(started.address, token, template.defaults, log, dial);
     const startCommandRunning = Boolean(template.defaults.startCmd || template.defaults.readyCmd);
     return { sandboxId, containerId: started.containerId, address: started.address, key: template.key, templateId: template.templateId, initialised, startCommandRunning, release };
   } catch (error) {

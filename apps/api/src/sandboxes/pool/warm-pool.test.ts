@@ -1,20 +1,21 @@
 import pino from 'pino';
-import { afterEach, describe, expect, it, vi } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import { PlatformError } from '../../errors.ts';
 import type { ContainerSpec, SandboxRuntime } from '../../runtime/sandbox-runtime.ts';
 import type { ResolvedTemplate } from '../../templates/template-model.ts';
 import { type AdaptiveSettings, type PoolTemplate, WarmPool } from './warm-pool.ts';
 
-// No envd behind the fake containers: health, the priming command and /init succeed at once.
-const inits = vi.hoisted(() => [] as Array<{ address: string; init: unknown }>);
-vi.mock('../../envd/envd-client.ts', () => ({
+// No envd behind the fake containers: health, the priming command, /init and the start command succeed at once.
+const inits: Array<{ address: string; init: unknown }> = [];
+const envd = {
   waitForEnvd: async () => undefined,
+  primeEnvd: async () => undefined,
   initEnvd: async (address: string, init: unknown) => {
     inits.push({ address, init });
     return '9.9.9';
   },
-}));
-vi.mock('./pool-prime.ts', () => ({ primeEnvd: async () => undefined }));
+  runStartCommand: async () => undefined,
+};
 
 const logger = pino({ level: 'silent' });
 
@@ -96,6 +97,7 @@ function poolWith(options: PoolOptions) {
   const limit = slots(options.max ?? 100);
   const pool = new WarmPool({
     runtime: engine.runtime,
+    envd,
     templates: templates(options.builds),
     targets: options.targets,
     adaptive: options.adaptive,

@@ -3,6 +3,7 @@ import { PlatformError } from '../../errors.ts';
 import { TeamQuotaError } from '../../teams/team-quotas.ts';
 import type { SandboxRecord } from './sandbox-record.ts';
 import { SandboxRegistry } from './sandbox-registry.ts';
+import { SandboxSlots } from './sandbox-slots.ts';
 import type { SandboxStore } from './sandbox-store.ts';
 
 const store = { save: async () => undefined, recordEvent: async () => undefined } as unknown as SandboxStore;
@@ -17,24 +18,26 @@ const refusal = async (promise: Promise<unknown>): Promise<Error> => {
   throw new Error('expected a refusal');
 };
 
-describe('SandboxRegistry slots (one process)', () => {
+describe('SandboxSlots (one process)', () => {
   it("refuses a team at its quota before the platform's limit, and a pool claim (no platform slot) still takes the team's", async () => {
-    const registry = new SandboxRegistry(store, 5, undefined, undefined, 2);
+    const registry = new SandboxRegistry(store);
+    const slots = new SandboxSlots(registry, { maxSandboxes: 5, teamMaxSandboxes: 2 });
     await registry.persist(running('a1', 'a'));
-    await registry.reserveFor('a2', 'a', 'create', false);
-    const refused = await refusal(registry.reserveFor('a3', 'a', 'create'));
+    await slots.reserveFor('a2', 'a', 'create', false);
+    const refused = await refusal(slots.reserveFor('a3', 'a', 'create'));
     expect(refused).toBeInstanceOf(TeamQuotaError);
     expect(refused.message).toMatch(/^team sandbox quota reached: 2 running \(TIDEPOOL_TEAM_MAX_SANDBOXES=2\)/);
     // The refused create took no platform slot; another team has the platform's room.
-    expect(registry.freeSlots()).toBe(4);
-    await registry.reserveFor('b1', 'b', 'create');
+    expect(slots.freeSlots()).toBe(4);
+    await slots.reserveFor('b1', 'b', 'create');
   });
 
   it("with the quota at its default (the platform's limit) a full platform answers with the platform's own refusal", async () => {
-    const registry = new SandboxRegistry(store, 2);
+    const registry = new SandboxRegistry(store);
+    const slots = new SandboxSlots(registry, { maxSandboxes: 2 });
     await registry.persist(running('a1', 'a'));
-    await registry.reserveFor('a2', 'a', 'create');
-    const refused = await refusal(registry.reserveFor('a3', 'a', 'create'));
+    await slots.reserveFor('a2', 'a', 'create');
+    const refused = await refusal(slots.reserveFor('a3', 'a', 'create'));
     expect(refused).toBeInstanceOf(PlatformError);
     expect(refused).not.toBeInstanceOf(TeamQuotaError);
     expect(refused.message).toMatch(/maximum number of concurrent sandboxes \(2\)/);

@@ -3,17 +3,13 @@ import { notFound, PlatformError, sandboxNotFound } from '../../errors.ts';
 import type { ReplicaChannel, Sql } from '../../store/sql.ts';
 import type { SandboxRecord } from './sandbox-record.ts';
 import type { SandboxStore } from './sandbox-store.ts';
-import { type ReservationKind, SlotReservations } from './slot-reservations.ts';
-import { TeamSandboxSlots } from './team-sandbox-slots.ts';
+import { SlotReservations } from './slot-reservations.ts';
 
 /** How long a replica may take to act on a sandbox's timeout before another may try. */
 const TIMEOUT_LEASE_MS = 60_000;
 /** How long an id the store did not have is answered as missing without asking again (bounded; a change forgets it). */
 const MISS_CACHE_MS = 2_000;
 const MISS_CACHE_MAX = 10_000;
-
-/** Gives a slot back (creates and resumes call it once, when they are done either way). */
-export type SlotRelease = (howMany?: number) => void;
 
 /** The database API replicas share (PostgreSQL), and what they coordinate through. */
 export interface SharedDatabase {
@@ -22,8 +18,8 @@ export interface SharedDatabase {
 }
 
 /**
- * The sandboxes the platform holds: an in-memory map mirroring the store (it serves the proxy), one operation at a
- * time per sandbox, and the concurrency limit. With a shared database (API replicas) the store is the truth: the map
+ * The sandboxes the platform holds: an in-memory map mirroring the store (it serves the proxy) and one operation at a
+ * time per sandbox (the slots under the limits are sandbox-slots.ts's). With a shared database (API replicas) the store is the truth: the map
  * is a cache kept fresh by the store's change notifications (SandboxCacheSync) and read through on a miss, an
  * operation on a sandbox holds a lock every replica honours and starts from the stored record, and slots are
  * reserved in the store (SlotReservations). Without one (SQLite, one process) the map is the truth, as it always was.
@@ -33,21 +29,14 @@ export class SandboxRegistry {
   readonly replicaId = randomBytes(8).toString('hex');
   private readonly records = new Map<string, SandboxRecord>();
   private readonly queues = new Map<string, Promise<unknown>>();
-  /** Slots this process holds outside the store: creations in flight (one process), warm-pool containers (both). */
-  private reserved = 0;
-  /** Shared database: slot reservations of every replica. */
+  /** Shared database: slot reservations of every replica (sandbox-slots.ts takes and counts them; records end them). */
   readonly reservations: SlotReservations | undefined;
-  /** One process: each team's slots (TIDEPOOL_TEAM_MAX_SANDBOXES); a shared database counts them in `reservations`. */
-  private readonly teamSlots: TeamSandboxSlots;
-  /**
-   * False when the team quota is the platform's limit (its default): it can never bind before the platform's, so it is
-   * not checked at all and a full platform is refused with the platform's own message, as on a single-team install.
-   */
-  private readonly teamQuotaBinds: boolean;
   /** Shared database: ids recently not found in the store, with when that answer expires. */
   private readonly misses = new Map<string, number>();
   /** Told when a record changed (or went) behind this process's back (another replica, a catch-up). */
   private changed: (id: string, record: SandboxRecord | undefined) => void = () => undefined;
+  private readonly unavailable: (record: SandboxRecord) => string | undefined;
+  private readonly shared: SharedDatabase | undefined;
 
   /**
    * `unavailable` says why a record cannot be used now (its node was lost), or undefined: the one place that decides
@@ -55,15 +44,11 @@ export class SandboxRegistry {
    */
   constructor(
     private readonly store: SandboxStore,
-    private readonly maxSandboxes: number,
-    private readonly unavailable: (record: SandboxRecord) => string | undefined = () => undefined,
-    private readonly shared?: SharedDatabase,
-    /** TIDEPOOL_TEAM_MAX_SANDBOXES (default: the platform's limit). */
-    private readonly teamMaxSandboxes = maxSandboxes,
+    options: { unavailable?: (record: SandboxRecord) => string | undefined; shared?: SharedDatabase } = {},
   ) {
-    this.reservations = shared && new SlotReservations(shared.sql, shared.channel, this.replicaId);
-    this.teamSlots = new TeamSandboxSlots(teamMaxSandboxes, () => this.records.values());
-    this.teamQuotaBinds = teamMaxSandboxes < maxSandboxes;
+    this.unavailable = options.unavailable ?? (() => undefined);
+    this.shared = options.shared;
+    this.reservations = this.shared && new SlotReservations(this.shared.sql, this.shared.channel, this.replicaId);
   }
 
   /** True when API replicas share the store (PostgreSQL): the map is a cache of it. */
@@ -241,63 +226,5 @@ export class SandboxRegistry {
   async forget(id: string): Promise<void> {
     this.records.delete(id);
     await this.store.delete(id);
-  }
-
-  /**
-   * One slot for a create or filesystem resume of `sandboxId`, made for `teamId`: the team's slot first (TeamQuotaError
-   * when the team holds its quota), then the platform's (limit error when none is free). With a shared database both
-   * are a reservation row every replica counts (`counted: false`: no platform slot taken, the team's still is); else
-   * they are held here.
-   */
-  async reserveFor(sandboxId: string, teamId: string, kind: ReservationKind, counted = true): Promise<SlotRelease> {
-    const reservations = this.reservations;
-    if (!reservations) {
-      const team = this.teamQuotaBinds ? this.teamSlots.take(sandboxId, teamId) : () => undefined;
-      if (!counted) return team;
-      try {
-        const platform = this.reserveSlots(1);
-        return (howMany) => {
-          platform(howMany);
-          team();
-        };
-      } catch (error) {
-        team();
-        throw error;
-      }
-    }
-    await reservations.reserve(sandboxId, kind, { max: this.maxSandboxes, localHeld: this.reserved, counted }, { id: teamId, max: this.teamQuotaBinds ? this.teamMaxSandboxes : undefined });
-    let released = false;
-    return () => {
-      if (released) return;
-      released = true;
-      // Gone already when the create stored its record; a failed delete expires with the reservation's TTL.
-      void reservations.release(sandboxId).catch(() => undefined);
-    };
-  }
-
-  /** Slots not held by a sandbox, a creation in flight or a pooled container. */
-  freeSlots(): number {
-    let holding = this.reserved;
-    for (const record of this.records.values()) if (record.containerId) holding += 1;
-    return Math.max(0, this.maxSandboxes - holding);
-  }
-
-  /**
-   * Takes `count` slots. Sandboxes that hold a container (running, or paused with memory) count
-   * against the limit, and so do creations and filesystem resumes in flight; one paused to an image holds nothing.
-   */
-  reserveSlots(count = 1): (howMany?: number) => void {
-    let holding = this.reserved;
-    for (const record of this.records.values()) if (record.containerId) holding += 1;
-    if (holding + count > this.maxSandboxes) {
-      throw new PlatformError('limit', `you have reached the maximum number of concurrent sandboxes (${this.maxSandboxes}); kill or pause some and try again`);
-    }
-    this.reserved += count;
-    let released = 0;
-    return (howMany = count - released) => {
-      const giving = Math.min(howMany, count - released);
-      this.reserved -= giving;
-      released += giving;
-    };
   }
 }

@@ -1,7 +1,7 @@
 import { type Static, Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
 import { conflict, invalid, notFound } from '../../errors.ts';
-import type { SandboxLifecycle } from '../lifecycle/sandbox-lifecycle.ts';
+import type { SandboxRegistry } from '../registry/sandbox-registry.ts';
 import type { SandboxRecord } from '../registry/sandbox-record.ts';
 import { listedSandboxView } from '../sandbox-views.ts';
 import type { NodeSet } from '../../nodes/node-set.ts';
@@ -85,8 +85,8 @@ async function changeStatus(deps: NodeRouteDeps, nodeId: string, wanted: 'ready'
  * `GET /nodes`, `GET /nodes/{nodeID}`, `POST /nodes/{nodeID}` (admin in the reference, and here: api-key-auth.ts):
  * the node table with status, capacity and sandbox counts; draining and undraining a node.
  */
-export function registerNodeRoutes(app: FastifyInstance, deps: NodeRouteDeps, lifecycle: SandboxLifecycle): void {
-  const onNode = (nodeId: string): SandboxRecord[] => lifecycle.registry.all().filter((r) => r.nodeId === nodeId);
+export function registerNodeRoutes(app: FastifyInstance, deps: NodeRouteDeps, registry: Pick<SandboxRegistry, 'all'>): void {
+  const onNode = (nodeId: string): SandboxRecord[] => registry.all().filter((r) => r.nodeId === nodeId);
   app.get('/nodes', { config: ADMIN_ROUTE, schema: { querystring: NodeQuery } }, async () => {
     const rows = await deps.store.list();
     return rows.map((row) => {
