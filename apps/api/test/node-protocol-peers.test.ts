@@ -12,7 +12,7 @@
  */
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { connect as connectHttp2, constants as http2, createSecureServer, type Http2SecureServer, type Http2ServerRequest, type Http2ServerResponse } from 'node:http2';
-import { createServer as createHttpsServer, type Server as HttpsServer } from 'node:https';
+import { createServer as createHttpsServer, request as httpsRequest, type Server as HttpsServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -145,6 +145,25 @@ function rawHttp2(url: string, path: string, headers: Record<string, string>, bo
   });
 }
 
+/** One HTTP/1.1 runtime call with the API's client certificate: status and body text (0 when the connection broke). */
+function rawCall(url: string, method: string, body: string): Promise<{ status: number; body: string }> {
+  return new Promise((resolve) => {
+    const target = new URL(`/v1/runtime/${method}`, url);
+    const req = httpsRequest(
+      { hostname: target.hostname, port: target.port, path: target.pathname, method: 'POST', ca: client.ca, cert: client.cert, key: client.key, agent: false, checkServerIdentity: () => undefined, headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) } },
+      (res) => {
+        let text = '';
+        res.setEncoding('utf8');
+        res.on('data', (chunk: string) => (text += chunk));
+        res.once('end', () => resolve({ status: res.statusCode ?? 0, body: text }));
+        res.once('error', () => resolve({ status: res.statusCode ?? 0, body: text }));
+      },
+    );
+    req.once('error', (error) => resolve({ status: 0, body: error.message }));
+    req.end(body);
+  });
+}
+
 beforeAll(async () => {
   const tls = await ensureClusterTls(dir);
   client = { ca: readFileSync(tls.ca), cert: readFileSync(tls.cert), key: readFileSync(tls.key) };
@@ -209,5 +228,153 @@ describe('an agent one node protocol version older', () => {
     const current = await startAgent({ nodeId: 'node-b', certName: 'node-b-server', host: '127.0.0.6' });
     expect((await helloNode({ url: current.url, tls: client, deadlineMs: 5_000, versions: [1] })).protocolVersion).toBe(1);
     expect((await helloNode({ url: current.url, tls: client, deadlineMs: 5_000 })).protocolVersion).toBe(2);
+  });
+});
+
+describe('malformed Hello bodies sent to a real agent', () => {
+  it('answers each with a typed Connect error and goes on answering Hellos', async () => {
+    const { url } = await startAgent({ nodeId: 'node-b', certName: 'node-b-server', host: '127.0.0.7' });
+    const path = `/${NodeService.typeName}/Hello`;
+    const json = { 'content-type': 'application/json' };
+    const cases: Array<[string, Record<string, string>, Buffer | string, number, string]> = [
+      ['not JSON', json, '{"protocolVersions": [2', 400, 'invalid_argument'],
+      ['a field of the wrong type', json, '{"protocolVersions": "two"}', 400, 'invalid_argument'],
+      ['no versions', json, '{}', 400, 'invalid_argument'],
+      ['33 versions', json, JSON.stringify({ protocolVersions: Array.from({ length: 33 }, (_, i) => i + 1) }), 400, 'invalid_argument'],
+      ['a version out of range', json, '{"protocolVersions": [-1]}', 400, 'invalid_argument'],
+      // (Connect itself reports a binary message it cannot parse as `internal`, before the service sees it)
+      ['binary garbage', { 'content-type': 'application/proto' }, Buffer.from([0x0a, 0xff, 0xff, 0xff, 0xff, 0x0f]), 500, 'internal'],
+      ['over the agent\'s 1 MiB', json, JSON.stringify({ protocolVersions: [2], apiVersion: 'x'.repeat(2 * 1024 * 1024) }), 429, 'resource_exhausted'],
+    ];
+    for (const [what, headers, body, status, code] of cases) {
+      const answer = await rawHttp2(url, path, headers, body);
+      expect(answer.status, `${what}: ${answer.body}`).toBe(status);
+      expect((JSON.parse(answer.body) as { code: string }).code, what).toBe(code);
+    }
+    // a field this agent does not know is skipped (a newer API's addition), not taken for anything
+    expect((await rawHttp2(url, path, json, '{"protocolVersions": [2], "nodeId": "node-a"}')).body).toContain('"nodeId":"node-b"');
+    // a content type the protocol does not speak
+    expect((await rawHttp2(url, path, { 'content-type': 'text/plain' }, 'hello')).status).toBe(415);
+    // after all that, a well-formed Hello
+    expect((await helloNode({ url, tls: client, deadlineMs: 5_000 })).nodeId).toBe('node-b');
+  });
+});
+
+describe('oversized runtime calls sent to a real agent', () => {
+  it('a body over the call\'s limit is a typed 413 before anything runs (bootContainer may carry a sandbox\'s whole environment, 8 MiB)', async () => {
+    const { url } = await startAgent({ nodeId: 'node-b', certName: 'node-b-server', host: '127.0.0.8' });
+    const big = (bytes: number) => JSON.stringify({ args: ['x'.repeat(bytes)] });
+    for (const [method, bytes] of [['pause', 2 * 1024 * 1024], ['bootContainer', 9 * 1024 * 1024]] as const) {
+      const answer = await rawCall(url, method, big(bytes));
+      expect(answer.status, method).toBe(413);
+      expect(JSON.parse(answer.body)).toEqual({ error: { code: 'bad_call', message: expect.stringMatching(new RegExp(`^${method}: request body over \\d+ bytes$`)) as unknown } });
+    }
+    // 2 MiB is within bootContainer's limit: read, then refused by the call table (a string is no spec)
+    const within = await rawCall(url, 'bootContainer', big(2 * 1024 * 1024));
+    expect(within.status).toBe(400);
+    expect(JSON.parse(within.body).error.message).toMatch(/^bootContainer: invalid arguments/);
+    expect((await helloNode({ url, tls: client, deadlineMs: 5_000 })).nodeId).toBe('node-b');
+  });
+});
+
+describe('Hello answers that lie or break', () => {
+  const good = (offered: number[]) => ({ protocolVersion: offered[0], nodeId: 'node-a', agentVersion: 'x', capacity: create(CapacitySchema, { cpuCount: 2, memoryMb: 1024n, memoryAvailableMb: 512n }), startedAtMs: 1n });
+
+  it('each is a typed error and writes no row; the API is unharmed', async () => {
+    const cases: Array<[string, Parameters<typeof startFakeHello>[2], Parameters<typeof startFakeHello>[3], NodeChannelError['code'], RegExp]> = [
+      ['another node\'s id (its certificate names node-a)', (o) => ({ ...good(o), nodeId: 'node-b' }), undefined, 'identity', /claims id "node-b" but its certificate names/],
+      ['not a node id', (o) => ({ ...good(o), nodeId: '../../etc' }), undefined, 'protocol', /answered a node id that is not one/],
+      ['no capacity', (o) => ({ ...good(o), capacity: undefined }), undefined, 'protocol', /answered no capacity/],
+      ['no agent version', (o) => ({ ...good(o), agentVersion: '' }), undefined, 'protocol', /no usable agent version/],
+      ['an answer over the API\'s 4 MiB', (o) => ({ ...good(o), capacity: create(CapacitySchema, { cpuCount: 1, images: Array.from({ length: 50_000 }, (_, i) => `tidepool/fake-${i}:${'t'.repeat(80)}`) }) }), undefined, 'protocol', /Hello to https/],
+      [
+        'a stream cut mid-answer',
+        good,
+        (_request, response) => {
+          response.stream.respond({ ':status': 200, 'content-type': 'application/json' });
+          response.stream.write('{"protocolVersion": 2, "nodeId": "no');
+          response.stream.close(http2.NGHTTP2_INTERNAL_ERROR);
+          return true;
+        },
+        'unreachable',
+        /Hello to https/,
+      ],
+      ['no answer at all', good, () => true, 'deadline', /Hello to https/],
+    ];
+    let host = 10;
+    for (const [what, hello, raw, code, message] of cases) {
+      const url = await startFakeHello('node-a-server', `127.0.1.${host++}`, hello, raw);
+      const deadlineMs = code === 'deadline' ? 1_500 : 10_000;
+      const error = await channelError(helloNode({ url, tls: client, deadlineMs }));
+      expect(error.code, what).toBe(code);
+      expect(error.message, what).toMatch(message);
+      expect(failure((await new NodeDiscovery({ entries: [url], tls: client, store, lostAfterMs: 30_000, helloDeadlineMs: deadlineMs, logger: silent }).roundNow())[0]).code, what).toBe(code);
+    }
+    expect(await store.list()).toEqual([]);
+  });
+
+  it('a capacity no machine has (memory beyond what a number holds exactly) is refused by the store: protocol, no row', async () => {
+    const url = await startFakeHello('node-a-server', '127.0.1.40', (o) => ({ ...good(o), capacity: create(CapacitySchema, { cpuCount: 2, memoryMb: 1n << 60n, memoryAvailableMb: 1n }) }));
+    const error = failure((await new NodeDiscovery({ entries: [url], tls: client, store, lostAfterMs: 30_000, helloDeadlineMs: 5_000, logger: silent }).roundNow())[0]);
+    expect(error.code).toBe('protocol');
+    expect(error.message).toMatch(/reported an invalid capacity: capacity.memoryMB/);
+    expect(await store.get('node-a')).toBeUndefined();
+  });
+});
+
+describe('a bootContainer call whose answer breaks', () => {
+  let server: HttpsServer;
+  let reply: (body: string) => { status: number; body: string } | 'cut' = () => ({ status: 200, body: '{}' });
+  const spec = { sandboxId: 'isb_peer', templateId: 'base', image: 'tidepool/base:latest', cpuCount: 1, memoryMB: 256, envdAccessToken: 'tok_peer' };
+  const init = { envVars: { A: '1' }, defaultUser: 'user', defaultWorkdir: '' };
+
+  beforeAll(async () => {
+    server = createHttpsServer({ ...serverTls('node-a-server'), requestCert: true, rejectUnauthorized: true }, (request, response) => {
+      let body = '';
+      request.setEncoding('utf8');
+      request.on('data', (chunk: string) => (body += chunk));
+      request.once('end', () => {
+        const answer = reply(body);
+        if (answer === 'cut') {
+          response.writeHead(200, { 'content-type': 'application/json', 'content-length': '500' });
+          response.write('{"result": {"containerId": "');
+          setImmediate(() => response.socket?.destroy());
+          return;
+        }
+        response.writeHead(answer.status, { 'content-type': 'application/json' }).end(answer.body);
+      });
+    });
+    await listen(server, '127.0.1.50', 0);
+    closers.push(async () => {
+      server.closeAllConnections();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    });
+  });
+
+  it('cut mid-answer, the wrong shape, an error: each typed, and the call sent only the table\'s fields', async () => {
+    const node = connectRemoteNode({ nodeId: 'node-a', url: `https://127.0.1.50:${(server.address() as AddressInfo).port}`, tls: client, deadlines: { default: 2_000 } });
+    try {
+      let sent: unknown;
+      reply = (body) => {
+        sent = JSON.parse(body);
+        return 'cut';
+      };
+      const cut = await channelError(node.runtime.bootContainer(spec, { ...init, extra: 'not on the wire' } as typeof init));
+      expect(cut.code).toBe('unreachable');
+      expect(cut.message).toMatch(/^node node-a: bootContainer: /);
+      expect(sent).toEqual({ args: [spec, init] });
+      reply = () => ({ status: 200, body: JSON.stringify({ result: { containerId: 'c'.repeat(64), address: '10.0.0.5' } }) });
+      expect((await channelError(node.runtime.bootContainer(spec, init))).message).toMatch(/bootContainer: answered a result of the wrong shape/);
+      reply = () => ({ status: 200, body: JSON.stringify({ result: { containerId: 'c'.repeat(64), address: '10.0.0.5', envdVersion: 'v'.repeat(65) } }) });
+      expect((await channelError(node.runtime.bootContainer(spec, init))).code).toBe('protocol');
+      reply = () => ({ status: 500, body: JSON.stringify({ error: { code: 'engine', message: 'envd did not answer within 30000 ms' } }) });
+      const failed = await node.runtime.bootContainer(spec, init).then(() => undefined, (e: unknown) => e);
+      expect(failed).toBeInstanceOf(DockerCallError);
+      expect((failed as Error).message).toContain('envd did not answer');
+      reply = () => ({ status: 200, body: JSON.stringify({ result: { containerId: 'c'.repeat(64), address: '10.0.0.5', envdVersion: '0.6.14' } }) });
+      expect(await node.runtime.bootContainer(spec, init)).toEqual({ containerId: 'c'.repeat(64), address: '10.0.0.5', envdVersion: '0.6.14' });
+    } finally {
+      node.close();
+    }
   });
 });
