@@ -386,9 +386,10 @@ describe.skipIf(!isRoot)('node agent over mutual TLS (one-node local cluster)', 
       expect(sample(after, 'tidepool_agent_tunnel_streams_total')! - sample(before, 'tidepool_agent_tunnel_streams_total')!).toBe(0);
       // envd was told this sandbox's /init (its environment, user and workdir) with the spec's own token
       const envd = new EnvdProcessClient(booted.address, { accessToken: `tok_${sandboxId}`, dial: (address, port) => node.dial(address, port) });
-      const result = await envd.run(shellCommand('echo "$BOOT_CHECK $(id -un) $(pwd)"', { timeoutMs: 10_000 }));
+      let stdout = '';
+      const result = await envd.run(shellCommand('echo "$BOOT_CHECK $(id -un) $(pwd)"', { timeoutMs: 10_000 }), { stdout: (text) => (stdout += text) });
       expect(result.exitCode).toBe(0);
-      expect(result.stdout.trim()).toBe(`${sandboxId} user /tmp`);
+      expect(stdout.trim()).toBe(`${sandboxId} user /tmp`);
       expect(await node.runtime.inspect(booted.containerId)).toEqual({ status: 'running', address: booted.address });
     } finally {
       await node.runtime.remove(booted.containerId);
