@@ -6,20 +6,27 @@
  * BENCH_NODE_HOP_REQUESTS (1000) `GET /health` of envd through the API's proxy (routing headers, one keep-alive
  * client connection), and BENCH_NODE_HOP_COMMANDS (200) `commands.run('true')` through the published SDK. Printed:
  * p50/p99 of each on each node and the p50 the hop adds, with the load average around the run (the agent, its
- * engine and the API share this machine's cores). Root only.
+ * engine and the API share this machine's cores). Before those, BENCH_NODE_HOP_CREATES (20) creates per node,
+ * interleaved: create→first command (`Sandbox.create` + `commands.run('true')`, the drain toggles and the agent
+ * scrape between the two left out of the time) p50/p95 on each node and their ratio, and for every remote create
+ * what the agent's own metrics (TIDEPOOL_NODE_METRICS_LISTEN) counted while `Sandbox.create` ran: node-channel
+ * runtime calls by operation (`tidepool_agent_engine_call_duration_seconds_count`) and tunnels opened
+ * (`tidepool_agent_tunnel_streams_total`: before a node-side boot, the API's envd port probes, `/health` and
+ * `/init` each took one). Root only.
  */
 import http from 'node:http';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Sandbox } from 'e2b';
-import { BASE_IMAGE, downCluster, freeClusterSlot, upCluster, type ClusterState } from '@tidepool/testkit';
+import { BASE_IMAGE, downCluster, freeClusterSlot, NODE_METRICS_PORT, upCluster, type ClusterState } from '@tidepool/testkit';
 import { connectRemoteNode, type RemoteNode } from '../src/nodes/remote-node.ts';
 import { api, startTestPlatform, type TestPlatform } from '../test/support/start-platform.ts';
 import { ms, now, percentile, type Row } from './bench-stats.ts';
 
 const REQUESTS = Number(process.env.BENCH_NODE_HOP_REQUESTS ?? 1000);
 const COMMANDS = Number(process.env.BENCH_NODE_HOP_COMMANDS ?? 200);
+const CREATES = Number(process.env.BENCH_NODE_HOP_CREATES ?? 20);
 const EMBEDDED = 'api-node';
 const load = (): string => loadavg().map((l) => l.toFixed(1)).join(' / ');
 
@@ -44,6 +51,38 @@ async function interleaved(rounds: number, measure: (which: 0 | 1) => Promise<nu
     for (const which of order) samples[which].push(await measure(which));
   }
   return samples;
+}
+
+/** What the agent counted: its runtime calls by operation (every outcome) and the tunnels it was asked for. */
+interface AgentCounts {
+  calls: Map<string, number>;
+  tunnels: number;
+}
+
+/** One scrape of the agent's metrics listener. */
+async function agentCounts(metricsUrl: string): Promise<AgentCounts> {
+  const response = await fetch(metricsUrl, { signal: AbortSignal.timeout(10_000) });
+  if (!response.ok) throw new Error(`GET ${metricsUrl} answered ${response.status}`);
+  const calls = new Map<string, number>();
+  let tunnels = Number.NaN;
+  for (const line of (await response.text()).split('\n')) {
+    const call = /^tidepool_agent_engine_call_duration_seconds_count\{operation="([^"]+)",outcome="[^"]+"\} ([0-9.e+]+)$/.exec(line);
+    if (call) calls.set(call[1]!, (calls.get(call[1]!) ?? 0) + Number(call[2]));
+    const opened = /^tidepool_agent_tunnel_streams_total ([0-9.e+]+)$/.exec(line);
+    if (opened) tunnels = Number(opened[1]);
+  }
+  if (Number.isNaN(tunnels)) throw new Error(`${metricsUrl} has no tidepool_agent_tunnel_streams_total (an agent older than this bench)`);
+  return { calls, tunnels };
+}
+
+/** `after - before`, per operation. */
+function countsBetween(before: AgentCounts, after: AgentCounts): AgentCounts {
+  const calls = new Map<string, number>();
+  for (const [operation, count] of after.calls) {
+    const delta = count - (before.calls.get(operation) ?? 0);
+    if (delta > 0) calls.set(operation, delta);
+  }
+  return { calls, tunnels: after.tunnels - before.tunnels };
 }
 
 async function setStatus(platform: TestPlatform, nodeId: string, status: 'ready' | 'draining'): Promise<void> {
@@ -97,6 +136,8 @@ export async function benchNodeHop(log: (message: string) => void): Promise<Row[
       if (Date.now() > deadline) throw new Error('the API did not take in the agent\'s node within 120 s');
       await new Promise((r) => setTimeout(r, 250));
     }
+    const metricsUrl = `http://${node.address}:${NODE_METRICS_PORT}/metrics`;
+    const creates = await createToFirstCommand(platform, EMBEDDED, node.id, metricsUrl, log);
     const local = await sandboxOn(platform, EMBEDDED, [node.id]);
     made.push(local);
     const remote = await sandboxOn(platform, node.id, [EMBEDDED]);
@@ -121,6 +162,7 @@ export async function benchNodeHop(log: (message: string) => void): Promise<Row[
     const both = (samples: number[]): string => `${ms(percentile(samples, 50))} / ${ms(percentile(samples, 99))}`;
     log(`node-hop: /health added p50 ${ms(added(health))}, commands.run added p50 ${ms(added(commands))}; load ${before} → ${after}`);
     return [
+      ...creates,
       { metric: `node hop: envd GET /health via the proxy p50 / p99 (n=${REQUESTS} each, interleaved)`, tidepool: `${both(health[1])} on the agent`, baseline: `${both(health[0])} embedded`, target: '', verdict: 'info' },
       { metric: 'node hop: added p50 (GET /health)', tidepool: ms(added(health)), baseline: '', target: '≤ 1 ms', verdict: added(health) <= 1 ? 'PASS' : 'FAIL' },
       { metric: `node hop: SDK commands.run('true') p50 / p99 (n=${COMMANDS} each, interleaved)`, tidepool: `${both(commands[1])} on the agent`, baseline: `${both(commands[0])} embedded`, target: '', verdict: 'info' },
@@ -137,4 +179,54 @@ export async function benchNodeHop(log: (message: string) => void): Promise<Row[
     if (state) await downCluster({ name, dir }).catch((error: unknown) => log(`node-hop: down failed: ${String(error)}`));
     rmSync(dir, { recursive: true, force: true });
   }
+}
+
+/**
+ * CREATES creates per node, interleaved (which node goes first alternates): create→first command on each, the agent's
+ * counts while each remote `Sandbox.create` ran, and the rows that say so.
+ */
+async function createToFirstCommand(platform: TestPlatform, embedded: string, remote: string, metricsUrl: string, log: (message: string) => void): Promise<Row[]> {
+  const nodes = [embedded, remote] as const;
+  const samples: [number[], number[]] = [[], []];
+  const counted: AgentCounts[] = [];
+  log(`node-hop: ${CREATES} creates → first command per node, interleaved (load ${load()})`);
+  for (let i = 0; i < CREATES; i++) {
+    const order: Array<0 | 1> = i % 2 === 0 ? [0, 1] : [1, 0];
+    for (const which of order) {
+      const other = nodes[1 - which]!;
+      await setStatus(platform, other, 'draining');
+      let sandbox: Sandbox | undefined;
+      try {
+        const before = which === 1 ? await agentCounts(metricsUrl) : undefined;
+        const started = now();
+        sandbox = await Sandbox.create('base', { ...platform.sdk, timeoutMs: 600_000 });
+        const created = now() - started;
+        if (before) counted.push(countsBetween(before, await agentCounts(metricsUrl)));
+        const commandStarted = now();
+        const result = await sandbox.commands.run('true');
+        const command = now() - commandStarted;
+        if (result.exitCode !== 0) throw new Error(`commands.run('true') exited ${result.exitCode}`);
+        const placed = (await api(platform, 'GET', `/sandboxes/${sandbox.sandboxId}`)).body.clientID;
+        if (placed !== nodes[which]) throw new Error(`the sandbox landed on ${placed}, not ${nodes[which]}`);
+        samples[which].push(created + command);
+      } finally {
+        await sandbox?.kill().catch(() => undefined);
+        await setStatus(platform, other, 'ready');
+      }
+    }
+  }
+  const both = (values: number[]): string => `${ms(percentile(values, 50))} / ${ms(percentile(values, 95))}`;
+  const ratio = (p: number): string => (percentile(samples[1], p) / percentile(samples[0], p)).toFixed(2);
+  const mean = (values: number[]): number => values.reduce((sum, v) => sum + v, 0) / Math.max(1, values.length);
+  const operations = [...new Set(counted.flatMap((c) => [...c.calls.keys()]))].sort();
+  const perOperation = operations.map((op) => `${op} ${mean(counted.map((c) => c.calls.get(op) ?? 0)).toFixed(2)}`).join(', ');
+  const calls = mean(counted.map((c) => [...c.calls.values()].reduce((sum, v) => sum + v, 0)));
+  const tunnels = mean(counted.map((c) => c.tunnels));
+  log(`node-hop: create→first command p50 agent/embedded ${ratio(50)}×; per remote create ${calls.toFixed(2)} calls (${perOperation}), ${tunnels.toFixed(2)} tunnels`);
+  return [
+    { metric: `node hop: create→first command p50 / p95 (n=${CREATES} each, interleaved)`, tidepool: `${both(samples[1])} on the agent`, baseline: `${both(samples[0])} embedded`, target: '', verdict: 'info' },
+    { metric: 'node hop: create→first command agent / embedded (p50, p95)', tidepool: `${ratio(50)}×, ${ratio(95)}×`, baseline: '1× (embedded, same run)', target: '', verdict: 'info' },
+    { metric: 'node hop: node-channel runtime calls per remote create (agent metrics)', tidepool: `${calls.toFixed(2)} (${perOperation})`, baseline: '', target: '', verdict: 'info' },
+    { metric: 'node hop: tunnels opened per remote create (envd probes, /health, /init; agent metrics)', tidepool: tunnels.toFixed(2), baseline: '', target: '', verdict: 'info' },
+  ];
 }

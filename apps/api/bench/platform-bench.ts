@@ -31,9 +31,10 @@
  * BENCH_SECTIONS: comma list of `sandboxes`, `exec`, `proxy-hop`, `runtimes`, `templates`, `pool`, `pool-adaptive`, `density`, `neighbours`, `code-interpreter`, `desktop`, `burst`, `placement`
  * (placement-bench.ts: a placement decision over 1,000 sandboxes; pure, no engine), `cluster` (cluster-bench.ts: c=50
  * creates through the SDK on a three-node local cluster vs one node of it; root; BENCH_CLUSTER_CREATES,
- * BENCH_CLUSTER_CONCURRENCY), `node-hop` (node-hop-bench.ts: envd /health and commands.run through the proxy to a
- * sandbox on the API's embedded node vs one on a local cluster's agent, interleaved; root; BENCH_NODE_HOP_REQUESTS,
- * BENCH_NODE_HOP_COMMANDS), `images` (images-bench.ts: the production images' sizes and the node-agent image's start
+ * BENCH_CLUSTER_CONCURRENCY), `node-hop` (node-hop-bench.ts: create→first command, then envd /health and commands.run
+ * through the proxy, to a sandbox on the API's embedded node vs one on a local cluster's agent, interleaved, with the
+ * node-channel calls and tunnels per remote create from the agent's metrics; root; BENCH_NODE_HOP_CREATES,
+ * BENCH_NODE_HOP_REQUESTS, BENCH_NODE_HOP_COMMANDS), `images` (images-bench.ts: the production images' sizes and the node-agent image's start
  * on a one-node local cluster; root; BENCH_IMAGES_STARTS) (default
  * `sandboxes,runtimes,templates,pool,pool-adaptive`).
  */

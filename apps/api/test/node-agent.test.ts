@@ -38,6 +38,7 @@ import { NodeChannelError } from '../src/nodes/node-channel-errors.ts';
 import { connectRemoteNode, type RemoteNode } from '../src/nodes/remote-node.ts';
 import { helloNode } from '../src/nodes/node-hello.ts';
 import { NODE_PROTOCOL_VERSION } from '../src/nodes/node-protocol.ts';
+import { EnvdProcessClient, shellCommand } from '../src/envd/envd-process-client.ts';
 
 const isRoot = process.getuid?.() === 0;
 const ENVD_PORT = 49983;
@@ -367,6 +368,53 @@ describe.skipIf(!isRoot)('node agent over mutual TLS (one-node local cluster)', 
     } finally {
       await node.runtime.remove(started.containerId);
     }
+  });
+
+  it('boots a sandbox in one call (protocol 2): the node waits for envd and sends its /init there, no tunnel opened for it', async () => {
+    const sandboxId = `isbboot${Date.now()}`;
+    const calls = (body: string, operation: string): number => sample(body, `tidepool_agent_engine_call_duration_seconds_count{operation="${operation}",outcome="success"}`) ?? 0;
+    const before = (await scrapeAgent()).body;
+    const booted = await node.runtime.bootContainer(spec(sandboxId), { envVars: { BOOT_CHECK: sandboxId }, defaultUser: 'user', defaultWorkdir: '/tmp' });
+    const after = (await scrapeAgent()).body;
+    try {
+      expect(booted.containerId).toMatch(/^[0-9a-f]{64}$/);
+      expect(booted.envdVersion).toMatch(/^\d+\.\d+\.\d+/);
+      // one runtime call, and nothing crossed the channel as a tunnel (no envd probe, no /health, no /init)
+      expect(calls(after, 'bootContainer') - calls(before, 'bootContainer')).toBe(1);
+      expect(calls(after, 'startContainer') - calls(before, 'startContainer')).toBe(0);
+      expect(calls(after, 'inspect') - calls(before, 'inspect')).toBe(0);
+      expect(sample(after, 'tidepool_agent_tunnel_streams_total')! - sample(before, 'tidepool_agent_tunnel_streams_total')!).toBe(0);
+      // envd was told this sandbox's /init (its environment, user and workdir) with the spec's own token
+      const envd = new EnvdProcessClient(booted.address, { accessToken: `tok_${sandboxId}`, dial: (address, port) => node.dial(address, port) });
+      let stdout = '';
+      const result = await envd.run(shellCommand('echo "$BOOT_CHECK $(id -un) $(pwd)"', { timeoutMs: 10_000 }), { stdout: (text) => (stdout += text) });
+      expect(result.exitCode).toBe(0);
+      expect(stdout.trim()).toBe(`${sandboxId} user /tmp`);
+      expect(await node.runtime.inspect(booted.containerId)).toEqual({ status: 'running', address: booted.address });
+    } finally {
+      await node.runtime.remove(booted.containerId);
+    }
+  });
+
+  it('a boot that fails leaves nothing on the node; a boot whose caller gave up mid-way is removed once it ends', async () => {
+    const sandboxId = `isbbootfail${Date.now()}`;
+    const before = (await node.runtime.listManaged()).length;
+    const failed = await node.runtime.bootContainer({ ...spec(sandboxId), image: 'tidepool/no-such-image:never' }, { envVars: {}, defaultUser: 'user', defaultWorkdir: '' }).then(() => undefined, (e: unknown) => e);
+    expect(failed).toBeInstanceOf(DockerCallError);
+    expect((await node.runtime.listManaged()).length).toBe(before);
+    // The caller gives up before the boot ends: the node finishes it, sees nobody waits, removes the container.
+    const hasty = connectRemoteNode({ nodeId: 'node1', url: state.nodes[0].agentUrl!, tls, deadlines: { bootContainer: 200 } });
+    const gaveUp = `isbbootgaveup${Date.now()}`;
+    const error = await channelError(hasty.runtime.bootContainer(spec(gaveUp), { envVars: {}, defaultUser: 'user', defaultWorkdir: '' }));
+    hasty.close();
+    expect(error.code).toBe('deadline');
+    const log = agentFiles(nodeLayout(clusterLayout(name, slot, dir), 1)).logFile;
+    const removed = (): boolean => readFileSync(log, 'utf8').split('\n').some((line) => line.includes(gaveUp) && line.includes('caller left before its container started'));
+    const left = async (): Promise<string> => (await nodeDocker(state.nodes[0], ['ps', '-a', '--filter', `label=dev.tidepool.sandbox-id=${gaveUp}`, '--format', '{{.ID}}'])).stdout.trim();
+    const deadline = Date.now() + 60_000;
+    while (!(removed() && (await left()) === '') && Date.now() < deadline) await new Promise((r) => setTimeout(r, 200));
+    expect(removed()).toBe(true);
+    expect(await left()).toBe('');
   });
 
   it('refuses unknown methods and malformed arguments with clear errors, and maps engine failures back', async () => {

@@ -22,6 +22,7 @@ export class AgentMetrics {
   readonly registry = new Registry();
   private readonly calls: Histogram<'operation' | 'outcome'>;
   private readonly tunnels: Gauge;
+  private readonly tunnelsOpened: Counter;
   private readonly protocolErrors: Counter<'kind'>;
   private readonly refusals: Counter<'reason'>;
 
@@ -60,6 +61,11 @@ export class AgentMetrics {
       registers,
     });
     this.tunnels = new Gauge({ name: `${PREFIX}tunnel_streams_open`, help: 'Tunnels (CONNECT streams) to managed containers open now.', registers });
+    this.tunnelsOpened = new Counter({
+      name: `${PREFIX}tunnel_streams_total`,
+      help: 'Tunnels (CONNECT streams) the API asked for since the agent started, refused ones included: proxy traffic and the API\'s own envd calls.',
+      registers,
+    });
     this.protocolErrors = new Counter({
       name: `${PREFIX}protocol_errors_total`,
       help: 'Requests answered with a protocol error (malformed body, unknown call or route, bad arguments) and refused TLS peers, by kind.',
@@ -82,6 +88,7 @@ export class AgentMetrics {
 
   tunnelOpened(): void {
     this.tunnels.inc();
+    this.tunnelsOpened.inc();
   }
 
   tunnelClosed(): void {

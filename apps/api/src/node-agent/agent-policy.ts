@@ -107,10 +107,10 @@ export class AgentPolicy {
 
   /** Checks a runtime call whose arguments already fit the call table; throws a PolicyRefusal. */
   async checkRuntimeCall(method: string, args: unknown[]): Promise<void> {
-    if (method === 'startContainer') {
+    if (method === 'startContainer' || method === 'bootContainer') {
       for (const directory of (args[0] as ContainerSpec).directories ?? []) {
         const problem = agentBindProblem(directory.source, this.options.volumes);
-        if (problem) throw new PolicyRefusal('bind_source', `startContainer: ${problem}`);
+        if (problem) throw new PolicyRefusal('bind_source', `${method}: ${problem}`);
       }
       return;
     }

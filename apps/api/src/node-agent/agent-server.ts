@@ -38,6 +38,10 @@ import type { AgentMetrics } from './agent-metrics.ts';
 
 /** Largest request body (a startContainer spec with its egress rules fits many times over). */
 export const MAX_BODY_BYTES = 1024 * 1024;
+/** Largest bootContainer body: the spec and the sandbox's `/init` environment (a create's own body is at most 1 MiB, the template's too). */
+export const MAX_BOOT_BODY_BYTES = 8 * 1024 * 1024;
+/** Calls that make a container the caller must learn of: one the caller left before its answer is removed. */
+const CONTAINER_MAKING_CALLS = new Set(['startContainer', 'bootContainer']);
 const BODY_TIMEOUT_MS = 30_000;
 const CLIENT_AUTH_OID = '1.3.6.1.5.5.7.3.2';
 
@@ -72,11 +76,11 @@ class BodyError extends Error {
   }
 }
 
-function readBody(request: IncomingMessage): Promise<unknown> {
+function readBody(request: IncomingMessage, maxBytes = MAX_BODY_BYTES): Promise<unknown> {
   return new Promise((resolve, reject) => {
     const declared = Number(request.headers['content-length'] ?? 0);
-    if (declared > MAX_BODY_BYTES) {
-      reject(new BodyError(413, `request body over ${MAX_BODY_BYTES} bytes`));
+    if (declared > maxBytes) {
+      reject(new BodyError(413, `request body over ${maxBytes} bytes`));
       return;
     }
     const chunks: Buffer[] = [];
@@ -89,8 +93,8 @@ function readBody(request: IncomingMessage): Promise<unknown> {
     request.once('close', () => clearTimeout(timer));
     request.on('data', (chunk: Buffer) => {
       size += chunk.length;
-      if (size > MAX_BODY_BYTES) {
-        reject(new BodyError(413, `request body over ${MAX_BODY_BYTES} bytes`));
+      if (size > maxBytes) {
+        reject(new BodyError(413, `request body over ${maxBytes} bytes`));
         request.destroy();
         return;
       }
@@ -245,7 +249,7 @@ export function createAgentServer(options: AgentServerOptions): AgentServer {
     const method = match[1];
     let body: unknown;
     try {
-      body = await readBody(request);
+      body = await readBody(request, method === 'bootContainer' ? MAX_BOOT_BODY_BYTES : MAX_BODY_BYTES);
     } catch (error) {
       const status = error instanceof BodyError ? error.status : 400;
       metrics?.protocolError('bad_body');
@@ -276,10 +280,10 @@ export function createAgentServer(options: AgentServerOptions): AgentServer {
       return refuse(error, method, args, response);
     }
     try {
-      const result = await runCall(runtime, method, args);
+      const result = await runCall(runtime, method, args, logger);
       metrics?.engineCall(method, 'success', (Date.now() - started) / 1000);
       logger.debug({ sandboxId: sandboxOf(method, args), method, ms: Date.now() - started }, 'runtime call');
-      if (method === 'startContainer' && (response.destroyed || request.socket.destroyed)) {
+      if (CONTAINER_MAKING_CALLS.has(method) && (response.destroyed || request.socket.destroyed)) {
         // The caller gave up (its deadline, a crash) before it learned of the container: nobody will ever name
         // it, so it goes now rather than running unowned until a reconcile finds it.
         const { containerId } = result as { containerId: string };

@@ -7,7 +7,7 @@ import { Code, ConnectError, type ConnectRouter } from '@connectrpc/connect';
 import { connectNodeAdapter } from '@connectrpc/connect-node';
 import { NodeService } from '@tidepool/protocol/node';
 import type { Logger } from 'pino';
-import { capacityToWire, MAX_OFFERED_VERSIONS, NODE_PROTOCOL_VERSIONS, pickVersion, versionRefusal } from '../nodes/node-protocol.ts';
+import { capacityToWire, MAX_OFFERED_VERSIONS, AGENT_PROTOCOL_VERSIONS, pickVersion, versionRefusal } from '../nodes/node-protocol.ts';
 import type { NodeCapacity } from '../nodes/sandbox-node.ts';
 
 /** Every path the node protocol serves starts with this. */
@@ -29,7 +29,7 @@ export interface NodeServiceOptions {
 
 /** The Connect handler of the node protocol (an http2 request listener). */
 export function nodeServiceHandler(options: NodeServiceOptions): ReturnType<typeof connectNodeAdapter> {
-  const spoken = options.versions ?? NODE_PROTOCOL_VERSIONS;
+  const spoken = options.versions ?? AGENT_PROTOCOL_VERSIONS;
   const routes = (router: ConnectRouter): void => {
     router.service(NodeService, {
       async hello(request) {

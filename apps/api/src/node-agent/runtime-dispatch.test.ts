@@ -1,10 +1,15 @@
+import { createServer } from 'node:http';
+import pino from 'pino';
 import { describe, expect, it } from 'vitest';
+import { ENVD_PORT } from '@tidepool/protocol/envd';
 import { NodeChannelError } from '../nodes/node-channel-errors.ts';
 import type { SandboxRuntime } from '../runtime/sandbox-runtime.ts';
 import { checkCall, runCall } from './runtime-dispatch.ts';
 import { egressPolicy, validateNetwork } from '../sandboxes/egress/network-rules.ts';
 
+const logger = pino({ level: 'silent' });
 const container = 'a'.repeat(64);
+const init = { envVars: { PATH: '/usr/bin', EMPTY: '' }, defaultUser: 'user', defaultWorkdir: '' };
 const spec = { sandboxId: 'isb1abc', templateId: 'base', image: 'tidepool/base:latest', cpuCount: 1, memoryMB: 512, envdAccessToken: 'tok_123' };
 
 function refused(method: string, body: unknown, options = {}): string {
@@ -83,8 +88,41 @@ describe('node agent call checks', () => {
       startContainer: async () => ({ containerId: container, address: '172.18.0.9', egressApplied: Promise.reject(new Error('iptables failed')) }),
       pause: async () => undefined,
     } as unknown as SandboxRuntime;
-    expect(await runCall(runtime, 'inspect', [container])).toEqual({ status: 'missing', address: null });
-    expect(await runCall(runtime, 'pause', [container])).toBeNull();
-    expect(await runCall(runtime, 'startContainer', [spec])).toEqual({ containerId: container, address: '172.18.0.9', egressError: 'iptables failed' });
+    expect(await runCall(runtime, 'inspect', [container], logger)).toEqual({ status: 'missing', address: null });
+    expect(await runCall(runtime, 'pause', [container], logger)).toBeNull();
+    expect(await runCall(runtime, 'startContainer', [spec], logger)).toEqual({ containerId: container, address: '172.18.0.9', egressError: 'iptables failed' });
+  });
+
+  it('bootContainer (protocol 2): a spec and its /init only — no token, no other field, bounded', () => {
+    expect(checkCall('bootContainer', { args: [spec, init] })).toHaveLength(2);
+    expect(refused('bootContainer', { args: [spec] })).toContain('invalid arguments');
+    expect(refused('bootContainer', { args: [spec, { ...init, accessToken: 'another sandbox\'s' }] })).toContain('invalid arguments');
+    expect(refused('bootContainer', { args: [spec, { ...init, envVars: { 'A=B': 'x' } }] })).toContain('invalid arguments');
+    expect(refused('bootContainer', { args: [spec, { ...init, envVars: { A: 'a\u0000b' } }] })).toContain('invalid arguments');
+    expect(refused('bootContainer', { args: [spec, { ...init, envVars: Object.fromEntries(Array.from({ length: 1025 }, (_, i) => [`V${i}`, ''])) }] })).toContain('invalid arguments');
+    expect(refused('bootContainer', { args: [spec, { ...init, defaultUser: 'x'.repeat(257) }] })).toContain('invalid arguments');
+    expect(refused('bootContainer', { args: [{ ...spec, privileged: true }, init] })).toContain('invalid arguments');
+    // the same bind rule as startContainer
+    expect(refused('bootContainer', { args: [{ ...spec, directories: [{ source: '/etc', target: '/data' }] }, init] }, { volumesRoot: '/var/lib/tidepool/volumes' })).toMatch(/bootContainer: directory "\/etc" is not inside/);
+  });
+
+  it('bootContainer boots on the node and answers envd\'s version cut to what the call table carries', async () => {
+    // A stand-in envd that answers /init with an overlong version (whatever runs in a sandbox may answer anything).
+    const envd = createServer((request, response) => {
+      request.resume();
+      request.once('end', () => response.writeHead(request.url === '/init' ? 204 : 200, { 'x-envd-version': 'v'.repeat(300) }).end());
+    });
+    await new Promise<void>((resolve) => envd.listen(ENVD_PORT, '127.77.1.1', () => resolve()));
+    try {
+      const runtime = {
+        startContainer: async () => ({ containerId: container, address: '127.77.1.1' }),
+        inspect: async () => ({ status: 'running', address: '127.77.1.1' }),
+        remove: async () => undefined,
+      } as unknown as SandboxRuntime;
+      const result = (await runCall(runtime, 'bootContainer', [spec, init], logger)) as { envdVersion: string };
+      expect(result).toEqual({ containerId: container, address: '127.77.1.1', envdVersion: 'v'.repeat(64) });
+    } finally {
+      await new Promise<void>((resolve) => envd.close(() => resolve()));
+    }
   });
 });

@@ -3,8 +3,11 @@
  * shapes the result for the wire. Pure of HTTP, so it is unit-tested on its own.
  */
 import { isAbsolute, relative, resolve } from 'node:path';
+import type { Logger } from 'pino';
 import { NodeChannelError } from '../nodes/node-channel-errors.ts';
 import { isRuntimeMethod, RUNTIME_METHODS, schemaProblem } from '../nodes/node-rpc-methods.ts';
+import type { EnvdInit } from '../envd/envd-client.ts';
+import { bootContainer } from '../runtime/container-boot.ts';
 import type { ContainerSpec, SandboxRuntime } from '../runtime/sandbox-runtime.ts';
 
 export interface DispatchOptions {
@@ -18,12 +21,12 @@ export interface DispatchOptions {
 const badCall = (message: string): NodeChannelError => new NodeChannelError('bad_call', message);
 
 /** A bind source must lie strictly inside the volumes root (no symlink games: the path is taken as given). */
-function checkDirectories(spec: ContainerSpec, volumesRoot: string | undefined): void {
+function checkDirectories(method: string, spec: ContainerSpec, volumesRoot: string | undefined): void {
   for (const directory of spec.directories ?? []) {
-    if (volumesRoot === undefined) throw badCall('startContainer: this node binds no host directories (no volumes root configured)');
+    if (volumesRoot === undefined) throw badCall(`${method}: this node binds no host directories (no volumes root configured)`);
     const inside = relative(resolve(volumesRoot), resolve(directory.source));
     if (inside === '' || inside.startsWith('..') || isAbsolute(inside)) {
-      throw badCall(`startContainer: directory ${JSON.stringify(directory.source)} is not inside the node's volumes root`);
+      throw badCall(`${method}: directory ${JSON.stringify(directory.source)} is not inside the node's volumes root`);
     }
   }
 }
@@ -39,12 +42,19 @@ export function checkCall(method: string, body: unknown, options: DispatchOption
   const args = (body as { args: unknown[] }).args;
   const problem = schemaProblem(RUNTIME_METHODS[method].args, args);
   if (problem) throw badCall(`${method}: invalid arguments (${problem})`);
-  if (method === 'startContainer') checkDirectories(args[0] as ContainerSpec, options.volumesRoot);
+  if (method === 'startContainer' || method === 'bootContainer') checkDirectories(method, args[0] as ContainerSpec, options.volumesRoot);
   return args;
 }
 
-/** Runs a checked call; the result as JSON-ready value (undefined → null). */
-export async function runCall(runtime: SandboxRuntime, method: string, args: unknown[]): Promise<unknown> {
+/** Runs a checked call; the result as JSON-ready value (undefined → null). `logger`: the boot's log lines. */
+export async function runCall(runtime: SandboxRuntime, method: string, args: unknown[], logger: Logger): Promise<unknown> {
+  if (method === 'bootContainer') {
+    // The whole boot on this node: envd is reached directly here, `/init` carries the spec's own token.
+    const spec = args[0] as ContainerSpec;
+    const booted = await bootContainer(runtime, spec, args[1] as Omit<EnvdInit, 'accessToken'>, logger.child({ sandboxId: spec.sandboxId }));
+    // The version comes from whatever answers in the sandbox: bounded to what the call table lets through.
+    return { containerId: booted.containerId, address: booted.address, envdVersion: booted.envdVersion.slice(0, 64) };
+  }
   if (method === 'startContainer') {
     const started = await runtime.startContainer(args[0] as ContainerSpec);
     let egressError: string | undefined;

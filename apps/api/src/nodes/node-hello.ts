@@ -10,7 +10,7 @@ import { createConnectTransport, Http2SessionManager } from '@connectrpc/connect
 import { NodeService } from '@tidepool/protocol/node';
 import { NodeChannelError } from './node-channel-errors.ts';
 import type { NodeTls } from './node-channel-client.ts';
-import { capacityFromWire, certificateNamesNode, fromProtocolError, NODE_PROTOCOL_VERSIONS } from './node-protocol.ts';
+import { capacityFromWire, certificateNamesNode, fromProtocolError, API_PROTOCOL_VERSIONS } from './node-protocol.ts';
 import { NODE_ID_PATTERN } from './node-store.ts';
 import type { NodeCapacity } from './sandbox-node.ts';
 
@@ -53,10 +53,10 @@ export async function helloNode(options: HelloOptions): Promise<NodeHello> {
   const client = createClient(NodeService, createConnectTransport({ httpVersion: '2', baseUrl: options.url, sessionManager: manager, readMaxBytes: 4 * 1024 * 1024 }));
   const what = `Hello to ${options.url}`;
   try {
-    const answer = await client.hello({ protocolVersions: [...(options.versions ?? NODE_PROTOCOL_VERSIONS)], apiVersion: options.apiVersion ?? '' }, { timeoutMs: options.deadlineMs });
+    const answer = await client.hello({ protocolVersions: [...(options.versions ?? API_PROTOCOL_VERSIONS)], apiVersion: options.apiVersion ?? '' }, { timeoutMs: options.deadlineMs });
     const nodeId = answer.nodeId;
     if (!NODE_ID_PATTERN.test(nodeId)) throw new NodeChannelError('protocol', `${what}: answered a node id that is not one (${JSON.stringify(nodeId.slice(0, 80))})`);
-    if (!(options.versions ?? NODE_PROTOCOL_VERSIONS).includes(answer.protocolVersion)) {
+    if (!(options.versions ?? API_PROTOCOL_VERSIONS).includes(answer.protocolVersion)) {
       throw new NodeChannelError('version', `${what}: the node picked protocol version ${answer.protocolVersion}, which was not offered`, nodeId);
     }
     if (!peer) throw new NodeChannelError('identity', `${what}: no peer certificate seen`, nodeId);

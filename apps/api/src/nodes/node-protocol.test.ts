@@ -1,7 +1,18 @@
 import { Code, ConnectError } from '@connectrpc/connect';
 import { describe, expect, it } from 'vitest';
 import { NodeChannelError } from './node-channel-errors.ts';
-import { capacityFromWire, capacityToWire, certificateDnsNames, certificateNamesNode, fromProtocolError, NODE_PROTOCOL_VERSION, pickVersion, versionRefusal } from './node-protocol.ts';
+import {
+  AGENT_PROTOCOL_VERSIONS,
+  API_PROTOCOL_VERSIONS,
+  capacityFromWire,
+  capacityToWire,
+  certificateDnsNames,
+  certificateNamesNode,
+  fromProtocolError,
+  NODE_PROTOCOL_VERSION,
+  pickVersion,
+  versionRefusal,
+} from './node-protocol.ts';
 
 describe('the node protocol, shared parts', () => {
   it('picks the newest version both sides speak, or none', () => {
@@ -12,6 +23,18 @@ describe('the node protocol, shared parts', () => {
     expect(pickVersion([1, 2], [1, 2, 3])).toBe(2);
     expect(pickVersion([7], [1, 2])).toBeUndefined();
     expect(pickVersion([], [1])).toBeUndefined();
+  });
+
+  it('version 2: an API offers only it (it boots through bootContainer); an agent still serves an API of version 1', () => {
+    expect(NODE_PROTOCOL_VERSION).toBe(2);
+    expect(API_PROTOCOL_VERSIONS).toEqual([2]);
+    expect(AGENT_PROTOCOL_VERSIONS).toEqual([2, 1]);
+    // this API and this agent
+    expect(pickVersion(API_PROTOCOL_VERSIONS, AGENT_PROTOCOL_VERSIONS)).toBe(2);
+    // an agent one version older: nothing in common, the API is refused (and refuses the node)
+    expect(pickVersion(API_PROTOCOL_VERSIONS, [1])).toBeUndefined();
+    // an API one version older meets this agent: served on version 1
+    expect(pickVersion([1], AGENT_PROTOCOL_VERSIONS)).toBe(1);
   });
 
   it('reads a certificate\'s DNS names (not its IP addresses) and matches a node id case-insensitively', () => {

@@ -3,7 +3,12 @@
  * how a version is picked, a node's identity as its TLS certificate states it, and the one place where the
  * protocol's errors (Connect errors on the wire) become the API's NodeChannelError and back.
  *
- * Version 1: NodeService.Hello. The older node calls (JSON routes, tunnels) are not versioned by it yet.
+ * Version 1: NodeService.Hello; the JSON runtime calls (nodes/node-rpc-methods.ts), event streams and tunnels.
+ * Version 2: the runtime call `bootContainer` — a sandbox's whole boot on the node (start, envd's wait, its `/init`)
+ * in one exchange. An API of this build boots remote sandboxes only that way, so it offers version 2 alone and
+ * refuses, at the Hello, an agent that speaks only version 1 (a typed `version` error naming what the agent
+ * speaks; the node gets no row). An agent of this build speaks 2 and 1 (it still serves every call of version 1):
+ * in a rolling upgrade the agents go first.
  */
 import { Code, ConnectError } from '@connectrpc/connect';
 import { create } from '@bufbuild/protobuf';
@@ -12,20 +17,22 @@ import type { NodeCapacity } from './sandbox-node.ts';
 import { NodeChannelError } from './node-channel-errors.ts';
 
 /** The newest node protocol version this build speaks. */
-export const NODE_PROTOCOL_VERSION = 1;
-/** Every version this build speaks, newest first (an API offers them all; an agent picks the newest it shares). */
-export const NODE_PROTOCOL_VERSIONS: readonly number[] = [NODE_PROTOCOL_VERSION];
+export const NODE_PROTOCOL_VERSION = 2;
+/** The versions an API of this build offers in its Hello (it needs `bootContainer`), newest first. */
+export const API_PROTOCOL_VERSIONS: readonly number[] = [NODE_PROTOCOL_VERSION];
+/** The versions an agent of this build speaks, newest first (it picks the newest it shares with the API's offer). */
+export const AGENT_PROTOCOL_VERSIONS: readonly number[] = [NODE_PROTOCOL_VERSION, 1];
 /** At most this many versions in one offer (anything longer is malformed). */
 export const MAX_OFFERED_VERSIONS = 32;
 
 /** The newest version both `offered` and `spoken` contain, or undefined when they share none. */
-export function pickVersion(offered: readonly number[], spoken: readonly number[] = NODE_PROTOCOL_VERSIONS): number | undefined {
+export function pickVersion(offered: readonly number[], spoken: readonly number[] = AGENT_PROTOCOL_VERSIONS): number | undefined {
   const common = offered.filter((version) => spoken.includes(version));
   return common.length === 0 ? undefined : Math.max(...common);
 }
 
 /** Agent side: the typed refusal of an offer that shares no version with this agent. */
-export function versionRefusal(offered: readonly number[], spoken: readonly number[] = NODE_PROTOCOL_VERSIONS): ConnectError {
+export function versionRefusal(offered: readonly number[], spoken: readonly number[] = AGENT_PROTOCOL_VERSIONS): ConnectError {
   return new ConnectError(
     `this node speaks node protocol versions ${spoken.join(', ')}; the API offered ${offered.length === 0 ? 'none' : offered.slice(0, MAX_OFFERED_VERSIONS).join(', ')}`,
     Code.FailedPrecondition,

@@ -80,6 +80,21 @@ const ContainerSpec = Type.Object(
   { additionalProperties: false },
 );
 
+/**
+ * envd's `/init` for one sandbox as a bootContainer call carries it (the token is the spec's own: none travels here).
+ * Bounded like a create's environment (sandbox-schemas.ts: 256 names, values below 128 KiB) with room for the
+ * template's and the egress CA's variables.
+ */
+export const MAX_INIT_ENV_VARS = 1024;
+const EnvdInitShape = Type.Object(
+  {
+    envVars: Type.Record(Type.String({ pattern: '^[^=\\x00]{1,256}$' }), Type.String({ maxLength: 131_072, pattern: '^[^\\x00]*$' }), { maxProperties: MAX_INIT_ENV_VARS, additionalProperties: false }),
+    defaultUser: Type.String({ maxLength: 256, pattern: '^[^\\x00-\\x1f]*$' }),
+    defaultWorkdir: Type.String({ maxLength: 4096, pattern: '^[^\\x00-\\x1f]*$' }),
+  },
+  { additionalProperties: false },
+);
+
 const Labels = Type.Record(Type.String({ minLength: 1, maxLength: 256, pattern: '^[A-Za-z0-9][A-Za-z0-9_.\\-/]*$' }), Type.String({ maxLength: 4096 }), { maxProperties: 64 });
 const Status = Type.Union([Type.Literal('running'), Type.Literal('paused'), Type.Literal('stopped'), Type.Literal('missing')]);
 const OptionalAddress = Type.Union([IPv4, Type.Null()]);
@@ -100,6 +115,12 @@ export const RUNTIME_METHODS = {
     args: Type.Tuple([ContainerSpec]),
     // The agent waits for the egress rules (and envd's token) before it answers: `egressError` says they failed.
     result: Type.Object({ containerId: ContainerId, address: IPv4, egressError: Type.Optional(Type.String({ maxLength: 8192 })) }, { additionalProperties: false }),
+  },
+  // Protocol version 2: the container started and made ready on the node (envd waited for there, `/init` sent there
+  // with the spec's token); on failure the node removed it. The API's one call for a boot.
+  bootContainer: {
+    args: Type.Tuple([ContainerSpec, EnvdInitShape]),
+    result: Type.Object({ containerId: ContainerId, address: IPv4, envdVersion: Type.String({ maxLength: 64 }) }, { additionalProperties: false }),
   },
   pause: { args: Type.Tuple([ContainerId]), result: Void },
   unpause: { args: Type.Tuple([ContainerId]), result: Void },

@@ -5,7 +5,8 @@
  */
 import { ENGINE_DEADLINES_MS } from '../runtime/docker/engine-deadlines.ts';
 import type { EngineEvent, EngineEventStream } from '../runtime/engine-events.ts';
-import type { ContainerSpec, EgressPolicy, ManagedContainer, SandboxImage, SandboxRuntime, StartedContainer, ContainerStatus } from '../runtime/sandbox-runtime.ts';
+import type { EnvdInit } from '../envd/envd-client.ts';
+import type { BootedContainer, ContainerSpec, EgressPolicy, ManagedContainer, SandboxImage, SandboxRuntime, StartedContainer, ContainerStatus } from '../runtime/sandbox-runtime.ts';
 import { decodeError } from './node-channel-errors.ts';
 import type { NodeChannel } from './node-channel-client.ts';
 import { RUNTIME_METHODS, type RuntimeMethodName, schemaProblem } from './node-rpc-methods.ts';
@@ -66,6 +67,13 @@ export class RemoteRuntime implements SandboxRuntime {
     const egressApplied = Promise.reject(new Error(started.egressError));
     egressApplied.catch(() => undefined);
     return { containerId: started.containerId, address: started.address, egressApplied };
+  }
+
+  /** The whole boot as one call: the node starts the container, waits for envd there and sends its `/init`. */
+  async bootContainer(spec: ContainerSpec, init: Omit<EnvdInit, 'accessToken'>): Promise<BootedContainer> {
+    // Only the fields of the call table: a caller's extra fields must not turn the call into a refused one.
+    const wireInit = { envVars: init.envVars, defaultUser: init.defaultUser, defaultWorkdir: init.defaultWorkdir };
+    return (await this.call('bootContainer', [spec, wireInit])) as BootedContainer;
   }
 
   async pause(containerId: string): Promise<void> {

@@ -1,6 +1,7 @@
 import type { NetworkRules } from './network-transforms.ts';
 import type { EgressUpstream } from './docker/egress-upstream.ts';
 import type { EngineEvent, EngineEventStream } from './engine-events.ts';
+import type { EnvdInit } from '../envd/envd-client.ts';
 
 /**
  * The container engine behind sandboxes: containers and images only. It knows nothing of envd,
@@ -57,6 +58,14 @@ export interface StartedContainer {
   egressApplied?: Promise<void>;
 }
 
+/** A container whose envd answers and was told its `/init`: what a boot ends with (container-boot.ts). */
+export interface BootedContainer {
+  containerId: string;
+  address: string;
+  /** The version envd answered `/init` with. */
+  envdVersion: string;
+}
+
 export type ContainerStatus = 'running' | 'paused' | 'stopped' | 'missing';
 
 export interface ManagedContainer {
@@ -111,6 +120,12 @@ export interface SandboxRuntime {
   buildPlatformImage?(build: PlatformImageBuild, progress: (line: string) => void, signal?: AbortSignal): Promise<void>;
   /** Creates and starts a container that runs envd. On failure nothing is left behind. */
   startContainer(spec: ContainerSpec): Promise<StartedContainer>;
+  /**
+   * Starts a container and makes it ready where it runs: waits for envd, sends it `init` (with the spec's token).
+   * A node agent's runtime does it in one exchange on the node; absent (the embedded node), the caller runs the same
+   * boot itself (container-boot.ts). On failure nothing is left behind.
+   */
+  bootContainer?(spec: ContainerSpec, init: Omit<EnvdInit, 'accessToken'>): Promise<BootedContainer>;
   /** Freezes every process of the sandbox (memory stays allocated). */
   pause(containerId: string): Promise<void>;
   unpause(containerId: string): Promise<void>;

@@ -10,6 +10,8 @@ export const ENGINE_DEADLINES_MS: Partial<Record<RuntimeMethod, number>> & { def
   prepare: 120_000,
   // create + start + inspect.
   startContainer: 60_000,
+  // A node's whole boot: the start, envd's wait (30 s) and its `/init` (retried for up to about a minute).
+  bootContainer: 150_000,
   // A forced remove waits for a removal already in progress (up to 30 s) before giving up.
   remove: 60_000,
   removeImage: 60_000,

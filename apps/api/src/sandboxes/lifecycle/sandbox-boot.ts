@@ -3,21 +3,19 @@ import { type EnvdDial, type EnvdInit, type InitialisedEnvd, sameInit } from '..
 import { PlatformError } from '../../errors.ts';
 import type { EnvdCalls } from '../envd-calls.ts';
 import { PhaseClock } from '../../observability/phase-clock.ts';
-import type { DirectoryMount, SandboxRuntime, StartedContainer } from '../../runtime/sandbox-runtime.ts';
+import { bootContainer } from '../../runtime/container-boot.ts';
+import type { BootedContainer, ContainerSpec, DirectoryMount, SandboxRuntime } from '../../runtime/sandbox-runtime.ts';
 import type { SandboxDefaults } from '../../templates/template-model.ts';
 import { egressTrustEnv } from '../egress/egress-trust.ts';
 import { egressPolicy } from '../egress/network-rules.ts';
 import type { SandboxRecord } from '../registry/sandbox-record.ts';
 
-/** How long a new container may take before envd answers. */
-export const ENVD_READY_TIMEOUT_MS = 30_000;
+export { ENVD_READY_TIMEOUT_MS } from '../../runtime/container-boot.ts';
 
 /** The envd calls a boot makes: the real ones in the platform, fakes in unit tests. */
 export type BootEnvd = Pick<EnvdCalls, 'waitForEnvd' | 'initEnvd' | 'runStartCommand'>;
 
-export interface BootedSandbox extends StartedContainer {
-  envdVersion: string;
-}
+export type BootedSandbox = BootedContainer;
 
 /** What envd is told on `/init`: the template's environment below the sandbox's own, user and workdir. */
 export function envdInitOf(defaults: SandboxDefaults, envVars: Record<string, string>, accessToken: string): EnvdInit {
@@ -30,12 +28,13 @@ export function initFor(record: SandboxRecord): EnvdInit {
 }
 
 /**
- * Starts a container for the record from `image`, waits for envd and initialises it. Returns when
- * the sandbox is usable; on any failure the container is removed before the error propagates.
+ * Starts a container for the record from `image`, ready with envd initialised (container-boot.ts: on a node agent
+ * that whole boot is one call, run on the node), then the template's start command. Returns when the sandbox is
+ * usable; on any failure the container is removed before the error propagates.
  */
 export async function bootSandbox(envd: BootEnvd, runtime: SandboxRuntime, record: SandboxRecord, image: string, logger: Logger, directories: DirectoryMount[] = [], dial?: EnvdDial, openPassword?: (sealed: string) => string): Promise<BootedSandbox> {
   const phases = new PhaseClock();
-  const started = await runtime.startContainer({
+  const spec: ContainerSpec = {
     sandboxId: record.sandboxId,
     templateId: record.templateId,
     image,
@@ -45,21 +44,20 @@ export async function bootSandbox(envd: BootEnvd, runtime: SandboxRuntime, recor
     envdAccessToken: record.envdAccessToken,
     envdVersion: record.envdVersion,
     directories,
-  });
-  phases.mark('container');
+  };
+  // The token travels in the spec only (envd has it from birth); `/init` presents that one.
+  const { envVars, defaultUser, defaultWorkdir } = initFor(record);
+  const init = { envVars, defaultUser, defaultWorkdir };
+  const booted = runtime.bootContainer ? await runtime.bootContainer(spec, init) : await bootContainer(runtime, spec, init, logger, dial, envd);
+  phases.mark('boot');
   try {
-    await Promise.all([
-      envd.waitForEnvd(started.address, ENVD_READY_TIMEOUT_MS, async () => (await runtime.inspect(started.containerId)).status === 'running', dial),
-      started.egressApplied,
-    ]);
-    phases.mark('envd');
-    const envdVersion = await readySandbox(envd, started.address, record, logger, undefined, false, dial);
-    phases.mark('init');
-    logger.debug({ containerId: started.containerId, address: started.address, phasesMs: phases.done() }, 'sandbox container ready');
-    return { ...started, envdVersion };
+    await envd.runStartCommand(booted.address, record.envdAccessToken, record.defaults, logger, dial);
+    phases.mark('startCommand');
+    logger.debug({ containerId: booted.containerId, address: booted.address, phasesMs: phases.done() }, 'sandbox ready');
+    return booted;
   } catch (error) {
-    logger.warn({ err: error }, 'sandbox failed to boot; removing its container');
-    await runtime.remove(started.containerId);
+    logger.warn({ err: error }, 'the template start command failed; removing the sandbox container');
+    await runtime.remove(booted.containerId);
     throw error;
   }
 }
