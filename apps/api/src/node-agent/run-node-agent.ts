@@ -12,6 +12,12 @@ import { startNodeAgent } from './node-agent.ts';
 import { certificateNamesNode } from '../nodes/node-protocol.ts';
 import { reloadTlsOnChange } from './tls-reload.ts';
 
+/**
+ * How long a stopping agent lets the tunnels in flight (commands, file transfers) finish: it stops taking connections
+ * at once, so the API waits for the next agent (a rolling upgrade) meanwhile. Inside the stack's stop grace period.
+ */
+const STOP_DRAIN_MS = 10_000;
+
 export async function runNodeAgent(env: NodeJS.ProcessEnv = process.env): Promise<void> {
   const secrets = nodeSecretProblems(env);
   if (secrets.length > 0) throw new ConfigError(`invalid configuration for \`tidepool node\`:\n  ${secrets.join('\n  ')}`);
@@ -46,7 +52,7 @@ export async function runNodeAgent(env: NodeJS.ProcessEnv = process.env): Promis
     logger.info({ nodeId: agent.nodeId }, 'node agent stopping (its sandboxes keep running)');
     stopReload();
     void agent
-      .close()
+      .close({ drainMs: STOP_DRAIN_MS })
       .catch((error: unknown) => logger.error({ err: error }, 'node agent shutdown failed'))
       .finally(() => process.exit(0));
   };
