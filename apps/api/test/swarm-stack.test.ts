@@ -221,6 +221,8 @@ describe.skipIf(!hasStackConfig || !isRoot)('deploy/swarm/stack.yml deployed unc
     /** Commands answered correctly, per sandbox. */
     answered: Record<string, number>;
     failures: string[];
+    /** The longest a command took (it waited for a replica or an agent). */
+    slowestMs: number;
   }
 
   /** Pause between one sandbox's commands: a steady trickle (~2 per second per sandbox), not a load test. */
@@ -231,13 +233,15 @@ describe.skipIf(!hasStackConfig || !isRoot)('deploy/swarm/stack.yml deployed unc
    * counting the answers and the failures (a command that throws or answers something else). Nothing is retried.
    */
   async function underTrickle<T>(sandboxes: Sandbox[], work: () => Promise<T>): Promise<{ value: T; trickle: Trickle; ms: number }> {
-    const trickle: Trickle = { answered: Object.fromEntries(sandboxes.map((s) => [s.sandboxId, 0])), failures: [] };
+    const trickle: Trickle = { answered: Object.fromEntries(sandboxes.map((s) => [s.sandboxId, 0])), failures: [], slowestMs: 0 };
     let running = true;
     const loops = sandboxes.map(async (sandbox, i) => {
       for (let n = 0; running; n += 1) {
         const word = `tick-${i}-${n}`;
+        const sent = Date.now();
         try {
           const out = await sandbox.commands.run(`echo ${word}`, { timeoutMs: 90_000 });
+          trickle.slowestMs = Math.max(trickle.slowestMs, Date.now() - sent);
           if (out.stdout.trim() === word) trickle.answered[sandbox.sandboxId]! += 1;
           else trickle.failures.push(`${new Date().toISOString()} ${sandbox.sandboxId}: answered ${JSON.stringify(out.stdout)}`);
         } catch (error) {
@@ -261,9 +265,14 @@ describe.skipIf(!hasStackConfig || !isRoot)('deploy/swarm/stack.yml deployed unc
     updateMs: ms,
     commands: Object.values(trickle.answered).reduce((a, b) => a + b, 0),
     fewestPerSandbox: Math.min(...Object.values(trickle.answered)),
+    slowestMs: trickle.slowestMs,
     failed: trickle.failures.length,
     firstFailures: trickle.failures.slice(0, 5),
   });
+
+  /** A service's task history (newest first): machine, image tag, state. */
+  const taskHistory = async (service: string): Promise<string[]> =>
+    (await inNode(manager(), ['service', 'ps', `${state!.swarm!.stack}_${service}`, '--format', '{{.Node}} {{.Image}} {{.DesiredState}} {{.CurrentState}} {{.Error}}'])).split('\n').map((line) => line.replace(/@sha256:[0-9a-f]+/, '').replace(/\s+/g, ' ').trim());
 
   /** Polls `check` every second until it answers true (or `timeoutMs` passed), answering its last value. */
   async function waitUntil(timeoutMs: number, check: () => Promise<boolean>): Promise<boolean> {
@@ -360,8 +369,15 @@ describe.skipIf(!hasStackConfig || !isRoot)('deploy/swarm/stack.yml deployed unc
     const before = await runningTasks('api');
     expect(before).toHaveLength(2);
     await retagRegistryImage(state!.registry, 'tidepool/api:latest', 'tidepool/api:rolled');
+    const balancedBefore = { ...front!.counts };
     const { value: update, trickle, ms } = await underTrickle(viaFront, () => updateSwarmService(manager(), swarm, 'api', ['--image', `${swarm.imagePrefix}/api:rolled`]));
-    upgrades.api = { ...summary(ms, trickle), balancer: { ...front!.counts } };
+    upgrades.api = {
+      ...summary(ms, trickle),
+      // Requests that found no machine's replica accepting during the update (a gap in service), and the longest wait.
+      noMachine: front!.counts.noMachine - balancedBefore.noMachine,
+      longestWaitMs: front!.counts.longestWaitMs,
+      tasks: await taskHistory('api'),
+    };
     expect(update.exitCode, update.stderr || update.stdout).toBe(0);
     expect(await updateState('api')).toBe('completed');
     const after = await runningTasks('api');
@@ -386,7 +402,7 @@ describe.skipIf(!hasStackConfig || !isRoot)('deploy/swarm/stack.yml deployed unc
     expect(before).toHaveLength(3);
     await retagRegistryImage(state!.registry, 'tidepool/node-agent:latest', 'tidepool/node-agent:rolled');
     const { value: update, trickle, ms } = await underTrickle(viaFront, () => updateSwarmService(manager(), swarm, 'node-agent', ['--image', `${swarm.imagePrefix}/node-agent:rolled`]));
-    upgrades.agents = summary(ms, trickle);
+    upgrades.agents = { ...summary(ms, trickle), tasks: await taskHistory('node-agent') };
     expect(update.exitCode, update.stderr || update.stdout).toBe(0);
     expect(await updateState('node-agent')).toBe('completed');
     const after = await runningTasks('node-agent');
@@ -417,7 +433,7 @@ describe.skipIf(!hasStackConfig || !isRoot)('deploy/swarm/stack.yml deployed unc
       const rolledBack = await waitUntil(5 * MINUTE, async () => (await updateState('node-agent')) === 'rollback_completed');
       return { outcome, rolledBack };
     });
-    upgrades.rollback = summary(ms, trickle);
+    upgrades.rollback = { ...summary(ms, trickle), tasks: (await taskHistory('node-agent')).slice(0, 6) };
     expect(update.outcome.exitCode, update.outcome.stderr).toBe(0);
     expect(update.rolledBack, await updateState('node-agent')).toBe(true);
     const spec = JSON.parse(await inNode(manager(), ['service', 'inspect', '--format', '{{json .Spec.TaskTemplate.ContainerSpec.Image}}', `${swarm.stack}_node-agent`])) as string;

@@ -12,7 +12,8 @@ import { connect, type AddressInfo, type Socket } from 'node:net';
 export interface FrontBalancer {
   /** `http://127.0.0.1:<port>`: the SDK's apiUrl and sandboxUrl. */
   url: string;
-  counts: { requests: number; refusedConnects: number; failed: number };
+  /** `noMachine`: requests that found no machine accepting (they waited); `longestWaitMs`: the longest such wait. */
+  counts: { requests: number; refusedConnects: number; noMachine: number; longestWaitMs: number; failed: number };
   close(): Promise<void>;
 }
 
@@ -44,19 +45,24 @@ function connectTo(backend: string): Promise<Socket | undefined> {
 /** `backends`: `host:port` of every machine that may run an API replica. */
 export async function startFrontBalancer(backends: readonly string[], options: { waitMs?: number } = {}): Promise<FrontBalancer> {
   const waitMs = options.waitMs ?? 30_000;
-  const counts = { requests: 0, refusedConnects: 0, failed: 0 };
+  const counts = { requests: 0, refusedConnects: 0, noMachine: 0, longestWaitMs: 0, failed: 0 };
   let next = 0;
 
+  /** Each round tries every machine once, starting with the next one in turn. */
   async function pick(): Promise<Socket | undefined> {
-    const deadline = Date.now() + waitMs;
-    for (;;) {
+    const started = Date.now();
+    const first = next++;
+    for (let round = 0; ; round += 1) {
       for (let i = 0; i < backends.length; i += 1) {
-        const backend = backends[next++ % backends.length]!;
-        const socket = await connectTo(backend);
-        if (socket) return socket;
+        const socket = await connectTo(backends[(first + i) % backends.length]!);
+        if (socket) {
+          if (round > 0) counts.longestWaitMs = Math.max(counts.longestWaitMs, Date.now() - started);
+          return socket;
+        }
         counts.refusedConnects += 1;
       }
-      if (Date.now() > deadline) return undefined;
+      if (round === 0) counts.noMachine += 1;
+      if (Date.now() - started > waitMs) return undefined;
       await new Promise((resolve) => setTimeout(resolve, 100));
     }
   }
