@@ -279,7 +279,9 @@ export async function deploySwarmStack(ctx: SwarmContext, opts: SwarmOptions): P
       const reference = `${registry}/tidepool/${name}:latest`;
       await inNode(manager.layout, ['tag', image, reference]);
       await must(`docker push ${reference}`, run('docker', ['--config', operatorConfig, '-H', manager.dockerHost, 'push', reference], { timeoutMs: 20 * 60_000 }));
-      await inNode(manager.layout, ['rmi', image, reference]);
+      // Forced: node1's agent may be running its isolation helper from the base image right now (it starts once the
+      // image is there); the names go, the helper keeps its image until it ends.
+      await inNode(manager.layout, ['rmi', '--force', image, reference]);
     }
   });
   progress(`node images ${Object.keys(nodeImages).join(', ')} pushed to ${registry}/tidepool in ${timings['node-images']} ms`);
