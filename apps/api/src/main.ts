@@ -7,6 +7,12 @@ import { apiVersion } from './observability/api-version.ts';
 // Each command loads only its own part (dynamic imports, separate chunks in the release bundle): the node agent
 // starts without compiling the API's server, and the other way round.
 
+/**
+ * How long a stopping API answers the requests it has before it stops anything else: a rolling upgrade replaces the
+ * replicas one at a time, and the load balancer sends new connections to the others meanwhile.
+ */
+const STOP_DRAIN_MS = 15_000;
+
 /** `tidepool api` (and no subcommand): today's all-in-one platform, an API embedding one local node. */
 async function runApi(): Promise<void> {
   const { startPlatform } = await import('./server/platform.ts');
@@ -43,7 +49,7 @@ async function runApi(): Promise<void> {
     const plan = shutdownPlan(platform.config);
     platform.app.log.info({ onShutdown: platform.config.onShutdown }, plan.message);
     void platform
-      .close({ keepSandboxes: plan.keepSandboxes })
+      .close({ keepSandboxes: plan.keepSandboxes, drainMs: STOP_DRAIN_MS })
       .then(() => platform.app.log.info('stopped'))
       .catch((error: unknown) => platform.app.log.error({ err: error }, 'shutdown failed'))
       .finally(() => process.exit(0));

@@ -646,13 +646,17 @@ describe.skipIf(!isRoot)('node channel client against an agent that answers garb
     expect((await channelError(garbage.capacity())).code).toBe('protocol');
   });
 
-  it('reports a node nobody listens at as unreachable', async () => {
+  it('reports a node nobody listens at as unreachable (a tunnel once it waited for the agent to come back)', async () => {
     const material = { ca: readFileSync(join(garbageDir, 'ca.pem')), cert: readFileSync(join(garbageDir, 'client.pem')), key: readFileSync(join(garbageDir, 'client-key.pem')) };
-    const gone = connectRemoteNode({ nodeId: 'gone', url: 'https://127.0.0.1:1', tls: material });
+    const gone = connectRemoteNode({ nodeId: 'gone', url: 'https://127.0.0.1:1', tls: material, agentRestartWaitMs: 1_000 });
     const error = await channelError(gone.runtime.prepare());
     expect(error.code).toBe('unreachable');
     expect(error.message).toMatch(/^node gone: prepare: connect ECONNREFUSED/);
-    expect((await channelError(gone.dial('198.19.192.2', ENVD_PORT))).code).toBe('unreachable');
+    const started = Date.now();
+    const dialError = await channelError(gone.dial('198.19.192.2', ENVD_PORT));
+    expect(dialError.code).toBe('unreachable');
+    expect(dialError.message).toMatch(/the agent did not take connections for 1 s \(.*ECONNREFUSED/);
+    expect(Date.now() - started).toBeGreaterThanOrEqual(1_000);
     gone.close();
   });
 });

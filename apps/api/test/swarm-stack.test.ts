@@ -11,8 +11,13 @@
  *    --with-registry-auth -c deploy/swarm/stack.yml` with NO override or extra compose file. Then, with the
  *    published e2b SDK against the stack's published API: sandboxes on more than one machine run commands and
  *    files; the base image came to each machine from the stack's registry; sandboxes cannot reach the registry;
- *    a machine stopped (by the node id the API reports) → its sandboxes answer 404 naming it, the others and new
- *    creates keep working. Everything goes with the cluster at the end, also after a failure.
+ *    rolling upgrades with those sandboxes running (`docker service update --image <new tag>` of the api service,
+ *    then of the node-agent service, the images re-tagged in the registry so the services really roll) under a
+ *    steady trickle of `commands.run` through a load balancer over the machines (README step 8): every command
+ *    answers, the new tasks serve the same sandboxes; an agent upgrade to an image that cannot run rolls back on its
+ *    own and loses no sandbox; then a machine stopped (by the node id the API reports) → its sandboxes answer 404
+ *    naming it, the others and new creates keep working. Everything goes with the cluster at the end, also after a
+ *    failure.
  * The host engine is never made a swarm member (other work shares it).
  */
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -21,7 +26,8 @@ import { join } from 'node:path';
 import { Sandbox } from 'e2b';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
-import { downCluster, freeClusterSlot, nodeDocker, repoRoot, run, SANDBOX_DOMAIN, stopClusterNode, upCluster, type ClusterState } from '@tidepool/testkit';
+import { downCluster, freeClusterSlot, nodeDocker, repoRoot, retagRegistryImage, run, SANDBOX_DOMAIN, stopClusterNode, upCluster, updateSwarmService, type ClusterState } from '@tidepool/testkit';
+import { startFrontBalancer, type FrontBalancer } from './support/front-balancer.ts';
 
 const MINUTE = 60_000;
 const root = repoRoot();
@@ -36,7 +42,14 @@ interface Service {
   image: string;
   command?: string[];
   cap_add?: string[];
-  deploy?: { mode?: string; replicas?: number; endpoint_mode?: string; placement?: { constraints?: string[]; max_replicas_per_node?: number } };
+  deploy?: {
+    mode?: string;
+    replicas?: number;
+    endpoint_mode?: string;
+    placement?: { constraints?: string[]; max_replicas_per_node?: number };
+    update_config?: Record<string, unknown>;
+    rollback_config?: Record<string, unknown>;
+  };
   secrets?: { source: string }[];
   networks?: Record<string, unknown>;
   environment?: Record<string, string>;
@@ -104,6 +117,12 @@ describe.skipIf(!hasStackConfig)('deploy/swarm/stack.yml (docker stack config)',
     expect(registry.secrets?.map((s) => s.source).sort()).toEqual(['tidepool_registry_cert', 'tidepool_registry_htpasswd', 'tidepool_registry_key']);
     expect(postgres.secrets?.map((s) => s.source)).toEqual(['tidepool_postgres_password']);
     expect(Object.values(stack.secrets).every((s) => s.external === true)).toBe(true);
+    // Rolling upgrades: one task at a time, the old one first (host ports, one API replica per machine, one agent per
+    // machine), rolled back on their own when a new task fails or never becomes healthy.
+    for (const service of [api, agent]) {
+      expect(service.deploy?.update_config).toMatchObject({ parallelism: 1, order: 'stop-first', failure_action: 'rollback', monitor: '10s' });
+      expect(service.deploy?.rollback_config).toMatchObject({ parallelism: 1, order: 'stop-first' });
+    }
     expect(stack.networks.control.driver).toBe('overlay');
     expect(stack.networks.hostnet).toMatchObject({ external: true, name: 'host' });
   });
@@ -153,6 +172,12 @@ describe.skipIf(!hasStackConfig || !isRoot)('deploy/swarm/stack.yml deployed unc
   let state: ClusterState | undefined;
   const made: Sandbox[] = [];
   const manager = (): ClusterState['nodes'][number] => state!.nodes[0];
+  /** README step 8's load balancer over every machine's API port (the upgrade cases' clients). */
+  let front: FrontBalancer | undefined;
+  /** `made`, connected through `front` (the upgrade cases). */
+  let viaFront: Sandbox[] = [];
+  /** What the upgrade cases measured (printed at the end). */
+  const upgrades: Record<string, unknown> = {};
 
   async function inNode(node: ClusterState['nodes'][number], args: string[]): Promise<string> {
     const res = await nodeDocker(node, args, { timeoutMs: 2 * MINUTE });
@@ -171,6 +196,100 @@ describe.skipIf(!hasStackConfig || !isRoot)('deploy/swarm/stack.yml deployed unc
 
   const clientIdOf = async (url: string, id: string): Promise<string> => (await rest(url, `/sandboxes/${id}`)).body.clientID;
 
+  interface Task {
+    id: string;
+    /** The machine's host name: its address here. */
+    node: string;
+    image: string;
+  }
+
+  /** The tasks of a stack service meant to run now. */
+  async function runningTasks(service: string): Promise<Task[]> {
+    const out = await inNode(manager(), ['service', 'ps', `${state!.swarm!.stack}_${service}`, '--filter', 'desired-state=running', '--no-trunc', '--format', '{{.ID}}|{{.Node}}|{{.Image}}']);
+    return out.split('\n').filter(Boolean).map((line) => {
+      const [id, node, image] = line.split('|');
+      return { id: id!, node: node!, image: image! };
+    });
+  }
+
+  async function updateState(service: string): Promise<string> {
+    const status = await inNode(manager(), ['service', 'inspect', '--format', '{{json .UpdateStatus}}', `${state!.swarm!.stack}_${service}`]);
+    return (JSON.parse(status) as { State?: string } | null)?.State ?? '';
+  }
+
+  interface Trickle {
+    /** Commands answered correctly, per sandbox. */
+    answered: Record<string, number>;
+    failures: string[];
+    /** The longest a command took (it waited for a replica or an agent). */
+    slowestMs: number;
+  }
+
+  /** Pause between one sandbox's commands: a steady trickle (~2 per second per sandbox), not a load test. */
+  const TRICKLE_PAUSE_MS = 500;
+
+  /**
+   * Runs `work` while every sandbox of `sandboxes` runs `echo <word>` again and again (one at a time per sandbox),
+   * counting the answers and the failures (a command that throws or answers something else). Nothing is retried.
+   */
+  async function underTrickle<T>(sandboxes: Sandbox[], work: () => Promise<T>): Promise<{ value: T; trickle: Trickle; ms: number }> {
+    const trickle: Trickle = { answered: Object.fromEntries(sandboxes.map((s) => [s.sandboxId, 0])), failures: [], slowestMs: 0 };
+    let running = true;
+    const loops = sandboxes.map(async (sandbox, i) => {
+      for (let n = 0; running; n += 1) {
+        const word = `tick-${i}-${n}`;
+        const sent = Date.now();
+        try {
+          const out = await sandbox.commands.run(`echo ${word}`, { timeoutMs: 90_000 });
+          trickle.slowestMs = Math.max(trickle.slowestMs, Date.now() - sent);
+          if (out.stdout.trim() === word) trickle.answered[sandbox.sandboxId]! += 1;
+          else trickle.failures.push(`${new Date().toISOString()} ${sandbox.sandboxId}: answered ${JSON.stringify(out.stdout)}`);
+        } catch (error) {
+          trickle.failures.push(`${new Date().toISOString()} ${sandbox.sandboxId}: ${(error as Error).message}`);
+        }
+        if (running) await new Promise((r) => setTimeout(r, TRICKLE_PAUSE_MS));
+      }
+    });
+    const started = Date.now();
+    try {
+      const value = await work();
+      return { value, trickle, ms: Date.now() - started };
+    } finally {
+      running = false;
+      await Promise.all(loops);
+    }
+  }
+
+  /** What a trickle measured, for the report. */
+  const summary = (ms: number, trickle: Trickle) => ({
+    updateMs: ms,
+    commands: Object.values(trickle.answered).reduce((a, b) => a + b, 0),
+    fewestPerSandbox: Math.min(...Object.values(trickle.answered)),
+    slowestMs: trickle.slowestMs,
+    failed: trickle.failures.length,
+    firstFailures: trickle.failures.slice(0, 5),
+  });
+
+  /** A service's task history (newest first): machine, image tag, state. */
+  const taskHistory = async (service: string): Promise<string[]> =>
+    (await inNode(manager(), ['service', 'ps', `${state!.swarm!.stack}_${service}`, '--format', '{{.Node}} {{.Image}} {{.DesiredState}} {{.CurrentState}} {{.Error}}'])).split('\n').map((line) => line.replace(/@sha256:[0-9a-f]+/, '').replace(/\s+/g, ' ').trim());
+
+  /** Polls `check` every second until it answers true (or `timeoutMs` passed), answering its last value. */
+  async function waitUntil(timeoutMs: number, check: () => Promise<boolean>): Promise<boolean> {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const ok = await check().catch(() => false);
+      if (ok || Date.now() > deadline) return ok;
+      await new Promise((r) => setTimeout(r, 1_000));
+    }
+  }
+
+  /** Every machine's agent is `ready` in the API's node table. */
+  const agentsReady = async (url: string): Promise<boolean> => {
+    const nodes = (await rest(url, '/nodes', state!.adminKey!)).body as { nodeID: string; status: string }[];
+    return state!.swarm!.members.every((m) => nodes.some((n) => n.nodeID === m.swarmId && n.status === 'ready'));
+  };
+
   beforeAll(async () => {
     state = await upCluster({
       name,
@@ -181,11 +300,13 @@ describe.skipIf(!hasStackConfig || !isRoot)('deploy/swarm/stack.yml deployed unc
       swarm: { apiReplicas: 2 },
       onProgress: (line) => void process.stderr.write(`[swarm-stack] ${line}\n`),
     });
+    front = await startFrontBalancer(state.swarm!.members.map((m) => `${m.address}:${state!.swarm!.port}`));
   }, 45 * MINUTE);
 
   afterAll(async () => {
     await Promise.all(made.map((s) => s.kill().catch(() => undefined)));
-    if (state) process.stderr.write(`swarm stack timings (ms): ${JSON.stringify(state.swarm?.timings)}\n`);
+    await front?.close();
+    if (state) process.stderr.write(`swarm stack timings (ms): ${JSON.stringify(state.swarm?.timings)}\nrolling upgrades: ${JSON.stringify(upgrades)}\n`);
     const down = await downCluster({ name, slot: state?.slot, dir: clusterDir });
     expect(down.leftovers).toEqual({ namespaces: [], links: [], mounts: [], rules: 0, processes: [] });
   }, 10 * MINUTE);
@@ -241,6 +362,93 @@ describe.skipIf(!hasStackConfig || !isRoot)('deploy/swarm/stack.yml deployed unc
       expect(probe.stdout.trim(), `port ${port}`).toBe('refused');
     }
   });
+
+  it('a rolling upgrade of the API (docker service update --image, one replica at a time): the new replicas serve every sandbox, and no command of a steady trickle through the load balancer fails', async () => {
+    const swarm = state!.swarm!;
+    viaFront = await Promise.all(made.map((s) => Sandbox.connect(s.sandboxId, { ...sdk(front!.url), timeoutMs: 20 * MINUTE })));
+    const before = await runningTasks('api');
+    expect(before).toHaveLength(2);
+    await retagRegistryImage(state!.registry, 'tidepool/api:latest', 'tidepool/api:rolled');
+    const balancedBefore = { ...front!.counts };
+    const { value: update, trickle, ms } = await underTrickle(viaFront, () => updateSwarmService(manager(), swarm, 'api', ['--image', `${swarm.imagePrefix}/api:rolled`]));
+    upgrades.api = {
+      ...summary(ms, trickle),
+      // Requests that found no machine's replica accepting during the update (a gap in service), and the longest wait.
+      noMachine: front!.counts.noMachine - balancedBefore.noMachine,
+      longestWaitMs: front!.counts.longestWaitMs,
+      tasks: await taskHistory('api'),
+    };
+    expect(update.exitCode, update.stderr || update.stdout).toBe(0);
+    expect(await updateState('api')).toBe('completed');
+    const after = await runningTasks('api');
+    // Really rolled: two new tasks on the new tag, none of the old ones left.
+    expect(after).toHaveLength(2);
+    for (const task of after) expect(task.image).toContain(`${swarm.imagePrefix}/api:rolled@sha256:`);
+    expect(after.filter((task) => before.some((old) => old.id === task.id))).toEqual([]);
+    expect(trickle.failures).toEqual([]);
+    expect(Math.min(...Object.values(trickle.answered))).toBeGreaterThan(0);
+    // Each new replica serves every sandbox (adopted from PostgreSQL), commands straight to it included.
+    swarm.apiUrls = after.map((task) => `http://${task.node}:${swarm.port}`).sort();
+    for (const url of swarm.apiUrls) {
+      for (const sandbox of made) expect((await rest(url, `/sandboxes/${sandbox.sandboxId}`)).body.state, url).toBe('running');
+      const direct = await Sandbox.connect(made[0].sandboxId, sdk(url));
+      expect((await direct.commands.run('echo new-replica')).stdout.trim()).toBe('new-replica');
+    }
+  }, 15 * MINUTE);
+
+  it('a rolling upgrade of the node agents (machine by machine, the old agent first): the new agents serve the same sandboxes, their isolation still applied, and no command of the trickle fails', async () => {
+    const swarm = state!.swarm!;
+    const before = await runningTasks('node-agent');
+    expect(before).toHaveLength(3);
+    await retagRegistryImage(state!.registry, 'tidepool/node-agent:latest', 'tidepool/node-agent:rolled');
+    const { value: update, trickle, ms } = await underTrickle(viaFront, () => updateSwarmService(manager(), swarm, 'node-agent', ['--image', `${swarm.imagePrefix}/node-agent:rolled`]));
+    upgrades.agents = { ...summary(ms, trickle), tasks: await taskHistory('node-agent') };
+    expect(update.exitCode, update.stderr || update.stdout).toBe(0);
+    expect(await updateState('node-agent')).toBe('completed');
+    const after = await runningTasks('node-agent');
+    expect(after.map((task) => task.node).sort()).toEqual(before.map((task) => task.node).sort());
+    for (const task of after) expect(task.image).toContain(`${swarm.imagePrefix}/node-agent:rolled@sha256:`);
+    expect(after.filter((task) => before.some((old) => old.id === task.id))).toEqual([]);
+    expect(trickle.failures).toEqual([]);
+    expect(Math.min(...Object.values(trickle.answered))).toBeGreaterThan(0);
+    expect(await waitUntil(MINUTE, () => agentsReady(swarm.apiUrls[0]))).toBe(true);
+    // The new agents installed their sandboxes' isolation again: one sandbox per machine still cannot reach the registry.
+    const perMachine = new Map<string, Sandbox>();
+    for (const sandbox of viaFront) perMachine.set(await clientIdOf(swarm.apiUrls[0], sandbox.sandboxId), sandbox);
+    for (const [machine, sandbox] of perMachine) {
+      const probe = await sandbox.commands.run(`timeout 5 bash -c 'exec 3<>/dev/tcp/${manager().address}/5000' && echo reached || echo refused`, { timeoutMs: 30_000 }).catch((error: { result?: { stdout: string } }) => error.result ?? { stdout: 'refused' });
+      expect(probe.stdout.trim(), machine).toBe('refused');
+    }
+  }, 15 * MINUTE);
+
+  it('an agent upgrade to an image that cannot run (the API image pushed as the agent) rolls back on its own; every sandbox still answers', async () => {
+    const swarm = state!.swarm!;
+    const before = await runningTasks('node-agent');
+    // A release mix-up: the API's image (it runs as an unprivileged user: no engine socket, no machine key) under the
+    // agent's name. The first machine's new agent exits at start, never healthy: Swarm rolls the service back.
+    await retagRegistryImage(state!.registry, 'tidepool/api:latest', 'tidepool/node-agent:broken');
+    const { value: update, trickle, ms } = await underTrickle(viaFront, async () => {
+      // Detached: the update's end is read from the service's update status (the CLI's own wait ends at the failure).
+      const outcome = await updateSwarmService(manager(), swarm, 'node-agent', ['--image', `${swarm.imagePrefix}/node-agent:broken`], { detach: true });
+      const rolledBack = await waitUntil(5 * MINUTE, async () => (await updateState('node-agent')) === 'rollback_completed');
+      return { outcome, rolledBack };
+    });
+    upgrades.rollback = { ...summary(ms, trickle), tasks: (await taskHistory('node-agent')).slice(0, 6) };
+    expect(update.outcome.exitCode, update.outcome.stderr).toBe(0);
+    expect(update.rolledBack, await updateState('node-agent')).toBe(true);
+    const spec = JSON.parse(await inNode(manager(), ['service', 'inspect', '--format', '{{json .Spec.TaskTemplate.ContainerSpec.Image}}', `${swarm.stack}_node-agent`])) as string;
+    expect(spec).toContain(`${swarm.imagePrefix}/node-agent:rolled@sha256:`);
+    expect(await waitUntil(2 * MINUTE, async () => {
+      const tasks = await runningTasks('node-agent');
+      return tasks.length === 3 && tasks.every((task) => task.image.includes('/node-agent:rolled@'));
+    })).toBe(true);
+    expect((await runningTasks('node-agent')).map((task) => task.node).sort()).toEqual(before.map((task) => task.node).sort());
+    expect(await waitUntil(MINUTE, () => agentsReady(swarm.apiUrls[0]))).toBe(true);
+    // No sandbox lost: every one is listed as running and answers a command.
+    const listed = (await rest(swarm.apiUrls[0], '/sandboxes')).body as { sandboxID: string; state?: string }[];
+    for (const sandbox of viaFront) expect(listed.map((entry) => entry.sandboxID)).toContain(sandbox.sandboxId);
+    await Promise.all(viaFront.map(async (sandbox) => expect((await sandbox.commands.run('echo after-rollback')).stdout.trim()).toBe('after-rollback')));
+  }, 15 * MINUTE);
 
   it('a machine stopped (by the node id the API reports): its sandboxes answer 404 naming it, the others and new creates keep working', async () => {
     const swarm = state!.swarm!;

@@ -89,6 +89,10 @@ export interface ClusterSwarmState {
   port: number;
   /** `<manager address>:5000`: the stack's registry. */
   registry: string;
+  /** TIDEPOOL_IMAGE_PREFIX of the env file: where the release images were pushed (the bootstrap registry). */
+  imagePrefix: string;
+  /** The Docker config logged in to that registry, as `docker stack deploy --with-registry-auth` ran with. */
+  deployConfig: string;
   /** The images build-images.sh made on the host engine (their tags go with `down`). */
   builtImages: string[];
   /** Milliseconds per step of the last `up`. */
@@ -275,7 +279,9 @@ export async function deploySwarmStack(ctx: SwarmContext, opts: SwarmOptions): P
       const reference = `${registry}/tidepool/${name}:latest`;
       await inNode(manager.layout, ['tag', image, reference]);
       await must(`docker push ${reference}`, run('docker', ['--config', operatorConfig, '-H', manager.dockerHost, 'push', reference], { timeoutMs: 20 * 60_000 }));
-      await inNode(manager.layout, ['rmi', image, reference]);
+      // Forced: node1's agent may be running its isolation helper from the base image right now (it starts once the
+      // image is there); the names go, the helper keeps its image until it ends.
+      await inNode(manager.layout, ['rmi', '--force', image, reference]);
     }
   });
   progress(`node images ${Object.keys(nodeImages).join(', ')} pushed to ${registry}/tidepool in ${timings['node-images']} ms`);
@@ -311,7 +317,66 @@ export async function deploySwarmStack(ctx: SwarmContext, opts: SwarmOptions): P
     }, () => seen),
   );
   progress(`API ${apiUrls.join(', ')} up; agents ready (${timings.converge} ms + ${timings.agents} ms)`);
-  return { stack: SWARM_STACK, dir, envFile, members, apiUrls, port, registry, builtImages, timings };
+  return { stack: SWARM_STACK, dir, envFile, members, apiUrls, port, registry, imagePrefix, deployConfig, builtImages, timings };
+}
+
+const MANIFEST_TYPES = [
+  'application/vnd.oci.image.index.v1+json',
+  'application/vnd.oci.image.manifest.v1+json',
+  'application/vnd.docker.distribution.manifest.list.v2+json',
+  'application/vnd.docker.distribution.manifest.v2+json',
+].join(', ');
+
+interface ImageManifest {
+  mediaType?: string;
+  config?: { digest: string };
+  layers?: { digest: string }[];
+  manifests?: unknown[];
+}
+
+/**
+ * Puts the image `from` (`repository:tag`) in a registry again as `to` (another tag, or another repository: its
+ * blobs are mounted there first; single-platform manifests only). Nothing is pulled or pushed through an engine: a
+ * "new release" of an image for an upgrade test, under a name of its own.
+ */
+export async function retagRegistryImage(registry: { url: string; username: string; password: string }, from: string, to: string): Promise<void> {
+  const split = (reference: string): [string, string] => [reference.slice(0, reference.lastIndexOf(':')), reference.slice(reference.lastIndexOf(':') + 1)];
+  const [fromRepository, fromTag] = split(from);
+  const [toRepository, toTag] = split(to);
+  const authorization = `Basic ${Buffer.from(`${registry.username}:${registry.password}`).toString('base64')}`;
+  const call = (method: string, path: string, headers: Record<string, string> = {}, body?: Buffer): Promise<Response> =>
+    fetch(`${registry.url}/v2/${path}`, { method, headers: { authorization, ...headers }, body, signal: AbortSignal.timeout(60_000) });
+  const got = await call('GET', `${fromRepository}/manifests/${fromTag}`, { accept: MANIFEST_TYPES });
+  const manifest = Buffer.from(await got.arrayBuffer());
+  if (!got.ok) throw new ClusterError('command', `registry ${registry.url}: GET ${from} answered ${got.status}: ${manifest.toString('utf8').slice(0, 300)}`);
+  if (toRepository !== fromRepository) {
+    const parsed = JSON.parse(manifest.toString('utf8')) as ImageManifest;
+    if (parsed.manifests || !parsed.config) throw new ClusterError('invalid', `${from} is a multi-platform index: only single-platform images are put under another repository`);
+    for (const digest of [parsed.config.digest, ...(parsed.layers ?? []).map((layer) => layer.digest)]) {
+      const mounted = await call('POST', `${toRepository}/blobs/uploads/?mount=${encodeURIComponent(digest)}&from=${encodeURIComponent(fromRepository)}`);
+      await mounted.arrayBuffer();
+      if (mounted.status !== 201) throw new ClusterError('command', `registry ${registry.url}: mounting ${digest} from ${fromRepository} into ${toRepository} answered ${mounted.status}`);
+    }
+  }
+  const put = await call('PUT', `${toRepository}/manifests/${toTag}`, { 'content-type': got.headers.get('content-type') ?? 'application/vnd.docker.distribution.manifest.v2+json' }, manifest);
+  const answer = await put.text();
+  if (!put.ok) throw new ClusterError('command', `registry ${registry.url}: PUT ${to} answered ${put.status}: ${answer.slice(0, 300)}`);
+}
+
+/**
+ * `docker service update --with-registry-auth <args> <stack>_<service>` on the swarm's manager, with the Docker
+ * config the stack was deployed with (the CLI resolves the new image's digest in the registry). By default the CLI
+ * waits until the update converged (`--detach=false`); `detach`: it returns once the update is under way. Resolves
+ * with the command's outcome, never throws for it.
+ */
+export function updateSwarmService(
+  manager: Pick<NodeLayout, 'socket'>,
+  swarm: Pick<ClusterSwarmState, 'stack' | 'deployConfig'>,
+  service: string,
+  args: string[],
+  options: { detach?: boolean; timeoutMs?: number } = {},
+): Promise<{ exitCode: number; stdout: string; stderr: string }> {
+  return nodeDocker(manager, ['--config', swarm.deployConfig, 'service', 'update', '--with-registry-auth', `--detach=${options.detach === true}`, ...args, `${swarm.stack}_${service}`], { timeoutMs: options.timeoutMs ?? 15 * 60_000 });
 }
 
 /** The machine (`node<i>`) of an id the API reports (the Swarm node id), or the id itself when it is one already. */

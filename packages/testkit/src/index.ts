@@ -61,5 +61,5 @@ export {
   type DownReport,
   type UpOptions,
 } from './local-cluster.ts';
-export { machineOf, SWARM_STACK, type ClusterSwarmState, type SwarmMember, type SwarmOptions } from './cluster-swarm.ts';
+export { machineOf, retagRegistryImage, SWARM_STACK, updateSwarmService, type ClusterSwarmState, type SwarmMember, type SwarmOptions } from './cluster-swarm.ts';
 export { buildReleaseImages, imageSize, measureAgentStarts, median, RELEASE_IMAGE_NAMES, type AgentStart } from './release-images.ts';

@@ -14,7 +14,7 @@
  * Calls and streams are HTTP/1.1; tunnels are HTTP/2 CONNECT streams (many over one connection) or HTTP/1.1 CONNECT;
  * the node protocol is HTTP/2.
  */
-import { createSecureServer, type Http2SecureServer, type Http2ServerRequest, type Http2ServerResponse } from 'node:http2';
+import { createSecureServer, type Http2SecureServer, type Http2ServerRequest, type Http2ServerResponse, type ServerHttp2Session } from 'node:http2';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { TLSSocket } from 'node:tls';
@@ -123,8 +123,12 @@ function sandboxOf(method: string, args: unknown[]): string | undefined {
 
 export interface AgentServer {
   server: Http2SecureServer;
-  /** Stops listening and ends every connection, open tunnels and event streams included. */
-  close(): Promise<void>;
+  /**
+   * Stops listening and ends every connection, open tunnels and event streams included. With `drainMs`, first lets
+   * the tunnels in flight finish (at most that long): every HTTP/2 connection gets a GOAWAY (no new tunnel on it;
+   * the API opens its next one to the next agent) and is waited for until its last tunnel ends.
+   */
+  close(options?: { drainMs?: number }): Promise<void>;
 }
 
 export function createAgentServer(options: AgentServerOptions): AgentServer {
@@ -168,7 +172,10 @@ export function createAgentServer(options: AgentServerOptions): AgentServer {
   server.on('sessionError', (error: Error) => {
     logger.warn({ err: error.message, code: (error as NodeJS.ErrnoException).code }, 'tunnel connection failed');
   });
-  server.on('session', (session) => {
+  const sessions = new Set<ServerHttp2Session>();
+  server.on('session', (session: ServerHttp2Session) => {
+    sessions.add(session);
+    session.once('close', () => sessions.delete(session));
     session.on('frameError', (type: number, code: number, streamId: number) => logger.warn({ type, code, streamId }, 'tunnel frame not sent'));
   });
   server.on('tlsClientError', (error, socket) => {
@@ -342,8 +349,19 @@ export function createAgentServer(options: AgentServerOptions): AgentServer {
 
   return {
     server,
-    async close() {
+    async close(closeOptions = {}) {
       const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+      const drainMs = closeOptions.drainMs ?? 0;
+      if (drainMs > 0 && sessions.size > 0) {
+        const open = [...sessions];
+        const drained = Promise.all(open.map((session) => new Promise<void>((resolve) => (session.destroyed ? resolve() : session.once('close', () => resolve())))));
+        for (const session of open) if (!session.closed) session.close();
+        let timer: NodeJS.Timeout | undefined;
+        const started = Date.now();
+        const inTime = await Promise.race([drained.then(() => true), new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(false), drainMs)))]);
+        clearTimeout(timer);
+        logger.info({ connections: open.length, drainedMs: Date.now() - started, complete: inTime }, inTime ? 'tunnels in flight finished' : 'tunnels still open after the drain time are cut');
+      }
       for (const socket of tunnels) socket.destroy();
       for (const socket of connections) socket.destroy();
       await closed;

@@ -77,7 +77,8 @@ export interface RunningNodeAgent {
   server: Http2SecureServer;
   /** `http://host:port/metrics` of the agent's metrics listener (TIDEPOOL_NODE_METRICS_LISTEN), when one runs. */
   metricsUrl?: string;
-  close(): Promise<void>;
+  /** Stops the agent; `drainMs`: the tunnels in flight may finish first, at most that long (agent-server.ts). */
+  close(options?: { drainMs?: number }): Promise<void>;
 }
 
 /** `host:port` → its parts ('[::1]:7443' too). */
@@ -169,9 +170,9 @@ export async function startNodeAgent(options: NodeAgentOptions): Promise<Running
     url,
     server,
     ...(metricsListener ? { metricsUrl: metricsListener.url } : {}),
-    async close() {
+    async close(closeOptions) {
+      await agentServer.close(closeOptions);
       await metricsListener?.close();
-      await agentServer.close();
       await volumes.close();
     },
   };

@@ -13,6 +13,12 @@ import { type NodeAgentConfig, startNodeAgent } from './node-agent.ts';
 import { certificateNamesNode } from '../nodes/node-protocol.ts';
 import { reloadTlsOnChange } from './tls-reload.ts';
 
+/**
+ * How long a stopping agent lets the tunnels in flight (commands, file transfers) finish: it stops taking connections
+ * at once, so the API waits for the next agent (a rolling upgrade) meanwhile. Inside the stack's stop grace period.
+ */
+const STOP_DRAIN_MS = 10_000;
+
 export async function serveNodeAgent(config: NodeAgentConfig & Pick<ObservabilitySettings, 'logLevel'>): Promise<void> {
   const logger = createPlatformLogger(config.logLevel);
   const tls = { cert: readFileSync(config.nodeTlsCert), key: readFileSync(config.nodeTlsKey), ca: readFileSync(config.nodeTlsCa) };
@@ -42,7 +48,7 @@ export async function serveNodeAgent(config: NodeAgentConfig & Pick<Observabilit
     logger.info({ nodeId: agent.nodeId }, 'node agent stopping (its sandboxes keep running)');
     stopReload();
     void agent
-      .close()
+      .close({ drainMs: STOP_DRAIN_MS })
       .catch((error: unknown) => logger.error({ err: error }, 'node agent shutdown failed'))
       .finally(() => process.exit(0));
   };

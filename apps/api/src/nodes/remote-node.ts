@@ -23,6 +23,8 @@ export interface RemoteNodeOptions {
   deadlines?: CallDeadlines;
   /** How long opening a tunnel may take (default 15 s). */
   dialDeadlineMs?: number;
+  /** How long an agent that refuses or drops connections is waited for when opening a tunnel (its restart; default 30 s). */
+  agentRestartWaitMs?: number;
 }
 
 export interface RemoteNode extends SandboxNode {
@@ -44,7 +46,7 @@ export function connectRemoteNode(options: RemoteNodeOptions): RemoteNode {
     if (status !== 200) throw channel.fail('protocol', `${what}: answered HTTP ${status}`);
     return value;
   };
-  const dial = (address: string, port: number, signal?: AbortSignal): Promise<Duplex> => dialThroughAgent(channel, address, port, signal, options.dialDeadlineMs);
+  const dial = (address: string, port: number, signal?: AbortSignal): Promise<Duplex> => dialThroughAgent(channel, address, port, signal, options.dialDeadlineMs, options.agentRestartWaitMs);
   return {
     nodeId: options.nodeId,
     runtime,

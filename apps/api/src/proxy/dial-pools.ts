@@ -27,8 +27,28 @@ function asPoolableSocket(stream: Duplex): Duplex {
 
 type Created = (error: Error | null, socket?: Duplex) => void;
 
-/** An http.Agent whose connections are streams of `dial`; pooled with `options` like direct ones. */
+/** What a dialled stream rides on when it is an HTTP/2 stream (a node's tunnel): its connection to the agent. */
+interface StreamSession {
+  readonly closed: boolean;
+  readonly destroyed: boolean;
+  once(event: 'goaway' | 'close', listener: () => void): unknown;
+}
+
+function sessionOf(stream: Duplex): StreamSession | undefined {
+  const session = (stream as { session?: unknown }).session;
+  return typeof session === 'object' && session !== null && typeof (session as StreamSession).once === 'function' ? (session as StreamSession) : undefined;
+}
+
+/**
+ * An http.Agent whose connections are streams of `dial`; pooled with `options` like direct ones. A stream whose
+ * agent connection is shutting down (the agent sent GOAWAY: it is stopping, a rolling upgrade) is not pooled again,
+ * and the idle ones are closed at once, so no request is sent on a tunnel the agent is about to end and the agent's
+ * drain is not held up by idle keep-alive tunnels; the next request dials anew (and waits for the new agent).
+ */
 class DialAgent extends http.Agent {
+  private readonly sessions = new WeakMap<Duplex, StreamSession>();
+  private readonly watched = new WeakSet<StreamSession>();
+
   constructor(
     private readonly dial: Dial,
     private readonly tls: boolean,
@@ -40,10 +60,35 @@ class DialAgent extends http.Agent {
   /** Called by http.Agent for a new connection (Node takes the callback form when nothing is returned). */
   createConnection(options: { host?: string; port?: number | string }, done: Created): undefined {
     this.dial(String(options.host), Number(options.port)).then(
-      (stream) => done(null, asPoolableSocket(this.tls ? tlsConnect({ socket: stream, rejectUnauthorized: false }) : stream)),
+      (stream) => {
+        const socket = asPoolableSocket(this.tls ? tlsConnect({ socket: stream, rejectUnauthorized: false }) : stream);
+        const session = sessionOf(stream);
+        if (session) this.follow(socket, session);
+        done(null, socket);
+      },
       (error: Error) => done(error),
     );
     return undefined;
+  }
+
+  keepSocketAlive(socket: Socket): boolean {
+    const session = this.sessions.get(socket);
+    if (session && (session.closed || session.destroyed)) return false;
+    return super.keepSocketAlive(socket);
+  }
+
+  private follow(socket: Duplex, session: StreamSession): void {
+    this.sessions.set(socket, session);
+    if (this.watched.has(session)) return;
+    this.watched.add(session);
+    session.once('goaway', () => this.closeIdleOn(session));
+  }
+
+  /** Closes the pooled (idle) streams riding on `session`; busy ones finish their exchange and are not pooled again. */
+  private closeIdleOn(session: StreamSession): void {
+    for (const sockets of Object.values(this.freeSockets)) {
+      for (const socket of [...(sockets ?? [])]) if (this.sessions.get(socket) === session) socket.destroy();
+    }
   }
 }
 

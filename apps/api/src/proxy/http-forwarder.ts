@@ -192,9 +192,13 @@ export function forwardHttp(
     current = upstream;
     let connected = false;
     let relayed: IncomingMessage | undefined;
-    const timer = setTimeout(() => {
-      if (!connected) upstream.destroy(new DialTimeoutError(target.address, target.port));
-    }, CONNECT_TIMEOUT_MS);
+    // A node's dial has deadlines of its own, and waits out an agent restarting (tunnel-dial.ts): only direct
+    // connects are timed here.
+    const timer = target.dial
+      ? undefined
+      : setTimeout(() => {
+          if (!connected) upstream.destroy(new DialTimeoutError(target.address, target.port));
+        }, CONNECT_TIMEOUT_MS);
 
     const onConnected = (): void => {
       connected = true;

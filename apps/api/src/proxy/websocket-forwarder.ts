@@ -114,9 +114,12 @@ export function forwardUpgrade(
     });
     current = upstream;
     let connected = false;
-    const timer = setTimeout(() => {
-      if (!connected) upstream.destroy(new DialTimeoutError(target.address, target.port));
-    }, CONNECT_TIMEOUT_MS);
+    // A node's dial has deadlines of its own and waits out an agent restarting: only direct connects are timed here.
+    const timer = target.dial
+      ? undefined
+      : setTimeout(() => {
+          if (!connected) upstream.destroy(new DialTimeoutError(target.address, target.port));
+        }, CONNECT_TIMEOUT_MS);
     upstream.once('socket', (socket: net.Socket) => {
       const onConnected = (): void => {
         connected = true;

@@ -18,6 +18,7 @@ import { DesktopTemplate } from '../templates/desktop-template.ts';
 import { LxcfsSupervisor } from '../runtime/lxcfs/lxcfs-supervisor.ts';
 import { buildApiServer } from './api-server.ts';
 import { AuthFailureLimiter, DEFAULT_MAX_TRACKED_ADDRESSES } from '../http/auth-failure-limiter.ts';
+import { stopAccepting } from '../http/stop-accepting.ts';
 import { PlatformMetrics } from '../observability/platform-metrics.ts';
 import { createPlatformLogger } from '../observability/platform-logger.ts';
 import { loadSecretsKey, SecretCipher } from '../secrets/secret-crypto.ts';
@@ -109,8 +110,12 @@ export interface RunningPlatform {
   metrics: PlatformMetrics;
   /** The unauthenticated metrics listener's URL when TIDEPOOL_METRICS_ADDRESS is set. */
   metricsUrl: string | undefined;
-  /** Stops serving. Sandboxes are killed unless `keepSandboxes` (the next start on the same data dir adopts them). */
-  close(options?: { keepSandboxes?: boolean }): Promise<void>;
+  /**
+   * Stops serving. Sandboxes are killed unless `keepSandboxes` (the next start on the same data dir adopts them).
+   * With `drainMs` (a process stopping: SIGTERM), it first stops taking connections and answers the requests in
+   * flight, at most that long, before it stops anything else (http/stop-accepting.ts).
+   */
+  close(options?: { keepSandboxes?: boolean; drainMs?: number }): Promise<void>;
 }
 
 export interface PlatformOptions {
@@ -418,6 +423,12 @@ export async function startPlatform(overrides: Partial<Config> = {}, options: Pl
       async close(closeOptions = {}) {
         if (closed) return;
         closed = true;
+        // Connections first: the load balancer sends new ones to the other replicas while the requests in flight
+        // here (proxied commands included) are answered with the nodes, the store and the sandboxes still in place.
+        if (closeOptions.drainMs) {
+          const drained = await stopAccepting(app.server, closeOptions.drainMs);
+          logger.info(drained, drained.complete ? 'stopped taking connections; the requests in flight were answered' : 'stopped taking connections; requests still open after the drain time are cut');
+        }
         await builtinBuilds.stop();
         await running.stop();
         await nodeDiscovery?.stop();
