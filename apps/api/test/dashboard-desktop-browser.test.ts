@@ -21,6 +21,7 @@ import { Sandbox } from '@e2b/desktop';
 import puppeteer, { type Browser, type Page } from 'puppeteer-core';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { ensureChromium } from './support/chromium.ts';
+import { withDesktopImageLock } from './support/desktop-image-lock.ts';
 import { clickWhenPresent } from './support/page-actions.ts';
 import { pollUntil } from './support/poll-until.ts';
 import { api, startTestPlatform, type TestPlatform } from './support/start-platform.ts';
@@ -100,7 +101,8 @@ async function desktopPainted(name: string): Promise<number> {
     async () => {
       const box = await frame!.boundingBox();
       if (!box || box.width < 200 || box.height < 150) return false;
-      shot = await page.screenshot({ clip: box, encoding: 'base64' });
+      // A screenshot of the page cut to the frame's box (what the user sees there, painted by Chromium).
+      shot = await frame!.screenshot({ encoding: 'base64' });
       colours = await distinctColours(shot);
       return colours > 40;
     },
@@ -125,9 +127,12 @@ describe('the dashboard\'s desktop view', { timeout: 240_000 }, () => {
   beforeAll(async () => {
     chromium = await ensureChromium();
     await exec('node', [join(REPO, 'apps/dashboard/scripts/build.mjs')], { cwd: REPO, timeout: 120_000 });
-    platform = await startTestPlatform({ sandboxNetwork: 'tidepool-dashboard-desktop-test', desktopImage: 'tidepool/desktop:latest' });
+    // The platform builds the desktop image when it is out of date; one suite at a time does (the next finds it current).
     const started = Date.now();
-    desktop = await Sandbox.create({ ...platform.sdk, timeoutMs: 900_000, requestTimeoutMs: 900_000 });
+    await withDesktopImageLock(async () => {
+      platform = await startTestPlatform({ sandboxNetwork: 'tidepool-dashboard-desktop-test', desktopImage: 'tidepool/desktop:latest' });
+      desktop = await Sandbox.create({ ...platform.sdk, timeoutMs: 900_000, requestTimeoutMs: 900_000 });
+    });
     process.stderr.write(`dashboard-desktop: desktop sandbox with its xfce4 session ready in ${Date.now() - started} ms\n`);
     const base = await api(platform, 'POST', '/v2/sandboxes', { templateID: 'base', timeout: 900 });
     expect(base.status, JSON.stringify(base.body)).toBe(201);

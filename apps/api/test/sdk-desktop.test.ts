@@ -16,6 +16,7 @@ import { CommandExitError, Sandbox } from '@e2b/desktop';
 import puppeteer, { type Browser, type Page } from 'puppeteer-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ensureChromium } from './support/chromium.ts';
+import { withDesktopImageLock } from './support/desktop-image-lock.ts';
 import { ensureLocalhostNames } from './support/localhost-names.ts';
 import { api, startTestPlatform, type TestPlatform } from './support/start-platform.ts';
 
@@ -96,10 +97,13 @@ async function canvasColours(page: Page): Promise<number> {
 beforeAll(async () => {
   await ensureLocalhostNames();
   chromium = await ensureChromium();
-  platform = await startTestPlatform({ sandboxNetwork: 'tidepool-sdk-desktop-test', tls: true, httpsPort: 0, desktopImage: 'tidepool/desktop:latest' });
+  // The platform builds the desktop image when it is out of date; one suite at a time does (the next finds it current).
   const started = Date.now();
-  desktop = await Sandbox.create({ ...platform.sdk, domain: platform.clientDomain, timeoutMs: 900_000, requestTimeoutMs: 900_000 });
-  sandboxes.push(desktop);
+  await withDesktopImageLock(async () => {
+    platform = await startTestPlatform({ sandboxNetwork: 'tidepool-sdk-desktop-test', tls: true, httpsPort: 0, desktopImage: 'tidepool/desktop:latest' });
+    desktop = await Sandbox.create({ ...platform.sdk, domain: platform.clientDomain, timeoutMs: 900_000, requestTimeoutMs: 900_000 });
+    sandboxes.push(desktop);
+  });
   process.stderr.write(`desktop sandbox with its xfce4 session ready in ${Date.now() - started} ms\n`);
   if (chromium) {
     browser = await puppeteer.launch({

@@ -12,8 +12,11 @@ const STOP_GRACE_MS = 5000;
 /** How long Stop waits for x11vnc and noVNC to be gone from the process table afterwards. */
 const GONE_TIMEOUT_MS = 10_000;
 
-/** A shell check: exit 0 when nothing of the dashboard's stream runs (its x11vnc, anything on noVNC's port). */
-const STREAM_GONE_CHECK = `! pgrep -f "x11vnc .*${PASSWORD_FILE}" >/dev/null && ! netstat -tln 2>/dev/null | grep -q "[:.]6080 "`;
+/**
+ * A shell check: exit 0 when nothing of the dashboard's stream runs (its x11vnc, anything on noVNC's port). The
+ * bracket keeps pgrep from finding this check's own shell, whose command line holds the pattern.
+ */
+const STREAM_GONE_CHECK = `! pgrep -f "[x]11vnc .*${PASSWORD_FILE}" >/dev/null && ! netstat -tln 2>/dev/null | grep -q "[:.]6080 "`;
 
 /**
  * The live desktop of a `desktop` sandbox beside its terminal: "Show desktop" starts the stream (x11vnc on the
@@ -117,8 +120,10 @@ export class DesktopView {
           stdout += decoder.decode(event.value.output.value, { stream: true });
           if (!shown && stdout.includes(READY_LINE)) {
             shown = true;
-            await this.showFrame(password!);
-            this.setStatus('The desktop stream runs (x11vnc on the display, noVNC on port 6080, password-protected).');
+            await this.showFrame(password!).then(
+              () => this.setStatus('The desktop stream runs (x11vnc on the display, noVNC on port 6080, password-protected).'),
+              (err: unknown) => this.setStatus(`The desktop stream runs, but its view could not be shown: ${describe(err)}. Stop desktop ends it.`, 'error'),
+            );
           }
         }
         if (event.case === 'data' && event.value.output.case === 'stderr') stderr = (stderr + new TextDecoder().decode(event.value.output.value)).slice(-4000);
