@@ -68,8 +68,8 @@ async function waitForStatus(pattern: RegExp, timeout = 60_000): Promise<string>
   return statusText();
 }
 
-/** Distinct colours in a PNG, decoded by Chromium in a blank page (a blank or black area has one or two). */
-async function distinctColours(png: string): Promise<number> {
+/** Distinct colours in a PNG and the share of its most common one, decoded by Chromium in a blank page. */
+async function colourStats(png: string): Promise<{ colours: number; dominant: number }> {
   const decoder = await browser.newPage();
   try {
     return await decoder.evaluate(async (base64: string) => {
@@ -82,40 +82,54 @@ async function distinctColours(png: string): Promise<number> {
       const context = canvas.getContext('2d')!;
       context.drawImage(image, 0, 0);
       const data = context.getImageData(0, 0, canvas.width, canvas.height).data;
-      const seen = new Set<number>();
-      for (let i = 0; i < data.length; i += 4 * 7) seen.add((data[i]! << 16) | (data[i + 1]! << 8) | data[i + 2]!);
-      return seen.size;
+      const counts = new Map<number, number>();
+      let total = 0;
+      for (let i = 0; i < data.length; i += 4 * 7) {
+        const colour = (data[i]! << 16) | (data[i + 1]! << 8) | data[i + 2]!;
+        counts.set(colour, (counts.get(colour) ?? 0) + 1);
+        total++;
+      }
+      return { colours: counts.size, dominant: Math.max(...counts.values()) / total };
     }, png);
   } finally {
     await decoder.close();
   }
 }
 
-/** Screenshots of the page cut to the desktop frame until the desktop is painted in it; answers the colours. */
-async function desktopPainted(name: string): Promise<number> {
-  const frame = await page.waitForSelector('iframe.desktop-frame', { timeout: 30_000 });
-  let colours = 0;
+/**
+ * Waits for noVNC in the dashboard's frame to say it is connected, then screenshots the page cut to the frame until
+ * the desktop is painted there: many colours, and no single colour over 90 % of it (noVNC's own "Connecting…"
+ * screen has a hundred anti-aliased colours but is nearly all one grey).
+ */
+async function desktopPainted(name: string): Promise<{ colours: number; dominant: number }> {
+  const element = await page.waitForSelector('iframe.desktop-frame', { timeout: 30_000 });
+  const frame = await element!.contentFrame();
+  await frame
+    .waitForFunction(() => document.documentElement.classList.contains('noVNC_connected'), { timeout: 60_000, polling: 200 })
+    .catch(async (err: unknown) => {
+      const state = await frame.evaluate(() => `${document.documentElement.className} | ${document.querySelector('#noVNC_status')?.textContent ?? ''}`).catch(() => '?');
+      throw new Error(`noVNC in the frame did not connect: ${state} (${(err as Error).message}); page events: ${pageErrors.join('; ')}`);
+    });
+  let stats = { colours: 0, dominant: 1 };
   let shot = '';
   await pollUntil(
     'the desktop painted in the dashboard\'s frame',
     async () => {
-      const box = await frame!.boundingBox();
-      if (!box || box.width < 200 || box.height < 150) return false;
       // A screenshot of the page cut to the frame's box (what the user sees there, painted by Chromium).
-      shot = await frame!.screenshot({ encoding: 'base64' });
-      colours = await distinctColours(shot);
-      return colours > 40;
+      shot = await element!.screenshot({ encoding: 'base64' });
+      stats = await colourStats(shot);
+      return stats.colours > 40 && stats.dominant < 0.9;
     },
-    90_000,
+    60_000,
     500,
   ).catch((err: unknown) => {
     if (shot) writeFileSync(join(SHOTS, `${name}-not-painted.png`), Buffer.from(shot, 'base64'));
-    throw new Error(`${(err as Error).message}: the frame has ${colours} colours; status: ${pageErrors.join('; ')}`);
+    throw new Error(`${(err as Error).message}: ${JSON.stringify(stats)}; page errors: ${pageErrors.join('; ')}`);
   });
   const file = join(SHOTS, `${name}.png`);
   await page.screenshot({ path: file as `${string}.png` });
-  process.stderr.write(`dashboard-desktop: ${colours} colours in the desktop frame; the page: ${file}\n`);
-  return colours;
+  process.stderr.write(`dashboard-desktop: ${stats.colours} colours in the desktop frame, the commonest ${(stats.dominant * 100).toFixed(1)} %; the page: ${file}\n`);
+  return stats;
 }
 
 async function openTerminalTab(id: string): Promise<void> {
@@ -138,10 +152,18 @@ describe('the dashboard\'s desktop view', { timeout: 240_000 }, () => {
     expect(base.status, JSON.stringify(base.body)).toBe(201);
     baseId = base.body.sandboxID;
     if (!chromium) return;
-    browser = await puppeteer.launch({ executablePath: chromium, headless: true, args: ['--no-sandbox', '--disable-dev-shm-usage', '--disable-gpu', '--no-first-run', '--no-default-browser-check'] });
+    browser = await puppeteer.launch({
+      executablePath: chromium,
+      headless: true,
+      // Sandbox hosts mapped to loopback without a resolver job: Chromium resolves *.localhost itself, but fails
+      // requests whose lookup is in flight with ERR_NETWORK_CHANGED whenever an interface comes or goes (other
+      // containers on a shared engine), which would break noVNC's module loads at random.
+      args: ['--no-sandbox', '--disable-dev-shm-usage', '--disable-gpu', '--no-first-run', '--no-default-browser-check', `--host-resolver-rules=MAP *.${platform.domain} 127.0.0.1`],
+    });
     page = await browser.newPage();
     await page.setViewport({ width: 1600, height: 1000 });
     page.on('pageerror', (err) => pageErrors.push(`pageerror: ${err instanceof Error ? err.message : String(err)}`));
+    page.on('requestfailed', (request) => pageErrors.push(`requestfailed: ${request.url()} ${request.failure()?.errorText ?? ''}`));
     page.on('console', (message) => {
       if (message.type() === 'error' && !message.text().startsWith('Failed to load resource')) pageErrors.push(`console: ${message.text()}`);
     });
@@ -191,20 +213,22 @@ describe('the dashboard\'s desktop view', { timeout: 240_000 }, () => {
     expect(url.searchParams.has('password')).toBe(false);
     const password = new URLSearchParams(url.hash.slice(1)).get('password') ?? '';
     expect(password).toMatch(/^[A-Za-z0-9]{8}$/);
-    expect(await desktopPainted('desktop-shown')).toBeGreaterThan(40);
+    const painted = await desktopPainted('desktop-shown');
+    expect(painted.colours).toBeGreaterThan(40);
 
-    // One x11vnc, on the display, loopback only, with a password file; the password is on no command line.
+    // One x11vnc, on the display, on a unix socket only (no TCP port: envd would forward even a loopback one), with
+    // a password file; the password is on no command line.
     expect(await run('pgrep -c -x x11vnc')).toBe('1');
     const command = await run('tr "\\0" " " </proc/$(pgrep -x x11vnc)/cmdline');
-    expect(command).toMatch(/-display :0 -localhost -rfbport 5900 -passwdfile \/home\/user\/\.vnc\/tidepool-dashboard-password/);
+    expect(command).toMatch(/-display :0 -rfbport 0 -rfbportv6 -1 -unixsock \/tmp\/\.tidepool-dashboard-vnc\/socket -passwdfile \/home\/user\/\.vnc\/tidepool-dashboard-password/);
     expect(await run('ps -eo args')).not.toContain(password);
-    expect(await run('stat -c %a /home/user/.vnc/tidepool-dashboard-password')).toBe('600');
-    expect(await run('netstat -tln | grep ":5900 " | awk \'{print $4}\' | sort -u | tr "\\n" " "')).toMatch(/^(127\.0\.0\.1:5900 ?|::1:5900 ?)+$/);
-    // x11vnc's port is not reachable through the platform (nothing listens on the sandbox's address there).
+    expect(await run('stat -c %a /home/user/.vnc/tidepool-dashboard-password /tmp/.tidepool-dashboard-vnc | tr "\\n" " "')).toBe('600 700');
+    expect(await run('netstat -tln | grep -c ":5900 " || true')).toBe('0');
+    // No VNC port is reachable through the platform; noVNC on 6080 is (and asks for the password, below).
     const vnc = await viaHost(`5900-${desktop.sandboxId}.${platform.domain}`);
     expect(vnc.status, vnc.body).toBe(502);
     expect(vnc.body).toMatch(/port is not open/);
-    expect(pageErrors).toEqual([]);
+    expect(pageErrors.filter((e) => !e.startsWith('requestfailed'))).toEqual([]);
   });
 
   it('noVNC refuses a wrong password', async () => {

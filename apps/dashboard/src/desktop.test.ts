@@ -77,7 +77,8 @@ describe('STREAM_SCRIPT', () => {
     const check = spawnSync('bash', ['-n'], { input: STREAM_SCRIPT, encoding: 'utf8' });
     expect(check.stderr).toBe('');
     expect(check.status).toBe(0);
-    expect(STREAM_SCRIPT).toMatch(/x11vnc -display "\$display" -localhost /);
+    // x11vnc on a unix socket only: no TCP port, not even loopback (envd forwards those to the sandbox's address).
+    expect(STREAM_SCRIPT).toMatch(/x11vnc -display "\$display" -rfbport 0 -rfbportv6 -1 -unixsock /);
     expect(STREAM_SCRIPT).toContain('-passwdfile "$pwfile"');
     expect(STREAM_SCRIPT).not.toMatch(/-nopw|-passwd "\$TIDEPOOL|-storepasswd/);
     expect(STREAM_SCRIPT).toContain('unset TIDEPOOL_DESKTOP_PASSWORD');

@@ -4,8 +4,9 @@
  *
  * The stream is what `@e2b/desktop`'s `stream.start()` runs — x11vnc on the display, noVNC's proxy on 6080 — with
  * two differences that keep it private: x11vnc takes a password (the dashboard makes one per start and hands it to
- * noVNC in the URL's fragment, which never leaves the browser) and listens on the sandbox's loopback only, so its
- * port 5900 cannot be reached through the platform's proxy; only noVNC on 6080 is, and it only relays to x11vnc.
+ * noVNC in the URL's fragment, which never leaves the browser) and listens on a unix socket only — no TCP port,
+ * not even on loopback, which envd would forward to the sandbox's address — so only noVNC on 6080 is reachable
+ * through the platform's proxy, and it only relays to x11vnc, which asks for the password.
  */
 
 /** Templates whose sandboxes have an X desktop (the built-in `desktop`). */
@@ -17,7 +18,8 @@ export function isDesktopSandbox(target: { templateID: string; alias?: string })
 
 /** The display `@e2b/desktop` starts (Xvfb :0) and the ports its stream uses. */
 export const DESKTOP_DISPLAY = ':0';
-export const VNC_PORT = 5900;
+/** x11vnc listens on a unix socket here (mode 700), and nowhere else; noVNC's websockify relays to it. */
+export const VNC_SOCKET_DIR = '/tmp/.tidepool-dashboard-vnc';
 export const NOVNC_PORT = 6080;
 /** envd's tag of the stream process: found again after a reload, signalled by Stop. */
 export const STREAM_TAG = 'dashboard-desktop-stream';
@@ -57,15 +59,16 @@ export function streamPassword(random: (bytes: Uint8Array) => Uint8Array = (b) =
 
 /**
  * The stream, as one bash script run by envd as the sandbox user (its pid is the stream's): checks the display,
- * writes the password file, starts x11vnc (loopback only, password) and noVNC's proxy, prints READY_LINE and waits.
- * Both children die with the script (`setpriv --pdeathsig`; the image's novnc_proxy does the same for itself), so
- * signalling it ends the stream. The password comes in TIDEPOOL_DESKTOP_PASSWORD, never on a command line.
+ * writes the password file, starts x11vnc (unix socket only, password) and noVNC's websockify (the proxy
+ * novnc_proxy launches, run directly since it is told the socket), prints READY_LINE and waits. Both children die
+ * with the script (`setpriv --pdeathsig`), so signalling it ends the stream. The password comes in TIDEPOOL_DESKTOP_PASSWORD, never on a command line.
  */
 export const STREAM_SCRIPT = `set -u
 display=${DESKTOP_DISPLAY}
 n=\${display#:}
 log=/tmp/tidepool-dashboard-desktop.log
 pwfile=${PASSWORD_FILE}
+sockdir=${VNC_SOCKET_DIR}
 listening() { netstat -tln 2>/dev/null | grep -q "[:.]$1 "; }
 if ! grep -q "/tmp/.X11-unix/X$n\\$" /proc/net/unix; then
   if [ -f "/tmp/.tidepool-display/$n.cmd" ]; then
@@ -75,28 +78,30 @@ if ! grep -q "/tmp/.X11-unix/X$n\\$" /proc/net/unix; then
   echo "no X display $display runs in this sandbox: it starts when @e2b/desktop's Sandbox.create() connects (or run Xvfb $display and startxfce4 in the terminal)" >&2
   exit ${STREAM_EXIT.noDisplay}
 fi
-if pgrep -x x11vnc >/dev/null || listening ${VNC_PORT} || listening ${NOVNC_PORT}; then
-  echo "a desktop stream already runs in this sandbox (x11vnc, or ports ${VNC_PORT}/${NOVNC_PORT} taken), e.g. @e2b/desktop's stream.start(): stop it there first" >&2
+if pgrep -x x11vnc >/dev/null || listening ${NOVNC_PORT}; then
+  echo "a desktop stream already runs in this sandbox (an x11vnc, or port ${NOVNC_PORT} taken), e.g. @e2b/desktop's stream.start(): stop it there first" >&2
   exit ${STREAM_EXIT.alreadyRunning}
 fi
 umask 077
-mkdir -p "\${pwfile%/*}"
+mkdir -p "\${pwfile%/*}" "$sockdir"
+chmod 700 "$sockdir"
+rm -f "$sockdir/socket"
 printf '%s\\n' "$TIDEPOOL_DESKTOP_PASSWORD" >"$pwfile"
 unset TIDEPOOL_DESKTOP_PASSWORD
 cleanup() { rm -f "$pwfile"; kill "\${vnc:-}" "\${novnc:-}" 2>/dev/null; }
 trap 'cleanup; exit 0' TERM INT HUP
 : >"$log"
-setpriv --pdeathsig TERM x11vnc -display "$display" -localhost -rfbport ${VNC_PORT} -passwdfile "$pwfile" -forever -shared -wait 50 >>"$log" 2>&1 </dev/null &
+# No TCP port at all (-rfbport 0, -rfbportv6 -1): envd forwards loopback-only ports to the sandbox's address.
+setpriv --pdeathsig TERM x11vnc -display "$display" -rfbport 0 -rfbportv6 -1 -unixsock "$sockdir/socket" -passwdfile "$pwfile" -forever -shared -wait 50 >>"$log" 2>&1 </dev/null &
 vnc=$!
-for _ in $(seq 1 150); do listening ${VNC_PORT} && break; kill -0 "$vnc" 2>/dev/null || break; sleep 0.1; done
-if ! listening ${VNC_PORT}; then
+for _ in $(seq 1 150); do [ -S "$sockdir/socket" ] && break; kill -0 "$vnc" 2>/dev/null || break; sleep 0.1; done
+if [ ! -S "$sockdir/socket" ]; then
   echo "x11vnc did not start on $display: $(tail -n 3 "$log" | tr '\\n' ' ')" >&2
   cleanup; exit ${STREAM_EXIT.vncFailed}
 fi
-cd /opt/noVNC/utils
-setpriv --pdeathsig TERM ./novnc_proxy --vnc 127.0.0.1:${VNC_PORT} --listen ${NOVNC_PORT} --web /opt/noVNC >>"$log" 2>&1 </dev/null &
+setpriv --pdeathsig TERM websockify --web /opt/noVNC --unix-target="$sockdir/socket" ${NOVNC_PORT} >>"$log" 2>&1 </dev/null &
 novnc=$!
-for _ in $(seq 1 150); do listening ${NOVNC_PORT} && break; kill -0 "$novnc" 2>/dev/null || break; sleep 0.1; done
+for _ in $(seq 1 300); do listening ${NOVNC_PORT} && break; kill -0 "$novnc" 2>/dev/null || break; sleep 0.1; done
 if ! listening ${NOVNC_PORT}; then
   echo "noVNC did not start on port ${NOVNC_PORT}: $(tail -n 3 "$log" | tr '\\n' ' ')" >&2
   cleanup; exit ${STREAM_EXIT.novncFailed}
