@@ -16,6 +16,7 @@ import { CommandExitError, Sandbox } from '@e2b/desktop';
 import puppeteer, { type Browser, type Page } from 'puppeteer-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ensureChromium } from './support/chromium.ts';
+import { withDesktopImageLock } from './support/desktop-image-lock.ts';
 import { ensureLocalhostNames } from './support/localhost-names.ts';
 import { api, startTestPlatform, type TestPlatform } from './support/start-platform.ts';
 
@@ -96,17 +97,22 @@ async function canvasColours(page: Page): Promise<number> {
 beforeAll(async () => {
   await ensureLocalhostNames();
   chromium = await ensureChromium();
-  platform = await startTestPlatform({ sandboxNetwork: 'tidepool-sdk-desktop-test', tls: true, httpsPort: 0, desktopImage: 'tidepool/desktop:latest' });
+  // The platform builds the desktop image when it is out of date; one suite at a time does (the next finds it current).
   const started = Date.now();
-  desktop = await Sandbox.create({ ...platform.sdk, domain: platform.clientDomain, timeoutMs: 900_000, requestTimeoutMs: 900_000 });
-  sandboxes.push(desktop);
+  await withDesktopImageLock(async () => {
+    platform = await startTestPlatform({ sandboxNetwork: 'tidepool-sdk-desktop-test', tls: true, httpsPort: 0, desktopImage: 'tidepool/desktop:latest' });
+    desktop = await Sandbox.create({ ...platform.sdk, domain: platform.clientDomain, timeoutMs: 900_000, requestTimeoutMs: 900_000 });
+    sandboxes.push(desktop);
+  });
   process.stderr.write(`desktop sandbox with its xfce4 session ready in ${Date.now() - started} ms\n`);
   if (chromium) {
     browser = await puppeteer.launch({
       executablePath: chromium,
       headless: true,
       // The platform's local CA is not in Chromium's store (sdk-hosts-tls.test.ts checks the CA path itself).
-      args: ['--no-sandbox', '--disable-dev-shm-usage', '--disable-gpu', '--no-first-run', '--ignore-certificate-errors'],
+      // Sandbox hosts mapped to loopback without a resolver job: Chromium fails requests whose lookup is in flight
+      // with ERR_NETWORK_CHANGED whenever an interface comes or goes (other suites' containers and namespaces).
+      args: ['--no-sandbox', '--disable-dev-shm-usage', '--disable-gpu', '--no-first-run', '--ignore-certificate-errors', `--host-resolver-rules=MAP *.${platform.domain} 127.0.0.1`],
     });
   }
 }, 1_200_000);

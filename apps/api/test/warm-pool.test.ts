@@ -154,7 +154,7 @@ describe('warm pool', () => {
     await new Promise((r) => setTimeout(r, 1_500));
     expect(platform.warmPool!.stats()).toMatchObject({ ready: 0, warming: 0, claimedTotal: 3 });
     const refused = await api(platform, 'POST', '/sandboxes', { templateID: 'base' });
-    expect(refused.status).toBe(429);
+    expect(refused.status, JSON.stringify(refused.body)).toBe(429);
     await first.kill();
     // A freed slot goes back to the pool.
     await until(() => ready(platform) === 1, 60_000, 'the pool to take the freed slot');

@@ -151,6 +151,20 @@ export const sandboxes = {
   logs: (id: string) => request<{ logEntries: SandboxLogEntry[] }>('GET', `/sandboxes/${encodeURIComponent(id)}/logs?limit=1000`),
 };
 
+/** What the dashboard needs to know about the platform (open; `GET /dashboard/platform.json`), fetched once. */
+export interface PlatformInfo {
+  sandboxDomain: string;
+  publicDomain: string | null;
+}
+let platformInfo: Promise<PlatformInfo> | undefined;
+export function platform(): Promise<PlatformInfo> {
+  platformInfo ??= request<PlatformInfo>('GET', '/dashboard/platform.json').catch((err: unknown) => {
+    platformInfo = undefined;
+    throw err;
+  });
+  return platformInfo;
+}
+
 export const templates = {
   list: () => request<Template[]>('GET', '/templates'),
   get: (id: string) => request<{ templateID: string; aliases?: string[]; names?: string[]; builds: TemplateBuild[] }>('GET', `/templates/${encodeURIComponent(id)}`),

@@ -345,7 +345,7 @@ export async function retagRegistryImage(registry: { url: string; username: stri
   const [toRepository, toTag] = split(to);
   const authorization = `Basic ${Buffer.from(`${registry.username}:${registry.password}`).toString('base64')}`;
   const call = (method: string, path: string, headers: Record<string, string> = {}, body?: Buffer): Promise<Response> =>
-    fetch(`${registry.url}/v2/${path}`, { method, headers: { authorization, ...headers }, body, signal: AbortSignal.timeout(60_000) });
+    fetch(`${registry.url}/v2/${path}`, { method, headers: { authorization, ...headers }, body: body && new Uint8Array(body), signal: AbortSignal.timeout(60_000) });
   const got = await call('GET', `${fromRepository}/manifests/${fromTag}`, { accept: MANIFEST_TYPES });
   const manifest = Buffer.from(await got.arrayBuffer());
   if (!got.ok) throw new ClusterError('command', `registry ${registry.url}: GET ${from} answered ${got.status}: ${manifest.toString('utf8').slice(0, 300)}`);

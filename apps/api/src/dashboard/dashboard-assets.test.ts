@@ -22,9 +22,9 @@ function built(): string {
   return dir;
 }
 
-async function appFor(dir: string) {
+async function appFor(dir: string, publicDomain: string | null = null) {
   const app = Fastify();
-  registerDashboardRoutes(app, pino({ level: 'silent' }), dir);
+  registerDashboardRoutes(app, pino({ level: 'silent' }), { dir, sandboxDomain: 'tidepool.example.com', publicDomain: () => publicDomain });
   await app.ready();
   return app;
 }
@@ -37,6 +37,9 @@ describe('registerDashboardRoutes', () => {
     expect(index.headers['content-type']).toMatch(/^text\/html/);
     expect(index.headers['content-security-policy']).toContain("script-src 'self'");
     expect(index.headers['x-frame-options']).toBe('DENY');
+    // Frames only from sandbox hosts (the desktop view's noVNC page); everything else stays same-origin.
+    expect(index.headers['content-security-policy']).toContain("frame-src 'self' *.tidepool.example.com:*;");
+    expect(index.headers['content-security-policy']).toContain("default-src 'self'");
     expect((await app.inject({ url: '/dashboard/app.js' })).headers['content-type']).toMatch(/^text\/javascript/);
     expect((await app.inject({ url: '/dashboard/fonts/a.woff2' })).headers['content-type']).toBe('font/woff2');
     const redirect = await app.inject({ url: '/dashboard' });
@@ -46,6 +49,17 @@ describe('registerDashboardRoutes', () => {
     }
     expect((await app.inject({ method: 'HEAD', url: '/dashboard/app.js' })).statusCode).toBe(200);
     await app.close();
+  });
+
+  it('answers /dashboard/platform.json with the sandbox domain and the public domain, built or not', async () => {
+    for (const [dir, publicDomain] of [[built(), null], [join(tmpdir(), 'tidepool-no-such-dashboard'), 'tidepool.example.com:8443']] as const) {
+      const app = await appFor(dir, publicDomain);
+      const response = await app.inject({ url: '/dashboard/platform.json' });
+      expect(response.statusCode).toBe(200);
+      expect(response.headers['content-type']).toMatch(/^application\/json/);
+      expect(response.json()).toEqual({ sandboxDomain: 'tidepool.example.com', publicDomain });
+      await app.close();
+    }
   });
 
   it('answers 503 with how to build it when there is no build', async () => {

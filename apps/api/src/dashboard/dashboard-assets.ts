@@ -30,18 +30,41 @@ const TYPES: Record<string, string> = {
   '.ico': 'image/x-icon',
 };
 
-/** Same origin only; xterm.js sets inline styles, nothing else is inline. */
-const CONTENT_SECURITY_POLICY = [
-  "default-src 'self'",
-  "script-src 'self'",
-  "style-src 'self' 'unsafe-inline'",
-  "img-src 'self' data: blob:",
-  "font-src 'self'",
-  "connect-src 'self'",
-  "frame-ancestors 'none'",
-  "base-uri 'none'",
-  "form-action 'self'",
-].join('; ');
+/**
+ * Same origin only, but for frames of sandbox hosts (`<port>-<id>.<domain>`, the desktop view's noVNC page, on their
+ * own origins); xterm.js sets inline styles, nothing else is inline.
+ */
+export function contentSecurityPolicy(sandboxDomain: string): string {
+  return [
+    "default-src 'self'",
+    `frame-src 'self' *.${sandboxDomain}:*`,
+    "script-src 'self'",
+    "style-src 'self' 'unsafe-inline'",
+    "img-src 'self' data: blob:",
+    "font-src 'self'",
+    "connect-src 'self'",
+    "frame-ancestors 'none'",
+    "base-uri 'none'",
+    "form-action 'self'",
+  ].join('; ');
+}
+
+/** What the dashboard's pages need to know about the platform: `GET /dashboard/platform.json`. */
+export interface DashboardPlatformInfo {
+  /** TIDEPOOL_DOMAIN: sandbox hosts are `<port>-<id>.<sandboxDomain>`. */
+  sandboxDomain: string;
+  /** TIDEPOOL_PUBLIC_DOMAIN (`host[:port]`, HTTPS) when set, else null. */
+  publicDomain: string | null;
+}
+
+export interface DashboardRouteOptions {
+  /** The built dashboard (default: apps/dashboard/dist). */
+  dir?: string;
+  /** TIDEPOOL_DOMAIN. */
+  sandboxDomain: string;
+  /** TIDEPOOL_PUBLIC_DOMAIN, or null. */
+  publicDomain: () => string | null;
+}
 
 interface Asset {
   body: Buffer;
@@ -64,9 +87,9 @@ function loadAssets(dir: string): Map<string, Asset> {
   return assets;
 }
 
-function secure(reply: FastifyReply): FastifyReply {
+function secure(reply: FastifyReply, policy: string): FastifyReply {
   return reply
-    .header('content-security-policy', CONTENT_SECURITY_POLICY)
+    .header('content-security-policy', policy)
     .header('x-content-type-options', 'nosniff')
     .header('x-frame-options', 'DENY')
     .header('referrer-policy', 'no-referrer')
@@ -79,20 +102,27 @@ function secure(reply: FastifyReply): FastifyReply {
  * (the API itself keeps working). Reached only on the API's own hosts: the sandbox proxy takes every request
  * for a sandbox host or with sandbox routing headers before the router sees it.
  */
-export function registerDashboardRoutes(app: FastifyInstance, logger: Logger, dir = DEFAULT_DASHBOARD_DIR): void {
+export function registerDashboardRoutes(app: FastifyInstance, logger: Logger, options: DashboardRouteOptions): void {
+  const dir = options.dir ?? DEFAULT_DASHBOARD_DIR;
+  const policy = contentSecurityPolicy(options.sandboxDomain);
   const assets = existsSync(join(dir, 'index.html')) && statSync(dir).isDirectory() ? loadAssets(dir) : undefined;
   if (assets) logger.debug({ dir, files: assets.size }, 'dashboard: serving built assets');
   else logger.warn({ dir }, 'dashboard: not built (pnpm --filter @tidepool/dashboard build); /dashboard answers 503');
 
   const serve = async (name: string, reply: FastifyReply): Promise<FastifyReply> => {
     if (!assets) {
-      return secure(reply).code(503).type('text/plain; charset=utf-8').send('The dashboard is not built: run `pnpm --filter @tidepool/dashboard build` and restart the API.\n');
+      return secure(reply, policy).code(503).type('text/plain; charset=utf-8').send('The dashboard is not built: run `pnpm --filter @tidepool/dashboard build` and restart the API.\n');
     }
     const asset = assets.get(name);
-    if (!asset) return secure(reply).code(404).send({ code: 404, message: 'No such dashboard file' });
-    return secure(reply).code(200).type(asset.type).send(asset.body);
+    if (!asset) return secure(reply, policy).code(404).send({ code: 404, message: 'No such dashboard file' });
+    return secure(reply, policy).code(200).type(asset.type).send(asset.body);
   };
 
+  // Before the files' wildcard: not a file, and answered whether or not the dashboard is built.
+  app.get(`${DASHBOARD_PREFIX}/platform.json`, { config: OPEN_ROUTE }, async (_request, reply) => {
+    const info: DashboardPlatformInfo = { sandboxDomain: options.sandboxDomain, publicDomain: options.publicDomain() };
+    return secure(reply, policy).code(200).type('application/json; charset=utf-8').send(info);
+  });
   app.get(DASHBOARD_PREFIX, { config: OPEN_ROUTE }, async (_request, reply) => reply.redirect(`${DASHBOARD_PREFIX}/`, 302));
   app.get(`${DASHBOARD_PREFIX}/`, { config: OPEN_ROUTE }, async (_request, reply) => serve('index.html', reply));
   app.get(`${DASHBOARD_PREFIX}/*`, { config: OPEN_ROUTE }, async (request, reply) => serve((request.params as { '*': string })['*'], reply));

@@ -74,7 +74,9 @@ class DialAgent extends http.Agent {
   keepSocketAlive(socket: Socket): boolean {
     const session = this.sessions.get(socket);
     if (session && (session.closed || session.destroyed)) return false;
-    return super.keepSocketAlive(socket);
+    // Node's Agent answers whether it kept the socket (its type declarations say void).
+    const kept: unknown = super.keepSocketAlive(socket);
+    return kept !== false;
   }
 
   private follow(socket: Duplex, session: StreamSession): void {

@@ -107,7 +107,7 @@ export function buildApiServer(deps: ApiServerDeps): FastifyInstance {
   registerReadyRoute(app, deps.readiness);
   installApiKeyAuth(app, deps.keys, deps.admin, deps.authFailures);
   installSandboxReadThrough(app, deps.registry);
-  registerDashboardRoutes(app, deps.logger, deps.dashboardDir);
+  registerDashboardRoutes(app, deps.logger, { dir: deps.dashboardDir, sandboxDomain: deps.domain, publicDomain: deps.sandboxDomain ?? (() => null) });
   if (deps.metrics) registerMetricsRoute(app, deps.metrics);
   const sandboxDomain = deps.sandboxDomain ?? (() => null);
   registerSandboxRoutes(app, deps.lifecycle, deps.timeouts, sandboxDomain, (teamId) => deps.secrets.names(teamId));

@@ -3,7 +3,9 @@ import { age, bytes, every, fill, h, notice, type View } from '../dom.ts';
 import { type Report, sandboxActions } from './actions.ts';
 import { lineChart } from './charts.ts';
 import { filesView } from './files.ts';
+import { isDesktopSandbox } from '../desktop.ts';
 import { isInterpreterSandbox } from '../interpreter.ts';
+import { DesktopView } from './desktop.ts';
 import { runCodeView } from './run-code.ts';
 import { TerminalSession } from './terminal.ts';
 
@@ -76,7 +78,14 @@ export function sandboxView(id: string, tab: SandboxTab): View {
     } else if (tab === 'terminal') {
       const terminal = new TerminalSession(sbx);
       cleanups.push(() => terminal.dispose());
-      fill(body, terminal.element);
+      if (isDesktopSandbox(sbx)) {
+        // A desktop sandbox: its live desktop (noVNC, on request) beside the shell.
+        const desktop = new DesktopView(sbx);
+        cleanups.push(() => desktop.dispose());
+        fill(body, h('div', { class: 'terminal-desktop' }, terminal.element, desktop.element));
+      } else {
+        fill(body, terminal.element);
+      }
     } else {
       const files = filesView(sbx);
       cleanups.push(files.dispose);
