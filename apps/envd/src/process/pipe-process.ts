@@ -101,15 +101,26 @@ class PipeProcess implements ProcessIo {
       child.stderr?.destroy();
       sink.exit(info);
     };
+    let chunks = 0;
     const armIdleTimer = (): void => {
       if (!exit) return;
       clearTimeout(idleTimer);
-      idleTimer = setTimeout(() => (this.paused ? armIdleTimer() : finish()), DRAIN_IDLE_MS);
+      idleTimer = setTimeout(() => {
+        if (this.paused) return armIdleTimer();
+        // The deadline is wall time, and envd may not have run meanwhile (a CPU-throttled or busy sandbox): a loop
+        // turn runs its timers before it reads the pipes. Output already waiting is read first (the pipes are polled
+        // before setImmediate callbacks run); only pipes that gave nothing more are abandoned.
+        const seen = chunks;
+        setImmediate(() => {
+          if (chunks === seen) finish();
+        });
+      }, DRAIN_IDLE_MS);
     };
     const watch = (stream: Readable | null, kind: OutputKind): void => {
       if (!stream) return;
       openStreams++;
       stream.on('data', (chunk: Buffer) => {
+        chunks++;
         sink.data(kind, chunk);
         armIdleTimer();
       });

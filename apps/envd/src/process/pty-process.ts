@@ -78,18 +78,25 @@ class PtyProcess implements ProcessIo {
     // the terminal to drain), so the exit is reported once output has been quiet for a moment.
     let pendingExit: ExitInfo | undefined;
     let quietTimer: NodeJS.Timeout | undefined;
+    let chunks = 0;
     const armQuietTimer = (): void => {
       clearTimeout(quietTimer);
       quietTimer = setTimeout(() => {
         if (this.paused) return armQuietTimer();
-        const info = pendingExit;
-        pendingExit = undefined;
-        this.releaseSlave();
-        if (info) sink.exit(info);
+        // Output already waiting when the (wall-time) deadline passes is read first, as for pipes (pipe-process.ts).
+        const seen = chunks;
+        setImmediate(() => {
+          if (chunks !== seen) return;
+          const info = pendingExit;
+          pendingExit = undefined;
+          this.releaseSlave();
+          if (info) sink.exit(info);
+        });
       }, EXIT_QUIET_MS);
     };
     // With `encoding: null` node-pty hands out Buffers, typed as string.
     this.term.onData((data: string | Buffer) => {
+      chunks++;
       sink.data('pty', typeof data === 'string' ? Buffer.from(data, 'utf8') : data);
       if (pendingExit) armQuietTimer();
     });
