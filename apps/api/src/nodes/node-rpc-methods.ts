@@ -40,6 +40,8 @@ const Transforms = Type.Record(
     ),
     { maxItems: 16 },
   ),
+  // A record's key schema is a pattern of its properties only: other keys are refused here, not let through.
+  { additionalProperties: false },
 );
 /** The sandbox owner's own egress proxy, its password opened (the channel is mutual TLS). */
 const Upstream = Type.Object(
@@ -95,7 +97,7 @@ const EnvdInitShape = Type.Object(
   { additionalProperties: false },
 );
 
-const Labels = Type.Record(Type.String({ minLength: 1, maxLength: 256, pattern: '^[A-Za-z0-9][A-Za-z0-9_.\\-/]*$' }), Type.String({ maxLength: 4096 }), { maxProperties: 64 });
+const Labels = Type.Record(Type.String({ minLength: 1, maxLength: 256, pattern: '^[A-Za-z0-9][A-Za-z0-9_.\\-/]*$' }), Type.String({ maxLength: 4096 }), { maxProperties: 64, additionalProperties: false });
 const Status = Type.Union([Type.Literal('running'), Type.Literal('paused'), Type.Literal('stopped'), Type.Literal('missing')]);
 const OptionalAddress = Type.Union([IPv4, Type.Null()]);
 
