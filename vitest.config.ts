@@ -8,6 +8,13 @@ const STANDIN_NETWORK_SUITES = ['network-isolation', 'egress-rules', 'egress-tra
   (name) => `apps/api/test/${name}.test.ts`,
 );
 
+/**
+ * Browser suites that load many resources from sandbox hosts (noVNC's modules): Chromium fails requests in flight
+ * with ERR_NETWORK_CHANGED whenever the host's interfaces change, which the cluster and Swarm suites do all along.
+ * They run after every other suite has finished (a later group), by themselves.
+ */
+const SANDBOX_PAGE_BROWSER_SUITES = ['sdk-desktop', 'dashboard-desktop-browser'].map((name) => `apps/api/test/${name}.test.ts`);
+
 const ALL_SUITES = ['apps/*/src/**/*.test.ts', 'apps/*/test/**/*.test.ts', 'packages/*/src/**/*.test.ts', 'packages/*/test/**/*.test.ts'];
 
 export default defineConfig({
@@ -17,8 +24,9 @@ export default defineConfig({
     pool: 'forks',
     poolOptions: { forks: { maxForks: 2, minForks: 1 } },
     projects: [
-      { extends: true, test: { name: 'platform', include: ALL_SUITES, exclude: [...configDefaults.exclude, ...STANDIN_NETWORK_SUITES] } },
+      { extends: true, test: { name: 'platform', include: ALL_SUITES, exclude: [...configDefaults.exclude, ...STANDIN_NETWORK_SUITES, ...SANDBOX_PAGE_BROWSER_SUITES] } },
       { extends: true, test: { name: 'standin-network', include: STANDIN_NETWORK_SUITES, poolOptions: { forks: { maxForks: 1, minForks: 1 } } } },
+      { extends: true, test: { name: 'sandbox-page-browsers', include: SANDBOX_PAGE_BROWSER_SUITES, sequence: { groupOrder: 1 } } },
     ],
   },
 });

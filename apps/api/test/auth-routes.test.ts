@@ -47,6 +47,7 @@ const OPEN_ROUTES = [
   'GET /dashboard',
   'GET /dashboard/',
   'GET /dashboard/*',
+  'GET /dashboard/platform.json',
   'PUT /templates/:templateID/files/:hash/upload',
   'GET /volumecontent/:volumeID/dir',
   'POST /volumecontent/:volumeID/dir',

@@ -137,6 +137,7 @@ const CASES: Record<string, RouteCase> = {
   'GET /dashboard': { kind: 'own-test', why: 'static dashboard files: no team data' },
   'GET /dashboard/': { kind: 'own-test', why: 'static dashboard files: no team data' },
   'GET /dashboard/*': { kind: 'own-test', why: 'static dashboard files: no team data' },
+  'GET /dashboard/platform.json': { kind: 'own-test', why: 'the sandbox domain the dashboard frames desktops from: no team data' },
   'GET /metrics': { kind: 'own-test', why: 'admin key only: the whole platform (checked below)' },
   'GET /teams': { kind: 'own-test', why: "answers the caller's team only (checked below)" },
   'POST /admin/teams': { kind: 'own-test', why: 'admin key only (checked below)' },
