@@ -24,7 +24,7 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Sandbox } from 'e2b';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 import { downCluster, freeClusterSlot, nodeDocker, repoRoot, retagRegistryImage, run, SANDBOX_DOMAIN, stopClusterNode, upCluster, updateSwarmService, type ClusterState } from '@tidepool/testkit';
 import { startFrontBalancer, type FrontBalancer } from './support/front-balancer.ts';
@@ -302,6 +302,16 @@ describe.skipIf(!hasStackConfig || !isRoot)('deploy/swarm/stack.yml deployed unc
     });
     front = await startFrontBalancer(state.swarm!.members.map((m) => `${m.address}:${state!.swarm!.port}`));
   }, 45 * MINUTE);
+
+  afterEach(async (context) => {
+    // A failed case shows what the API replicas did (their tasks and the log lines above info): the cluster is gone
+    // afterwards, and a replica that exits or is killed between two cases leaves nothing else behind.
+    if (!state?.swarm || context.task.result?.state !== 'fail') return;
+    const tasks = await inNode(manager(), ['service', 'ps', 'tidepool_api', '--no-trunc', '--format', '{{.Name}} {{.Node}} {{.CurrentState}} {{.Error}}']).catch((error: unknown) => String(error));
+    const logs = await nodeDocker(manager(), ['service', 'logs', '--raw', '--no-trunc', 'tidepool_api'], { timeoutMs: MINUTE }).catch(() => undefined);
+    const notable = `${logs?.stdout ?? ''}\n${logs?.stderr ?? ''}`.split('\n').filter((line) => line.trim() !== '' && !line.includes('"level":30') && !line.includes('FSTDEP022') && !line.includes('--trace-warnings'));
+    process.stderr.write(`[swarm-stack] after the failed case: api tasks\n${tasks}\n[swarm-stack] api log lines above info (last 40):\n${notable.slice(-40).map((line) => line.slice(0, 600)).join('\n')}\n`);
+  }, 2 * MINUTE);
 
   afterAll(async () => {
     await Promise.all(made.map((s) => s.kill().catch(() => undefined)));
