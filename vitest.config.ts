@@ -11,7 +11,8 @@ const STANDIN_NETWORK_SUITES = ['network-isolation', 'egress-rules', 'egress-tra
 /**
  * Browser suites that load many resources from sandbox hosts (noVNC's modules): Chromium fails requests in flight
  * with ERR_NETWORK_CHANGED whenever the host's interfaces change, which the cluster and Swarm suites do all along.
- * They run after every other suite has finished (a later group), by themselves.
+ * Creating a sandbox adds an interface too: they run after every other suite has finished (a later group), one at a
+ * time.
  */
 const SANDBOX_PAGE_BROWSER_SUITES = ['sdk-desktop', 'dashboard-desktop-browser'].map((name) => `apps/api/test/${name}.test.ts`);
 
@@ -26,7 +27,7 @@ export default defineConfig({
     projects: [
       { extends: true, test: { name: 'platform', include: ALL_SUITES, exclude: [...configDefaults.exclude, ...STANDIN_NETWORK_SUITES, ...SANDBOX_PAGE_BROWSER_SUITES] } },
       { extends: true, test: { name: 'standin-network', include: STANDIN_NETWORK_SUITES, poolOptions: { forks: { maxForks: 1, minForks: 1 } } } },
-      { extends: true, test: { name: 'sandbox-page-browsers', include: SANDBOX_PAGE_BROWSER_SUITES, sequence: { groupOrder: 1 } } },
+      { extends: true, test: { name: 'sandbox-page-browsers', include: SANDBOX_PAGE_BROWSER_SUITES, sequence: { groupOrder: 1 }, fileParallelism: false } },
     ],
   },
 });
