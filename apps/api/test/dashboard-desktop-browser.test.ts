@@ -21,7 +21,7 @@ import { Sandbox } from '@e2b/desktop';
 import puppeteer, { type Browser, type Page } from 'puppeteer-core';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { ensureChromium } from './support/chromium.ts';
-import { withDesktopImageLock } from './support/desktop-image-lock.ts';
+import { holdDesktopLock } from './support/desktop-image-lock.ts';
 import { clickWhenPresent } from './support/page-actions.ts';
 import { pollUntil } from './support/poll-until.ts';
 import { api, startTestPlatform, type TestPlatform } from './support/start-platform.ts';
@@ -138,16 +138,18 @@ async function openTerminalTab(id: string): Promise<void> {
   await page.waitForFunction(() => /Shell started|Re-attached/.test(document.querySelector('.terminal-status')?.textContent ?? ''), { timeout: 30_000, polling: 100 });
 }
 
+/** The desktop lock, held for the whole suite (support/desktop-image-lock.ts). */
+let releaseLock: (() => void) | undefined;
+
 describe('the dashboard\'s desktop view', { timeout: 240_000 }, () => {
   beforeAll(async () => {
     chromium = await ensureChromium();
     await exec('node', [join(REPO, 'apps/dashboard/scripts/build.mjs')], { cwd: REPO, timeout: 120_000 });
     // The platform builds the desktop image when it is out of date; one suite at a time does (the next finds it current).
     const started = Date.now();
-    await withDesktopImageLock(async () => {
-      platform = await startTestPlatform({ sandboxNetwork: 'tidepool-dashboard-desktop-test', desktopImage: 'tidepool/desktop:latest' });
-      desktop = await Sandbox.create({ ...platform.sdk, timeoutMs: 900_000, requestTimeoutMs: 900_000 });
-    });
+    releaseLock = await holdDesktopLock();
+    platform = await startTestPlatform({ sandboxNetwork: 'tidepool-dashboard-desktop-test', desktopImage: 'tidepool/desktop:latest' });
+    desktop = await Sandbox.create({ ...platform.sdk, timeoutMs: 900_000, requestTimeoutMs: 900_000 });
     process.stderr.write(`dashboard-desktop: desktop sandbox with its xfce4 session ready in ${Date.now() - started} ms\n`);
     const base = await api(platform, 'POST', '/v2/sandboxes', { templateID: 'base', timeout: 900 });
     expect(base.status, JSON.stringify(base.body)).toBe(201);
@@ -181,6 +183,7 @@ describe('the dashboard\'s desktop view', { timeout: 240_000 }, () => {
     if (baseId) await api(platform, 'DELETE', `/sandboxes/${baseId}`).catch(() => undefined);
     await platform?.dispose();
     if (readdirSync(SHOTS).length === 0) rmSync(SHOTS, { recursive: true, force: true });
+    releaseLock?.();
   }, 120_000);
 
   beforeEach((context) => {

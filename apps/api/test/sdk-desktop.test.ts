@@ -16,7 +16,7 @@ import { CommandExitError, Sandbox } from '@e2b/desktop';
 import puppeteer, { type Browser, type Page } from 'puppeteer-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ensureChromium } from './support/chromium.ts';
-import { withDesktopImageLock } from './support/desktop-image-lock.ts';
+import { holdDesktopLock } from './support/desktop-image-lock.ts';
 import { ensureLocalhostNames } from './support/localhost-names.ts';
 import { api, startTestPlatform, type TestPlatform } from './support/start-platform.ts';
 
@@ -94,16 +94,18 @@ async function canvasColours(page: Page): Promise<number> {
   });
 }
 
+/** The desktop lock, held for the whole suite (support/desktop-image-lock.ts). */
+let releaseLock: (() => void) | undefined;
+
 beforeAll(async () => {
   await ensureLocalhostNames();
   chromium = await ensureChromium();
   // The platform builds the desktop image when it is out of date; one suite at a time does (the next finds it current).
   const started = Date.now();
-  await withDesktopImageLock(async () => {
-    platform = await startTestPlatform({ sandboxNetwork: 'tidepool-sdk-desktop-test', tls: true, httpsPort: 0, desktopImage: 'tidepool/desktop:latest' });
-    desktop = await Sandbox.create({ ...platform.sdk, domain: platform.clientDomain, timeoutMs: 900_000, requestTimeoutMs: 900_000 });
-    sandboxes.push(desktop);
-  });
+  releaseLock = await holdDesktopLock();
+  platform = await startTestPlatform({ sandboxNetwork: 'tidepool-sdk-desktop-test', tls: true, httpsPort: 0, desktopImage: 'tidepool/desktop:latest' });
+  desktop = await Sandbox.create({ ...platform.sdk, domain: platform.clientDomain, timeoutMs: 900_000, requestTimeoutMs: 900_000 });
+  sandboxes.push(desktop);
   process.stderr.write(`desktop sandbox with its xfce4 session ready in ${Date.now() - started} ms\n`);
   if (chromium) {
     browser = await puppeteer.launch({
@@ -122,6 +124,7 @@ afterAll(async () => {
   for (const sandbox of sandboxes) await sandbox.kill().catch(() => undefined);
   await platform?.dispose();
   if (readdirSync(SHOTS).length === 0) rmSync(SHOTS, { recursive: true, force: true });
+  releaseLock?.();
 }, 120_000);
 
 describe('the desktop template', () => {

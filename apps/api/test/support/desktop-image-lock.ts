@@ -27,6 +27,20 @@ function ownerAlive(): boolean {
  * next finds it current. A lock whose process is gone is taken over.
  */
 export async function withDesktopImageLock<T>(work: () => Promise<T>, timeoutMs = 1_500_000): Promise<T> {
+  const release = await holdDesktopLock(timeoutMs);
+  try {
+    return await work();
+  } finally {
+    release();
+  }
+}
+
+/**
+ * Takes the same lock until the returned function is called: the browser suites that load sandbox pages hold it for
+ * their whole run, so that neither creates sandboxes (new interfaces, which make Chromium drop the other's requests
+ * with ERR_NETWORK_CHANGED) while the other's pages load.
+ */
+export async function holdDesktopLock(timeoutMs = 1_500_000): Promise<() => void> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     try {
@@ -43,9 +57,5 @@ export async function withDesktopImageLock<T>(work: () => Promise<T>, timeoutMs 
     if (Date.now() > deadline) throw new Error(`the desktop image lock ${LOCK_DIR} was held for over ${timeoutMs} ms`);
     await new Promise((resolve) => setTimeout(resolve, 1000));
   }
-  try {
-    return await work();
-  } finally {
-    rmSync(LOCK_DIR, { recursive: true, force: true });
-  }
+  return () => rmSync(LOCK_DIR, { recursive: true, force: true });
 }
